@@ -1,0 +1,19 @@
+"""The Python API, compatible with paddlelite's."""
+from __future__ import annotations
+
+from pdlite.api.config import CxxConfig
+from pdlite.api.predictor import CxxPredictor, create_paddle_predictor
+from pdlite.api.tensor import Tensor
+from pdlite.core.types import DataLayoutType, Place, PowerMode, PrecisionType, TargetType
+
+__all__ = [
+    "CxxConfig",
+    "CxxPredictor",
+    "DataLayoutType",
+    "Place",
+    "PowerMode",
+    "PrecisionType",
+    "TargetType",
+    "Tensor",
+    "create_paddle_predictor",
+]

@@ -1,0 +1,1 @@
+"""Core data structures: types and places, tensors and scopes, programs and the SSA graph."""

@@ -1,0 +1,107 @@
+"""Targets, precisions, layouts and places, mirroring paddlelite's enums."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class TargetType(enum.IntEnum):
+    Unk = 0
+    Host = 1
+    X86 = 2
+    CUDA = 3
+    ARM = 4
+    OpenCL = 5
+    Any = 6
+    FPGA = 7
+    NPU = 8
+    XPU = 9
+    BM = 10
+    MLU = 11
+    RKNPU = 12
+    APU = 13
+    HUAWEI_ASCEND_NPU = 14
+    IMAGINATION_NNA = 15
+    INTEL_FPGA = 16
+    Metal = 17
+    NNAdapter = 18
+
+
+class PrecisionType(enum.IntEnum):
+    Unk = 0
+    FP32 = 1
+    INT8 = 2
+    INT32 = 3
+    Any = 4
+    FP16 = 5
+    BOOL = 6
+    INT64 = 7
+    INT16 = 8
+    UINT8 = 9
+    FP64 = 10
+
+
+class DataLayoutType(enum.IntEnum):
+    Unk = 0
+    NCHW = 1
+    Any = 2
+    NHWC = 3
+    ImageDefault = 4
+    ImageFolder = 5
+    ImageNW = 6
+    MetalTexture2DArray = 7
+    MetalTexture2D = 8
+
+
+class PowerMode(enum.IntEnum):
+    LITE_POWER_HIGH = 0
+    LITE_POWER_LOW = 1
+    LITE_POWER_FULL = 2
+    LITE_POWER_NO_BIND = 3
+    LITE_POWER_RAND_HIGH = 4
+    LITE_POWER_RAND_LOW = 5
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where and how a kernel runs: (target, precision, layout)."""
+
+    target: TargetType = TargetType.Host
+    precision: PrecisionType = PrecisionType.FP32
+    layout: DataLayoutType = DataLayoutType.NCHW
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target", TargetType(self.target))
+        object.__setattr__(self, "precision", PrecisionType(self.precision))
+        object.__setattr__(self, "layout", DataLayoutType(self.layout))
+
+    def __repr__(self) -> str:
+        return f"Place({self.target.name}, {self.precision.name}, {self.layout.name})"
+
+
+HOST = TargetType.Host
+X86 = TargetType.X86
+ANY_TARGET = TargetType.Any
+FP32 = PrecisionType.FP32
+ANY_PRECISION = PrecisionType.Any
+NCHW = DataLayoutType.NCHW
+ANY_LAYOUT = DataLayoutType.Any
+
+_PRECISION_OF_DTYPE = {
+    np.dtype(np.float32): PrecisionType.FP32,
+    np.dtype(np.float16): PrecisionType.FP16,
+    np.dtype(np.float64): PrecisionType.FP64,
+    np.dtype(np.int8): PrecisionType.INT8,
+    np.dtype(np.uint8): PrecisionType.UINT8,
+    np.dtype(np.int16): PrecisionType.INT16,
+    np.dtype(np.int32): PrecisionType.INT32,
+    np.dtype(np.int64): PrecisionType.INT64,
+    np.dtype(np.bool_): PrecisionType.BOOL,
+}
+
+
+def precision_of_dtype(dtype: np.dtype) -> PrecisionType:
+    """The PrecisionType matching a NumPy dtype (Unk when there is none)."""
+    return _PRECISION_OF_DTYPE.get(np.dtype(dtype), PrecisionType.Unk)

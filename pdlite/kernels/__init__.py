@@ -1,0 +1,1 @@
+"""Kernels per target: `kernels/<target>/`, registered by (op type, target, precision, layout)."""

@@ -1,0 +1,116 @@
+"""The kernel registry: (op type, target, precision, layout) -> kernel class with declared tensor types."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdlite.core.program import OpDesc
+from pdlite.core.registry import Registry
+from pdlite.core.types import (
+    ANY_LAYOUT,
+    ANY_PRECISION,
+    ANY_TARGET,
+    DataLayoutType,
+    Place,
+    PrecisionType,
+    TargetType,
+)
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The type of a kernel's input or output tensor: where it lives, its precision and layout."""
+
+    target: TargetType = TargetType.Host
+    precision: PrecisionType = PrecisionType.FP32
+    layout: DataLayoutType = DataLayoutType.NCHW
+
+    def matches(self, other: TensorType) -> bool:
+        """True when a tensor of type `other` can be read as this type without a cast."""
+        return (
+            (self.target == other.target or ANY_TARGET in (self.target, other.target))
+            and (self.precision == other.precision or ANY_PRECISION in (self.precision, other.precision))
+            and (self.layout == other.layout or ANY_LAYOUT in (self.layout, other.layout))
+        )
+
+
+@dataclass(frozen=True)
+class KernelKey:
+    op_type: str
+    target: TargetType
+    precision: PrecisionType
+    layout: DataLayoutType
+    alias: str = "def"
+
+    @property
+    def place(self) -> Place:
+        return Place(self.target, self.precision, self.layout)
+
+    def __str__(self) -> str:
+        return f"{self.op_type}/{self.target.name}/{self.precision.name}/{self.layout.name}/{self.alias}"
+
+
+class Kernel:
+    """Base of every kernel. A kernel is made for one op; `run` maps input slots to output slots.
+
+    `prepare(params)` is called once before the first run with the persistable inputs
+    (weights) so that a kernel can pre-transform them; `run(ins)` gets, per input slot, the
+    list of input tensors (NumPy arrays on the host) and returns the output slots likewise.
+    """
+
+    def __init__(self, op: OpDesc) -> None:
+        self.op = op
+        self.attrs = op.attrs
+
+    def prepare(self, params: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Optional: see the persistable inputs once, by variable name."""
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        raise NotImplementedError
+
+
+@dataclass
+class KernelDef:
+    key: KernelKey
+    cls: type[Kernel]
+    inputs: dict[str, TensorType] = field(default_factory=dict)
+    outputs: dict[str, TensorType] = field(default_factory=dict)
+
+    def input_type(self, slot: str) -> TensorType:
+        return self.inputs.get(slot, TensorType(self.key.target, self.key.precision, self.key.layout))
+
+    def output_type(self, slot: str) -> TensorType:
+        return self.outputs.get(slot, TensorType(self.key.target, self.key.precision, self.key.layout))
+
+
+KERNELS: Registry[KernelKey, KernelDef] = Registry("kernel")
+
+
+def register_kernel(
+    op_type: str,
+    *,
+    target: TargetType = TargetType.Host,
+    precision: PrecisionType = PrecisionType.FP32,
+    layout: DataLayoutType = DataLayoutType.NCHW,
+    alias: str = "def",
+    inputs: Mapping[str, TensorType] | None = None,
+    outputs: Mapping[str, TensorType] | None = None,
+    override: bool = False,
+) -> Callable[[type[Kernel]], type[Kernel]]:
+    """Register a Kernel subclass. Undeclared slots have the kernel's own (target, precision, layout)."""
+
+    def deco(cls: type[Kernel]) -> type[Kernel]:
+        key = KernelKey(op_type, TargetType(target), PrecisionType(precision), DataLayoutType(layout), alias)
+        KERNELS.add(key, KernelDef(key, cls, dict(inputs or {}), dict(outputs or {})), override=override)
+        return cls
+
+    return deco
+
+
+def kernels_for(op_type: str) -> list[KernelDef]:
+    return [d for k, d in KERNELS.items() if k.op_type == op_type]
+
+
+def targets_for(op_type: str) -> list[TargetType]:
+    return sorted({d.key.target for d in kernels_for(op_type)})

@@ -1,0 +1,2 @@
+"""Op definitions: importing this package registers every op (explicit imports, no scanning)."""
+from __future__ import annotations

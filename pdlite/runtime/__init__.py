@@ -1,0 +1,1 @@
+"""The execution phase: a runtime program of instructions (op + chosen kernel) run over a scope."""

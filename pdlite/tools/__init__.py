@@ -1,0 +1,1 @@
+"""Command-line tools: `pdlite <command>` (run, ...) and `pdlite-opt`."""

@@ -1,0 +1,39 @@
+"""`pdlite`: run, benchmark, profile and inspect Paddle models from the command line."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pdlite.errors import PdliteError
+
+# one module per command, each with `register(subparsers)`; listed explicitly
+COMMANDS = ["pdlite.tools.run"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from pdlite import __version__
+
+    parser = argparse.ArgumentParser(prog="pdlite", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pdlite {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in COMMANDS:
+        importlib.import_module(mod).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except PdliteError as e:
+        print(f"pdlite {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

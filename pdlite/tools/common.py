@@ -1,0 +1,93 @@
+"""What the CLI commands share: opening a model from a path, parsing NAME=VALUE options."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from pdlite.api.config import CxxConfig
+from pdlite.errors import ConfigError, InputError
+
+
+def config_for(model: str, params: str | None = None) -> Any:
+    """A config for MODEL: a folder (any layout), a program file (+ params beside it), or an optimized `.nb`."""
+    if model.endswith(".nb"):
+        from pdlite.api.mobile import MobileConfig
+
+        mc = MobileConfig()
+        mc.set_model_from_file(model)
+        return mc
+    cfg = CxxConfig()
+    if os.path.isdir(model):
+        cfg.set_model_dir(model)
+    elif os.path.isfile(model):
+        cfg.set_model_file(model)
+        if params is None:
+            stem, ext = os.path.splitext(model)
+            for cand in (stem + ".pdiparams", os.path.join(os.path.dirname(model), "__params__"),
+                         os.path.join(os.path.dirname(model), "params")):
+                if os.path.isfile(cand):
+                    params = cand
+                    break
+        if params:
+            cfg.set_param_file(params)
+    else:
+        raise ConfigError(f"model {model!r} not found (give a model folder, a program file or a .nb file)")
+    return cfg
+
+
+def parse_kv(items: list[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for it in items or []:
+        if "=" not in it:
+            raise ConfigError(f"{what} {it!r}: expected NAME=VALUE")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def parse_shape(text: str, name: str) -> list[int]:
+    try:
+        return [int(s) for s in text.replace("x", ",").split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"--shape {name}={text!r}: expected comma-separated integers like 1,3,224,224") from None
+
+
+def make_feeds(predictor: Any, inputs: dict[str, str], shapes: dict[str, str], random: bool,
+               seed: int = 0) -> dict[str, np.ndarray]:
+    """Feeds from .npy/.npz files and/or random data of the given (or model) shapes."""
+    names = predictor.get_input_names()
+    feeds: dict[str, np.ndarray] = {}
+    for k, path in inputs.items():
+        if k not in names:
+            raise InputError(f"--input {k}: the model has no input {k!r}; inputs are {names}")
+        arr = np.load(path)
+        if isinstance(arr, np.lib.npyio.NpzFile):
+            key = f"in:{k}" if f"in:{k}" in arr else (k if k in arr else arr.files[0])
+            arr = arr[key]
+        feeds[k] = arr
+    rng = np.random.default_rng(seed)
+    for n in names:
+        if n in feeds:
+            continue
+        spec_shape, dtype = predictor._feed_specs[n]
+        shape = parse_shape(shapes[n], n) if n in shapes else list(spec_shape)
+        if not random and n not in shapes:
+            raise InputError(f"input {n!r} has no data: give --input {n}=FILE.npy, or --random "
+                             f"(with --shape {n}=... for dynamic dims {spec_shape})")
+        if any(d < 0 for d in shape):
+            raise InputError(f"input {n!r} has dynamic dims {spec_shape}: give --shape {n}=1,3,224,224")
+        dtype = dtype or np.dtype(np.float32)
+        if np.issubdtype(dtype, np.integer):
+            feeds[n] = rng.integers(0, 100, size=shape).astype(dtype)
+        else:
+            feeds[n] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def summary(arr: np.ndarray) -> str:
+    if arr.size == 0:
+        return "empty"
+    a = arr.astype(np.float64) if arr.dtype != np.bool_ else arr.astype(np.float64)
+    return f"min {a.min():.6g}  max {a.max():.6g}  mean {a.mean():.6g}  std {a.std():.6g}"
