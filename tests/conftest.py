@@ -1,0 +1,51 @@
+"""Shared test helpers: locating the test models and comparing against Paddle's reference outputs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "models"
+SHARED = REPO.parent / "shared" / "models"
+
+# every non-PIR model of the shared zoo, and the PIR ones
+LEGACY_MODELS = ["mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_small_noncombined",
+                 "ppocr_cls_v2", "ppocr_det_v4", "resnet18", "transformer_encoder"]
+PIR_MODELS = ["mobilenet_v3_small_pir"]
+
+
+def find_model(name: str) -> Path | None:
+    for root in (FIXTURES, SHARED):
+        if (root / name).is_dir():
+            return root / name
+    return None
+
+
+def model_dir(name: str) -> Path:
+    """The folder of a test model (repo fixtures first, then ../shared/models); skips when absent."""
+    d = find_model(name)
+    if d is None:
+        pytest.skip(f"model {name!r} is neither in {FIXTURES} nor in {SHARED}")
+    return d
+
+
+def load_case(name: str, case: str = "case.npz") -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(inputs, outputs) of a model's reference case; the non-combined re-save uses its twin's case."""
+    d = model_dir(name)
+    path = d / case
+    if not path.exists():
+        pytest.skip(f"{path} does not exist")
+    z = np.load(path)
+    ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
+    outs = {k[4:]: z[k] for k in z.files if k.startswith("out:")}
+    return ins, outs
+
+
+def assert_close_rel(got: np.ndarray, ref: np.ndarray, rel: float, what: str = "") -> None:
+    """max|got - ref| <= rel * max|ref| (the project's model-level tolerance)."""
+    assert got.shape == ref.shape, f"{what}: shape {got.shape} != reference {ref.shape}"
+    scale = float(np.max(np.abs(ref))) if ref.size else 1.0
+    err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
+    assert err <= rel * max(scale, 1e-30), f"{what}: max|got-ref| = {err:.3g} > {rel} * max|ref| ({scale:.3g})"
