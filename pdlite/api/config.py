@@ -29,6 +29,17 @@ class ConfigBase:
     def power_mode(self) -> PowerMode:
         return self._power_mode
 
+    def set_delegate(self, delegate: Any) -> None:
+        """Hand runs of kernels to a `pdlite.delegate.Delegate` (None: pdlite's own kernels only)."""
+        from pdlite.delegate import Delegate
+
+        if delegate is not None and not isinstance(delegate, Delegate):
+            raise ConfigError(f"set_delegate: expected a pdlite.delegate.Delegate, got {type(delegate).__name__}")
+        self._delegate = delegate
+
+    def delegate(self) -> Any:
+        return getattr(self, "_delegate", None)
+
     # pdlite extensions: free-form options read by passes, kernels and tools
     def set_option(self, key: str, value: Any) -> None:
         self._options[key] = value

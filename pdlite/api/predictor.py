@@ -20,7 +20,7 @@ class PredictorBase:
     """What both predictors share: named input/output tensors around a runtime program."""
 
     def _setup(self, program: Program, runtime: RuntimeProgram, params: dict[str, Any],
-               feed_names: list[str], fetch_names: list[str]) -> None:
+               feed_names: list[str], fetch_names: list[str], delegate: Any = None) -> None:
         self._program = program
         self._runtime = runtime
         self._params = params
@@ -35,6 +35,10 @@ class PredictorBase:
         self._inputs = [Tensor(n, *reversed(self._feed_specs[n])) for n in feed_names]
         self._outputs = [Tensor(n) for n in fetch_names]
         runtime.prepare(params)
+        if delegate is not None:
+            from pdlite.delegate.runner import apply_delegate
+
+            self._runtime = apply_delegate(delegate, program, runtime, params, fetch_names)
         self._hook: Hook | None = None
 
     # -- paddlelite API -----------------------------------------------------------------------
@@ -130,8 +134,16 @@ class CxxPredictor(PredictorBase):
         model = load_model(**src)
         params = {k: t.array for k, t in model.params.items()}
         self.analysis = analyse(model.program, params, config.valid_places(), config.passes(), config.options)
-        self._setup(model.program, self.analysis.runtime, params, self.analysis.feed_names,
-                    self.analysis.fetch_names)
+        self._setup(model.program, self.analysis.runtime, self.analysis.ctx.params, self.analysis.feed_names,
+                    self.analysis.fetch_names, config.delegate())
+
+    def save_optimized_model(self, path: str) -> str:
+        """Write the optimized model to `path + ".nb"` (as paddlelite does) for MobileConfig; returns that path."""
+        from pdlite.model_parser.naive_buffer import save_optimized_model
+
+        out = str(path) + ".nb"
+        save_optimized_model(self.analysis, out, {"passes": list(self.config.passes())})
+        return out
 
 
 def create_paddle_predictor(config: Any) -> PredictorBase:

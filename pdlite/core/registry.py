@@ -5,8 +5,8 @@ their own module; plugins add to the same objects. Registries are the only globa
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Generic, Hashable, TypeVar
+from collections.abc import Hashable, Iterator
+from typing import Generic, TypeVar
 
 from pdlite.errors import PdliteError
 

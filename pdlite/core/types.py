@@ -105,3 +105,27 @@ _PRECISION_OF_DTYPE = {
 def precision_of_dtype(dtype: np.dtype) -> PrecisionType:
     """The PrecisionType matching a NumPy dtype (Unk when there is none)."""
     return _PRECISION_OF_DTYPE.get(np.dtype(dtype), PrecisionType.Unk)
+
+
+def register_target(name: str, value: int | None = None) -> TargetType:
+    """Add a target to TargetType (for plugins): `TargetType.<name>` then exists like a built-in one.
+
+    Returns the existing member when `name` is already a target. Values of new targets start at 100.
+    """
+    if name in TargetType.__members__:
+        return TargetType[name]
+    if not name.isidentifier():
+        raise ValueError(f"target name {name!r} must be a Python identifier")
+    if value is None:
+        value = max(100, max(int(t) for t in TargetType) + 1)
+    if value in TargetType._value2member_map_:
+        raise ValueError(f"target value {value} is taken by {TargetType(value).name}")
+    member = int.__new__(TargetType, value)
+    member._name_ = name
+    member._value_ = value
+    member.__objclass__ = TargetType  # type: ignore[attr-defined]
+    TargetType._member_map_[name] = member
+    TargetType._value2member_map_[value] = member
+    TargetType._member_names_.append(name)
+    type.__setattr__(TargetType, name, member)
+    return member

@@ -63,6 +63,11 @@ class Kernel:
         self.op = op
         self.attrs = op.attrs
 
+    @classmethod
+    def supports(cls, op: OpDesc) -> bool:
+        """Optional predicate on the op's attributes: False keeps the kernel from being picked for it."""
+        return True
+
     def prepare(self, params: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """Optional: see the persistable inputs once, by variable name."""
 

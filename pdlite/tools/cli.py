@@ -8,7 +8,7 @@ import sys
 from pdlite.errors import PdliteError
 
 # one module per command, each with `register(subparsers)`; listed explicitly
-COMMANDS = ["pdlite.tools.run"]
+COMMANDS = ["pdlite.tools.run", "pdlite.tools.plugins"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,3 +3,5 @@
 Importing this package registers every host kernel (explicit imports, no scanning).
 """
 from __future__ import annotations
+from pdlite.kernels.host import activation, elementwise  # noqa: F401,E402
+from pdlite.kernels.host import type_cast  # noqa: F401,E402

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.graph import Graph, Node
+from pdlite.core.program import OpDesc
 from pdlite.core.types import (
     ANY_LAYOUT,
     ANY_PRECISION,
@@ -20,7 +22,6 @@ from pdlite.core.types import (
     TargetType,
     precision_of_dtype,
 )
-from pdlite.core.dtypes import numpy_dtype
 from pdlite.errors import UnsupportedOpError
 from pdlite.kernels.registry import KernelDef, kernels_for, targets_for
 from pdlite.operators.registry import OPS
@@ -47,9 +48,12 @@ def _var_precision(node: Node) -> PrecisionType:
         return PrecisionType.Unk
 
 
-def score_kernel(kd: KernelDef, node: Node, places: list[Place]) -> tuple | None:
+def score_kernel(kd: KernelDef, node: Node, places: list[Place], attached: OpDesc | None = None) -> tuple | None:
     """Sort key of a kernel for an op node (smaller is better), or None if no place admits it."""
     best = None
+    assert node.op is not None
+    if not kd.cls.supports(attached if attached is not None else node.op):
+        return None
     for rank, place in enumerate(places):
         t = _target_ok(kd.key.target, place.target)
         if t is None:
@@ -75,8 +79,10 @@ def score_kernel(kd: KernelDef, node: Node, places: list[Place]) -> tuple | None
 
 def pick_kernel(node: Node, places: list[Place]) -> KernelDef | None:
     assert node.op is not None
+    opdef = OPS.get(node.op.type)
+    attached = opdef.attach(node.op) if opdef is not None else node.op
     scored = [(s, i, kd) for i, kd in enumerate(kernels_for(node.op.type))
-              if (s := score_kernel(kd, node, places)) is not None]
+              if (s := score_kernel(kd, node, places, attached)) is not None]
     if not scored:
         return None
     return min(scored, key=lambda x: (x[0], x[1]))[2]

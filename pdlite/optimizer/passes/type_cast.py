@@ -106,7 +106,8 @@ class TypeTargetCastPass(Pass):
         name = f"{var.name}/{cast_type}/{dst.target.name}_{dst.precision.name}_{dst.layout.name}"
         desc = graph.vars[var.name] if var.name in graph.vars else VarDesc(var.name)
         out = graph.add_var(VarDesc(name, desc.type, desc.dtype, list(desc.shape), desc.lod_level))
-        op = OpDesc(cast_type, {"Input": [var.name]}, {"Out": [name]}, {})
+        attrs = {"src": src.layout.name, "dst": dst.layout.name} if cast_type == "layout" else {}
+        op = OpDesc(cast_type, {"Input": [var.name]}, {"Out": [name]}, attrs)
         node = graph.add_op(op, [var], [out])
         node.info["kernel"] = kd
         return out

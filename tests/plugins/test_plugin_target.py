@@ -1,0 +1,53 @@
+"""The example plugin (examples/plugin_target), pip-installed, adds a target through entry points."""
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from tests.conftest import assert_close_rel, load_case, model_dir
+
+REL = 1e-4
+
+
+def _installed() -> bool:
+    return any(ep.name == "demo_target" for ep in importlib.metadata.entry_points(group="pdlite.plugins"))
+
+
+pytestmark = pytest.mark.skipif(not _installed(), reason="pip install examples/plugin_target (CI does)")
+
+
+def test_model_runs_on_plugin_target_with_host_fallback():
+    import pdlite_demo_target
+
+    from pdlite.lite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
+    from pdlite.optimizer.analysis import load_builtin_registries
+
+    load_builtin_registries()
+    demo = TargetType["DemoCPU"]
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir("mobilenet_v3_small")))
+    cfg.set_valid_places([Place(demo, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
+    pred = create_paddle_predictor(cfg)
+    targets = {}
+    for inst in pred.runtime_program.instructions:
+        targets.setdefault(inst.op.type, set()).add(inst.kernel_def.key.target)
+    assert targets["hard_swish"] == {demo}
+    assert targets["conv2d"] == {TargetType.Host}, "ops the plugin lacks fall back to host"
+    assert "io_copy" in targets, "copies between Host and DemoCPU were inserted"
+    pdlite_demo_target.CALLS.clear()
+    ins, outs = load_case("mobilenet_v3_small")
+    got = pred.predict(ins)
+    assert pdlite_demo_target.CALLS.get("hard_swish", 0) > 0 and pdlite_demo_target.CALLS.get("io_copy", 0) > 0
+    for g, ref in zip(got, outs.values()):
+        assert_close_rel(g, ref, REL)
+
+
+def test_plugins_command_lists_what_was_registered(capsys):
+    from pdlite.tools.cli import main
+
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "demo_target (pdlite_demo_target:register): loaded" in out
+    assert "hard_swish/DemoCPU/FP32/NCHW/def" in out
+    assert "io_copy/DemoCPU/Any/Any/host_to_demo" in out
