@@ -40,6 +40,14 @@ class ConfigBase:
     def delegate(self) -> Any:
         return getattr(self, "_delegate", None)
 
+    def enable_profiler(self, on: bool = True) -> None:
+        """Time every op; read `predictor.profiler.table()` after runs."""
+        self._options["profile"] = bool(on)
+
+    def enable_precision_profiler(self, on: bool = True) -> None:
+        """Record statistics of every op's outputs; read `predictor.precision_profiler.table()`."""
+        self._options["precision_profile"] = bool(on)
+
     # pdlite extensions: free-form options read by passes, kernels and tools
     def set_option(self, key: str, value: Any) -> None:
         self._options[key] = value

@@ -13,7 +13,9 @@ from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import Program
 from pdlite.errors import ConfigError, InputError
 from pdlite.runtime.instruction import check_feed
+from pdlite.runtime.profiler import HookChain, PrecisionProfiler, Profiler
 from pdlite.runtime.runtime_program import Hook, RuntimeProgram
+from pdlite.runtime.threads import set_blas_threads
 
 
 class PredictorBase:
@@ -39,7 +41,14 @@ class PredictorBase:
             from pdlite.delegate.runner import apply_delegate
 
             self._runtime = apply_delegate(delegate, program, runtime, params, fetch_names)
+        config = getattr(self, "config", None)
+        options = config.options if config is not None else {}
+        self._threads = config.threads() if config is not None else 1
+        self.profiler = Profiler() if options.get("profile") else None
+        self.precision_profiler = PrecisionProfiler() if options.get("precision_profile") else None
         self._hook: Hook | None = None
+        if self.profiler or self.precision_profiler:
+            self._hook = HookChain(self.profiler, self.precision_profiler)
 
     # -- paddlelite API -----------------------------------------------------------------------
     def get_input(self, i: int) -> Tensor:
@@ -84,6 +93,7 @@ class PredictorBase:
             if isinstance(data, np.ndarray):
                 check_feed(t.name, data, shape, dtype)
             scope[t.name] = data
+        set_blas_threads(self._threads)
         self._runtime.run(scope, self._hook)
         for t in self._outputs:
             t._set(scope[t.name])

@@ -8,7 +8,8 @@ import sys
 from pdlite.errors import PdliteError
 
 # one module per command, each with `register(subparsers)`; listed explicitly
-COMMANDS = ["pdlite.tools.run", "pdlite.tools.plugins"]
+COMMANDS = ["pdlite.tools.run", "pdlite.tools.bench", "pdlite.tools.inspect_model", "pdlite.tools.graph",
+            "pdlite.tools.plugins"]
 
 
 def build_parser() -> argparse.ArgumentParser:

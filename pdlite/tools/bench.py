@@ -1,0 +1,90 @@
+"""`pdlite bench MODEL`: latency (min / median / max), with per-op profile and precision profile."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from pdlite.api.predictor import create_paddle_predictor
+from pdlite.errors import ConfigError
+from pdlite.tools.common import config_for, make_feeds, parse_kv
+from pdlite.tools.progress import Progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="measure latency; --profile per op, --precision-profile per-op statistics")
+    p.add_argument("model")
+    p.add_argument("--params")
+    p.add_argument("--shape", action="append", metavar="NAME=1,3,224,224")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--backend", default="host",
+                   help="host (default), or an NNAdapter device: intel_openvino, onnxruntime")
+    p.add_argument("--profile", action="store_true", help="per-op time table")
+    p.add_argument("--precision-profile", action="store_true", help="per-op output statistics (NaN/Inf hunt)")
+    p.set_defaults(func=main)
+
+
+def apply_backend(cfg, backend: str) -> None:
+    """Point a config at a backend: host, or an NNAdapter device by name."""
+    if backend in ("host", "x86"):
+        return
+    if not hasattr(cfg, "set_nnadapter_device_names"):
+        raise ConfigError(f"--backend {backend}: this config cannot use NNAdapter devices")
+    from pdlite.core.types import Place, PrecisionType, TargetType
+
+    cfg.set_nnadapter_device_names([backend])
+    cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
+
+
+def measure(pred, feeds, warmup: int, repeats: int, label: str = "bench") -> list[float]:
+    """Latencies in ms of `repeats` runs after `warmup` runs."""
+    for k, v in feeds.items():
+        pred.get_input_by_name(k).from_numpy(v)
+    times = []
+    with Progress(warmup + repeats, label) as prog:
+        for _ in range(warmup):
+            pred.run()
+            prog.update()
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            pred.run()
+            times.append((time.perf_counter() - t0) * 1e3)
+            prog.update()
+    return times
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = config_for(args.model, args.params)
+    cfg.set_threads(args.threads)
+    apply_backend(cfg, args.backend)
+    pred = create_paddle_predictor(cfg)
+    feeds = make_feeds(pred, parse_kv(args.input, "--input"), parse_kv(args.shape, "--shape"), random=True)
+    times = measure(pred, feeds, args.warmup, args.repeats)
+    print(f"model: {args.model}  backend: {args.backend}  threads: {args.threads}")
+    print("inputs: " + ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in feeds.items()))
+    print(f"latency over {args.repeats} runs (after {args.warmup} warm-up): min {min(times):.3f} ms  "
+          f"median {statistics.median(times):.3f} ms  max {max(times):.3f} ms")
+    if args.profile or args.precision_profile:
+        from pdlite.runtime.profiler import HookChain, PrecisionProfiler, Profiler
+
+        prof = Profiler() if args.profile else None
+        pp = PrecisionProfiler() if args.precision_profile else None
+        pred.set_hook(HookChain(prof, pp))
+        if prof is not None:
+            for _ in range(max(args.repeats, 1)):
+                pred.run()
+            print(f"\nper-op profile ({args.repeats} runs):")
+            print(prof.table())
+        if pp is not None:
+            pp.stats.clear()
+            pred.set_hook(pp)
+            pred.run()
+            print("\nprecision profile (one run):")
+            print(pp.table())
+            bad = pp.first_bad()
+            print(f"\nfirst NaN/Inf: {bad.op} -> {bad.name}" if bad else "\nno NaN or Inf in any op output")
+        pred.set_hook(None)
+    return 0

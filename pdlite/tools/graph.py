@@ -1,0 +1,55 @@
+"""`pdlite graph MODEL -o g.svg|g.dot [--after-passes]`: draw the SSA graph (graphviz if installed)."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+
+from pdlite.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("graph", help="draw the SSA graph as DOT or SVG")
+    p.add_argument("model")
+    p.add_argument("--params")
+    p.add_argument("-o", "--output", required=True, help="g.dot, or g.svg / g.png (needs graphviz's `dot`)")
+    p.add_argument("--after-passes", action="store_true", help="the graph after the analysis passes")
+    p.set_defaults(func=main)
+
+
+def model_dot(model: str, params: str | None, after_passes: bool) -> str:
+    from pdlite.core.graph import Graph
+    from pdlite.tools.common import config_for
+
+    cfg = config_for(model, params)
+    if not hasattr(cfg, "model_source"):
+        raise ConfigError("graph draws source models, not .nb files")
+    if after_passes:
+        from pdlite.api.predictor import CxxPredictor
+
+        return CxxPredictor(cfg).analysis.graph.to_dot("after_passes")
+    from pdlite.model_parser import load_model
+
+    m = load_model(**cfg.model_source())
+    return Graph(m.program.main).to_dot("program")
+
+
+def main(args: argparse.Namespace) -> int:
+    dot = model_dot(args.model, args.params, args.after_passes)
+    out = args.output
+    if out.endswith(".dot") or out.endswith(".gv"):
+        with open(out, "w") as f:
+            f.write(dot)
+        print(f"DOT written to {out} ({dot.count('->')} edges)")
+        return 0
+    fmt = out.rsplit(".", 1)[-1]
+    exe = shutil.which("dot")
+    if exe is None:
+        alt = out.rsplit(".", 1)[0] + ".dot"
+        with open(alt, "w") as f:
+            f.write(dot)
+        print(f"graphviz's `dot` is not installed: wrote DOT to {alt} instead (apt install graphviz for {fmt})")
+        return 0
+    subprocess.run([exe, f"-T{fmt}", "-o", out], input=dot.encode(), check=True)
+    print(f"{fmt.upper()} written to {out}")
+    return 0

@@ -1,0 +1,86 @@
+"""`pdlite inspect MODEL`: inputs, outputs, op histogram, parameters, and who supports which op."""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import numpy as np
+
+from pdlite.core.dtypes import VarType, numpy_dtype
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="inputs/outputs, op histogram, params, support per target and device")
+    p.add_argument("model")
+    p.add_argument("--params")
+    p.set_defaults(func=main)
+
+
+def _load(model: str, params: str | None):
+    from pdlite.model_parser import load_model
+    from pdlite.tools.common import config_for
+
+    cfg = config_for(model, params)
+    if hasattr(cfg, "model_source"):
+        return load_model(**cfg.model_source())
+    raise SystemExit("inspect reads source models; for a .nb use `pdlite run`")
+
+
+def support_table(op_types: list[str]) -> tuple[list[str], dict[str, dict[str, bool]]]:
+    """Columns (targets, then NNAdapter devices) and, per op type, whether each supports it."""
+    from pdlite.kernels.registry import KERNELS
+    from pdlite.optimizer.analysis import load_builtin_registries
+
+    load_builtin_registries()
+    targets = sorted({k.target.name for k in KERNELS})
+    cols = list(targets)
+    conv: dict[str, set[str]] = {}
+    try:
+        from pdlite.nnadapter.registry import CONVERTERS, DRIVERS
+
+        for dev in DRIVERS:
+            cols.append(dev)
+            conv[dev] = set(CONVERTERS)
+    except ImportError:
+        pass
+    table: dict[str, dict[str, bool]] = {}
+    for t in op_types:
+        have = {k.target.name for k in KERNELS if k.op_type == t}
+        row = {c: c in have for c in targets}
+        for dev, ops in conv.items():
+            row[dev] = t in ops
+        table[t] = row
+    return cols, table
+
+
+def main(args: argparse.Namespace) -> int:
+    m = _load(args.model, args.params)
+    prog = m.program
+    block = prog.main
+    print(f"model: {args.model}  (format: {m.format})")
+    print("\ninputs:")
+    for n in prog.feed_names():
+        v = block.vars.get(n)
+        dt = numpy_dtype(v.dtype) if v is not None and v.dtype is not None else "?"
+        print(f"  {n}: shape {list(v.shape) if v else '?'} {dt}")
+    print("outputs:")
+    for n in prog.fetch_names():
+        v = block.vars.get(n)
+        dt = numpy_dtype(v.dtype) if v is not None and v.dtype is not None and v.dtype != VarType.LOD_TENSOR else "?"
+        print(f"  {n}: shape {list(v.shape) if v else '?'} {dt}")
+    hist = Counter(op.type for b in prog.blocks for op in b.ops if op.type not in ("feed", "fetch"))
+    print(f"\nops: {sum(hist.values())} in {len(prog.blocks)} block(s), {len(hist)} types")
+    for t, c in hist.most_common():
+        print(f"  {t:<28} {c}")
+    n_params = sum(int(np.prod(t.array.shape)) for t in m.params.values())
+    n_bytes = sum(t.array.nbytes for t in m.params.values())
+    print(f"\nparameters: {len(m.params)} tensors, {n_params:,} values, {n_bytes / 1e6:.2f} MB")
+    cols, table = support_table(sorted(hist))
+    print("\nsupport (Y = a kernel or converter exists):")
+    print(f"  {'op type':<28} " + " ".join(f"{c:>14}" for c in cols))
+    for t in sorted(hist):
+        print(f"  {t:<28} " + " ".join(f"{('Y' if table[t][c] else '-'):>14}" for c in cols))
+    missing = [t for t in hist if not any(table[t].values())]
+    if missing:
+        print(f"\nunsupported everywhere: {', '.join(sorted(missing))}")
+    return 0

@@ -1,0 +1,113 @@
+"""The command-line tools: run, bench (+ profile, precision profile), inspect, graph. Output content is checked."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from pdlite.tools.cli import main
+from tests.conftest import load_case, model_dir
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    rc = main(list(argv))
+    cap = capsys.readouterr()
+    return rc, cap.out + cap.err
+
+
+def test_run_check_against_reference(capsys, tmp_path):
+    d = model_dir("ppocr_cls_v2")
+    out = tmp_path / "out.npz"
+    rc, text = _cli(capsys, "run", str(d), "--check", str(d / "case.npz"), "--output", str(out))
+    assert rc == 0, text
+    assert "output softmax_0.tmp_0: shape [1, 2] float32" in text
+    assert "OK" in text and "MISMATCH" not in text
+    ref = load_case("ppocr_cls_v2")[1]["softmax_0.tmp_0"]
+    np.testing.assert_allclose(np.load(out)["softmax_0.tmp_0"], ref, rtol=1e-4, atol=1e-6)
+
+
+def test_run_random_with_shape_and_input_file(capsys, tmp_path):
+    d = model_dir("ppocr_cls_v2")
+    rc, text = _cli(capsys, "run", str(d), "--random", "--shape", "x=2,3,48,96")
+    assert rc == 0, text
+    assert "input  x: shape [2, 3, 48, 96] float32" in text
+    assert re.search(r"output softmax_0.tmp_0: shape \[2, 2\] float32  min [\d.e+-]+  max", text)
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 48, 64), np.float32))
+    rc, text = _cli(capsys, "run", str(d), "--input", f"x={tmp_path / 'x.npy'}")
+    assert rc == 0 and "input  x: shape [1, 3, 48, 64]" in text
+
+
+def test_run_reports_mismatch_and_errors(capsys, tmp_path):
+    d = model_dir("ppocr_cls_v2")
+    ins, outs = load_case("ppocr_cls_v2")
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **{"in:x": ins["x"], "out:softmax_0.tmp_0": outs["softmax_0.tmp_0"][:, ::-1] + 1})
+    rc, text = _cli(capsys, "run", str(d), "--check", str(bad))
+    assert rc == 1 and "MISMATCH" in text
+    rc, text = _cli(capsys, "run", str(d))
+    assert rc == 1 and "input 'x' has no data" in text
+    rc, text = _cli(capsys, "run", str(tmp_path / "missing"))
+    assert rc == 1 and "not found" in text
+
+
+def test_bench_with_profile_and_precision_profile(capsys):
+    d = model_dir("ppocr_cls_v2")
+    rc, text = _cli(capsys, "bench", str(d), "--shape", "x=1,3,48,192", "--warmup", "1", "--repeats", "3",
+                    "--profile", "--precision-profile")
+    assert rc == 0, text
+    m = re.search(r"min ([\d.]+) ms  median ([\d.]+) ms  max ([\d.]+) ms", text)
+    assert m and float(m.group(1)) <= float(m.group(2)) <= float(m.group(3))
+    prof = text.split("per-op profile")[1].split("precision profile")[0]
+    rows = [ln for ln in prof.splitlines() if re.match(r"^\w+\s+Host/", ln)]
+    assert rows, prof
+    assert any(r.startswith("conv2d ") for r in rows)
+    shares = [float(r.split()[-1].rstrip("%")) for r in rows]
+    assert shares == sorted(shares, reverse=True) and 95 <= sum(shares) <= 105
+    pp = text.split("precision profile (one run):")[1]
+    assert "softmax_0.tmp_0" in pp and "no NaN or Inf in any op output" in pp
+
+
+def test_precision_profile_finds_first_nan(capsys):
+    from pdlite.lite import CxxConfig, create_paddle_predictor
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir("ppocr_cls_v2")))
+    cfg.enable_precision_profiler()
+    cfg.enable_profiler()
+    pred = create_paddle_predictor(cfg)
+    x = load_case("ppocr_cls_v2")[0]["x"].copy()
+    x[0, 0, 0, 0] = np.nan
+    pred.predict({"x": x})
+    bad = pred.precision_profiler.first_bad()
+    assert bad is not None and bad.op_type in ("conv2d", "fused_conv2d", "fc") and bad.nan > 0
+    assert pred.profiler.rows()[0]["calls"] >= 1
+
+
+def test_inspect(capsys):
+    rc, text = _cli(capsys, "inspect", str(model_dir("ppocr_cls_v2")))
+    assert rc == 0, text
+    assert "x: shape [-1, 3, -1, -1] float32" in text
+    assert "softmax_0.tmp_0" in text
+    assert re.search(r"ops: 182 in 1 block", text)
+    assert re.search(r"conv2d\s+\d+", text)
+    assert "parameters:" in text and "MB" in text
+    assert re.search(r"hard_swish\s+Y", text), "the support table marks host kernels"
+
+
+def test_graph_dot(capsys, tmp_path):
+    out = tmp_path / "g.dot"
+    rc, text = _cli(capsys, "graph", str(model_dir("ppocr_cls_v2")), "-o", str(out))
+    assert rc == 0, text
+    dot = out.read_text()
+    assert dot.startswith("digraph") and dot.count("shape=box") == 182
+    rc, text = _cli(capsys, "graph", str(model_dir("ppocr_cls_v2")), "-o", str(out), "--after-passes")
+    assert rc == 0
+    assert out.read_text().count("shape=box") < 182, "passes fused or removed ops"
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert "pdlite" in capsys.readouterr().out
+    assert main([]) == 2
