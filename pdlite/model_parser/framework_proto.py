@@ -12,8 +12,11 @@ fields make parsing fail when missing, repeated scalars are not packed.
 Message classes exported: ProgramDesc, BlockDesc, OpDesc, VarDesc, VarTypeMsg (the
 `VarType` message), Version, OpVersion, OpVersionMap, Scalar, Complex, OpProto;
 nested ones are reachable as attributes (OpDesc.Attr, VarTypeMsg.TensorDesc, ...).
+`WIRE` holds the same classes with `string` fields declared `bytes`, for exact I/O.
 """
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -255,14 +258,14 @@ _MESSAGES: list[tuple] = [
 _RESERVED = {"ProgramDesc": [(2, 3), (3, 4)]}
 
 
-def _add_fields(msg: descriptor_pb2.DescriptorProto, fields: list[tuple]) -> None:
+def _add_fields(msg: descriptor_pb2.DescriptorProto, fields: list[tuple], strings_as_bytes: bool) -> None:
     for name, number, label, ftype, default in fields:
         f = msg.field.add(name=name, number=number, label=label)
         if ftype in _SCALARS:
-            f.type = _SCALARS[ftype]
+            f.type = _SCALARS["bytes" if strings_as_bytes and ftype == "string" else ftype]
         elif ftype.startswith("enum:"):
             f.type = _F.TYPE_ENUM
-            f.type_name = ftype[len("enum:"):]
+            f.type_name = ftype[len("enum:") :]
         else:
             f.type = _F.TYPE_MESSAGE
             f.type_name = ftype
@@ -276,14 +279,18 @@ def _add_enum(container, name: str, values: list[tuple[str, int]]) -> None:
         e.value.add(name=vname, number=number)
 
 
-def build_file_descriptor() -> descriptor_pb2.FileDescriptorProto:
-    """The FileDescriptorProto of framework.proto (proto2, package paddle.framework.proto)."""
+def build_file_descriptor(strings_as_bytes: bool = False) -> descriptor_pb2.FileDescriptorProto:
+    """The FileDescriptorProto of framework.proto (proto2, package paddle.framework.proto).
+
+    With strings_as_bytes, `string` fields are declared `bytes` (same wire format): the
+    parser then sees the exact bytes, even ones that are not valid UTF-8.
+    """
     fdp = descriptor_pb2.FileDescriptorProto(name=FILE_NAME, package=PACKAGE, syntax="proto2")
     for name, fields, nested, enums in _MESSAGES:
         msg = fdp.message_type.add(name=name)
-        _add_fields(msg, fields)
+        _add_fields(msg, fields, strings_as_bytes)
         for nname, nfields in nested:
-            _add_fields(msg.nested_type.add(name=nname), nfields)
+            _add_fields(msg.nested_type.add(name=nname), nfields, strings_as_bytes)
         for ename, evalues in enums:
             _add_enum(msg, ename, evalues)
         for start, end in _RESERVED.get(name, []):
@@ -296,25 +303,42 @@ def _message_class(desc):
     """Message class for a descriptor: protobuf >= 4.21 has GetMessageClass, older ones GetPrototype."""
     get = getattr(message_factory, "GetMessageClass", None)
     if get is not None:
-        return get(desc)
-    return message_factory.MessageFactory(desc.file.pool).GetPrototype(desc)  # pragma: no cover
+        cls = get(desc)
+    else:  # pragma: no cover - protobuf < 4.21
+        cls = message_factory.MessageFactory(desc.file.pool).GetPrototype(desc)
+    for nested in desc.nested_types:  # older protobufs do not attach nested classes
+        if not hasattr(cls, nested.name):
+            setattr(cls, nested.name, _message_class(nested))
+    return cls
 
 
-POOL = descriptor_pool.DescriptorPool()
-POOL.AddSerializedFile(build_file_descriptor().SerializeToString())
-DESCRIPTOR = POOL.FindFileByName(FILE_NAME)
+def _load(fdp: descriptor_pb2.FileDescriptorProto) -> SimpleNamespace:
+    """Add `fdp` to a private pool; a namespace of its top-level message classes and DESCRIPTOR."""
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(fdp.SerializeToString())
+    fd = pool.FindFileByName(fdp.name)
+    ns = SimpleNamespace(DESCRIPTOR=fd)
+    for name, desc in fd.message_types_by_name.items():
+        setattr(ns, name, _message_class(desc))
+    return ns
 
-Version = _message_class(DESCRIPTOR.message_types_by_name["Version"])
-Complex = _message_class(DESCRIPTOR.message_types_by_name["Complex"])
-Scalar = _message_class(DESCRIPTOR.message_types_by_name["Scalar"])
-OpDesc = _message_class(DESCRIPTOR.message_types_by_name["OpDesc"])
-OpProto = _message_class(DESCRIPTOR.message_types_by_name["OpProto"])
-VarTypeMsg = _message_class(DESCRIPTOR.message_types_by_name["VarType"])
-VarDesc = _message_class(DESCRIPTOR.message_types_by_name["VarDesc"])
-BlockDesc = _message_class(DESCRIPTOR.message_types_by_name["BlockDesc"])
-OpVersion = _message_class(DESCRIPTOR.message_types_by_name["OpVersion"])
-OpVersionMap = _message_class(DESCRIPTOR.message_types_by_name["OpVersionMap"])
-ProgramDesc = _message_class(DESCRIPTOR.message_types_by_name["ProgramDesc"])
+
+_SCHEMA = _load(build_file_descriptor())
+# The same schema with strings as bytes: what program_io parses and writes with.
+WIRE = _load(build_file_descriptor(strings_as_bytes=True))
+
+DESCRIPTOR = _SCHEMA.DESCRIPTOR
+Version = _SCHEMA.Version
+Complex = _SCHEMA.Complex
+Scalar = _SCHEMA.Scalar
+OpDesc = _SCHEMA.OpDesc
+OpProto = _SCHEMA.OpProto
+VarTypeMsg = _SCHEMA.VarType
+VarDesc = _SCHEMA.VarDesc
+BlockDesc = _SCHEMA.BlockDesc
+OpVersion = _SCHEMA.OpVersion
+OpVersionMap = _SCHEMA.OpVersionMap
+ProgramDesc = _SCHEMA.ProgramDesc
 TensorDesc = VarTypeMsg.TensorDesc
 
 # AttrType numbers by name, and the value field each attribute type uses.

@@ -55,6 +55,8 @@ class LoDTensor:
 
     def __post_init__(self) -> None:
         self.array = np.asarray(self.array)
+        if not self.array.dtype.isnative:
+            self.array = self.array.astype(self.array.dtype.newbyteorder("="))
         if self.var_type is None:
             self.var_type = var_type_of(self.array.dtype)
         else:
@@ -96,6 +98,8 @@ def read_lod_tensor(
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
     end = len(mv)
     pos = offset
+    if not 0 <= offset <= end:
+        raise _fail(source, name, f"offset {offset} is outside the {end}-byte buffer")
 
     def take(n: int, what: str) -> int:
         nonlocal pos
@@ -130,6 +134,8 @@ def read_lod_tensor(
         desc.ParseFromString(bytes(mv[dstart : dstart + desc_size]))
     except (DecodeError, ValueError, RuntimeError) as e:
         raise _fail(source, name, f"corrupt TensorDesc at offset {dstart}: {e}") from None
+    if not desc.IsInitialized():
+        raise _fail(source, name, f"corrupt TensorDesc at offset {dstart}: no (known) data_type")
     dt = storage_dtype(desc.data_type, f"{source}: variable {name!r}")
     dims = list(desc.dims)
     if len(dims) > MAX_RANK or any(d < 0 for d in dims):
@@ -155,7 +161,7 @@ def lod_tensor_chunks(t: LoDTensor) -> list[bytes | memoryview]:
     arr = t.array
     if arr.dtype != dt:
         raise ModelFormatError(f"LoDTensor of type {t.var_type.name} holds a {arr.dtype} array, expected {dt}")
-    arr = np.ascontiguousarray(arr, dtype=dt.newbyteorder("<"))
+    arr = np.asarray(arr, dtype=dt.newbyteorder("<"), order="C")  # keeps 0-D arrays 0-D
     desc = fp.TensorDesc(data_type=int(t.var_type), dims=list(arr.shape)).SerializeToString()
     head = [_U32.pack(0), _U64.pack(len(t.lod))]
     for level in t.lod:
