@@ -1,0 +1,301 @@
+"""Generate the PIR test models under tests/fixtures/pir/<name>/ (dev tool; needs paddlepaddle 3.x).
+
+Each model is a small paddle.nn.Layer with seeded random weights, exported with
+`paddle.jit.save` (Paddle 3's default PIR export: inference.json + inference.pdiparams) with a
+dynamic batch. References come from Paddle Inference on the saved files, as for
+../shared/models: `switch_ir_optim(False)`, MKLDNN off, 1 thread. `case.npz` holds batch 1,
+`case_b2.npz` batch 2, keys `in:<feed name>` and `out:<fetch name>`.
+
+Usage: python tools/make_pir_fixtures.py [--out tests/fixtures/pir] [names...]
+       python tools/make_pir_fixtures.py --from-legacy SRC_MODEL_DIR DST_DIR [SRC DST ...]
+
+`--from-legacy` re-saves legacy (ProgramDesc) models as PIR JSON (Paddle's program translator +
+save_inference_model), e.g. the ../shared/models zoo, to check pdlite on PIR programs that were
+not written by jit.save (pd_op.feed, shape + slice + combine dynamic reshapes, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _models() -> dict[str, tuple[Callable[[], object], list[tuple[str, list[int], str]]]]:
+    import paddle
+    import paddle.nn as nn
+    import paddle.nn.functional as F
+
+    class Conv(nn.Layer):
+        """conv2d (SAME + groups, asymmetric padding + stride + dilation), depthwise, transpose, BN."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = nn.Conv2D(4, 8, 3, padding="SAME", groups=2)
+            self.c2 = nn.Conv2D(8, 8, 3, padding=[1, 2, 0, 1], stride=2, dilation=2, bias_attr=False)
+            self.dw = nn.Conv2D(8, 8, 3, padding=1, groups=8)
+            self.c3 = nn.Conv2D(8, 6, 1, padding="VALID")
+            self.ct = nn.Conv2DTranspose(6, 4, 3, stride=2, padding=1, output_padding=1)
+            self.ct2 = nn.Conv2DTranspose(4, 4, 4, stride=2, padding=1, groups=2)
+            self.bn = nn.BatchNorm2D(8)
+            self.bn2 = nn.BatchNorm2D(4)
+
+        def forward(self, x):
+            y = F.relu(self.c1(x))
+            y = F.relu6(self.bn(self.c2(y)))
+            y = F.hardswish(self.dw(y))
+            y = self.ct(self.c3(y))
+            return self.ct2(F.relu(self.bn2(y)))
+
+    class Pool(nn.Layer):
+        """pool2d max (ceil_mode) / avg (padding, exclusive=False) / adaptive avg / adaptive max / global."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2D(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.c(x)
+            return (F.max_pool2d(y, 3, 2, ceil_mode=True), F.avg_pool2d(y, 3, 2, padding=1, exclusive=False),
+                    F.adaptive_avg_pool2d(y, [3, 5]), F.adaptive_max_pool2d(y, 2), F.adaptive_avg_pool2d(y, 1),
+                    F.avg_pool2d(y, 2))
+
+    class ResizeAct(nn.Layer):
+        """interpolate nearest / bilinear, activations, concat, flatten, softmax."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2D(3, 4, 3, padding=1)
+            self.fc = nn.Linear(4 * 6 * 10 * 3, 10)
+
+        def forward(self, x):
+            y = self.c(x)
+            a = F.interpolate(y, size=[6, 10], mode="nearest")
+            b = F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
+            c = F.interpolate(y, size=[6, 10], mode="bilinear", align_corners=True)
+            z = paddle.concat([F.sigmoid(a), F.hardsigmoid(c), F.gelu(a)], axis=1)
+            f = paddle.flatten(z, 1)
+            return F.softmax(self.fc(f), -1), F.gelu(b, approximate=True), F.leaky_relu(c, 0.1), F.tanh(a)
+
+    class Tensor(nn.Layer):
+        """reshape, transpose, slice, matmul, layer_norm, embedding, elementwise ops, two inputs."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(20, 8)
+            self.ln = nn.LayerNorm(8)
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x, ids):
+            e = self.ln(self.emb(ids))                                    # [N, 5, 8]
+            t = paddle.transpose(paddle.reshape(x, [-1, 3, 2, 8]), [0, 2, 1, 3])  # [N, 2, 3, 8]
+            s = t[:, 1, 1:3, 2:]                                          # [N, 2, 6]
+            m = paddle.matmul(e, self.fc(e), transpose_y=True)            # [N, 5, 5]
+            u = paddle.unsqueeze(paddle.mean(x, axis=1), 1) - x * 0.5 + x / (paddle.abs(x) + 1.0)
+            return m, s, F.relu(u), paddle.squeeze(t[:, :, :1], axis=2)
+
+    class Transformer(nn.Layer):
+        """embedding + 2-layer TransformerEncoder (post-norm, gelu FFN) + final LayerNorm + head."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(50, 32)
+            self.pos = paddle.create_parameter([1, 8, 32], "float32")
+            layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, activation="gelu")
+            self.enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(32))
+            self.head = nn.Linear(32, 10)
+
+        def forward(self, ids):
+            h = self.enc(self.emb(ids) + self.pos)
+            return F.softmax(self.head(h[:, 0]), -1), h
+
+    class Dynamic(nn.Layer):
+        """shapes computed at run time: shape64 + slice + stack -> reshape, size tensor -> interpolate,
+        split_with_num (vector result + builtin.split), clip, concat of three."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2D(4, 6, 1)
+
+        def forward(self, x):
+            y = self.c(x)
+            flat = paddle.reshape(y, [paddle.shape(y)[0], -1])
+            up = F.interpolate(y, size=paddle.shape(x)[2:] * 2, mode="nearest")
+            a, b, c = paddle.split(y, 3, axis=1)
+            return flat, up, paddle.concat([paddle.clip(a, -0.5, 0.5), b * c, a - c], axis=1)
+
+    img = [("x", [-1, 3, 12, 20], "float32")]
+    return {
+        "conv": (Conv, [("x", [-1, 4, 16, 16], "float32")]),
+        "pool": (Pool, img),
+        "resize_act": (ResizeAct, img),
+        "tensor_ops": (Tensor, [("x", [-1, 6, 8], "float32"), ("ids", [-1, 5], "int64")]),
+        "transformer": (Transformer, [("ids", [-1, 8], "int64")]),
+        "dynamic_shape": (Dynamic, [("x", [-1, 4, -1, -1], "float32")]),
+    }
+
+
+def _randomize(layer, rng: np.random.Generator) -> None:
+    """Seeded weights with O(1) activations; BN gets random gamma/beta and running stats."""
+    import paddle
+
+    for name, p in layer.named_parameters():
+        shape = p.shape
+        if name.endswith("_mean"):
+            v = rng.normal(0, 0.2, shape)
+        elif name.endswith("_variance"):
+            v = rng.uniform(0.5, 1.5, shape)
+        elif len(shape) >= 2 and "emb" not in name and "pos" not in name:
+            fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
+            v = rng.normal(0, 1.0 / np.sqrt(max(fan_in, 1)), shape)
+        else:
+            v = rng.normal(0, 0.5, shape)
+        p.set_value(paddle.to_tensor(v.astype(np.float32)))
+    for name, b in layer.named_buffers():
+        shape = b.shape
+        v = rng.uniform(0.5, 1.5, shape) if "variance" in name else rng.normal(0, 0.2, shape)
+        b.set_value(paddle.to_tensor(v.astype(np.float32)))
+
+
+def _inputs(specs, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {}
+    for name, shape, dtype in specs:
+        shape = [batch if i == 0 else 5 + 2 * batch + i if d < 0 else d for i, d in enumerate(shape)]
+        if dtype == "int64":
+            feeds[name] = rng.integers(0, 20, size=shape).astype(np.int64)
+        else:
+            feeds[name] = rng.normal(0, 1, size=shape).astype(np.float32)
+    return feeds
+
+
+def _reference(model_dir: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from paddle import inference
+
+    config = inference.Config(str(model_dir / "inference.json"), str(model_dir / "inference.pdiparams"))
+    config.switch_ir_optim(False)
+    config.disable_mkldnn()
+    config.set_cpu_math_library_num_threads(1)
+    config.disable_glog_info()
+    pred = inference.create_predictor(config)
+    for name in pred.get_input_names():
+        pred.get_input_handle(name).copy_from_cpu(feeds[name])
+    pred.run()
+    return {n: pred.get_output_handle(n).copy_to_cpu() for n in pred.get_output_names()}
+
+
+def _check_eager(layer, specs, feeds: dict[str, np.ndarray], outs: dict[str, np.ndarray], what: str) -> None:
+    """The Paddle Inference reference must agree with the eager (dygraph) layer."""
+    import paddle
+
+    eager = layer(*[paddle.to_tensor(feeds[n]) for n, _, _ in specs])
+    eager = eager if isinstance(eager, (list, tuple)) else [eager]
+    for i, e in enumerate(eager):
+        ref = outs[f"fetch_name_{i}"]
+        err = float(np.max(np.abs(e.numpy() - ref)))
+        if err > 1e-5 * max(1.0, float(np.max(np.abs(ref)))):
+            raise SystemExit(f"{what}: fetch_name_{i} differs from eager by {err}")
+
+
+def make(name: str, out_root: Path) -> Path:
+    import paddle
+
+    cls, specs = _models()[name]
+    seed = sum(map(ord, name))
+    paddle.seed(seed)
+    rng = np.random.default_rng(seed)
+    with paddle.utils.unique_name.guard():  # parameter names independent of what was built before
+        layer = cls()
+    _randomize(layer, rng)
+    layer.eval()
+    spec = [paddle.static.InputSpec(shape, dtype, n) for n, shape, dtype in specs]
+    out = out_root / name
+    with tempfile.TemporaryDirectory() as tmp:
+        paddle.jit.save(layer, str(Path(tmp) / "inference"), input_spec=spec)
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for f in ("inference.json", "inference.pdiparams"):
+            shutil.copy(Path(tmp) / f, out / f)
+    for case, batch in (("case.npz", 1), ("case_b2.npz", 2)):
+        feeds = _inputs(specs, batch, rng)
+        outs = _reference(out, feeds)
+        _check_eager(layer, specs, feeds, outs, f"{name}/{case}")
+        np.savez_compressed(out / case, **{f"in:{k}": v for k, v in feeds.items()},
+                            **{f"out:{k}": v for k, v in outs.items()})
+    import json
+
+    ops = json.loads((out / "inference.json").read_text())["program"]["regions"][0]["blocks"][0]["ops"]
+    counts = Counter(o["#"] for o in ops if o["#"] not in ("p", "1.data", "1.fetch"))
+    (out / "README.txt").write_text(
+        f"{name}: {' '.join(cls.__doc__.split())}\n"
+        f"made by tools/make_pir_fixtures.py with paddle {paddle.__version__} (jit.save, PIR JSON), seed {seed}\n"
+        f"inputs: {', '.join(f'{n} {dt} {s}' for n, s, dt in specs)} (-1: dynamic batch)\n"
+        "references: Paddle Inference, switch_ir_optim(False), mkldnn off, 1 thread; case.npz batch 1, "
+        "case_b2.npz batch 2\n"
+        f"ops: {', '.join(f'{k} x{v}' for k, v in sorted(counts.items()))}\n"
+    )
+    return out
+
+
+def _legacy_files(src: Path) -> tuple[str, str | None, str | None]:
+    """(path prefix or folder, model file name, params file name) for load_inference_model."""
+    if (src / "inference.pdmodel").is_file():
+        return str(src / "inference"), None, None
+    params = "__params__" if (src / "__params__").is_file() else None
+    return str(src), "__model__", params
+
+
+def from_legacy(src: Path, dst: Path) -> Path:
+    """Translate a legacy inference model to a PIR program and save it as dst/inference.json + .pdiparams."""
+    import paddle
+
+    paddle.enable_static()
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    prefix, model_name, params_name = _legacy_files(src)
+    scope = paddle.static.Scope()
+    with paddle.static.scope_guard(scope):
+        with paddle.pir_utils.OldIrGuard():
+            kw = {"model_filename": model_name, "params_filename": params_name} if model_name else {}
+            prog, _, _ = paddle.static.load_inference_model(prefix, exe, **kw)
+        pir_prog = paddle.pir.translate_to_pir(prog.desc)
+        block = pir_prog.global_block()
+        feeds = [op.result(0) for op in block.ops if op.name() in ("pd_op.data", "pd_op.feed")]
+        fetch_ops = [op for op in block.ops if op.name() == "pd_op.fetch"]
+        fetches = [op.operand_source(0) for op in fetch_ops]
+        for op in fetch_ops:  # save_inference_model adds its own fetch ops
+            block.remove_op(op)
+        dst.mkdir(parents=True, exist_ok=True)
+        paddle.static.save_inference_model(str(dst / "inference"), feeds, fetches, exe, program=pir_prog)
+    paddle.disable_static()
+    return dst
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=REPO / "tests" / "fixtures" / "pir")
+    ap.add_argument("--from-legacy", action="store_true", help="names are SRC DST pairs of legacy models to re-save")
+    ap.add_argument("names", nargs="*", help="models to make (default: all)")
+    args = ap.parse_args(argv)
+    if args.from_legacy:
+        if len(args.names) % 2:
+            ap.error("--from-legacy takes SRC DST pairs")
+        for src, dst in zip(args.names[::2], args.names[1::2]):
+            print(from_legacy(Path(src), Path(dst)))
+        return 0
+    names = args.names or list(_models())
+    for n in names:
+        path = make(n, args.out)
+        size = sum(f.stat().st_size for f in path.iterdir())
+        print(f"{path}: {size / 1e3:.1f} kB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
