@@ -77,6 +77,8 @@ class ConvRunKernel(Kernel):
             a = {k: env[t.name] for k, t in ins.items()}
             if typ in ("conv2d", "depthwise_conv2d"):
                 y = _conv(a["Input"], a["Filter"], attrs)
+                if "Bias" in a:  # pdlite's conv_bn / conv_bias folding gives convs a Bias input
+                    y = y + a["Bias"].reshape(1, -1, 1, 1)
                 key = "Output"
             elif typ == "relu":
                 y, key = np.maximum(a["X"], 0), "Out"

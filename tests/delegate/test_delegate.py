@@ -52,24 +52,24 @@ class _Recorder(Kernel):
         self.resized += 1
 
 
-class _FirstReluDelegate(Delegate):
-    """Replaces the first relu with its own kernel, checking graph_inputs/graph_outputs."""
+class _FirstPoolDelegate(Delegate):
+    """Replaces the (global average) pool2d with its own kernel, checking graph_inputs/graph_outputs."""
 
     def build(self, model: DelegateModel) -> None:
         for i, k in enumerate(model.kernels):
-            if k.type == "relu":
+            if k.type == "pool2d":
                 ins, outs = model.graph_inputs(i, i + 1), model.graph_outputs(i, i + 1)
                 assert [t.name for t in ins] == [t.name for t in k.inputs]
                 assert [t.name for t in outs] == [t.name for t in k.outputs]
-                assert model.get_primitive(k)["type"] == "relu"
-                self.kernel = _Recorder(ins, outs, lambda x: np.maximum(x, 0))
+                assert model.get_primitive(k)["type"] == "pool2d"
+                self.kernel = _Recorder(ins, outs, lambda x: x.mean(axis=(2, 3), keepdims=True))
                 after = model.replace(i, i + 1, self.kernel)
                 assert after == i + 1
                 return
 
 
 def test_single_kernel_replacement_and_resize():
-    d = _FirstReluDelegate()
+    d = _FirstPoolDelegate()
     cfg = CxxConfig()
     cfg.set_model_dir(str(model_dir("mobilenet_v2")))
     cfg.set_delegate(d)
