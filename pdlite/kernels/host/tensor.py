@@ -1,0 +1,194 @@
+"""Host kernels of the shape-manipulation ops (reshape, flatten, transpose, concat, split, stack,
+slice, strided_slice, squeeze, unsqueeze). They work on any dtype (precision Any, layout Any).
+
+Output shapes come from the op definitions' helpers (pdlite.operators.tensor), so kernels and
+shape inference cannot disagree. Reshape-like kernels return views of their input (no copy):
+tensors are never written in place. XShape outputs (Paddle's [0, *X.shape] shape carriers)
+are produced as empty arrays when the op has that slot.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST
+from pdlite.errors import KernelError
+from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.operators import tensor as T
+
+ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
+Ins = dict[str, list[np.ndarray]]
+Outs = dict[str, list[np.ndarray]]
+
+
+def any_kernel(op_type: str, outputs: dict[str, TensorType] | None = None, **inputs: TensorType):
+    """Register a host kernel generic over dtype and layout, declaring the given input/output slot types."""
+    return register_kernel(op_type, precision=ANY_PRECISION, layout=ANY_LAYOUT, inputs=inputs, outputs=outputs)
+
+
+class ShapeKernel(Kernel):
+    """Base of the shape kernels: wraps ShapeError into KernelError and adds XShape."""
+
+    def _out(self, out: np.ndarray, x: np.ndarray) -> Outs:
+        res = {"Out": [out]}
+        if self.op.outputs.get("XShape"):
+            res["XShape"] = [np.empty((0, *x.shape), dtype=x.dtype)]
+        return res
+
+    def _err(self, e: Exception, x: np.ndarray) -> KernelError:
+        return KernelError(f"{self.op.type}: X {list(x.shape)} {x.dtype}: {e}")
+
+
+@any_kernel("reshape2", Shape=ANY, ShapeTensor=ANY)
+@any_kernel("reshape", Shape=ANY, ShapeTensor=ANY)
+class Reshape(ShapeKernel):
+    """Out: X reshaped (0 = copy dim, -1 = infer; ShapeTensor > Shape > attr `shape`)."""
+
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        try:
+            shape = T.reshape_shape(x.shape, T.reshape_target(self.attrs, ins))
+        except T.ShapeError as e:
+            raise self._err(e, x) from None
+        return self._out(x.reshape(shape), x)
+
+
+@any_kernel("flatten_contiguous_range")
+class FlattenContiguousRange(ShapeKernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        try:
+            shape = T.flatten_range_shape(x.shape, int(self.attrs["start_axis"]), int(self.attrs["stop_axis"]))
+        except T.ShapeError as e:
+            raise self._err(e, x) from None
+        return self._out(x.reshape(shape), x)
+
+
+@any_kernel("flatten2")
+@any_kernel("flatten")
+class Flatten2(ShapeKernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        try:
+            shape = T.flatten2_shape(x.shape, int(self.attrs["axis"]))
+        except T.ShapeError as e:
+            raise self._err(e, x) from None
+        return self._out(x.reshape(shape), x)
+
+
+@any_kernel("transpose2")
+@any_kernel("transpose")
+class Transpose(ShapeKernel):
+    """Out: X with dims permuted (a contiguous copy, so that later reshapes stay views)."""
+
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        try:
+            perm = T.transpose_perm(self.attrs["axis"], x.ndim)
+        except T.ShapeError as e:
+            raise self._err(e, x) from None
+        return self._out(np.ascontiguousarray(np.transpose(x, perm)), x)
+
+
+@any_kernel("squeeze2")
+@any_kernel("squeeze")
+class Squeeze(ShapeKernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        try:
+            shape = T.squeeze_shape(x.shape, self.attrs["axes"])
+        except T.ShapeError as e:
+            raise self._err(e, x) from None
+        return self._out(x.reshape(shape), x)
+
+
+@any_kernel("unsqueeze2", AxesTensor=ANY, AxesTensorList=ANY)
+@any_kernel("unsqueeze", AxesTensor=ANY, AxesTensorList=ANY)
+class Unsqueeze(ShapeKernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        try:
+            shape = T.unsqueeze_shape(x.shape, T.unsqueeze_axes(self.attrs, ins))
+        except T.ShapeError as e:
+            raise self._err(e, x) from None
+        return self._out(x.reshape(shape), x)
+
+
+@any_kernel("concat", AxisTensor=ANY)
+class Concat(Kernel):
+    """Out: the X tensors joined along `axis` (negative allowed; AxisTensor overrides)."""
+
+    def run(self, ins: Ins) -> Outs:
+        xs = ins["X"]
+        try:
+            axis = T.concat_axis(self.attrs, ins, xs[0].ndim)
+            return {"Out": [np.concatenate(xs, axis=axis)]}
+        except (T.ShapeError, ValueError) as e:
+            shapes = [list(x.shape) for x in xs]
+            raise KernelError(f"concat: inputs {shapes} (axis={self.attrs.get('axis')}): {e}") from None
+
+
+@any_kernel("split", AxisTensor=ANY, SectionsTensorList=ANY)
+class Split(Kernel):
+    """Out: X cut along `axis` into `num` equal parts or `sections` (views of X)."""
+
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        try:
+            axis, sizes = T.split_params(self.attrs, ins, x.shape)
+        except T.ShapeError as e:
+            raise KernelError(f"split: X {list(x.shape)}: {e}") from None
+        bounds = np.cumsum(sizes)[:-1]
+        return {"Out": list(np.split(x, bounds, axis=axis))}
+
+
+@any_kernel("stack")
+class Stack(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        xs = ins["X"]
+        try:
+            axis = T.norm_axis(int(self.attrs["axis"]), xs[0].ndim + 1)
+            return {"Y": [np.stack(xs, axis=axis)]}
+        except (T.ShapeError, ValueError) as e:
+            raise KernelError(f"stack: inputs {[list(x.shape) for x in xs]}: {e}") from None
+
+
+@any_kernel("unstack")
+class Unstack(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        axis = T.norm_axis(int(self.attrs["axis"]), x.ndim)
+        return {"Y": [np.take(x, i, axis=axis) for i in range(x.shape[axis])]}
+
+
+@any_kernel("slice", StartsTensor=ANY, EndsTensor=ANY, StartsTensorList=ANY, EndsTensorList=ANY)
+class Slice(Kernel):
+    """Out: Input[starts:ends] on `axes`, clamped like Paddle; `decrease_axis` dims dropped."""
+
+    def run(self, ins: Ins) -> Outs:
+        x = ins["Input"][0]
+        try:
+            index, shape = T.slice_params(self.attrs, ins, x.shape)
+        except T.ShapeError as e:
+            raise KernelError(f"slice: Input {list(x.shape)} {x.dtype}: {e}") from None
+        return {"Out": [x[tuple(index)].reshape(shape)]}
+
+
+@any_kernel(
+    "strided_slice",
+    StartsTensor=ANY,
+    EndsTensor=ANY,
+    StridesTensor=ANY,
+    StartsTensorList=ANY,
+    EndsTensorList=ANY,
+    StridesTensorList=ANY,
+)
+class StridedSlice(Kernel):
+    """Out: Input[starts:ends:strides] on `axes` (Paddle's index normalisation); a contiguous copy."""
+
+    def run(self, ins: Ins) -> Outs:
+        x = ins["Input"][0]
+        try:
+            index, shape = T.strided_slice_params(self.attrs, ins, x.shape)
+        except T.ShapeError as e:
+            raise KernelError(f"strided_slice: Input {list(x.shape)} {x.dtype}: {e}") from None
+        return {"Out": [np.ascontiguousarray(x[tuple(index)]).reshape(shape)]}
