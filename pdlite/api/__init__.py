@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from pdlite.api.config import CxxConfig
+from pdlite.api.mobile import LightPredictor, MobileConfig
+from pdlite.api.opt import Opt
 from pdlite.api.predictor import CxxPredictor, create_paddle_predictor
 from pdlite.api.tensor import Tensor
 from pdlite.core.types import DataLayoutType, Place, PowerMode, PrecisionType, TargetType
@@ -10,6 +12,9 @@ __all__ = [
     "CxxConfig",
     "CxxPredictor",
     "DataLayoutType",
+    "LightPredictor",
+    "MobileConfig",
+    "Opt",
     "Place",
     "PowerMode",
     "PrecisionType",
