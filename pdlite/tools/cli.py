@@ -9,7 +9,8 @@ from pdlite.errors import PdliteError
 
 # one module per command, each with `register(subparsers)`; listed explicitly
 COMMANDS = ["pdlite.tools.run", "pdlite.tools.bench", "pdlite.tools.inspect_model", "pdlite.tools.graph",
-            "pdlite.tools.plugins"]
+            "pdlite.tools.plugins", "pdlite.tools.export_onnx",
+            "pdlite.tools.check"]
 
 
 def build_parser() -> argparse.ArgumentParser:
