@@ -1,0 +1,107 @@
+"""Host batch_norm and layer_norm kernels (NumPy, float32).
+
+batch_norm, inference (Paddle: test_mode = is_test and not trainable_statistics; running
+statistics are used when test_mode or use_global_stats):
+    inv_std = 1 / sqrt(Variance + eps);  a = Scale * inv_std;  b = Bias - Mean * inv_std * Scale
+    Y = X * a + b   (per channel; channel axis 1, or last for NHWC)
+otherwise the batch statistics over every axis but the channel one (biased variance) are used.
+
+layer_norm: X flattened to [left, right] at begin_norm_axis (Mean/Variance shaped X.shape[:axis]);
+    Mean = mean(x, 1), Variance = mean((x - Mean)^2, 1), Y = (x - Mean) / sqrt(Variance + eps) * Scale + Bias
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pdlite.kernels.registry import Kernel, register_kernel
+from pdlite.operators.nn import is_channel_last
+
+_BN_PARAMS = ("Scale", "Bias", "Mean", "Variance")
+
+
+def bn_affine(
+    scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) with batch_norm(x) = x * a + b, computed in float32 like Paddle's CPU kernel."""
+    f = np.float32
+    scale, bias, mean, var = (np.asarray(v, dtype=f).reshape(-1) for v in (scale, bias, mean, var))
+    inv_std = f(1.0) / np.sqrt(var + f(eps))
+    a = inv_std * scale
+    b = bias - mean * inv_std * scale
+    return a, b
+
+
+@register_kernel("batch_norm")
+class BatchNorm(Kernel):
+    """batch_norm -> Y (the running-statistics outputs are not produced)."""
+
+    def __init__(self, op: Any) -> None:
+        super().__init__(op)
+        self._src: tuple[Any, ...] | None = None
+        self._affine: tuple[np.ndarray, np.ndarray] | None = None
+        a = self.attrs
+        test_mode = bool(a.get("is_test", False)) and not bool(a.get("trainable_statistics", False))
+        self.global_stats = test_mode or bool(a.get("use_global_stats", False))
+        self.channel_last = is_channel_last(a.get("data_layout", "NCHW"))
+        self.eps = float(a.get("epsilon", 1e-5))
+
+    def prepare(self, params: Mapping[str, Any]) -> None:
+        vals = [params.get(self.op.input(s)) for s in _BN_PARAMS]
+        if self.global_stats and all(v is not None for v in vals):
+            self._get_affine(tuple(vals))
+
+    def _get_affine(self, vals: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+        if self._src is None or any(v is not s for v, s in zip(vals, self._src)):
+            self._affine = bn_affine(*vals, self.eps)
+            self._src = vals
+        assert self._affine is not None
+        return self._affine
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = ins["X"][0]
+        c_axis = x.ndim - 1 if self.channel_last else 1
+        bshape = [1] * x.ndim
+        bshape[c_axis] = x.shape[c_axis]
+        if self.global_stats:
+            a, b = self._get_affine(tuple(ins[s][0] for s in _BN_PARAMS))
+            y = np.multiply(x, a.reshape(bshape))
+            y += b.reshape(bshape)
+        else:
+            axes = tuple(i for i in range(x.ndim) if i != c_axis)
+            mean = x.mean(axis=axes, keepdims=True, dtype=np.float32)
+            d = x - mean
+            var = np.mean(d * d, axis=axes, keepdims=True, dtype=np.float32)
+            scale = np.asarray(ins["Scale"][0], np.float32).reshape(bshape)
+            bias = np.asarray(ins["Bias"][0], np.float32).reshape(bshape)
+            y = d / np.sqrt(var + np.float32(self.eps)) * scale + bias
+        return {"Y": [y.astype(x.dtype, copy=False)]}
+
+
+@register_kernel("layer_norm")
+class LayerNorm(Kernel):
+    """layer_norm -> Y, Mean, Variance."""
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = ins["X"][0]
+        axis = int(self.attrs.get("begin_norm_axis", 1))
+        left = int(np.prod(x.shape[:axis]))
+        x2 = x.reshape(left, -1)
+        mean = x2.mean(axis=1, dtype=np.float32)
+        d = x2 - mean[:, None]
+        var = np.einsum("ij,ij->i", d, d) / np.float32(d.shape[1])
+        inv = np.float32(1.0) / np.sqrt(var + np.float32(self.attrs.get("epsilon", 1e-5)))
+        y = d * inv[:, None].astype(d.dtype, copy=False)
+        scale, bias = ins.get("Scale"), ins.get("Bias")
+        if scale:
+            y *= np.asarray(scale[0], dtype=y.dtype).reshape(1, -1)
+        if bias:
+            y += np.asarray(bias[0], dtype=y.dtype).reshape(1, -1)
+        out = {"Y": [y.reshape(x.shape)]}
+        if self.op.outputs.get("Mean"):
+            out["Mean"] = [mean.reshape(x.shape[:axis])]
+        if self.op.outputs.get("Variance"):
+            out["Variance"] = [var.astype(np.float32, copy=False).reshape(x.shape[:axis])]
+        return out

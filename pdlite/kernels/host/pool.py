@@ -1,0 +1,117 @@
+"""Host pool2d kernel (NumPy) with Paddle's exact window and divisor rules.
+
+Paddle's CPU Pool2dFunctor (window for output row i, non-adaptive):
+    hstart = i*stride - pad_top;  hend = min(hstart + k, H + pad_top)   # pad_top, also at the bottom
+    divisor (exclusive=False) = (hend - hstart) * (wend - wstart)         # window clipped to the padding
+    hstart, hend = max(hstart, 0), min(hend, H)                           # elements actually read
+    divisor (exclusive=True, or adaptive) = (hend - hstart) * (wend - wstart)
+The exclusive extents are not clamped at 0: a window wholly in the padding on one axis gives a
+negative extent, so its average is -0 (one axis) or 0 (both: the product is positive) or 0/0
+(an extent of exactly 0), as in Paddle.
+Max starts from -FLT_MAX (so an all-padding window yields -FLT_MAX). Adaptive windows are
+[floor(i*H/oh), ceil((i+1)*H/oh)). Quirk kept on purpose: for pooling_type "max" Paddle calls
+the functor with adaptive=False, so adaptive max pool2d uses the ksize/strides windows (with
+zero paddings) over an output of size ksize.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pdlite.kernels.host.conv import channel_chunk, flat_taps, from_nchw, to_nchw
+from pdlite.kernels.registry import Kernel, register_kernel
+from pdlite.operators.nn import PoolGeometry, pool2d_geometry
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _adaptive_bounds(out: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    i = np.arange(out)
+    return (i * size) // out, -((-(i + 1) * size) // out)
+
+
+def _adaptive(x: np.ndarray, oh: int, ow: int, is_max: bool) -> np.ndarray:
+    """Adaptive pooling of NCHW x to (oh, ow) (separable: rows first, then columns)."""
+    n, c, h, w = x.shape
+    if oh == 1 and ow == 1:
+        flat = x.reshape(n, c, h * w)
+        r = flat.max(axis=2) if is_max else flat.mean(axis=2, dtype=x.dtype)
+        return r.reshape(n, c, 1, 1)
+    if h % oh == 0 and w % ow == 0:
+        v = x.reshape(n, c, oh, h // oh, ow, w // ow)
+        return v.max(axis=(3, 5)) if is_max else v.mean(axis=(3, 5), dtype=x.dtype)
+    hs, he = _adaptive_bounds(oh, h)
+    ws, we = _adaptive_bounds(ow, w)
+    red = np.max if is_max else np.sum
+    rows = np.stack([red(x[:, :, a:b, :], axis=2) for a, b in zip(hs, he)], axis=2)
+    out = np.stack([red(rows[:, :, :, a:b], axis=3) for a, b in zip(ws, we)], axis=3)
+    if not is_max:
+        out /= np.outer(he - hs, we - ws).astype(x.dtype)
+    return out
+
+
+def _windows(x: np.ndarray, g: PoolGeometry, is_max: bool) -> np.ndarray:
+    """Non-adaptive (possibly padded, ceil-mode) pooling of NCHW x."""
+    n, c, h, w = x.shape
+    oh, ow = g.oh, g.ow
+    top, left = g.pads[0], g.pads[2]
+    fill = -FLT_MAX if is_max else 0.0
+    bufs, taps, wq = flat_taps(x, oh, ow, g.kh, g.kw, g.sh, g.sw, 1, 1, top, left, fill)
+    length = oh * wq
+    acc = np.empty((n, c, length), dtype=x.dtype)
+    op = np.maximum if is_max else np.add
+    step = channel_chunk(n, length)
+    for c0 in range(0, c, step):
+        c1 = min(c, c0 + step)
+        a = acc[:, c0:c1]
+        for k, (b, off) in enumerate(taps):
+            src = bufs[b][:, c0:c1, off : off + length]
+            if k == 0:
+                np.copyto(a, src)
+            else:
+                op(a, src, out=a)
+    out = acc.reshape(n, c, oh, wq)[:, :, :, :ow]
+    if is_max:
+        return np.ascontiguousarray(out)
+    out = out / _divisor(g).astype(x.dtype)
+    return out
+
+
+def _divisor(g: PoolGeometry) -> np.ndarray:
+    """(oh, ow) average-pool divisors following Paddle's CPU functor."""
+
+    def counts(out: int, k: int, s: int, pad: int, size: int) -> np.ndarray:
+        start = np.arange(out) * s - pad
+        if g.exclusive:
+            return np.minimum(start + k, size) - np.maximum(start, 0)
+        return np.minimum(start + k, size + pad) - start
+
+    return np.outer(
+        counts(g.oh, g.kh, g.sh, g.pads[0], g.h), counts(g.ow, g.kw, g.sw, g.pads[2], g.w)
+    )
+
+
+@register_kernel("pool2d")
+class Pool2d(Kernel):
+    """pool2d: max / avg, global, adaptive, ceil_mode, exclusive, SAME/VALID/EXPLICIT, NCHW/NHWC."""
+
+    def __init__(self, op: Any) -> None:
+        super().__init__(op)
+        self._geo: dict[tuple[int, ...], PoolGeometry] = {}
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = ins["X"][0]
+        shape = tuple(x.shape)
+        g = self._geo.get(shape)
+        if g is None:
+            g = self._geo[shape] = pool2d_geometry(self.attrs, shape)
+        is_max = g.pooling_type == "max"
+        x = to_nchw(x, g.channel_last)
+        glob = bool(self.attrs.get("global_pooling", False))
+        if (g.adaptive and not is_max) or (glob and not g.adaptive):
+            out = _adaptive(x, g.oh, g.ow, is_max)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):  # empty windows: Paddle's 0/0
+                out = _windows(x, g, is_max)
+        return {"Out": [from_nchw(out, g.channel_last)]}

@@ -1,0 +1,505 @@
+"""Convolution, pooling, normalisation and interpolation ops: attributes, geometry, shape inference.
+
+The geometry helpers (`conv2d_geometry`, `conv2d_transpose_geometry`, `pool2d_geometry`,
+`interp_geometry`) implement Paddle's rules once; the shape functions below and the
+kernels on every target call them rather than re-reading attributes.
+
+Paddle rules kept here:
+- `paddings` has 2 values [ph, pw] (symmetric) or 4 values [top, bottom, left, right].
+- `padding_algorithm` "SAME": out = ceil(in / stride), pad_sum = max((out - 1) * stride + k - in, 0),
+  top/left = pad_sum // 2 and the rest at the bottom/right; for convolutions SAME also resets the
+  dilations to 1 (the kernel extent used for the pads is the undilated k). "VALID": all pads 0.
+- data_format "NHWC" is channel-last; "NCHW" and "AnyLayout" are channel-first.
+- pool2d: global_pooling takes the whole spatial extent as kernel; global_pooling or adaptive
+  zero the paddings; ceil_mode adds (stride - 1) before the division (no "last window must start
+  inside the input" rule); adaptive output size is `ksize`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import numpy as np
+
+from pdlite.errors import InputError
+from pdlite.operators.registry import Shape, ShapeContext, register_op
+
+Fail = Callable[[str], NoReturn]
+
+
+def _raiser(op_type: str) -> Fail:
+    def fail(msg: str) -> NoReturn:
+        raise InputError(f"op {op_type}: {msg}")
+
+    return fail
+
+
+def is_channel_last(fmt: str) -> bool:
+    """True for NHWC/NDHWC/NWC layouts ("AnyLayout" and "NCHW" are channel-first)."""
+    return str(fmt) in ("NHWC", "NDHWC", "NWC")
+
+
+def split_nchw(shape: Sequence[int], channel_last: bool) -> tuple[int, int, int, int]:
+    """(N, C, H, W) of a 4-D shape in either layout."""
+    if channel_last:
+        n, h, w, c = shape
+    else:
+        n, c, h, w = shape
+    return int(n), int(c), int(h), int(w)
+
+
+def join_nchw(n: int, c: int, h: int, w: int, channel_last: bool) -> Shape:
+    return (n, h, w, c) if channel_last else (n, c, h, w)
+
+
+def expand_paddings(paddings: Sequence[int], fail: Fail) -> list[int]:
+    """[top, bottom, left, right] from Paddle's 2- or 4-value `paddings`."""
+    p = [int(v) for v in paddings]
+    if len(p) == 2:
+        return [p[0], p[0], p[1], p[1]]
+    if len(p) == 4:
+        return p
+    fail(f"paddings must have 2 or 4 values, got {list(paddings)}")
+
+
+def same_paddings(in_hw: Sequence[int], strides: Sequence[int], k_hw: Sequence[int]) -> list[int]:
+    """Paddle's SAME paddings [top, bottom, left, right]."""
+    pads: list[int] = []
+    for size, s, k in zip(in_hw, strides, k_hw):
+        out = (size + s - 1) // s
+        pad_sum = max((out - 1) * s + k - size, 0)
+        pads += [pad_sum // 2, pad_sum - pad_sum // 2]
+    return pads
+
+
+def _pair(v: Any, name: str, fail: Fail) -> tuple[int, int]:
+    vals = [int(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
+    if len(vals) == 1:
+        vals = vals * 2
+    if len(vals) != 2:
+        fail(f"{name} must have 2 values, got {v!r}")
+    return vals[0], vals[1]
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Everything a 2-D (transposed) convolution kernel needs, layout-independent (NCHW terms)."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    oc: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pads: tuple[int, int, int, int]  # top, bottom, left, right
+    groups: int
+    channel_last: bool
+
+    @property
+    def out_shape(self) -> Shape:
+        return join_nchw(self.n, self.oc, self.oh, self.ow, self.channel_last)
+
+
+def _conv_common(
+    attrs: dict[str, Any], x_shape: Sequence[int], w_shape: Sequence[int], fail: Fail
+) -> tuple[int, int, int, int, int, int, int, int, list[int], int, int, int, bool]:
+    if len(x_shape) != 4:
+        fail(f"input must be 4-D, got shape {tuple(x_shape)}")
+    if len(w_shape) != 4:
+        fail(f"filter must be 4-D, got shape {tuple(w_shape)}")
+    cl = is_channel_last(attrs.get("data_format", "NCHW"))
+    n, c, h, w = split_nchw(x_shape, cl)
+    kh, kw = int(w_shape[2]), int(w_shape[3])
+    sh, sw = _pair(attrs.get("strides", [1, 1]), "strides", fail)
+    dh, dw = _pair(attrs.get("dilations", [1, 1]), "dilations", fail)
+    groups = int(attrs.get("groups", 1) or 1)
+    if sh <= 0 or sw <= 0 or dh <= 0 or dw <= 0 or groups <= 0:
+        fail(f"strides {sh, sw}, dilations {dh, dw} and groups {groups} must be positive")
+    algo = str(attrs.get("padding_algorithm", "EXPLICIT"))
+    if algo == "SAME":
+        pads = same_paddings((h, w), (sh, sw), (kh, kw))
+        dh = dw = 1
+    elif algo == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = expand_paddings(attrs.get("paddings", [0, 0]), fail)
+    return n, c, h, w, kh, kw, sh, sw, pads, dh, dw, groups, cl
+
+
+def conv2d_geometry(
+    attrs: dict[str, Any], x_shape: Sequence[int], w_shape: Sequence[int], fail: Fail | None = None
+) -> ConvGeometry:
+    """Geometry of conv2d/depthwise_conv2d; filter is [Cout, Cin/groups, kh, kw]."""
+    fail = fail or _raiser("conv2d")
+    n, c, h, w, kh, kw, sh, sw, pads, dh, dw, groups, cl = _conv_common(attrs, x_shape, w_shape, fail)
+    oc = int(w_shape[0])
+    if int(w_shape[1]) * groups != c:
+        fail(
+            f"input has {c} channels but filter {tuple(w_shape)} with groups={groups} expects "
+            f"{int(w_shape[1]) * groups}"
+        )
+    if oc % groups:
+        fail(f"filter output channels {oc} are not divisible by groups={groups}")
+    out = []
+    for size, k, d, p0, p1, s in ((h, kh, dh, pads[0], pads[1], sh), (w, kw, dw, pads[2], pads[3], sw)):
+        o = (size + p0 + p1 - (d * (k - 1) + 1)) // s + 1
+        if o <= 0:
+            fail(
+                f"output size {o} <= 0 for input {size}, kernel {k}, dilation {d}, paddings {p0, p1}, "
+                f"stride {s} (input shape {tuple(x_shape)})"
+            )
+        out.append(o)
+    return ConvGeometry(n, c, h, w, oc, out[0], out[1], kh, kw, sh, sw, dh, dw, tuple(pads), groups, cl)
+
+
+def conv2d_transpose_geometry(
+    attrs: dict[str, Any], x_shape: Sequence[int], w_shape: Sequence[int], fail: Fail | None = None
+) -> ConvGeometry:
+    """Geometry of conv2d_transpose; filter is [Cin, Cout/groups, kh, kw].
+
+    out = (in - 1) * stride - pad_before - pad_after + dilation * (k - 1) + 1, then `output_size`
+    (which must lie in [out, out + stride)) or `output_padding` (< max(stride, dilation)) if given.
+    """
+    fail = fail or _raiser("conv2d_transpose")
+    n, c, h, w, kh, kw, sh, sw, pads, dh, dw, groups, cl = _conv_common(attrs, x_shape, w_shape, fail)
+    if int(w_shape[0]) != c:
+        fail(f"input has {c} channels but the filter {tuple(w_shape)} expects {int(w_shape[0])}")
+    if c % groups:
+        fail(f"input channels {c} are not divisible by groups={groups}")
+    oc = int(w_shape[1]) * groups
+    output_size = [int(v) for v in attrs.get("output_size") or []]
+    output_padding = [int(v) for v in attrs.get("output_padding") or []]
+    if output_size and len(output_size) != 2:
+        fail(f"output_size must have 2 values, got {output_size}")
+    if output_padding and len(output_padding) != 2:
+        fail(f"output_padding must have 2 values, got {output_padding}")
+    out = []
+    dims = ((h, kh, dh, pads[0], pads[1], sh), (w, kw, dw, pads[2], pads[3], sw))
+    for i, (size, k, d, p0, p1, s) in enumerate(dims):
+        o = (size - 1) * s - p0 - p1 + d * (k - 1) + 1
+        if output_size:
+            if not o <= output_size[i] < o + s:
+                fail(f"output_size[{i}]={output_size[i]} must be in [{o}, {o + s}) for input {tuple(x_shape)}")
+            o = output_size[i]
+        elif output_padding:
+            if not 0 <= output_padding[i] < max(s, d):
+                fail(f"output_padding[{i}]={output_padding[i]} must be in [0, max(stride, dilation))")
+            o += output_padding[i]
+        if o <= 0:
+            fail(f"output size {o} <= 0 for input shape {tuple(x_shape)}")
+        out.append(o)
+    return ConvGeometry(n, c, h, w, oc, out[0], out[1], kh, kw, sh, sw, dh, dw, tuple(pads), groups, cl)
+
+
+@dataclass(frozen=True)
+class PoolGeometry:
+    """pool2d after Paddle's attribute rules (NCHW terms)."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    pads: tuple[int, int, int, int]
+    pooling_type: str
+    adaptive: bool
+    exclusive: bool
+    channel_last: bool
+
+    @property
+    def out_shape(self) -> Shape:
+        return join_nchw(self.n, self.c, self.oh, self.ow, self.channel_last)
+
+
+def pool2d_geometry(attrs: dict[str, Any], x_shape: Sequence[int], fail: Fail | None = None) -> PoolGeometry:
+    """Geometry of pool2d (Paddle's UpdateKernelSize/UpdatePadding/PoolOutputSize)."""
+    fail = fail or _raiser("pool2d")
+    if len(x_shape) != 4:
+        fail(f"input must be 4-D, got shape {tuple(x_shape)}")
+    ptype = attrs.get("pooling_type")
+    if ptype not in ("max", "avg"):
+        fail(f"pooling_type must be 'max' or 'avg', got {ptype!r}")
+    if attrs.get("ksize") is None:
+        fail("attribute 'ksize' is required")
+    cl = is_channel_last(attrs.get("data_format", "NCHW"))
+    n, c, h, w = split_nchw(x_shape, cl)
+    kh, kw = _pair(attrs["ksize"], "ksize", fail)
+    sh, sw = _pair(attrs.get("strides", [1, 1]), "strides", fail)
+    glob = bool(attrs.get("global_pooling", False))
+    adaptive = bool(attrs.get("adaptive", False))
+    if glob:
+        kh, kw = h, w
+    algo = str(attrs.get("padding_algorithm", "EXPLICIT"))
+    if algo == "SAME":
+        pads = same_paddings((h, w), (sh, sw), (kh, kw))
+    elif algo == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = expand_paddings(attrs.get("paddings", [0, 0]), fail)
+    if glob or adaptive:
+        pads = [0, 0, 0, 0]
+    if adaptive:
+        oh, ow = kh, kw
+    else:
+        if sh <= 0 or sw <= 0 or kh <= 0 or kw <= 0:
+            fail(f"ksize {kh, kw} and strides {sh, sw} must be positive")
+        ceil = bool(attrs.get("ceil_mode", False))
+        out = []
+        for size, k, p0, p1, s in ((h, kh, pads[0], pads[1], sh), (w, kw, pads[2], pads[3], sw)):
+            num = size - k + p0 + p1 + (s - 1 if ceil else 0)
+            out.append(num // s + 1 if num >= 0 else -((-num) // s) + 1)  # C++ truncating division
+        oh, ow = out
+    if oh <= 0 or ow <= 0:
+        fail(f"output size {oh, ow} <= 0 for input shape {tuple(x_shape)}")
+    return PoolGeometry(
+        n, c, h, w, oh, ow, kh, kw, sh, sw, tuple(pads), ptype, adaptive,
+        bool(attrs.get("exclusive", True)), cl,
+    )
+
+
+@dataclass(frozen=True)
+class InterpGeometry:
+    """Output size and the per-axis scale that Paddle's interp kernels use for the source ratio."""
+
+    out_h: int
+    out_w: int
+    scale_h: float  # > 0 when a scale (attribute or Scale input) applies; v2 kernels then use 1/scale
+    scale_w: float
+
+
+def interp_geometry(
+    op_type: str,
+    attrs: dict[str, Any],
+    in_hw: tuple[int, int],
+    size_tensor: Sequence[Any] | None = None,
+    out_size: Any | None = None,
+    scale_tensor: Any | None = None,
+    fail: Fail | None = None,
+) -> InterpGeometry:
+    """Output size of (nearest|bilinear)_interp[_v2] following Paddle's kernel priority.
+
+    SizeTensor (list of 1-element int tensors) wins; otherwise the Scale input (else the `scale`
+    attribute) gives int(in * scale) and OutSize, when present, overrides the size (the v2 kernels
+    still use 1/scale for the source ratio in that case); else out_h/out_w.
+    """
+    fail = fail or _raiser(op_type)
+    in_h, in_w = in_hw
+    out_h, out_w = int(attrs.get("out_h", -1)), int(attrs.get("out_w", -1))
+    scale_h = scale_w = -1.0
+    if size_tensor:
+        if len(size_tensor) != 2:
+            fail(f"SizeTensor must hold 2 tensors (out_h, out_w), got {len(size_tensor)}")
+        out_h, out_w = (int(np.asarray(t).reshape(-1)[0]) for t in size_tensor)
+    else:
+        if scale_tensor is not None:
+            s = np.asarray(scale_tensor, dtype=np.float32).reshape(-1)
+            scale_h, scale_w = (float(s[0]), float(s[1])) if s.size > 1 else (float(s[0]), float(s[0]))
+            if scale_h <= 0 or scale_w <= 0:
+                fail(f"Scale input must be > 0, got {s.tolist()}")
+        else:
+            sc = attrs.get("scale")
+            if isinstance(sc, (list, tuple)):
+                if len(sc) > 1:
+                    scale_h, scale_w = float(sc[0]), float(sc[1])
+                elif len(sc) == 1:
+                    scale_h = scale_w = float(sc[0])
+            elif sc is not None:
+                scale_h = scale_w = float(sc)
+        if scale_h > 0 and scale_w > 0:
+            # Paddle 3.x: static_cast<int>(in * scale) with the scale as a double (a legacy program's
+            # float32 attribute widened, so int(50 * 1.02f) = 50, not the float32 product's 51)
+            out_h = int(in_h * scale_h)
+            out_w = int(in_w * scale_w)
+        if out_size is not None:
+            o = np.asarray(out_size).reshape(-1)
+            if o.size != 2:
+                fail(f"OutSize must hold 2 values, got {o.tolist()}")
+            out_h, out_w = int(o[0]), int(o[1])
+    if out_h <= 0 or out_w <= 0:
+        fail(f"output size ({out_h}, {out_w}) must be positive (input {in_h}x{in_w})")
+    return InterpGeometry(out_h, out_w, scale_h, scale_w)
+
+
+# ---------------------------------------------------------------------------------------------
+# Op registrations
+# ---------------------------------------------------------------------------------------------
+
+_CONV_DEFAULTS = {
+    "strides": [1, 1],
+    "paddings": [0, 0],
+    "padding_algorithm": "EXPLICIT",
+    "groups": 1,
+    "dilations": [1, 1],
+    "data_format": "NCHW",
+}
+
+
+def _bias_check(ctx: ShapeContext, oc: int) -> None:
+    if ctx.has("Bias"):
+        b = ctx.shape("Bias")
+        ctx.require(int(np.prod(b)) == oc, f"Bias shape {b} does not hold {oc} output channels")
+
+
+@register_op(
+    "conv2d",
+    inputs=["Input", "Filter"],
+    outputs=["Output"],
+    optional_inputs=["Bias", "ResidualData"],
+    defaults=_CONV_DEFAULTS,
+    aliases=["depthwise_conv2d"],
+)
+def _conv2d_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """2-D convolution (Bias and ResidualData, when present, are added to the output)."""
+    g = conv2d_geometry(ctx.attrs, ctx.shape("Input"), ctx.shape("Filter"), ctx.fail)
+    _bias_check(ctx, g.oc)
+    if ctx.has("ResidualData"):
+        ctx.require(ctx.shape("ResidualData") == g.out_shape, "ResidualData must have the output's shape")
+    return {"Output": [g.out_shape]}
+
+
+@register_op(
+    "conv2d_transpose",
+    inputs=["Input", "Filter"],
+    outputs=["Output"],
+    optional_inputs=["Bias"],
+    defaults={**_CONV_DEFAULTS, "output_padding": [], "output_size": []},
+    aliases=["depthwise_conv2d_transpose"],
+)
+def _conv2d_transpose_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """2-D transposed convolution (gradient of conv2d w.r.t. its input)."""
+    g = conv2d_transpose_geometry(ctx.attrs, ctx.shape("Input"), ctx.shape("Filter"), ctx.fail)
+    _bias_check(ctx, g.oc)
+    return {"Output": [g.out_shape]}
+
+
+@register_op(
+    "pool2d",
+    inputs=["X"],
+    outputs=["Out"],
+    defaults={
+        "global_pooling": False,
+        "strides": [1, 1],
+        "paddings": [0, 0],
+        "exclusive": True,
+        "adaptive": False,
+        "ceil_mode": False,
+        "data_format": "NCHW",
+        "padding_algorithm": "EXPLICIT",
+    },
+)
+def _pool2d_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """2-D max/avg pooling (global, adaptive, ceil_mode, exclusive)."""
+    return {"Out": [pool2d_geometry(ctx.attrs, ctx.shape("X"), ctx.fail).out_shape]}
+
+
+@register_op(
+    "batch_norm",
+    inputs=["X", "Scale", "Bias", "Mean", "Variance"],
+    outputs=["Y"],
+    optional_inputs=["MomentumTensor"],
+    optional_outputs=["MeanOut", "VarianceOut", "SavedMean", "SavedVariance", "ReserveSpace"],
+    defaults={
+        "epsilon": 1e-5,
+        "momentum": 0.9,
+        "data_layout": "NCHW",
+        "is_test": False,
+        "use_global_stats": False,
+        "trainable_statistics": False,
+    },
+)
+def _batch_norm_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Batch normalisation over the channel axis (1, or the last for NHWC)."""
+    x = ctx.shape("X")
+    ctx.require(len(x) >= 2, f"X must have rank >= 2, got shape {x}")
+    c = x[-1] if is_channel_last(ctx.attrs.get("data_layout", "NCHW")) else x[1]
+    for slot in ("Scale", "Bias", "Mean", "Variance"):
+        s = ctx.shape(slot)
+        ctx.require(int(np.prod(s)) == c, f"{slot} shape {s} does not hold the {c} channels of X {x}")
+    res: dict[str, list[Shape]] = {"Y": [x]}
+    for slot in ("MeanOut", "VarianceOut", "SavedMean", "SavedVariance"):
+        if ctx.op.outputs.get(slot):
+            res[slot] = [(c,)]
+    return res
+
+
+@register_op(
+    "layer_norm",
+    inputs=["X"],
+    outputs=["Y"],
+    optional_inputs=["Scale", "Bias"],
+    optional_outputs=["Mean", "Variance"],
+    defaults={"epsilon": 1e-5, "begin_norm_axis": 1},
+)
+def _layer_norm_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Layer normalisation over the axes from begin_norm_axis on; Mean/Variance have shape X[:axis]."""
+    x = ctx.shape("X")
+    axis = int(ctx.attrs["begin_norm_axis"])
+    ctx.require(0 < axis < len(x) or (axis == 0 and len(x) >= 1), f"begin_norm_axis {axis} invalid for X {x}")
+    right = int(np.prod(x[axis:]))
+    for slot in ("Scale", "Bias"):
+        if ctx.has(slot):
+            s = ctx.shape(slot)
+            ctx.require(int(np.prod(s)) == right, f"{slot} shape {s} must hold {right} values for X {x}")
+    res: dict[str, list[Shape]] = {"Y": [x]}
+    for slot in ("Mean", "Variance"):
+        if ctx.op.outputs.get(slot):
+            res[slot] = [tuple(x[:axis])]
+    return res
+
+
+def interp_geometry_of(ctx: ShapeContext) -> tuple[InterpGeometry, int, int]:
+    """Interp geometry from a ShapeContext; also returns (N, C)."""
+    x = ctx.shape("X")
+    ctx.require(len(x) == 4, f"only 4-D input is supported, got shape {x}")
+    n, c, h, w = split_nchw(x, is_channel_last(ctx.attrs.get("data_layout", "NCHW")))
+    size_tensor = [ctx.value("SizeTensor", i) for i in range(ctx.count("SizeTensor"))]
+    out_size = ctx.value("OutSize") if ctx.has("OutSize") else None
+    scale = ctx.value("Scale") if ctx.has("Scale") else None
+    return interp_geometry(ctx.op.type, ctx.attrs, (h, w), size_tensor, out_size, scale, ctx.fail), n, c
+
+
+def _interp_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Nearest / bilinear resize of the two spatial axes."""
+    g, n, c = interp_geometry_of(ctx)
+    cl = is_channel_last(ctx.attrs.get("data_layout", "NCHW"))
+    return {"Out": [join_nchw(n, c, g.out_h, g.out_w, cl)]}
+
+
+_INTERP_COMMON = {
+    "data_layout": "NCHW",
+    "out_d": -1,
+    "out_h": -1,
+    "out_w": -1,
+    "align_corners": True,
+    "align_mode": 1,
+}
+for _method in ("nearest", "bilinear"):
+    register_op(
+        f"{_method}_interp_v2",
+        inputs=["X"],
+        outputs=["Out"],
+        optional_inputs=["OutSize", "SizeTensor", "Scale"],
+        defaults={**_INTERP_COMMON, "scale": [], "interp_method": _method},
+        value_dependent=True,
+    )(_interp_shape)
+    register_op(
+        f"{_method}_interp",
+        inputs=["X"],
+        outputs=["Out"],
+        optional_inputs=["OutSize", "SizeTensor", "Scale"],
+        defaults={**_INTERP_COMMON, "scale": 0.0, "interp_method": _method},
+        value_dependent=True,
+    )(_interp_shape)
