@@ -2,15 +2,41 @@
 
 Users print it with `pdlite.optimizer.pipeline.DEFAULT_PASSES` and override it through
 `CxxConfig.set_passes(...)`; `graph_visualize` may be inserted anywhere to dump DOT.
+
+Why this order: eliminations first (they expose adjacent ops to the fusions), then constant
+folding (a reshape2 of a conv bias becomes a param the bias fusion can take), fc before
+elementwise_to_scale (an fc with one output column has a one-value bias), the conv weight folds
+(bias, batch_norm, scale) before the activation fusions that end a conv's chain, dead code last
+among the graph rewrites, then kernel pick, cast insertion, and the memory plan over the final
+runtime order (it must stay last: it records per-op release points).
 """
 from __future__ import annotations
 
 # Passes run in this order. Names refer to pdlite.optimizer.pass_registry.PASSES.
 DEFAULT_PASSES: list[str] = [
     "feed_fetch_strip_pass",
+    # -- eliminations and constants -----------------------------------------------------
+    "identity_dropout_eliminate_pass",
+    "identity_scale_eliminate_pass",
+    "identity_assign_eliminate_pass",
+    "constant_folding_pass",
+    # -- fusions ----------------------------------------------------------------------------
+    "fc_fuse_pass",
+    "conv_elementwise_add_fuse_pass",
+    "conv_bn_fuse_pass",
+    "elementwise_to_scale_pass",
+    "scales_fuse_pass",
+    "identity_scale_eliminate_pass",
+    "conv_scale_fuse_pass",
+    "conv_activation_fuse_pass",
+    "elementwise_activation_fuse_pass",
+    "scale_activation_fuse_pass",
+    "dead_code_elimination_pass",
     # -- kernel pick and program generation ----------------------------------------------
+    "subgraph_detect_pass",  # NNAdapter: only acts when the config names devices
     "static_kernel_pick_pass",
     "type_target_cast_pass",
+    "memory_optimize_pass",
 ]
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from pdlite.core.program import OpDesc
 from pdlite.errors import InputError, KernelError, PdliteError
-from pdlite.kernels.registry import Kernel, KernelDef
+from pdlite.kernels.registry import Kernel, KernelContext, KernelDef
 from pdlite.operators.registry import OpDef, ShapeContext
 
 
@@ -20,11 +20,12 @@ def describe(v: Any) -> str:
 class Instruction:
     """Runs one op: gather inputs from the scope, infer and check shapes, launch, store outputs."""
 
-    def __init__(self, op: OpDesc, opdef: OpDef, kernel_def: KernelDef, kernel: Kernel | None = None) -> None:
+    def __init__(self, op: OpDesc, opdef: OpDef, kernel_def: KernelDef, kernel: Kernel | None = None,
+                 context: KernelContext | None = None) -> None:
         self.op = op
         self.opdef = opdef
         self.kernel_def = kernel_def
-        self.kernel = kernel if kernel is not None else kernel_def.cls(op)
+        self.kernel = kernel if kernel is not None else kernel_def.create(op, context)
         self._in_slots = [(s, list(n)) for s, n in op.inputs.items() if n]
         self._shape_cache: tuple[tuple, dict[str, list[tuple]]] | None = None
         self.prepared = False

@@ -7,6 +7,7 @@ from typing import Any
 
 from pdlite.core.graph import Graph
 from pdlite.errors import PdliteError
+from pdlite.kernels.registry import KernelContext
 from pdlite.operators.registry import OPS
 from pdlite.runtime.instruction import Instruction
 
@@ -15,22 +16,29 @@ Hook = Callable[[Instruction, float, dict[str, Any]], None]
 
 
 class RuntimeProgram:
-    def __init__(self, instructions: list[Instruction]) -> None:
+    def __init__(self, instructions: list[Instruction], release: list[tuple[str, ...]] | None = None) -> None:
         self.instructions = instructions
+        # per instruction: intermediates to drop from the scope after it (memory_optimize_pass)
+        self.release = release if release is not None else [() for _ in instructions]
 
     @classmethod
-    def from_graph(cls, graph: Graph) -> RuntimeProgram:
-        """generate_program: op nodes in topological order, each with its picked kernel."""
+    def from_graph(cls, graph: Graph, context: KernelContext | None = None) -> RuntimeProgram:
+        """generate_program: op nodes in topological order, each with its picked kernel (made with `context`)."""
         insts = []
-        for node in graph.topological_order():
+        release: list[tuple[str, ...]] = []
+        for i, node in enumerate(graph.topological_order()):
+            if "release" in node.info and node.info.get("mem_index") != i:
+                raise PdliteError(f"op {node.name} moved after memory_optimize_pass planned its releases "
+                                  "(the graph changed after it; keep memory_optimize_pass last)")
+            release.append(tuple(node.info.get("release", ())))
             op = node.op
             assert op is not None
             kd = node.info.get("kernel")
             if kd is None:
                 raise PdliteError(f"op {op.type} has no picked kernel (did static_kernel_pick_pass run?)")
             opdef = OPS[op.type]
-            insts.append(Instruction(opdef.attach(op), opdef, kd, node.info.get("kernel_instance")))
-        return cls(insts)
+            insts.append(Instruction(opdef.attach(op), opdef, kd, node.info.get("kernel_instance"), context))
+        return cls(insts, release)
 
     def prepare(self, params: dict[str, Any]) -> None:
         for inst in self.instructions:
@@ -39,14 +47,15 @@ class RuntimeProgram:
                 inst.prepared = True
 
     def run(self, scope: dict[str, Any], hook: Hook | None = None) -> None:
-        if hook is None:
-            for inst in self.instructions:
+        for inst, release in zip(self.instructions, self.release):
+            if hook is None:
                 inst.run(scope)
-            return
-        for inst in self.instructions:
-            t0 = time.perf_counter()
-            inst.run(scope)
-            hook(inst, time.perf_counter() - t0, scope)
+            else:
+                t0 = time.perf_counter()
+                inst.run(scope)
+                hook(inst, time.perf_counter() - t0, scope)
+            for name in release:
+                scope.pop(name, None)
 
     def __len__(self) -> int:
         return len(self.instructions)

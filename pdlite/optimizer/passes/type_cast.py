@@ -132,6 +132,21 @@ class TypeTargetCastPass(Pass):
             for i, n in enumerate(names):
                 if n == var.name:
                     names[i] = dev_name
-        op = OpDesc("io_copy", {"Input": [dev_name]}, {"Out": [var.name]}, {})
+        # fetch_copy marks the copy that brings a fetched result back (a device target may keep it)
+        want = _var_precision(var)
+        if t.precision in FLOATS and want in FLOATS and want != t.precision:
+            # a reduced-precision result: copied as it is, then converted to the var's dtype on the host
+            calib = find_cast_kernel("calib", dst, TensorType(TargetType.Host, want, t.layout))
+            if calib is None:
+                raise UnsupportedOpError(f"fetched var {var.name!r} is {t.precision.name} on {t.target.name}; "
+                                         f"no host calib kernel makes it {want.name}")
+            host = graph.add_var(VarDesc(f"{var.name}/Host_{t.precision.name}", desc.type, desc.dtype,
+                                         list(desc.shape), desc.lod_level))
+            op = OpDesc("io_copy", {"Input": [dev_name]}, {"Out": [host.name]}, {"fetch_copy": True})
+            graph.add_op(op, [dev], [host]).info["kernel"] = kd
+            op = OpDesc("calib", {"Input": [host.name]}, {"Out": [var.name]}, {})
+            graph.add_op(op, [host], [var]).info["kernel"] = calib
+            return
+        op = OpDesc("io_copy", {"Input": [dev_name]}, {"Out": [var.name]}, {"fetch_copy": True})
         node = graph.add_op(op, [dev], [var])
         node.info["kernel"] = kd

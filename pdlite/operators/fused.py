@@ -1,0 +1,107 @@
+"""Ops that only the optimizer creates: a base op (conv, matmul, elementwise, scale) + an activation.
+
+Design (one convention for every fused op):
+- The activation is named by a string attribute, `act_type` (`activation_type` for `fc`, as in
+  Paddle's fc op), "" meaning none. Its attributes are copied from the activation op with an
+  `act_` prefix (hard_swish's `threshold` becomes `act_threshold`, leaky_relu's `alpha`
+  `act_alpha`, ...), so one fused op carries any activation of `FUSABLE_ACTIVATIONS` exactly.
+- Shape inference delegates to the base op's definition; kernels run the base op's host
+  kernel, then the activation op's host kernel (no second copy of either computation).
+
+The ops:
+- `fused_conv2d`: Output = act(conv(Input, Filter) + Bias). `conv_type` names the base op
+  (conv2d, depthwise_conv2d or conv2d_transpose) whose attributes it keeps; Bias (optional,
+  one value per output channel, axis 1) is the base conv op's own Bias slot, which the host
+  conv kernels add. Only conv+activation creates it: conv+batch_norm, conv+elementwise_add
+  (bias) and conv+scale fold into the conv's Filter and Bias and keep the conv's op type.
+- `fc`: Out = act(flatten(Input, in_num_col_dims) @ W + Bias), W of shape [K, N], Bias [N];
+  Out's shape is Input.shape[:in_num_col_dims] + [N].
+- `fusion_elementwise_<op>_activation` (add, sub, mul, div, max, min): Out = act(X <op> Y)
+  with Paddle's `axis` broadcasting.
+- `fusion_scale_activation`: Out = act(scale(X)) with scale's scale/bias/bias_after_scale.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pdlite.core.program import OpDesc
+from pdlite.operators.registry import OPS, Shape, ShapeContext, register_op
+
+FUSABLE_ACTIVATIONS: tuple[str, ...] = (
+    "relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "silu", "sigmoid", "tanh",
+    "gelu", "elu", "mish", "softplus",
+)
+CONV_TYPES: tuple[str, ...] = ("conv2d", "depthwise_conv2d", "conv2d_transpose")
+FUSED_ELEMENTWISE: dict[str, str] = {
+    f"fusion_elementwise_{k}_activation": f"elementwise_{k}" for k in ("add", "sub", "mul", "div", "max", "min")
+}
+ACT_PREFIX = "act_"
+
+
+def activation_attrs(act: OpDesc) -> dict[str, Any]:
+    """The activation's own attributes (its op definition's, defaults filled in) with the act_ prefix."""
+    opdef = OPS[act.type]
+    return {ACT_PREFIX + k: act.attrs.get(k, v) for k, v in opdef.defaults.items()}
+
+
+def split_activation(attrs: dict[str, Any], type_key: str = "act_type") -> tuple[str, dict[str, Any]]:
+    """(activation type, its attributes without the prefix) from a fused op's attributes."""
+    act = str(attrs.get(type_key) or "")
+    return act, {k[len(ACT_PREFIX):]: v for k, v in attrs.items() if k.startswith(ACT_PREFIX) and k != "act_type"}
+
+
+def base_desc(op: OpDesc, base_type: str, drop_inputs: tuple[str, ...] = ()) -> OpDesc:
+    """The base op of a fused op: same slots (minus `drop_inputs`), attributes without act ones."""
+    attrs = {k: v for k, v in op.attrs.items()
+             if not k.startswith(ACT_PREFIX) and k not in ("conv_type", "activation_type")}
+    ins = {k: list(v) for k, v in op.inputs.items() if k not in drop_inputs}
+    return OPS[base_type].attach(OpDesc(base_type, ins, {k: list(v) for k, v in op.outputs.items()}, attrs))
+
+
+def _delegate(ctx: ShapeContext, base_type: str, drop_inputs: tuple[str, ...] = ()) -> dict[str, list[Shape]]:
+    fn = OPS[base_type].infer_shape
+    assert fn is not None
+    values = {k: v for k, v in ctx._values.items() if k not in drop_inputs}  # noqa: SLF001 - same package
+    return fn(ShapeContext(base_desc(ctx.op, base_type, drop_inputs), values))
+
+
+@register_op("fused_conv2d", inputs=["Input", "Filter"], outputs=["Output"],
+             optional_inputs=["Bias", "ResidualData"], defaults={"conv_type": "conv2d", "act_type": ""})
+def _fused_conv_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """act(conv(Input, Filter) + Bias): the base conv's output shape (Bias: one value per channel)."""
+    conv = str(ctx.attrs["conv_type"])
+    ctx.require(conv in CONV_TYPES, f"conv_type must be one of {list(CONV_TYPES)}, got {conv!r}")
+    return _delegate(ctx, conv)
+
+
+@register_op("fc", inputs=["Input", "W"], outputs=["Out"], optional_inputs=["Bias"],
+             defaults={"in_num_col_dims": 1, "activation_type": "", "padding_weights": False})
+def _fc_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = act(Input flattened at in_num_col_dims @ W + Bias): Input.shape[:k] + [W.shape[1]]."""
+    x, w = ctx.shape("Input"), ctx.shape("W")
+    k = int(ctx.attrs["in_num_col_dims"])
+    ctx.require(len(w) == 2, f"W must be 2-D, got {list(w)}")
+    ctx.require(0 < k < len(x), f"in_num_col_dims {k} must be in [1, {len(x) - 1}] for Input {list(x)}")
+    ctx.require(int(np.prod(x[k:])) == w[0], f"Input {list(x)} flattened at {k} does not match W {list(w)}")
+    if ctx.has("Bias"):
+        ctx.require(int(np.prod(ctx.shape("Bias"))) == w[1], f"Bias {list(ctx.shape('Bias'))} must hold {w[1]} values")
+    return {"Out": [tuple(x[:k]) + (w[1],)]}
+
+
+def _fused_elementwise_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """act(X <op> Y) with Paddle's axis broadcasting."""
+    return _delegate(ctx, FUSED_ELEMENTWISE[ctx.op.type])
+
+
+for _t in FUSED_ELEMENTWISE:
+    register_op(_t, inputs=["X", "Y"], outputs=["Out"], defaults={"axis": -1, "act_type": ""})(
+        _fused_elementwise_shape)
+
+
+@register_op("fusion_scale_activation", inputs=["X"], outputs=["Out"],
+             defaults={"scale": 1.0, "bias": 0.0, "bias_after_scale": True, "act_type": ""})
+def _fused_scale_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """act(scale * X + bias) (or scale * (X + bias)): X's shape."""
+    return {"Out": [ctx.shape("X")]}
