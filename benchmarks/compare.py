@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -185,14 +186,14 @@ def main() -> int:
         for batch in map(int, args.batches.split(",")):
             feeds = feeds_for(d, batch)
             for threads in map(int, args.threads.split(",")):
-                makers: dict[str, Callable[[], Runner]] = {"pdlite-host": lambda: make_pdlite(d, feeds, threads, None)}
+                makers: dict[str, Callable[[], Runner]] = {"pdlite-host": partial(make_pdlite, d, feeds, threads, None)}
                 for dev in filter(None, args.devices.split(",")):
-                    makers[f"pdlite-{dev}"] = lambda dev=dev: make_pdlite(d, feeds, threads, dev)
+                    makers[f"pdlite-{dev}"] = partial(make_pdlite, d, feeds, threads, dev)
                 if not args.no_peers:
-                    makers["paddle-inference"] = lambda: make_paddle(d, feeds, threads)
+                    makers["paddle-inference"] = partial(make_paddle, d, feeds, threads)
                     if onnx_path is not None:
-                        makers["onnxruntime"] = lambda: make_ort(d, feeds, threads, onnx_path)
-                    makers["openvino"] = lambda: make_openvino(d, feeds, threads)
+                        makers["onnxruntime"] = partial(make_ort, d, feeds, threads, onnx_path)
+                    makers["openvino"] = partial(make_openvino, d, feeds, threads)
                 runners: dict[str, Runner] = {}
                 for k, mk in makers.items():
                     try:

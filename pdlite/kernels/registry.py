@@ -51,17 +51,36 @@ class KernelKey:
         return f"{self.op_type}/{self.target.name}/{self.precision.name}/{self.layout.name}/{self.alias}"
 
 
+@dataclass(frozen=True)
+class KernelContext:
+    """What a kernel may read besides its op: the config's options (e.g. `cuda_device`).
+
+    One context is shared by every kernel of a runtime program; kernels made without one
+    (tests, older code) get an empty context.
+    """
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return self.options.get(key, default)
+
+
 class Kernel:
     """Base of every kernel. A kernel is made for one op; `run` maps input slots to output slots.
 
     `prepare(params)` is called once before the first run with the persistable inputs
     (weights) so that a kernel can pre-transform them; `run(ins)` gets, per input slot, the
     list of input tensors (NumPy arrays on the host) and returns the output slots likewise.
+    `self.context` (a KernelContext) carries the config's options.
     """
 
-    def __init__(self, op: OpDesc) -> None:
+    context: KernelContext = KernelContext()
+
+    def __init__(self, op: OpDesc, context: KernelContext | None = None) -> None:
         self.op = op
         self.attrs = op.attrs
+        if context is not None:
+            self.context = context
 
     @classmethod
     def supports(cls, op: OpDesc) -> bool:
@@ -87,6 +106,13 @@ class KernelDef:
 
     def output_type(self, slot: str) -> TensorType:
         return self.outputs.get(slot, TensorType(self.key.target, self.key.precision, self.key.layout))
+
+    def create(self, op: OpDesc, context: KernelContext | None = None) -> Kernel:
+        """A kernel instance for `op` with `context` (kernels whose __init__ takes only the op work too)."""
+        kernel = self.cls(op)
+        if context is not None:
+            kernel.context = context
+        return kernel
 
 
 KERNELS: Registry[KernelKey, KernelDef] = Registry("kernel")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from pdlite.delegate import Delegate, DelegateModel, Kernel

@@ -3,10 +3,19 @@
 Importing this package registers every host kernel (explicit imports, no scanning).
 """
 from __future__ import annotations
-from pdlite.kernels.host import activation, elementwise  # noqa: F401,E402
-from pdlite.kernels.host import type_cast  # noqa: F401,E402
-from pdlite.kernels.host import conv, interp, norm, pool  # noqa: F401,E402
-from pdlite.kernels.host import pir_ops  # noqa: F401,E402
-from pdlite.kernels.host import fused  # noqa: F401,E402
-from pdlite.kernels.host import creation, math, tensor  # noqa: F401,E402
-from pdlite.kernels.host import extra  # noqa: F401,E402
+
+from pdlite.kernels.host import (  # noqa: F401 (imported to register)
+    activation,
+    conv,
+    creation,
+    elementwise,
+    extra,
+    fused,
+    interp,
+    math,
+    norm,
+    pir_ops,
+    pool,
+    tensor,
+    type_cast,
+)

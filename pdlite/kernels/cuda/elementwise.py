@@ -1,0 +1,72 @@
+"""CUDA kernels of the binary elementwise ops, with Paddle's `axis` broadcasting.
+
+X and Y are reshaped (views) by `aligned_shapes` (the op definition's rule) so that torch's
+broadcasting gives Paddle's; the result keeps X's dtype. Integer division truncates toward zero,
+floordiv floors, mod takes the divisor's sign, as on the host. Int32/int64 operands (shape
+arithmetic) run on the host instead (see host_side.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pdlite.kernels.cuda.base import CudaKernel, cuda_kernel
+from pdlite.kernels.cuda.host_side import register_host_side
+from pdlite.operators.elementwise import BINARY_OPS, PIR_ALIASES, aligned_shapes
+
+Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.div(x, y) if x.is_floating_point() else torch.div(x, y, rounding_mode="trunc")
+
+
+def _pow(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if x.is_floating_point():
+        return torch.pow(x, y)
+    return torch.pow(x.double(), y.double()).to(x.dtype)
+
+
+FUNCS: dict[str, Binary] = {
+    "elementwise_add": torch.add,
+    "elementwise_sub": torch.sub,
+    "elementwise_mul": torch.mul,
+    "elementwise_div": _div,
+    "elementwise_max": torch.maximum,
+    "elementwise_min": torch.minimum,
+    "elementwise_pow": _pow,
+    "elementwise_floordiv": lambda x, y: torch.div(x, y, rounding_mode="floor"),
+    "elementwise_mod": torch.remainder,
+}
+
+
+def broadcast_operands(x: torch.Tensor, y: torch.Tensor, axis: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """X and Y reshaped so that torch broadcasting gives Paddle's `axis` broadcasting."""
+    if axis == -1 or x.dim() == y.dim() or x.shape == y.shape:
+        return x, y
+    xs, ys, _ = aligned_shapes(x.shape, y.shape, axis)
+    return x.reshape(xs), y.reshape(ys)
+
+
+def elementwise(op_type: str, x: torch.Tensor, y: torch.Tensor, axis: int) -> torch.Tensor:
+    """Out = X <op> Y with Paddle's broadcasting, in X's dtype."""
+    x, y = broadcast_operands(x, y, axis)
+    out = FUNCS[op_type](x, y)
+    return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+class Elementwise(CudaKernel):
+    """Out = X <op> Y (the op of the kernel's op type, or of its PIR-era alias)."""
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x, y = self.tensor(ins, "X"), self.tensor(ins, "Y")
+        base = PIR_ALIASES.get(self.op.type, self.op.type)
+        return {"Out": [elementwise(base, x, y, int(self.attrs.get("axis", -1)))]}
+
+
+_ALL = [*BINARY_OPS, *PIR_ALIASES]
+cuda_kernel(_ALL)(Elementwise)
+for _t in _ALL:
+    register_host_side(_t, ["X", "Y"])
