@@ -89,7 +89,7 @@ def build_runtime(model: NaiveBufferModel, options: dict[str, Any] | None = None
     if options.get("cuda_graph"):
         from pdlite.kernels.cuda.graph_runner import CudaGraphProgram
 
-        runtime = CudaGraphProgram(runtime.instructions, options)
+        runtime = CudaGraphProgram(runtime.instructions, options, runtime.release)
     return runtime
 
 
