@@ -48,6 +48,11 @@ UNARY_OPS: dict[str, dict] = {
     "hardtanh": {"t_min": 0.0, "t_max": 24.0},  # phi's name for brelu
 }
 _FLT_MAX = 3.4028234663852886e38
+# Attributes Paddle Inference 3.x (our oracle) ignores: its phi kernels hard-code relu6's 6, swish's
+# beta 1 and hard_swish's 6/6/3 whatever the program says (checked on 3.3.1). Paddle-Lite honoured them;
+# pdlite follows the oracle, for every target, by fixing them in the op definition.
+_FIXED = {"relu6": {"threshold": 6.0}, "swish": {"beta": 1.0},
+          "hard_swish": {"threshold": 6.0, "scale": 6.0, "offset": 3.0}}
 # Optional tensor inputs that override an attribute.
 _OPTIONAL_INPUTS = {"pow": ["FactorTensor"]}
 
@@ -59,7 +64,8 @@ def _same_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
 
 for _t, _defaults in UNARY_OPS.items():
     register_op(
-        _t, inputs=["X"], outputs=["Out"], optional_inputs=_OPTIONAL_INPUTS.get(_t, ()), defaults=_defaults
+        _t, inputs=["X"], outputs=["Out"], optional_inputs=_OPTIONAL_INPUTS.get(_t, ()), defaults=_defaults,
+        fixed=_FIXED.get(_t),
     )(_same_shape)
 
 

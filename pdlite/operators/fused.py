@@ -43,7 +43,8 @@ ACT_PREFIX = "act_"
 def activation_attrs(act: OpDesc) -> dict[str, Any]:
     """The activation's own attributes (its op definition's, defaults filled in) with the act_ prefix."""
     opdef = OPS[act.type]
-    return {ACT_PREFIX + k: act.attrs.get(k, v) for k, v in opdef.defaults.items()}
+    attrs = opdef.attach(act).attrs
+    return {ACT_PREFIX + k: attrs[k] for k in opdef.defaults}
 
 
 def split_activation(attrs: dict[str, Any], type_key: str = "act_type") -> tuple[str, dict[str, Any]]:

@@ -84,6 +84,8 @@ class OpDef:
     # True when output shapes depend on input *values* (shape tensors): no shape caching.
     value_dependent: bool = False
     doc: str = ""
+    # attributes the oracle (Paddle Inference 3.x) ignores: forced to these values at attach
+    fixed: dict[str, Any] = field(default_factory=dict)
 
     def attach(self, desc: OpDesc) -> OpDesc:
         """A copy of `desc` with default attributes filled in, after checking its slots."""
@@ -96,6 +98,7 @@ class OpDef:
         op = desc.copy()
         for k, v in self.defaults.items():
             op.attrs.setdefault(k, v)
+        op.attrs.update(self.fixed)
         return op
 
 
@@ -112,6 +115,7 @@ def register_op(
     defaults: dict[str, Any] | None = None,
     value_dependent: bool = False,
     aliases: Sequence[str] = (),
+    fixed: dict[str, Any] | None = None,
 ) -> Callable[[InferShape], InferShape]:
     """Register an op type; decorates its shape-inference function `f(ctx) -> {slot: [shape]}`."""
 
@@ -129,6 +133,7 @@ def register_op(
                     fn,
                     value_dependent,
                     (fn.__doc__ or "").strip(),
+                    dict(fixed or {}),
                 ),
             )
         return fn

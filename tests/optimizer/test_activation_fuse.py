@@ -44,14 +44,14 @@ def test_scale_activation(after):
     b = Builder()
     x = b.feed("x", [2, 5])
     b.op("scale", {"X": x}, {"Out": "t"}, scale=1.5, bias=-0.5, bias_after_scale=after)
-    b.op("relu6", {"X": "t"}, {"Out": "out"}, threshold=1.0)
+    b.op("leaky_relu", {"X": "t"}, {"Out": "out"}, alpha=0.3)
     b.fetch("out")
     res = check_same(b, {"x": RNG.standard_normal((2, 5)).astype(np.float32)},
                      with_passes("scale_activation_fuse_pass"))
     (node,) = res.graph.op_nodes()
     assert node.op.type == "fusion_scale_activation"
     assert node.op.attrs["scale"] == 1.5 and node.op.attrs["bias_after_scale"] == after
-    assert node.op.attrs["act_type"] == "relu6" and node.op.attrs["act_threshold"] == 1.0
+    assert node.op.attrs["act_type"] == "leaky_relu" and node.op.attrs["act_alpha"] == 0.3
 
 
 @pytest.mark.parametrize("ew,c_first", [("add", False), ("add", True), ("sub", False), ("sub", True),
