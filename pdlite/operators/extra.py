@@ -1,0 +1,430 @@
+"""Ops the conformance zoo needed that no other module defines: compare and logical ops, index ops
+(top_k_v2, argsort, cumsum, flip, roll, index_select, one_hot_v2, ...), norms (group_norm,
+instance_norm, norm, p_norm), padding (pad, pad3d), channel rearrangements (pixel_shuffle,
+channel_shuffle, maxout, unfold), rnn (LSTM / GRU / simple RNN) and the detection helpers
+prior_box, box_coder and yolo_box. Shapes follow Paddle's InferShape/InferMeta functions.
+"""
+from __future__ import annotations
+
+import math
+
+from pdlite.operators.elementwise import BroadcastError, aligned_shapes
+from pdlite.operators.registry import Shape, ShapeContext, register_op
+from pdlite.operators.tensor import ints
+
+COMPARE_OPS = ("equal", "not_equal", "less_than", "less_equal", "greater_than", "greater_equal")
+LOGICAL_BINARY_OPS = ("logical_and", "logical_or", "logical_xor")
+Shapes = dict[str, list[Shape]]
+
+
+def _axis(ctx: ShapeContext, axis: int, rank: int) -> int:
+    ctx.require(-rank <= axis < max(rank, 1), f"axis {axis} is out of range for an input of rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def _broadcast(ctx: ShapeContext) -> Shapes:
+    try:
+        out = aligned_shapes(ctx.shape("X"), ctx.shape("Y"), int(ctx.attrs.get("axis", -1)))[2]
+    except BroadcastError as e:
+        ctx.fail(str(e))
+        raise
+    return {"Out": [out]}
+
+
+for _t in COMPARE_OPS:
+    register_op(_t, inputs=["X", "Y"], defaults={"axis": -1, "force_cpu": False})(_broadcast)
+for _t in LOGICAL_BINARY_OPS:
+    register_op(_t, inputs=["X", "Y"])(_broadcast)
+
+
+@register_op("logical_not", inputs=["X"])
+@register_op("flip", inputs=["X"], defaults={"axis": []})
+@register_op("roll", inputs=["X"], optional_inputs=["ShiftsTensor"], defaults={"shifts": [], "axis": []})
+def _same(ctx: ShapeContext) -> Shapes:
+    return {"Out": [ctx.shape("X")]}
+
+
+@register_op("linspace", inputs=["Start", "Stop", "Num"], defaults={"dtype": 5}, value_dependent=True)
+def _linspace(ctx: ShapeContext) -> Shapes:
+    n = ints(ctx.value("Num"))[0]
+    ctx.require(n > 0, f"Num must be > 0, got {n}")
+    return {"Out": [(n,)]}
+
+
+@register_op("expand_as_v2", inputs=["X"], optional_inputs=["Y"], defaults={"target_shape": []})
+def _expand_as(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    target = [int(v) for v in ctx.attrs.get("target_shape") or []]
+    if ctx.has("Y") and (not target or -1 in target):
+        target = list(ctx.shape("Y"))
+    ctx.require(len(target) >= len(x), f"target_shape {target} has a lower rank than X {list(x)}")
+    lead = len(target) - len(x)
+    out = list(target)
+    for i, d in enumerate(x):
+        t = target[lead + i]
+        if t <= 0:
+            out[lead + i] = d
+        else:
+            ctx.require(d in (1, t), f"X dim {i} ({d}) cannot expand to {t}")
+    ctx.require(all(d > 0 for d in out[:lead]), f"target_shape {target}: leading dims must be positive")
+    return {"Out": [tuple(out)]}
+
+
+@register_op("index_select", inputs=["X", "Index"], defaults={"dim": 0})
+def _index_select(ctx: ShapeContext) -> Shapes:
+    x = list(ctx.shape("X"))
+    dim = _axis(ctx, int(ctx.attrs["dim"]), len(x))
+    idx = ctx.shape("Index")
+    ctx.require(len(idx) <= 1 or (len(idx) == 2 and idx[1] == 1), f"Index must be 1-D, got {list(idx)}")
+    x[dim] = idx[0] if idx else 1
+    return {"Out": [tuple(x)]}
+
+
+@register_op("argsort", inputs=["X"], outputs=["Out", "Indices"], defaults={"axis": -1, "descending": False,
+                                                                            "stable": False})
+def _argsort(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    _axis(ctx, int(ctx.attrs["axis"]), len(x))
+    return {"Out": [x], "Indices": [x]}
+
+
+@register_op("top_k_v2", inputs=["X"], outputs=["Out", "Indices"], optional_inputs=["K"],
+             defaults={"k": 1, "axis": -1, "largest": True, "sorted": True}, value_dependent=True)
+def _top_k(ctx: ShapeContext) -> Shapes:
+    x = list(ctx.shape("X"))
+    k = ints(ctx.value("K"))[0] if ctx.has("K") else int(ctx.attrs["k"])
+    if not x:
+        return {"Out": [()], "Indices": [()]}
+    axis = _axis(ctx, int(ctx.attrs["axis"]), len(x))
+    ctx.require(0 <= k <= x[axis], f"k = {k} must be in [0, {x[axis]}] (the size of axis {axis})")
+    x[axis] = k
+    return {"Out": [tuple(x)], "Indices": [tuple(x)]}
+
+
+@register_op("cumsum", inputs=["X"], defaults={"axis": -1, "flatten": False, "exclusive": False, "reverse": False})
+def _cumsum(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    if ctx.attrs.get("flatten") or not x:
+        return {"Out": [(math.prod(x),)]}
+    _axis(ctx, int(ctx.attrs["axis"]), len(x))
+    return {"Out": [x]}
+
+
+@register_op("one_hot_v2", inputs=["X"], optional_inputs=["depth_tensor"],
+             defaults={"depth": -1, "dtype": 5, "allow_out_of_range": False}, value_dependent=True)
+def _one_hot(ctx: ShapeContext) -> Shapes:
+    depth = ints(ctx.value("depth_tensor"))[0] if ctx.has("depth_tensor") else int(ctx.attrs["depth"])
+    ctx.require(depth > 0, f"depth must be > 0, got {depth}")
+    return {"Out": [(*ctx.shape("X"), depth)]}
+
+
+def _reduced(ctx: ShapeContext, x: Shape, axis: int, keep: bool) -> Shape:
+    a = _axis(ctx, axis, len(x))
+    return tuple(1 if i == a else d for i, d in enumerate(x)) if keep else tuple(d for i, d in enumerate(x) if i != a)
+
+
+@register_op("norm", inputs=["X"], outputs=["Out"], optional_outputs=["Norm"],
+             defaults={"axis": -1, "epsilon": 1e-10, "is_test": True})
+def _norm(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    return {"Out": [x], "Norm": [_reduced(ctx, x, int(ctx.attrs["axis"]), True)]}
+
+
+@register_op("p_norm", inputs=["X"], defaults={"porder": 2.0, "axis": -1, "epsilon": 1e-12, "keepdim": False,
+                                               "asvector": False})
+def _p_norm(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    keep = bool(ctx.attrs["keepdim"])
+    if ctx.attrs.get("asvector"):
+        return {"Out": [(1,) * len(x) if keep else ()]}
+    return {"Out": [_reduced(ctx, x, int(ctx.attrs["axis"]), keep)]}
+
+
+@register_op("group_norm", inputs=["X"], outputs=["Y"], optional_inputs=["Scale", "Bias"],
+             optional_outputs=["Mean", "Variance"], defaults={"epsilon": 1e-5, "groups": 1, "data_layout": "NCHW"})
+def _group_norm(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    ctx.require(len(x) >= 2, f"X must have rank >= 2, got {list(x)}")
+    g = int(ctx.attrs["groups"])
+    c = x[-1] if ctx.attrs.get("data_layout") == "NHWC" else x[1]
+    ctx.require(g > 0 and c % g == 0, f"groups ({g}) must divide the channels ({c})")
+    return {"Y": [x], "Mean": [(x[0], g)], "Variance": [(x[0], g)]}
+
+
+@register_op("instance_norm", inputs=["X"], outputs=["Y"], optional_inputs=["Scale", "Bias"],
+             optional_outputs=["SavedMean", "SavedVariance"], defaults={"epsilon": 1e-5})
+def _instance_norm(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    ctx.require(len(x) >= 2, f"X must have rank >= 2, got {list(x)}")
+    return {"Y": [x], "SavedMean": [(x[0] * x[1],)], "SavedVariance": [(x[0] * x[1],)]}
+
+
+@register_op("pad", inputs=["X"], defaults={"paddings": [], "pad_value": 0.0})
+def _pad(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    p = [int(v) for v in ctx.attrs["paddings"]]
+    ctx.require(len(p) == 2 * len(x), f"paddings {p} must hold 2 values per dim of X {list(x)}")
+    out = tuple(d + p[2 * i] + p[2 * i + 1] for i, d in enumerate(x))
+    ctx.require(all(d > 0 for d in out), f"paddings {p} leave an empty output {list(out)}")
+    return {"Out": [out]}
+
+
+def pad3d_paddings(ctx: ShapeContext) -> list[int]:
+    """[left, right, top, bottom, front, back]: the Paddings tensor over the attribute."""
+    p = ints(ctx.value("Paddings")) if ctx.has("Paddings") else [int(v) for v in ctx.attrs["paddings"]]
+    ctx.require(len(p) == 6, f"paddings must have 6 values, got {p}")
+    return p
+
+
+@register_op("pad3d", inputs=["X"], optional_inputs=["Paddings"], value_dependent=True,
+             defaults={"paddings": [0] * 6, "mode": "constant", "value": 0.0, "data_format": "NCDHW"})
+def _pad3d(ctx: ShapeContext) -> Shapes:
+    x = list(ctx.shape("X"))
+    ctx.require(len(x) == 5, f"X must be 5-D, got {x}")
+    p = pad3d_paddings(ctx)
+    d, h, w = (2, 3, 4) if ctx.attrs["data_format"] == "NCDHW" else (1, 2, 3)
+    if ctx.attrs["mode"] == "reflect":
+        ctx.require(max(p[0], p[1]) < x[w] and max(p[2], p[3]) < x[h] and max(p[4], p[5]) < x[d],
+                    f"reflect paddings {p} must be smaller than the padded dims of X {x}")
+    x[w] += p[0] + p[1]
+    x[h] += p[2] + p[3]
+    x[d] += p[4] + p[5]
+    return {"Out": [tuple(x)]}
+
+
+def _nchw(ctx: ShapeContext) -> tuple[int, int, int, int, bool]:
+    x = ctx.shape("X")
+    ctx.require(len(x) == 4, f"X must be 4-D, got {list(x)}")
+    nhwc = ctx.attrs.get("data_format") == "NHWC"
+    n, c, h, w = (x[0], x[3], x[1], x[2]) if nhwc else x
+    return n, c, h, w, nhwc
+
+
+def _pack(n: int, c: int, h: int, w: int, nhwc: bool) -> Shapes:
+    return {"Out": [(n, h, w, c) if nhwc else (n, c, h, w)]}
+
+
+@register_op("pixel_shuffle", inputs=["X"], defaults={"upscale_factor": 1, "data_format": "NCHW"})
+def _pixel_shuffle(ctx: ShapeContext) -> Shapes:
+    n, c, h, w, nhwc = _nchw(ctx)
+    r = int(ctx.attrs["upscale_factor"])
+    ctx.require(r > 0 and c % (r * r) == 0, f"channels {c} must be divisible by upscale_factor^2 ({r * r})")
+    return _pack(n, c // (r * r), h * r, w * r, nhwc)
+
+
+@register_op("channel_shuffle", inputs=["X"], defaults={"groups": 1, "data_format": "NCHW"})
+def _channel_shuffle(ctx: ShapeContext) -> Shapes:
+    n, c, h, w, nhwc = _nchw(ctx)
+    ctx.require(c % int(ctx.attrs["groups"]) == 0, f"groups {ctx.attrs['groups']} must divide channels {c}")
+    return _pack(n, c, h, w, nhwc)
+
+
+@register_op("maxout", inputs=["X"], defaults={"groups": 1, "axis": 1})
+def _maxout(ctx: ShapeContext) -> Shapes:
+    x = list(ctx.shape("X"))
+    axis = _axis(ctx, int(ctx.attrs["axis"]), len(x))
+    g = int(ctx.attrs["groups"])
+    ctx.require(g > 0 and x[axis] % g == 0, f"groups {g} must divide dim {axis} ({x[axis]})")
+    x[axis] //= g
+    return {"Out": [tuple(x)]}
+
+
+def unfold_geometry(attrs: dict, h: int, w: int) -> tuple[list[int], list[int], list[int], list[int], int, int]:
+    """(kernel, strides, paddings [top, left, bottom, right], dilations, out_h, out_w) of an unfold."""
+    k = [int(v) for v in attrs["kernel_sizes"]]
+    s = [int(v) for v in attrs["strides"]]
+    p = [int(v) for v in attrs["paddings"]]
+    p = p * 2 if len(p) == 2 else p
+    d = [int(v) for v in attrs["dilations"]]
+    oh = (h + p[0] + p[2] - (d[0] * (k[0] - 1) + 1)) // s[0] + 1
+    ow = (w + p[1] + p[3] - (d[1] * (k[1] - 1) + 1)) // s[1] + 1
+    return k, s, p, d, oh, ow
+
+
+@register_op("unfold", inputs=["X"], outputs=["Y"], defaults={"kernel_sizes": [1, 1], "strides": [1, 1],
+                                                               "paddings": [0, 0, 0, 0], "dilations": [1, 1]})
+def _unfold(ctx: ShapeContext) -> Shapes:
+    n, c, h, w, _ = _nchw(ctx)
+    k, _, _, _, oh, ow = unfold_geometry(ctx.attrs, h, w)
+    ctx.require(oh > 0 and ow > 0, f"the sliding blocks do not fit in X ({h}x{w})")
+    return {"Y": [(n, c * k[0] * k[1], oh * ow)]}
+
+
+@register_op("meshgrid", inputs=["X"])
+def _meshgrid(ctx: ShapeContext) -> Shapes:
+    dims = tuple(math.prod(s) for s in ctx.shapes("X"))
+    return {"Out": [dims] * ctx.count("X")}
+
+
+@register_op("size", inputs=["Input"])
+def _size(ctx: ShapeContext) -> Shapes:
+    return {"Out": [()]}
+
+
+@register_op("unbind", inputs=["X"], defaults={"axis": 0})
+def _unbind(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    a = _axis(ctx, int(ctx.attrs["axis"]), len(x))
+    n = len(ctx.op.outputs.get("Out") or [])
+    ctx.require(n == x[a], f"{n} outputs for axis {a} of size {x[a]}")
+    return {"Out": [x[:a] + x[a + 1:]] * n}
+
+
+RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+@register_op("rnn", inputs=["Input", "WeightList"], outputs=["Out"], optional_inputs=["PreState", "SequenceLength"],
+             optional_outputs=["State", "Reserve", "DropoutState"],
+             defaults={"dropout_prob": 0.0, "is_bidirec": False, "input_size": 10, "hidden_size": 100,
+                       "num_layers": 1, "mode": "RNN_TANH", "seed": 0, "is_test": True})
+def _rnn(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("Input")
+    ctx.require(len(x) == 3, f"Input must be [time, batch, features], got {list(x)}")
+    mode = ctx.attrs["mode"]
+    ctx.require(mode in RNN_GATES, f"mode {mode!r} is not one of {sorted(RNN_GATES)}")
+    dirs = 2 if ctx.attrs["is_bidirec"] else 1
+    hidden, layers = int(ctx.attrs["hidden_size"]), int(ctx.attrs["num_layers"])
+    ctx.require(ctx.count("WeightList") == 4 * layers * dirs,
+                f"WeightList has {ctx.count('WeightList')} tensors, expected {4 * layers * dirs}")
+    state = (layers * dirs, x[1], hidden)
+    return {"Out": [(x[0], x[1], dirs * hidden)], "State": [state] * len(ctx.op.outputs.get("State") or [])}
+
+
+def expand_aspect_ratios(ratios: list[float], flip: bool) -> list[float]:
+    """Paddle's prior_box aspect ratios: 1, then each new ratio (and its inverse with flip)."""
+    out = [1.0]
+    for r in ratios:
+        if any(abs(r - o) < 1e-6 for o in out):
+            continue
+        out.append(r)
+        if flip:
+            out.append(1.0 / r)
+    return out
+
+
+@register_op("prior_box", inputs=["Input", "Image"], outputs=["Boxes", "Variances"],
+             defaults={"min_sizes": [], "max_sizes": [], "aspect_ratios": [], "variances": [0.1, 0.1, 0.2, 0.2],
+                       "flip": False, "clip": False, "step_w": 0.0, "step_h": 0.0, "offset": 0.5,
+                       "min_max_aspect_ratios_order": False})
+def _prior_box(ctx: ShapeContext) -> Shapes:
+    feat = ctx.shape("Input")
+    ctx.require(len(feat) == 4 and len(ctx.shape("Image")) == 4, "Input and Image must be 4-D")
+    ars = expand_aspect_ratios([float(v) for v in ctx.attrs["aspect_ratios"]], bool(ctx.attrs["flip"]))
+    n = len(ars) * len(ctx.attrs["min_sizes"]) + len(ctx.attrs["max_sizes"] or [])
+    shape = (feat[2], feat[3], n, 4)
+    return {"Boxes": [shape], "Variances": [shape]}
+
+
+@register_op("box_coder", inputs=["PriorBox", "TargetBox"], outputs=["OutputBox"], optional_inputs=["PriorBoxVar"],
+             defaults={"code_type": "encode_center_size", "box_normalized": True, "axis": 0, "variance": []})
+def _box_coder(ctx: ShapeContext) -> Shapes:
+    p, t = ctx.shape("PriorBox"), ctx.shape("TargetBox")
+    ctx.require(len(p) == 2 and p[1] == 4, f"PriorBox must be [M, 4], got {list(p)}")
+    if str(ctx.attrs["code_type"]).lower() == "encode_center_size":
+        ctx.require(len(t) == 2 and t[1] == 4, f"TargetBox must be [N, 4] to encode, got {list(t)}")
+        return {"OutputBox": [(t[0], p[0], 4)]}
+    ctx.require(len(t) == 3 and t[2] == 4, f"TargetBox must be [N, M, 4] to decode, got {list(t)}")
+    return {"OutputBox": [t]}
+
+
+@register_op("yolo_box", inputs=["X", "ImgSize"], outputs=["Boxes", "Scores"],
+             defaults={"anchors": [], "class_num": 1, "conf_thresh": 0.01, "downsample_ratio": 32,
+                       "clip_bbox": True, "scale_x_y": 1.0, "iou_aware": False, "iou_aware_factor": 0.5})
+def _yolo_box(ctx: ShapeContext) -> Shapes:
+    x = ctx.shape("X")
+    ctx.require(len(x) == 4, f"X must be 4-D, got {list(x)}")
+    a = len(ctx.attrs["anchors"]) // 2
+    cls = int(ctx.attrs["class_num"])
+    want = a * (6 + cls) if ctx.attrs.get("iou_aware") else a * (5 + cls)
+    ctx.require(x[1] == want, f"X has {x[1]} channels, expected {want} for {a} anchors and {cls} classes")
+    n = a * x[2] * x[3]
+    return {"Boxes": [(x[0], n, 4)], "Scores": [(x[0], n, cls)]}
+
+
+@register_op("pixel_unshuffle", inputs=["X"], defaults={"downscale_factor": 1, "data_format": "NCHW"})
+def _pixel_unshuffle(ctx: ShapeContext) -> Shapes:
+    n, c, h, w, nhwc = _nchw(ctx)
+    r = int(ctx.attrs["downscale_factor"])
+    ctx.require(r > 0 and h % r == 0 and w % r == 0, f"H ({h}) and W ({w}) must be divisible by {r}")
+    return _pack(n, c * r * r, h // r, w // r, nhwc)
+
+
+@register_op("gather_nd", inputs=["X", "Index"])
+def _gather_nd(ctx: ShapeContext) -> Shapes:
+    x, idx = ctx.shape("X"), ctx.shape("Index")
+    ctx.require(len(idx) >= 1 and idx[-1] <= len(x), f"Index {list(idx)}: last dim must be <= rank of X {list(x)}")
+    return {"Out": [idx[:-1] + x[idx[-1]:]]}
+
+
+@register_op("scatter", inputs=["X", "Ids", "Updates"], defaults={"overwrite": True})
+def _scatter(ctx: ShapeContext) -> Shapes:
+    x, ids, up = ctx.shape("X"), ctx.shape("Ids"), ctx.shape("Updates")
+    n = ids[0] if ids else 1
+    ctx.require(len(up) == len(x) and up[0] == n and up[1:] == x[1:],
+                f"Updates {list(up)} must be [len(Ids) = {n}, *X.shape[1:]] for X {list(x)}")
+    return {"Out": [x]}
+
+
+@register_op("take_along_axis", inputs=["Input", "Index"], outputs=["Result"], defaults={"Axis": 0})
+def _take_along_axis(ctx: ShapeContext) -> Shapes:
+    x, idx = ctx.shape("Input"), ctx.shape("Index")
+    ctx.require(len(x) == len(idx), f"Index {list(idx)} must have the rank of Input {list(x)}")
+    _axis(ctx, int(ctx.attrs["Axis"]), len(x))
+    return {"Result": [idx]}
+
+
+@register_op("repeat_interleave", inputs=["X"], optional_inputs=["RepeatsTensor"], defaults={"Repeats": 1, "dim": 0},
+             value_dependent=True)
+def _repeat_interleave(ctx: ShapeContext) -> Shapes:
+    x = list(ctx.shape("X"))
+    dim = _axis(ctx, int(ctx.attrs["dim"]), len(x))
+    if ctx.has("RepeatsTensor"):
+        reps = ints(ctx.value("RepeatsTensor"))
+        ctx.require(len(reps) in (1, x[dim]), f"RepeatsTensor has {len(reps)} values for a dim of {x[dim]}")
+        x[dim] = sum(reps) if len(reps) == x[dim] else x[dim] * reps[0]
+    else:
+        x[dim] *= int(ctx.attrs["Repeats"])
+    return {"Out": [tuple(x)]}
+
+
+NMS_DEFAULTS = {"background_label": 0, "score_threshold": 0.05, "nms_top_k": -1, "nms_threshold": 0.3,
+                "nms_eta": 1.0, "keep_top_k": -1, "normalized": True}
+
+
+@register_op("multiclass_nms3", inputs=["BBoxes", "Scores"], outputs=["Out"], optional_inputs=["RoisNum"],
+             optional_outputs=["Index", "NmsRoisNum"], defaults=NMS_DEFAULTS, value_dependent=True)
+def _multiclass_nms3(ctx: ShapeContext) -> Shapes:
+    """The output row count depends on the scores: the kernel decides it (no static shape)."""
+    b, s = ctx.shape("BBoxes"), ctx.shape("Scores")
+    ctx.require(len(s) == 3 and len(b) == 3 and b[2] == 4 and b[1] == s[2] and b[0] == s[0],
+                f"expected BBoxes [N, M, 4] and Scores [N, C, M], got {list(b)} and {list(s)}")
+    return {}
+
+
+@register_op("roi_align", inputs=["X", "ROIs"], optional_inputs=["RoisNum"],
+             defaults={"spatial_scale": 1.0, "pooled_height": 1, "pooled_width": 1, "sampling_ratio": -1,
+                       "aligned": False})
+def _roi_align(ctx: ShapeContext) -> Shapes:
+    x, rois = ctx.shape("X"), ctx.shape("ROIs")
+    ctx.require(len(x) == 4 and len(rois) == 2 and rois[1] == 4, f"expected X [N, C, H, W] and ROIs [R, 4], "
+                                                                  f"got {list(x)} and {list(rois)}")
+    return {"Out": [(rois[0], x[1], int(ctx.attrs["pooled_height"]), int(ctx.attrs["pooled_width"]))]}
+
+
+def deform_out_size(size: int, k: int, s: int, p: int, d: int) -> int:
+    return (size + 2 * p - (d * (k - 1) + 1)) // s + 1
+
+
+@register_op("deformable_conv", inputs=["Input", "Offset", "Filter"], outputs=["Output"], optional_inputs=["Mask"],
+             defaults={"strides": [1, 1], "paddings": [0, 0], "dilations": [1, 1], "groups": 1,
+                       "deformable_groups": 1, "im2col_step": 64}, aliases=["deformable_conv_v1"])
+def _deformable_conv(ctx: ShapeContext) -> Shapes:
+    x, w, off = ctx.shape("Input"), ctx.shape("Filter"), ctx.shape("Offset")
+    a = ctx.attrs
+    ctx.require(len(x) == 4 and len(w) == 4 and x[1] == w[1] * int(a["groups"]),
+                f"Input {list(x)} and Filter {list(w)} do not match (groups {a['groups']})")
+    s, p, d = ([int(v) for v in a[k]] for k in ("strides", "paddings", "dilations"))
+    ho, wo = (deform_out_size(x[2 + i], w[2 + i], s[i], p[i], d[i]) for i in range(2))
+    want = (x[0], 2 * int(a["deformable_groups"]) * w[2] * w[3], ho, wo)
+    ctx.require(tuple(off) == want, f"Offset must be {list(want)}, got {list(off)}")
+    return {"Output": [(x[0], w[0], ho, wo)]}
