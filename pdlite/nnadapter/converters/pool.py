@@ -1,0 +1,110 @@
+"""Converter of pool2d (max / avg; global, adaptive, ceil_mode, exclusive, SAME / VALID / EXPLICIT).
+
+- global_pooling, and adaptive avg to 1x1: GlobalAveragePool / GlobalMaxPool.
+- adaptive avg to (oh, ow) with in % out == 0: AveragePool with kernel = stride = in / out;
+  other adaptive sizes are refused (their windows overlap unevenly).
+- Adaptive max is refused: Paddle's CPU kernel runs it with the ksize/strides windows (a quirk
+  the host kernel keeps), which no ONNX pooling expresses.
+- ceil_mode: Paddle's out = (in - k + p0 + p1 + s - 1) // s + 1 is ONNX's floor rule with s - 1
+  more padding at the end; the extra pixels are -inf for max and excluded from avg counts.
+- exclusive=False (count_include_pad) is converted only with symmetric pads and no ceil_mode,
+  where Paddle's divisor is always k_h * k_w.
+"""
+from __future__ import annotations
+
+from pdlite.core.program import OpDesc
+from pdlite.nnadapter.convert import ConvertContext, TensorInfo
+from pdlite.nnadapter.converters.common import pair
+from pdlite.nnadapter.registry import ConversionError, register_converter
+from pdlite.operators.nn import expand_paddings, is_channel_last, same_paddings
+
+
+def _spatial(info: TensorInfo, x: str | None) -> list[int] | None:
+    s = info.shape(x) if x else None
+    if s is None or len(s) != 4 or s[2] < 0 or s[3] < 0:
+        return None
+    return [int(s[2]), int(s[3])]
+
+
+def _raise(msg: str) -> list[int]:
+    raise ConversionError(msg)
+
+
+def _explicit_pads(op: OpDesc, hw: list[int] | None) -> list[int] | None:
+    """[top, bottom, left, right], or None for SAME with an unknown input size."""
+    algo = str(op.attrs.get("padding_algorithm", "EXPLICIT"))
+    if algo == "SAME":
+        return same_paddings(hw, pair(op.attrs.get("strides", [1, 1])), pair(op.attrs["ksize"])) if hw else None
+    if algo == "VALID":
+        return [0, 0, 0, 0]
+    return expand_paddings(op.attrs.get("paddings", [0, 0]), _raise)
+
+
+def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    a = op.attrs
+    x = op.input("X")
+    if is_channel_last(a.get("data_format", "NCHW")):
+        return "data_format NHWC"
+    if a.get("pooling_type") not in ("max", "avg"):
+        return f"pooling_type {a.get('pooling_type')!r}"
+    if info.rank(x) not in (None, 4):
+        return "input is not 4-D"
+    if a.get("ksize") is None:
+        return "no ksize"
+    if a.get("global_pooling"):
+        return "global_pooling together with adaptive" if a.get("adaptive") else None
+    kh, kw = pair(a["ksize"])
+    if a.get("adaptive"):
+        if a["pooling_type"] == "max":
+            return "adaptive max pooling (Paddle runs it with ksize windows)"
+        if (kh, kw) == (1, 1):
+            return None
+        hw = _spatial(info, x)
+        if hw is None:
+            return f"adaptive avg pooling to {kh}x{kw} needs the input size"
+        if hw[0] % kh or hw[1] % kw:
+            return f"adaptive avg pooling of {hw[0]}x{hw[1]} to {kh}x{kw} (not divisible)"
+        return None
+    if a["pooling_type"] == "avg" and not a.get("exclusive", True):
+        if a.get("ceil_mode"):
+            return "avg pooling with exclusive=False and ceil_mode"
+        p = _explicit_pads(op, _spatial(info, x))
+        if p is None or p[0] != p[1] or p[2] != p[3]:
+            return "avg pooling with exclusive=False and asymmetric (or unknown SAME) paddings"
+    if a.get("ceil_mode") and str(a.get("padding_algorithm")) == "SAME" and _spatial(info, x) is None:
+        return "SAME padding with ceil_mode needs the input size"
+    return None
+
+
+@register_converter("pool2d", supports=_refusal)
+def _pool2d(ctx: ConvertContext, op: OpDesc) -> None:
+    a = op.attrs
+    is_max = a["pooling_type"] == "max"
+    x = op.input("X")
+    xo, out = ctx.input(op, "X"), ctx.output(op, "Out")
+    kh, kw = pair(a["ksize"])
+    if a.get("global_pooling") or (a.get("adaptive") and (kh, kw) == (1, 1)):
+        ctx.add("GlobalMaxPool" if is_max else "GlobalAveragePool", [xo], [out])
+        return
+    hw = _spatial(ctx.info, x)
+    if a.get("adaptive"):
+        if hw is None:
+            raise ConversionError("adaptive pooling needs the input size")
+        k = [hw[0] // kh, hw[1] // kw]
+        ctx.add("AveragePool", [xo], [out], kernel_shape=k, strides=k, pads=[0, 0, 0, 0], count_include_pad=0)
+        return
+    strides = pair(a.get("strides", [1, 1]))
+    p = _explicit_pads(op, hw)
+    kw_args: dict = {"kernel_shape": [kh, kw], "strides": strides}
+    if p is None:
+        kw_args["auto_pad"] = "SAME_UPPER"
+    else:
+        top, bottom, left, right = p
+        if a.get("ceil_mode"):
+            bottom += strides[0] - 1
+            right += strides[1] - 1
+        kw_args["pads"] = [top, left, bottom, right]
+    if is_max:
+        ctx.add("MaxPool", [xo], [out], **kw_args)
+    else:
+        ctx.add("AveragePool", [xo], [out], count_include_pad=0 if a.get("exclusive", True) else 1, **kw_args)

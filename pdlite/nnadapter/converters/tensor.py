@@ -1,0 +1,353 @@
+"""Converters of the shape-manipulation ops: reshape2, flatten*, transpose2, (un)squeeze2, slice, shape,
+fill_constant, concat, split, stack, cast, assign.
+
+Paddle's reshape `0` (copy the input dim at that index) and `-1` (infer) mean the same in ONNX
+Reshape. When an output shape is fully known (the subgraph kernel converts with concrete shapes)
+it is used as a constant; otherwise the shape is built from Shape/Slice/Concat so that exported
+models keep their dynamic batch. `shape` yields int32 (Paddle's dtype), `slice` clamps like ONNX
+Slice and drops `decrease_axis` dims with Squeeze.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pdlite.core.dtypes import numpy_dtype
+from pdlite.core.program import OpDesc
+from pdlite.nnadapter.convert import ConvertContext, TensorInfo
+from pdlite.nnadapter.registry import ConversionError, register_converter
+
+
+def _known_shape(ctx: ConvertContext, name: str | None) -> list[int] | None:
+    s = ctx.shape(name) if name else None
+    return [int(d) for d in s] if s is not None and all(d >= 0 for d in s) else None
+
+
+def _int64_vector(ctx: ConvertContext, names: list[str]) -> str:
+    """One int64 1-D tensor from a list of 1-element int tensors (constants folded)."""
+    vals = [ctx.value(n) for n in names]
+    if all(v is not None for v in vals):
+        return ctx.ints(int(np.asarray(v).reshape(-1)[0]) for v in vals)
+    parts = [ctx.cast(ctx.add("Reshape", [ctx.tensor(n), ctx.ints([-1])]), np.int64) for n in names]
+    return parts[0] if len(parts) == 1 else ctx.add("Concat", parts, axis=0)
+
+
+def _as_int64(ctx: ConvertContext, name: str) -> str:
+    val = ctx.value(name)
+    if val is not None:
+        return ctx.ints(np.asarray(val).reshape(-1).tolist())
+    t = ctx.add("Reshape", [ctx.tensor(name), ctx.ints([-1])])
+    return t if ctx.dtype(name) == np.int64 else ctx.cast(t, np.int64)
+
+
+def _reshape_to(ctx: ConvertContext, x: str, out: str, spec: str) -> None:
+    ctx.add("Reshape", [ctx.tensor(x), spec], [ctx.out(out)])
+
+
+@register_converter("reshape2", "reshape")
+def _reshape(ctx: ConvertContext, op: OpDesc) -> None:
+    x, out = op.input("X"), op.output("Out")
+    assert x is not None and out is not None
+    known = _known_shape(ctx, out)
+    if known is not None:
+        spec = ctx.ints(known)
+    elif op.inputs.get("ShapeTensor"):
+        spec = _int64_vector(ctx, op.inputs["ShapeTensor"])
+    elif op.input("Shape") is not None:
+        spec = _as_int64(ctx, op.input("Shape"))
+    else:
+        spec = ctx.ints(int(d) for d in op.attrs.get("shape") or [])
+    _reshape_to(ctx, x, out, spec)
+
+
+def _flatten_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    return None if info.rank(op.input("X")) is not None else "flatten needs the rank of X"
+
+
+@register_converter("flatten_contiguous_range", supports=_flatten_refusal)
+def _flatten_range(ctx: ConvertContext, op: OpDesc) -> None:
+    x, out = op.input("X"), op.output("Out")
+    assert x is not None and out is not None
+    known = _known_shape(ctx, out)
+    if known is not None:
+        _reshape_to(ctx, x, out, ctx.ints(known))
+        return
+    xs = ctx.shape(x) or ()
+    rank = len(xs)
+    if rank == 0:
+        _reshape_to(ctx, x, out, ctx.ints([1]))
+        return
+    start, stop = int(op.attrs.get("start_axis", 1)), int(op.attrs.get("stop_axis", -1))
+    start, stop = start % rank, stop % rank
+    tail = [int(d) for d in xs[stop + 1:]]
+    if all(d >= 0 for d in tail):
+        spec = ctx.ints([0] * start + [-1] + tail)
+    else:
+        shp = ctx.add("Shape", [ctx.tensor(x)])
+        parts = []
+        if start:
+            parts.append(ctx.add("Slice", [shp, ctx.ints([0]), ctx.ints([start])]))
+        parts.append(ctx.ints([-1]))
+        parts.append(ctx.add("Slice", [shp, ctx.ints([stop + 1]), ctx.ints([rank])]))
+        spec = ctx.add("Concat", parts, axis=0)
+    _reshape_to(ctx, x, out, spec)
+
+
+@register_converter("flatten2", "flatten")
+def _flatten(ctx: ConvertContext, op: OpDesc) -> None:
+    ctx.add("Flatten", [ctx.input(op, "X")], [ctx.output(op, "Out")], axis=int(op.attrs.get("axis", 1)))
+
+
+@register_converter("transpose2", "transpose")
+def _transpose(ctx: ConvertContext, op: OpDesc) -> None:
+    ctx.add("Transpose", [ctx.input(op, "X")], [ctx.output(op, "Out")],
+            perm=[int(a) for a in op.attrs.get("axis") or []])
+
+
+def _squeeze_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    if info.static(op.output("Out") or ""):
+        return None
+    xs = info.shape(op.input("X"))
+    if xs is None:
+        return "squeeze needs X's shape"
+    axes = [int(a) % len(xs) for a in op.attrs.get("axes") or []] if xs else []
+    dims = [i for i in (axes or range(len(xs)))]
+    if any(xs[i] < 0 for i in dims):
+        return "squeeze of dims of unknown size"
+    return None
+
+
+@register_converter("squeeze2", "squeeze", supports=_squeeze_refusal)
+def _squeeze(ctx: ConvertContext, op: OpDesc) -> None:
+    x, out = op.input("X"), op.output("Out")
+    assert x is not None and out is not None
+    known = _known_shape(ctx, out)
+    if known is not None:
+        _reshape_to(ctx, x, out, ctx.ints(known))
+        return
+    xs = ctx.shape(x) or ()
+    axes = [int(a) % len(xs) for a in op.attrs.get("axes") or []] if xs else []
+    drop = [i for i in (axes or range(len(xs))) if xs[i] == 1]
+    if not drop:
+        ctx.add("Identity", [ctx.tensor(x)], [ctx.out(out)])
+    else:
+        ctx.add("Squeeze", [ctx.tensor(x), ctx.ints(sorted(set(drop)))], [ctx.out(out)])
+
+
+def unsqueeze_positions(rank: int, axes: list[int]) -> list[int]:
+    """Where Paddle's unsqueeze puts the new unit dims (its sequential insertion rule)."""
+    out_rank = rank + len(axes)
+    marks = [0] * (out_rank + 1)
+    cur_size = rank
+    for axis in axes:
+        cur = axis + cur_size + 1 if axis < 0 else axis
+        for i in range(cur_size, cur - 1, -1):
+            if marks[i] == 1:
+                marks[i + 1] = 1
+                marks[i] = 0
+        marks[cur] = 1
+        cur_size += 1
+    return [i for i in range(out_rank) if marks[i] == 1]
+
+
+def _unsqueeze_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    if op.inputs.get("AxesTensor") or op.inputs.get("AxesTensorList"):
+        return "unsqueeze with axes tensors"
+    return None if info.rank(op.input("X")) is not None else "unsqueeze needs the rank of X"
+
+
+@register_converter("unsqueeze2", "unsqueeze", supports=_unsqueeze_refusal)
+def _unsqueeze(ctx: ConvertContext, op: OpDesc) -> None:
+    x = op.input("X")
+    assert x is not None
+    pos = unsqueeze_positions(ctx.rank(x) or 0, [int(a) for a in op.attrs.get("axes") or []])
+    ctx.add("Unsqueeze", [ctx.tensor(x), ctx.ints(pos)], [ctx.output(op, "Out")])
+
+
+def _slice_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    if info.rank(op.input("Input")) is None:
+        return "slice needs the rank of Input"
+    return None
+
+
+@register_converter("slice", supports=_slice_refusal)
+def _slice(ctx: ConvertContext, op: OpDesc) -> None:
+    x, out = op.input("Input"), op.output("Out")
+    assert x is not None and out is not None
+    a = op.attrs
+    axes = [int(v) for v in a.get("axes") or []]
+    if op.input("StartsTensor") is not None:
+        starts = _as_int64(ctx, op.input("StartsTensor"))
+    elif op.inputs.get("StartsTensorList"):
+        starts = _int64_vector(ctx, op.inputs["StartsTensorList"])
+    else:
+        starts = ctx.ints(int(v) for v in a.get("starts") or [])
+    if op.input("EndsTensor") is not None:
+        ends = _as_int64(ctx, op.input("EndsTensor"))
+    elif op.inputs.get("EndsTensorList"):
+        ends = _int64_vector(ctx, op.inputs["EndsTensorList"])
+    else:
+        ends = ctx.ints(int(v) for v in a.get("ends") or [])
+    y = ctx.add("Slice", [ctx.tensor(x), starts, ends, ctx.ints(axes)])
+    dec = sorted({int(d) % (ctx.rank(x) or 1) for d in a.get("decrease_axis") or []})
+    if not dec:
+        ctx.add("Identity", [y], [ctx.out(out)])
+        return
+    rank = ctx.rank(x) or 0
+    if len(dec) == rank and ctx.rank(out) == 1:  # Paddle keeps one dim when every dim is dropped
+        ctx.add("Reshape", [y, ctx.ints([1])], [ctx.out(out)])
+    else:
+        ctx.add("Squeeze", [y, ctx.ints(dec)], [ctx.out(out)])
+
+
+@register_converter("shape", "shape64")
+def _shape(ctx: ConvertContext, op: OpDesc) -> None:
+    out = op.output("Out")
+    assert out is not None
+    s = ctx.add("Shape", [ctx.input(op, "Input")])
+    want = ctx.dtype(out) if ctx.info.dtype(out) is not None else np.dtype(np.int32)
+    if want == np.int64:
+        ctx.add("Identity", [s], [ctx.out(out)])
+    else:
+        ctx.add("Cast", [s], [ctx.out(out)], to=ctx.onnx_dtype(want))
+
+
+def fill_value(op: OpDesc) -> tuple[np.dtype, float | int | bool]:
+    """(dtype, value) of a fill_constant op (str_value wins when set, as in Paddle)."""
+    dt = numpy_dtype(int(op.attrs.get("dtype", 5)), "fill_constant")
+    sv = str(op.attrs.get("str_value") or "")
+    if sv:
+        low = sv.strip().lower()
+        v: float | int | bool = low == "true" if low in ("true", "false") else float(sv)
+    else:
+        v = float(op.attrs.get("value", 0.0))
+    if dt.kind in "iu":
+        v = int(v)
+    elif dt.kind == "b":
+        v = bool(v)
+    return dt, v
+
+
+def _fill_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    if op.input("ValueTensor") is not None and info.value(op.input("ValueTensor")) is None:
+        return "fill_constant with a non-constant ValueTensor"
+    return None
+
+
+@register_converter("fill_constant", supports=_fill_refusal)
+def _fill_constant(ctx: ConvertContext, op: OpDesc) -> None:
+    dt, v = fill_value(op)
+    if op.input("ValueTensor") is not None:
+        v = np.asarray(ctx.value(op.input("ValueTensor"))).reshape(-1)[0]
+    out = op.output("Out")
+    assert out is not None
+    known = _known_shape(ctx, out)
+    if op.input("ShapeTensor") is not None and known is None:
+        spec = _as_int64(ctx, op.input("ShapeTensor"))
+    elif op.inputs.get("ShapeTensorList") and known is None:
+        spec = _int64_vector(ctx, op.inputs["ShapeTensorList"])
+    else:
+        spec = ctx.ints(known if known is not None else [int(d) for d in op.attrs.get("shape") or []])
+    value = ctx.onnx.numpy_helper.from_array(np.asarray([v], dtype=dt))
+    ctx.add("ConstantOfShape", [spec], [ctx.out(out)], value=value)
+
+
+def _axis_value(ctx: ConvertContext, op: OpDesc) -> int:
+    t = op.input("AxisTensor")
+    if t is not None:
+        val = ctx.value(t)
+        if val is None:
+            raise ConversionError("AxisTensor is not a constant")
+        return int(np.asarray(val).reshape(-1)[0])
+    return int(op.attrs.get("axis", 0))
+
+
+def _axis_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    t = op.input("AxisTensor")
+    return "AxisTensor is not a constant" if t is not None and info.value(t) is None else None
+
+
+@register_converter("concat", supports=_axis_refusal)
+def _concat(ctx: ConvertContext, op: OpDesc) -> None:
+    xs = [ctx.tensor(n) for n in op.inputs.get("X") or []]
+    ctx.add("Concat", xs, [ctx.output(op, "Out")], axis=_axis_value(ctx, op))
+
+
+def _split_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    if op.inputs.get("SectionsTensorList"):
+        return "split with SectionsTensorList"
+    return _axis_refusal(op, info)
+
+
+@register_converter("split", supports=_split_refusal)
+def _split(ctx: ConvertContext, op: OpDesc) -> None:
+    x = op.input("X")
+    assert x is not None
+    axis = _axis_value(ctx, op)
+    outs = op.outputs.get("Out") or []
+    sections = [int(s) for s in op.attrs.get("sections") or []]
+    ins = [ctx.tensor(x)]
+    if sections:
+        if -1 in sections:
+            xs = ctx.shape(x)
+            if xs is None or xs[axis] < 0:
+                raise ConversionError("split section -1 needs the split dim's size")
+            sections[sections.index(-1)] = int(xs[axis]) - (sum(sections) + 1)
+        ins.append(ctx.ints(sections))
+    ctx.add("Split", ins, [ctx.out(n) for n in outs], axis=axis)
+
+
+@register_converter("stack")
+def _stack(ctx: ConvertContext, op: OpDesc) -> None:
+    names = op.inputs.get("X") or []
+    rank = ctx.rank(names[0]) if names else None
+    axis = int(op.attrs.get("axis", 0))
+    if axis < 0:
+        if rank is None:
+            raise ConversionError("stack with a negative axis needs the inputs' rank")
+        axis += rank + 1
+    parts = [ctx.add("Unsqueeze", [ctx.tensor(n), ctx.ints([axis])]) for n in names]
+    ctx.add("Concat", parts, [ctx.output(op, "Y")], axis=axis)
+
+
+@register_converter("cast")
+def _cast(ctx: ConvertContext, op: OpDesc) -> None:
+    dt = numpy_dtype(int(op.attrs.get("out_dtype", 5)), "cast")
+    ctx.add("Cast", [ctx.input(op, "X")], [ctx.output(op, "Out")], to=ctx.onnx_dtype(dt))
+
+
+@register_converter("assign")
+def _assign(ctx: ConvertContext, op: OpDesc) -> None:
+    ctx.add("Identity", [ctx.input(op, "X")], [ctx.output(op, "Out")])
+
+
+@register_converter("fill_any_like", "fill_zeros_like")
+def _fill_like(ctx: ConvertContext, op: OpDesc) -> None:
+    x = op.input("X")
+    assert x is not None
+    dt_attr = int(op.attrs.get("dtype", -1))
+    dt = ctx.dtype(x) if dt_attr < 0 else numpy_dtype(dt_attr, op.type)
+    v = float(op.attrs.get("value", 0.0)) if op.type == "fill_any_like" else 0.0
+    value = ctx.onnx.numpy_helper.from_array(np.asarray([v]).astype(dt))
+    ctx.add("ConstantOfShape", [ctx.add("Shape", [ctx.tensor(x)])], [ctx.output(op, "Out")], value=value)
+
+
+@register_converter("fill_constant_batch_size_like")
+def _fill_batch_like(ctx: ConvertContext, op: OpDesc) -> None:
+    dt, v = fill_value(op)
+    shape = [int(d) for d in op.attrs.get("shape") or []]
+    i, o = int(op.attrs.get("input_dim_idx", 0)), int(op.attrs.get("output_dim_idx", 0))
+    dim = ctx.add("Slice", [ctx.add("Shape", [ctx.input(op, "Input")]), ctx.ints([i]), ctx.ints([i + 1])])
+    parts = ([ctx.ints(shape[:o])] if o else []) + [dim] + ([ctx.ints(shape[o + 1:])] if o + 1 < len(shape) else [])
+    spec = ctx.add("Concat", parts, axis=0) if len(parts) > 1 else parts[0]
+    value = ctx.onnx.numpy_helper.from_array(np.asarray([v], dtype=dt))
+    ctx.add("ConstantOfShape", [spec], [ctx.output(op, "Out")], value=value)
+
+
+@register_converter("size")
+def _size(ctx: ConvertContext, op: OpDesc) -> None:
+    ctx.add("Size", [ctx.input(op, "Input")], [ctx.output(op, "Out")])
+
+
+@register_converter("share_data")
+def _share_data(ctx: ConvertContext, op: OpDesc) -> None:
+    ctx.add("Identity", [ctx.input(op, "X")], [ctx.output(op, "Out")])

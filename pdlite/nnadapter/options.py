@@ -1,0 +1,102 @@
+"""NNAdapter settings, read from the config's options (set by CxxConfig.set_nnadapter_*).
+
+Option keys (in `CxxConfig.options`):
+- "nnadapter_device_names": list of device names, in preference order (the first whose package
+  is installed runs the subgraphs).
+- "nnadapter_context_properties": "KEY=VALUE;KEY=VALUE" (keys per device; see each driver).
+- "nnadapter_model_cache_dir": folder for compiled models.
+- "nnadapter_subgraph_partition_config_path" / "..._buffer": ops kept off the device.
+- "subgraph_min_size": subgraphs with fewer ops stay on the host (default 1).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdlite.core.types import Place, TargetType
+from pdlite.errors import ConfigError
+from pdlite.nnadapter.partition import PartitionRule, parse_partition_config
+
+DEFAULT_MIN_SIZE = 1
+
+
+def parse_context_properties(text: str) -> dict[str, str]:
+    """`KEY=VALUE` pairs separated by ';' or newlines (empty items ignored)."""
+    props: dict[str, str] = {}
+    for item in str(text or "").replace("\n", ";").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        if "=" not in item:
+            raise ConfigError(f"NNAdapter context property {item!r}: expected KEY=VALUE (items separated by ';')")
+        k, v = item.split("=", 1)
+        props[k.strip()] = v.strip()
+    return props
+
+
+@dataclass(frozen=True)
+class NNAdapterOptions:
+    device_names: tuple[str, ...]
+    properties: Mapping[str, str] = field(default_factory=dict)
+    model_cache_dir: str | None = None
+    partition_rules: tuple[PartitionRule, ...] = ()
+    min_size: int = DEFAULT_MIN_SIZE
+    host_places: tuple[Place, ...] = (Place(),)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], places: Sequence[Place] = ()) -> NNAdapterOptions | None:
+        """The settings, or None when no NNAdapter device is configured."""
+        names = options.get("nnadapter_device_names") or ()
+        if isinstance(names, str):
+            raise ConfigError("nnadapter_device_names must be a list of device names, not a string "
+                              f"({names!r}); e.g. ['intel_openvino']")
+        names = tuple(str(n) for n in names)
+        if not names:
+            if any(p.target == TargetType.NNAdapter for p in places):
+                raise ConfigError("the valid places include TargetType.NNAdapter but no device is named: call "
+                                  "config.set_nnadapter_device_names(['intel_openvino']) (or 'onnxruntime')")
+            return None
+        rules: list[PartitionRule] = []
+        path = options.get("nnadapter_subgraph_partition_config_path")
+        if path:
+            if not os.path.isfile(path):
+                raise ConfigError(f"subgraph partition config {path!r} does not exist")
+            with open(path, encoding="utf-8") as f:
+                rules += parse_partition_config(f.read(), path)
+        buf = options.get("nnadapter_subgraph_partition_config_buffer")
+        if buf:
+            rules += parse_partition_config(buf.decode() if isinstance(buf, bytes) else str(buf),
+                                            "subgraph partition config buffer")
+        try:
+            min_size = int(options.get("subgraph_min_size", DEFAULT_MIN_SIZE))
+        except (TypeError, ValueError):
+            raise ConfigError(f"subgraph_min_size must be an integer, got {options.get('subgraph_min_size')!r}") \
+                from None
+        host = tuple(p for p in places if p.target != TargetType.NNAdapter) or (Place(),)
+        return cls(names, parse_context_properties(options.get("nnadapter_context_properties", "")),
+                   options.get("nnadapter_model_cache_dir") or None, tuple(rules), max(1, min_size), host)
+
+    def excluded(self, op: Any) -> bool:
+        return any(r.matches(op) for r in self.partition_rules)
+
+    def pick_device(self) -> str:
+        """The first named device whose driver is installed; unknown names and no usable device are errors."""
+        from pdlite.nnadapter.registry import DRIVERS, load_builtin
+
+        load_builtin()
+        unknown = [n for n in self.device_names if n not in DRIVERS]
+        if unknown:
+            raise ConfigError(f"unknown NNAdapter device(s) {unknown}; known devices: {sorted(DRIVERS)}")
+        missing = []
+        for n in self.device_names:
+            drv = DRIVERS[n]
+            if drv.available():
+                drv.own_properties(self.properties)  # refuse misspelt keys early
+                if missing:
+                    warnings.warn("; ".join(missing) + f"; using {n!r}", stacklevel=3)
+                return n
+            missing.append(drv.missing_message())
+        raise ConfigError("; ".join(missing))

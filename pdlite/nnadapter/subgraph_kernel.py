@@ -1,0 +1,190 @@
+"""The `subgraph` op's kernel: convert its block to ONNX, build it with the device driver, run it.
+
+Per distinct input signature (shapes and dtypes of the data inputs) the kernel converts the
+sub-block's ops with those concrete shapes, builds the model with the driver (through the
+on-disk model cache when one is configured) and keeps it; later runs with that signature go
+straight to `driver.run` with the input arrays as they are (no conversion, no copies).
+If converting or building fails, the kernel warns once (naming the device and the reason)
+and runs the sub-block's original ops with host kernels: the "original runtime program",
+analysed lazily with host places the first time it is needed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pdlite.core.program import BlockDesc, OpDesc, Program
+from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, TargetType
+from pdlite.errors import PdliteError
+from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.nnadapter.options import NNAdapterOptions
+
+HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
+MAX_SIGNATURES = 16  # compiled models kept per subgraph (least recently used dropped)
+
+
+class NNAdapterFallbackWarning(RuntimeWarning):
+    """A subgraph could not be built for its device and runs on the host."""
+
+
+class _Compiled:
+    __slots__ = ("model",)
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+
+class _Fallback:
+    __slots__ = ()
+
+
+_FALLBACK = _Fallback()
+
+
+@register_kernel("subgraph", target=TargetType.NNAdapter, precision=ANY_PRECISION, layout=ANY_LAYOUT,
+                 inputs={"Inputs": HOST_ANY}, outputs={"Outputs": HOST_ANY})
+class SubgraphKernel(Kernel):
+    """Runs one subgraph on an NNAdapter device; see the module docstring."""
+
+    def __init__(self, op: OpDesc, block: BlockDesc | None = None, program: Program | None = None,
+                 options: NNAdapterOptions | None = None, device: str | None = None) -> None:
+        super().__init__(op)
+        self.block = block
+        self.program = program
+        self.options = options
+        self.device = device
+        self.in_names: list[str] = list(op.inputs.get("Inputs") or [])
+        self.out_names: list[str] = list(op.outputs.get("Outputs") or [])
+        data = set(op.attrs.get("input_data_names") or [])
+        self.data_index = [i for i, n in enumerate(self.in_names) if n in data]
+        self.data_names = [self.in_names[i] for i in self.data_index]
+        self._entries: OrderedDict[tuple, _Compiled | _Fallback] = OrderedDict()
+        self._driver: Any = None
+        self._host: Any = None
+        self._params: dict[str, Any] = {}
+        self._warned = False
+        self.builds = 0  # models built or loaded (tests and tools read it)
+        self.cache_hits = 0
+
+    def bind(self, block: BlockDesc, program: Program, options: NNAdapterOptions, device: str) -> None:
+        """Attach what the op desc alone does not carry (set by subgraph_detect_pass)."""
+        self.block, self.program, self.options, self.device = block, program, options, device
+
+    def prepare(self, params: Mapping[str, Any]) -> None:
+        self._params = {n: params[n] for n in self.in_names if n in params}
+
+    # -- hot path -----------------------------------------------------------------------------
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        vals = ins.get("Inputs") or []
+        data = [vals[i] for i in self.data_index]
+        key = tuple((a.shape, a.dtype) for a in data)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._build(key, vals, data)
+        if entry is not _FALLBACK:
+            return {"Outputs": self._driver.run(entry.model, [np.ascontiguousarray(a) for a in data])}
+        return {"Outputs": self._run_host(vals)}
+
+    # -- building -----------------------------------------------------------------------------
+    def _check_bound(self) -> None:
+        if self.block is None or self.options is None or self.device is None:
+            raise PdliteError("subgraph kernel has no block/device: it is created by subgraph_detect_pass "
+                              "(or call kernel.bind(block, program, options, device))")
+
+    def _build(self, key: tuple, vals: list[Any], data: list[Any]) -> _Compiled | _Fallback:
+        self._check_bound()
+        entry: _Compiled | _Fallback
+        try:
+            entry = _Compiled(self._compile(vals, data))
+        except Exception as e:
+            self._warn(e)
+            entry = _FALLBACK
+        self._entries[key] = entry
+        if len(self._entries) > MAX_SIGNATURES:
+            self._entries.popitem(last=False)
+        return entry
+
+    def onnx_model(self, vals: list[Any], data: list[Any]) -> Any:
+        """The ONNX model of this subgraph for these input values (params) and data shapes."""
+        from pdlite.nnadapter.convert import GraphInput, TensorInfo, convert_ops
+
+        assert self.block is not None
+        params = {n: v for n, v in zip(self.in_names, vals) if n not in self.data_names}
+        info = TensorInfo.from_vars(self.block.vars, params)
+        inputs = [GraphInput(n, tuple(a.shape), np.dtype(a.dtype)) for n, a in zip(self.data_names, data)]
+        return convert_ops(self.block.ops, inputs, self.out_names, info, self.block.vars,
+                           graph_name=f"pdlite_subgraph_{self.block.idx}")
+
+    def _compile(self, vals: list[Any], data: list[Any]) -> Any:
+        from pdlite.nnadapter.registry import get_driver
+
+        assert self.options is not None and self.device is not None
+        model = self.onnx_model(vals, data)
+        if len(model.graph.output) != len(self.out_names):
+            raise PdliteError(f"converted model has {len(model.graph.output)} outputs, expected {len(self.out_names)}")
+        blob = model.SerializeToString()
+        if self._driver is None:
+            self._driver = get_driver(self.device)()
+        props = self.options.properties
+        path = None
+        if self.options.model_cache_dir:
+            h = hashlib.sha256(blob)
+            h.update(self.device.encode())
+            h.update(repr(sorted(props.items())).encode())
+            h.update(self._driver.cache_token(props).encode())
+            path = os.path.join(self.options.model_cache_dir, f"{h.hexdigest()}.{self.device}")
+            if os.path.isfile(path):
+                try:
+                    compiled = self._driver.build(blob, props, path)
+                    self.cache_hits += 1
+                    self.builds += 1
+                    return compiled
+                except Exception:  # a stale or broken cache entry: rebuild it
+                    os.unlink(path)
+        compiled = self._driver.build(blob, props, path)
+        self.builds += 1
+        return compiled
+
+    def _warn(self, e: Exception) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        ops = self.block.ops if self.block is not None else []
+        types = sorted({op.type for op in ops})
+        warnings.warn(
+            f"NNAdapter device {self.device!r} could not run subgraph {self.op.attrs.get('sub_block')} "
+            f"({len(ops)} ops: {', '.join(types)}): {type(e).__name__}: {e}; running its ops with host kernels",
+            NNAdapterFallbackWarning, stacklevel=4)
+
+    # -- host fallback ------------------------------------------------------------------------
+    def _host_program(self) -> Any:
+        if self._host is None:
+            from pdlite.core.graph import Graph
+            from pdlite.optimizer.optimizer import Optimizer
+            from pdlite.optimizer.pass_registry import PassContext
+            from pdlite.runtime.runtime_program import RuntimeProgram
+
+            assert self.block is not None and self.options is not None
+            blk = BlockDesc(self.block.idx, self.block.parent_idx, dict(self.block.vars),
+                            [op.copy() for op in self.block.ops], self.block.forward_block_idx)
+            graph = Graph(blk)
+            ctx = PassContext(list(self.options.host_places), dict(self._params), {},
+                              {"feed_names": list(self.data_names), "fetch_names": list(self.out_names),
+                               "program": self.program})
+            Optimizer(["static_kernel_pick_pass", "type_target_cast_pass"]).run(graph, ctx)
+            rt = RuntimeProgram.from_graph(graph)
+            rt.prepare(self._params)
+            self._host = rt
+        return self._host
+
+    def _run_host(self, vals: list[Any]) -> list[Any]:
+        rt = self._host_program()
+        scope = dict(zip(self.in_names, vals))
+        rt.run(scope)
+        return [scope[n] for n in self.out_names]
