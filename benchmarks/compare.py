@@ -68,7 +68,8 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
     cfg.set_threads(threads)
     if device:
         cfg.set_nnadapter_device_names([device])
-        cfg.set_nnadapter_context_properties(f"INFERENCE_NUM_THREADS={threads}")
+        key = "INTEL_OPENVINO_INFERENCE_NUM_THREADS" if device == "intel_openvino" else "ONNXRUNTIME_INTRA_OP_NUM_THREADS"
+        cfg.set_nnadapter_context_properties(f"{key}={threads}")
         cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
     pred = create_paddle_predictor(cfg)
     for k, v in feeds.items():
@@ -118,12 +119,15 @@ def make_openvino(d: Path, feeds, threads: int) -> Runner:
 
 
 def export_onnx(d: Path, out: Path) -> Path | None:
+    """The model as one ONNX file, written by pdlite's exporter (`pdlite export-onnx`)."""
     try:
-        from pdlite.nnadapter.export import export_model
+        from pdlite.model_parser import load_model
+        from pdlite.nnadapter.export import export_program
     except ImportError:
         return None
     try:
-        export_model(str(d), str(out))
+        m = load_model(model_dir=str(d))
+        out.write_bytes(export_program(m.program, m.params, name=d.name).SerializeToString())
     except Exception as e:  # noqa: BLE001 - reported, not fatal
         print(f"  (export-onnx failed for {d.name}: {e})", file=sys.stderr)
         return None
