@@ -51,3 +51,26 @@ def test_plugins_command_lists_what_was_registered(capsys):
     assert "demo_target (pdlite_demo_target:register): loaded" in out
     assert "hard_swish/DemoCPU/FP32/NCHW/def" in out and "pool2d/DemoCPU/FP32/NCHW/def" in out
     assert "io_copy/DemoCPU/Any/Any/host_to_demo" in out
+    device = out.split("demo_device")[1].split("demo_target")[0]
+    assert "demo_reference" in device and "demo_op_census_pass" in device and "onnxruntime" not in device
+
+
+def test_plugin_device_driver_and_pass():
+    """A subgraph device and a pass, both from the plugin package, used through pdlite's own options."""
+    import pdlite_demo_target
+
+    from pdlite.lite import CxxConfig, create_paddle_predictor
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir("ppocr_cls_v2")))
+    cfg.set_nnadapter_device_names(["demo_reference"])
+    cfg.set_passes(["demo_op_census_pass", *cfg.passes()])
+    pdlite_demo_target.CALLS.clear()
+    pred = create_paddle_predictor(cfg)
+    assert pred.analysis.ctx.meta["demo_op_census"]["conv2d"] > 10
+    assert any(i.op.type == "subgraph" for i in pred.runtime_program.instructions)
+    ins, outs = load_case("ppocr_cls_v2")
+    got = pred.predict(ins)
+    assert pdlite_demo_target.CALLS.get("demo_reference_run", 0) >= 1
+    for g, ref in zip(got, outs.values()):
+        assert_close_rel(g, ref, 1e-3)

@@ -78,3 +78,44 @@ def register() -> None:
             a = self.attrs
             red = np.max if a["pooling_type"] == "max" else np.mean
             return {"Out": [red(x, axis=(2, 3), keepdims=True).astype(x.dtype)]}
+
+
+def register_device_and_pass() -> None:
+    """A subgraph device and a pass, from the same plugin package (second entry point)."""
+    from pdlite.nnadapter.drivers.base import Driver
+    from pdlite.nnadapter.registry import register_driver
+    from pdlite.optimizer.pass_registry import Pass, register_pass
+
+    @register_driver("demo_reference")
+    class DemoReferenceDriver(Driver):
+        """Runs subgraphs with ONNX's own reference evaluator (pure Python): slow, but a real second runtime."""
+
+        packages = ("onnx",)
+        extra = "onnx"
+        prefix = "DEMO_REFERENCE_"
+        properties = {"DEMO_REFERENCE_VERBOSE": "0 or 1"}
+
+        def build(self, model, props, cache_path=None):
+            import onnx
+            from onnx.reference import ReferenceEvaluator
+
+            self.own_properties(props)
+            proto = onnx.load_from_string(model)
+            CALLS["demo_reference_build"] = CALLS.get("demo_reference_build", 0) + 1
+            return ReferenceEvaluator(proto), [i.name for i in proto.graph.input]
+
+        def run(self, compiled, inputs):
+            sess, names = compiled
+            CALLS["demo_reference_run"] = CALLS.get("demo_reference_run", 0) + 1
+            return [np.asarray(o) for o in sess.run(None, dict(zip(names, inputs)))]
+
+    @register_pass("demo_op_census_pass")
+    class OpCensusPass(Pass):
+        """Records how many ops of each type the graph has (a pass users can put in their pipeline)."""
+
+        def apply(self, graph, ctx):
+            census: dict[str, int] = {}
+            for node in graph.op_nodes():
+                census[node.op.type] = census.get(node.op.type, 0) + 1
+            ctx.meta["demo_op_census"] = census
+            return False
