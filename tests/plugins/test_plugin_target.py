@@ -51,7 +51,7 @@ def test_plugins_command_lists_what_was_registered(capsys):
     assert "demo_target (pdlite_demo_target:register): loaded" in out
     assert "hard_swish/DemoCPU/FP32/NCHW/def" in out and "pool2d/DemoCPU/FP32/NCHW/def" in out
     assert "io_copy/DemoCPU/Any/Any/host_to_demo" in out
-    device = out.split("demo_device")[1].split("demo_target")[0]
+    device = out.split("demo_device (")[1].split("demo_target (")[0]
     assert "demo_reference" in device and "demo_op_census_pass" in device and "onnxruntime" not in device
 
 
