@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     except PdliteError as e:
         print(f"pdlite {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # output piped into `head` and the like
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
