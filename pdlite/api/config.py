@@ -74,6 +74,38 @@ class ConfigBase:
         """Leave fetched results on the device: outputs' `raw()` are torch tensors (`numpy()` still copies)."""
         self._options["cuda_device_outputs"] = bool(on)
 
+    # -- NNAdapter (subgraphs on other runtimes; see docs/nnadapter.md) --------------------------
+    def set_nnadapter_device_names(self, names: Sequence[str]) -> None:
+        """Devices that run the supported subgraphs, in preference order ("intel_openvino", "onnxruntime")."""
+        if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"set_nnadapter_device_names: give a list of device names, got {names!r}")
+        self._options["nnadapter_device_names"] = list(names)
+
+    def nnadapter_device_names(self) -> list[str]:
+        return list(self._options.get("nnadapter_device_names", []))
+
+    def set_nnadapter_context_properties(self, properties: str) -> None:
+        """Device settings as "KEY=VALUE;KEY=VALUE", e.g. "INTEL_OPENVINO_INFERENCE_NUM_THREADS=2"."""
+        from pdlite.nnadapter.options import parse_context_properties
+
+        parse_context_properties(properties)  # refuse malformed text now
+        self._options["nnadapter_context_properties"] = str(properties)
+
+    def nnadapter_context_properties(self) -> str:
+        return str(self._options.get("nnadapter_context_properties", ""))
+
+    def set_nnadapter_model_cache_dir(self, model_cache_dir: str | os.PathLike) -> None:
+        """Keep compiled device models in this folder and reuse them across predictors."""
+        self._options["nnadapter_model_cache_dir"] = os.fspath(model_cache_dir)
+
+    def set_nnadapter_subgraph_partition_config_path(self, path: str | os.PathLike) -> None:
+        """A file of ops to keep off the device: lines `op_type` or `op_type:in_var,...:out_var,...`."""
+        self._options["nnadapter_subgraph_partition_config_path"] = os.fspath(path)
+
+    def set_nnadapter_subgraph_partition_config_buffer(self, text: str) -> None:
+        """The partition config's text itself (same format as the file)."""
+        self._options["nnadapter_subgraph_partition_config_buffer"] = str(text)
+
 
 class CxxConfig(ConfigBase):
     """Config of the full predictor: loads any Paddle model format and runs the analysis phase."""
@@ -143,35 +175,3 @@ class CxxConfig(ConfigBase):
         return dict(model_dir=self._model_dir or None, model_file=self._model_file or None,
                     param_file=self._param_file or None, model_buffer=self._model_buffer,
                     param_buffer=self._param_buffer)
-
-    # -- NNAdapter (subgraphs on other runtimes; see docs/nnadapter.md) --------------------------
-    def set_nnadapter_device_names(self, names: Sequence[str]) -> None:
-        """Devices that run the supported subgraphs, in preference order ("intel_openvino", "onnxruntime")."""
-        if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-            raise ConfigError(f"set_nnadapter_device_names: give a list of device names, got {names!r}")
-        self._options["nnadapter_device_names"] = list(names)
-
-    def nnadapter_device_names(self) -> list[str]:
-        return list(self._options.get("nnadapter_device_names", []))
-
-    def set_nnadapter_context_properties(self, properties: str) -> None:
-        """Device settings as "KEY=VALUE;KEY=VALUE", e.g. "INTEL_OPENVINO_INFERENCE_NUM_THREADS=2"."""
-        from pdlite.nnadapter.options import parse_context_properties
-
-        parse_context_properties(properties)  # refuse malformed text now
-        self._options["nnadapter_context_properties"] = str(properties)
-
-    def nnadapter_context_properties(self) -> str:
-        return str(self._options.get("nnadapter_context_properties", ""))
-
-    def set_nnadapter_model_cache_dir(self, model_cache_dir: str | os.PathLike) -> None:
-        """Keep compiled device models in this folder and reuse them across predictors."""
-        self._options["nnadapter_model_cache_dir"] = os.fspath(model_cache_dir)
-
-    def set_nnadapter_subgraph_partition_config_path(self, path: str | os.PathLike) -> None:
-        """A file of ops to keep off the device: lines `op_type` or `op_type:in_var,...:out_var,...`."""
-        self._options["nnadapter_subgraph_partition_config_path"] = os.fspath(path)
-
-    def set_nnadapter_subgraph_partition_config_buffer(self, text: str) -> None:
-        """The partition config's text itself (same format as the file)."""
-        self._options["nnadapter_subgraph_partition_config_buffer"] = str(text)

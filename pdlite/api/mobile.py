@@ -61,6 +61,28 @@ class MobileConfig(ConfigBase):
         return load_naive_buffer(self._model_file, use_mmap=bool(self.option("mmap", False)), verify=verify)
 
 
+def _bound_kernel(op: Any, model: NaiveBufferModel, options: dict[str, Any]) -> Any:
+    """A `subgraph` op's kernel bound to its stored sub-block and device (None for other ops)."""
+    if op.type != "subgraph":
+        return None
+    from pdlite.nnadapter.options import NNAdapterOptions
+    from pdlite.nnadapter.subgraph_kernel import SubgraphKernel
+
+    idx = int(op.attrs.get("sub_block", -1))
+    if not 0 < idx < len(model.program.blocks):
+        raise ModelFormatError(f"{model.source}: subgraph op points to block {idx}, which the model does not hold")
+    opts = NNAdapterOptions.from_options(options)
+    device = str(op.attrs.get("nnadapter_device") or "")
+    if opts is None:  # the config names no device: use the one the model was optimized for
+        if not device:
+            raise ModelFormatError(f"{model.source}: subgraph op names no NNAdapter device; call "
+                                   "MobileConfig.set_nnadapter_device_names([...])")
+        opts = NNAdapterOptions((device,))
+    kernel = SubgraphKernel(op)
+    kernel.bind(model.program.blocks[idx], model.program, opts, opts.pick_device())
+    return kernel
+
+
 def build_runtime(model: NaiveBufferModel, options: dict[str, Any] | None = None) -> RuntimeProgram:
     """One instruction per block-0 op, with the kernel its key names (no analysis), and the stored
     release points of the memory plan. `options` (the config's) reach the kernels as their context."""
@@ -80,7 +102,8 @@ def build_runtime(model: NaiveBufferModel, options: dict[str, Any] | None = None
         if opdef is None or kd is None:
             missing.append(f"  {op.type}: {'no op definition' if opdef is None else f'no kernel {key}'}")
             continue
-        insts.append(Instruction(opdef.attach(op), opdef, kd, None, context))
+        attached = opdef.attach(op)
+        insts.append(Instruction(attached, opdef, kd, _bound_kernel(attached, model, options), context))
     if missing:
         raise UnsupportedOpError(
             f"{model.source}: this pdlite cannot run {len(missing)} op(s) of the optimized model (written by pdlite "

@@ -219,7 +219,7 @@ def optimized_model(analysis: AnalysisResult) -> OptimizedModel:
         if kd is None:
             raise ModelFormatError(f"op {n.name} has no picked kernel: cannot save an optimized model "
                                    "from a graph whose kernels were not picked")
-        if n.info.get("kernel_instance") is not None:
+        if n.info.get("kernel_instance") is not None and n.name != "subgraph":  # subgraphs are re-bound on load
             raise ModelFormatError(f"op {n.name}: its kernel was built by a pass (kernel_instance) and cannot be "
                                    "stored in an optimized model; save it without that pass")
         keys.append(kd.key)

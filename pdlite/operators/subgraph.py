@@ -11,7 +11,7 @@ from __future__ import annotations
 from pdlite.operators.registry import OPS, OpDef
 
 # framework.proto AttrType values of the attributes, for writing the op back to a model file
-ATTR_TYPES = {"sub_block": 8, "input_data_names": 5, "output_data_names": 5}
+ATTR_TYPES = {"sub_block": 8, "input_data_names": 5, "output_data_names": 5, "nnadapter_device": 2}
 
 OPS.add("subgraph", OpDef(
     "subgraph",

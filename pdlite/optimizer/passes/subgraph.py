@@ -108,7 +108,8 @@ class SubgraphDetectPass(Pass):
         blocks.append(block)
         desc = OpDesc("subgraph", {"Inputs": [v.name for v in in_nodes]}, {"Outputs": [v.name for v in out_nodes]},
                       {"sub_block": block.idx, "input_data_names": data_in,
-                       "output_data_names": [v.name for v in out_nodes]}, dict(ATTR_TYPES))
+                       "output_data_names": [v.name for v in out_nodes], "nnadapter_device": device},
+                      dict(ATTR_TYPES))
         for m in members:
             graph.remove_op(m)
         for v in internal:
