@@ -4,12 +4,15 @@ from __future__ import annotations
 from pdlite.operators import (  # noqa: F401 (imported to register)
     activation,
     creation,
+    detection,
     elementwise,
     extra,
     fused,
     math,
     nn,
+    nn3d,
     pir_ops,
+    rnn,
     tensor,
     type_cast,
 )

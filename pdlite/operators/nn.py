@@ -1,4 +1,5 @@
 """Convolution, pooling, normalisation and interpolation ops: attributes, geometry, shape inference.
+(conv3d / pool3d: pdlite.operators.nn3d.)
 
 The geometry helpers (`conv2d_geometry`, `conv2d_transpose_geometry`, `pool2d_geometry`,
 `interp_geometry`) implement Paddle's rules once; the shape functions below and the
@@ -53,14 +54,15 @@ def join_nchw(n: int, c: int, h: int, w: int, channel_last: bool) -> Shape:
     return (n, h, w, c) if channel_last else (n, c, h, w)
 
 
-def expand_paddings(paddings: Sequence[int], fail: Fail) -> list[int]:
-    """[top, bottom, left, right] from Paddle's 2- or 4-value `paddings`."""
+def expand_paddings(paddings: Sequence[int], fail: Fail, nd: int = 2) -> list[int]:
+    """[before, after] per spatial axis ([top, bottom, left, right] for 2-D) from Paddle's `paddings`
+    of nd (symmetric) or 2*nd values."""
     p = [int(v) for v in paddings]
-    if len(p) == 2:
-        return [p[0], p[0], p[1], p[1]]
-    if len(p) == 4:
+    if len(p) == nd:
+        return [v for v in p for _ in range(2)]
+    if len(p) == 2 * nd:
         return p
-    fail(f"paddings must have 2 or 4 values, got {list(paddings)}")
+    fail(f"paddings must have {nd} or {2 * nd} values, got {list(paddings)}")
 
 
 def same_paddings(in_hw: Sequence[int], strides: Sequence[int], k_hw: Sequence[int]) -> list[int]:
@@ -270,67 +272,93 @@ def pool2d_geometry(attrs: dict[str, Any], x_shape: Sequence[int], fail: Fail | 
     )
 
 
+INTERP_SIZE_ATTRS = ("out_d", "out_h", "out_w")
+
+
 @dataclass(frozen=True)
 class InterpGeometry:
-    """Output size and the per-axis scale that Paddle's interp kernels use for the source ratio."""
+    """Output size and the per-axis scale that Paddle's interp kernels use for the source ratio.
 
-    out_h: int
-    out_w: int
-    scale_h: float  # > 0 when a scale (attribute or Scale input) applies; v2 kernels then use 1/scale
-    scale_w: float
+    `out` and `scales` have one entry per spatial axis: (W,), (H, W) or (D, H, W).
+    """
+
+    out: tuple[int, ...]
+    scales: tuple[float, ...]  # > 0 when a scale (attribute or Scale input) applies; kernels then use 1/scale
+
+    @property
+    def out_h(self) -> int:
+        return self.out[-2]
+
+    @property
+    def out_w(self) -> int:
+        return self.out[-1]
+
+    @property
+    def scale_h(self) -> float:
+        return self.scales[-2]
+
+    @property
+    def scale_w(self) -> float:
+        return self.scales[-1]
 
 
 def interp_geometry(
     op_type: str,
     attrs: dict[str, Any],
-    in_hw: tuple[int, int],
+    in_sizes: Sequence[int],
     size_tensor: Sequence[Any] | None = None,
     out_size: Any | None = None,
     scale_tensor: Any | None = None,
     fail: Fail | None = None,
 ) -> InterpGeometry:
-    """Output size of (nearest|bilinear)_interp[_v2] following Paddle's kernel priority.
+    """Output size of the *_interp[_v2] ops over 1-3 spatial axes (`in_sizes`: W, H W or D H W),
+    following Paddle's kernel priority.
 
-    SizeTensor (list of 1-element int tensors) wins; otherwise the Scale input (else the `scale`
-    attribute) gives int(in * scale) and OutSize, when present, overrides the size (the v2 kernels
-    still use 1/scale for the source ratio in that case); else out_h/out_w.
+    SizeTensor (list of 1-element int tensors, one per axis) wins; otherwise the Scale input (else
+    the `scale` attribute; one value applies to every axis) gives int(in * scale) and OutSize, when
+    present, overrides the size (the kernels still use 1/scale for the source ratio in that case);
+    else the out_d/out_h/out_w attributes.
     """
     fail = fail or _raiser(op_type)
-    in_h, in_w = in_hw
-    out_h, out_w = int(attrs.get("out_h", -1)), int(attrs.get("out_w", -1))
-    scale_h = scale_w = -1.0
+    nd = len(in_sizes)
+    if not 1 <= nd <= 3:
+        fail(f"1 to 3 spatial axes expected, got {nd}")
+    names = INTERP_SIZE_ATTRS[3 - nd:]
+    out = [int(attrs.get(k, -1)) for k in names]
+    scales = [-1.0] * nd
     if size_tensor:
-        if len(size_tensor) != 2:
-            fail(f"SizeTensor must hold 2 tensors (out_h, out_w), got {len(size_tensor)}")
-        out_h, out_w = (int(np.asarray(t).reshape(-1)[0]) for t in size_tensor)
+        if len(size_tensor) != nd:
+            fail(f"SizeTensor must hold {nd} tensors ({', '.join(names)}), got {len(size_tensor)}")
+        out = [int(np.asarray(t).reshape(-1)[0]) for t in size_tensor]
     else:
         if scale_tensor is not None:
-            s = np.asarray(scale_tensor, dtype=np.float32).reshape(-1)
-            scale_h, scale_w = (float(s[0]), float(s[1])) if s.size > 1 else (float(s[0]), float(s[0]))
-            if scale_h <= 0 or scale_w <= 0:
-                fail(f"Scale input must be > 0, got {s.tolist()}")
+            s = [float(v) for v in np.asarray(scale_tensor, dtype=np.float32).reshape(-1)]
+            if len(s) != 1 and len(s) < nd:
+                fail(f"Scale input must hold 1 or {nd} values, got {s}")
+            scales = s[:nd] if len(s) > 1 else s * nd
+            if any(v <= 0 for v in scales):
+                fail(f"Scale input must be > 0, got {s}")
         else:
             sc = attrs.get("scale")
-            if isinstance(sc, (list, tuple)):
-                if len(sc) > 1:
-                    scale_h, scale_w = float(sc[0]), float(sc[1])
-                elif len(sc) == 1:
-                    scale_h = scale_w = float(sc[0])
-            elif sc is not None:
-                scale_h = scale_w = float(sc)
-        if scale_h > 0 and scale_w > 0:
+            vals = [float(v) for v in sc] if isinstance(sc, (list, tuple)) else [] if sc is None else [float(sc)]
+            if len(vals) == 1:
+                scales = vals * nd
+            elif len(vals) >= nd:
+                scales = vals[:nd]
+            elif vals:
+                fail(f"scale must hold 1 or {nd} values, got {vals}")
+        if all(v > 0 for v in scales):
             # Paddle 3.x: static_cast<int>(in * scale) with the scale as a double (a legacy program's
             # float32 attribute widened, so int(50 * 1.02f) = 50, not the float32 product's 51)
-            out_h = int(in_h * scale_h)
-            out_w = int(in_w * scale_w)
+            out = [int(i * v) for i, v in zip(in_sizes, scales)]
         if out_size is not None:
             o = np.asarray(out_size).reshape(-1)
-            if o.size != 2:
-                fail(f"OutSize must hold 2 values, got {o.tolist()}")
-            out_h, out_w = int(o[0]), int(o[1])
-    if out_h <= 0 or out_w <= 0:
-        fail(f"output size ({out_h}, {out_w}) must be positive (input {in_h}x{in_w})")
-    return InterpGeometry(out_h, out_w, scale_h, scale_w)
+            if o.size != nd:
+                fail(f"OutSize must hold {nd} values, got {o.tolist()}")
+            out = [int(v) for v in o]
+    if any(v <= 0 for v in out):
+        fail(f"output size {tuple(out)} must be positive (input {'x'.join(str(int(v)) for v in in_sizes)})")
+    return InterpGeometry(tuple(out), tuple(scales))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,22 +488,31 @@ def _layer_norm_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     return res
 
 
+# input ranks each interp method accepts (Paddle dispatches on the rank: 3-D linear, 4-D, 5-D)
+INTERP_RANKS = {"linear": (3,), "nearest": (4, 5), "bilinear": (4,), "bicubic": (4,), "trilinear": (5,)}
+
+
 def interp_geometry_of(ctx: ShapeContext) -> tuple[InterpGeometry, int, int]:
     """Interp geometry from a ShapeContext; also returns (N, C)."""
     x = ctx.shape("X")
-    ctx.require(len(x) == 4, f"only 4-D input is supported, got shape {x}")
-    n, c, h, w = split_nchw(x, is_channel_last(ctx.attrs.get("data_layout", "NCHW")))
+    method = ctx.op.type.split("_interp")[0]
+    ranks = INTERP_RANKS.get(method, (4,))
+    ctx.require(len(x) in ranks, f"{method} interpolation needs a {' or '.join(map(str, ranks))}-D input, "
+                                 f"got shape {x}")
+    cl = is_channel_last(ctx.attrs.get("data_layout", "NCHW"))
+    n, c, spatial = (x[0], x[-1], x[1:-1]) if cl else (x[0], x[1], x[2:])
     size_tensor = [ctx.value("SizeTensor", i) for i in range(ctx.count("SizeTensor"))]
     out_size = ctx.value("OutSize") if ctx.has("OutSize") else None
     scale = ctx.value("Scale") if ctx.has("Scale") else None
-    return interp_geometry(ctx.op.type, ctx.attrs, (h, w), size_tensor, out_size, scale, ctx.fail), n, c
+    g = interp_geometry(ctx.op.type, ctx.attrs, spatial, size_tensor, out_size, scale, ctx.fail)
+    return g, int(n), int(c)
 
 
 def _interp_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
-    """Nearest / bilinear resize of the two spatial axes."""
+    """Resize of the spatial axes (linear: W; nearest, bilinear, bicubic: H, W; trilinear, nearest: D, H, W)."""
     g, n, c = interp_geometry_of(ctx)
     cl = is_channel_last(ctx.attrs.get("data_layout", "NCHW"))
-    return {"Out": [join_nchw(n, c, g.out_h, g.out_w, cl)]}
+    return {"Out": [(n, *g.out, c) if cl else (n, c, *g.out)]}
 
 
 _INTERP_COMMON = {
@@ -486,7 +523,7 @@ _INTERP_COMMON = {
     "align_corners": True,
     "align_mode": 1,
 }
-for _method in ("nearest", "bilinear"):
+for _method in INTERP_RANKS:
     register_op(
         f"{_method}_interp_v2",
         inputs=["X"],
@@ -495,6 +532,9 @@ for _method in ("nearest", "bilinear"):
         defaults={**_INTERP_COMMON, "scale": [], "interp_method": _method},
         value_dependent=True,
     )(_interp_shape)
+# v1 ops (a float `scale`): only nearest and bilinear; Paddle 3.x no longer has linear_interp,
+# bicubic_interp or trilinear_interp v1, whose older kernels used in / out ratios
+for _method in ("nearest", "bilinear"):
     register_op(
         f"{_method}_interp",
         inputs=["X"],

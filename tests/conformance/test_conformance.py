@@ -24,10 +24,7 @@ ESSENTIAL = ["feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_ca
 REL = 1e-4
 # Models that fail for a known, reported reason (docs/conformance_status.md). strict: once the gap is
 # closed the test XPASSes and fails, so the entry must be removed.
-KNOWN_GAPS = {
-    "conv3d_pool3d": "no conv3d / pool3d op or host kernel",
-    "interp_more": "no bicubic_interp_v2 / linear_interp_v2 / trilinear_interp_v2 op or host kernel",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _case(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     activation,
     conv,
+    conv3d,
     creation,
+    detection,
     elementwise,
     extra,
     fused,
@@ -16,6 +18,8 @@ from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     norm,
     pir_ops,
     pool,
+    pool3d,
+    rnn,
     tensor,
     type_cast,
 )

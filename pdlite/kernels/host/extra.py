@@ -1,11 +1,11 @@
-"""Host kernels of the ops in pdlite.operators.extra (plain NumPy, Paddle's CPU semantics).
+"""Host kernels of the ops in pdlite.operators.extra (plain NumPy, Paddle's CPU semantics), and the
+small helpers the rnn and detection kernels share with them (`ANY`, `generic`, `present`, `sigmoid`).
 
 Compare/logical ops return bool; index ops return int64 indices; the float kernels compute
 in the input dtype except where Paddle accumulates in double (noted on the kernel).
 """
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,6 @@ from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.operators.extra import (
     COMPARE_OPS,
     LOGICAL_BINARY_OPS,
-    expand_aspect_ratios,
     unfold_geometry,
 )
 from pdlite.operators.tensor import ints
@@ -37,9 +36,14 @@ def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _present(op: Any, outs: Outs) -> Outs:
+def present(op: Any, outs: Outs) -> Outs:
     """The output slots the op has (the optional statistics outputs may be absent)."""
     return {k: v for k, v in outs.items() if op.outputs.get(k)}
+
+
+def sigmoid(v: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-v)) in v's dtype (the rnn cells and yolo_box use it)."""
+    return 1.0 / (1.0 + np.exp(-v))
 
 
 # --- compare and logical ----------------------------------------------------------------------
@@ -215,7 +219,7 @@ class Norm(Kernel):
         x = ins["X"][0]
         axis = _axis(int(self.attrs["axis"]), x.ndim)
         norm = np.sqrt(np.sum(x * x, axis=axis, keepdims=True) + np.float32(self.attrs["epsilon"]))
-        return _present(self.op, {"Out": [(x / norm).astype(x.dtype, copy=False)],
+        return present(self.op, {"Out": [(x / norm).astype(x.dtype, copy=False)],
                                   "Norm": [norm.astype(x.dtype, copy=False)]})
 
 
@@ -256,7 +260,7 @@ class GroupNorm(Kernel):
         if ins.get("Bias"):
             y = y + ins["Bias"][0].reshape(bshape)
         y = np.moveaxis(y, 1, -1) if nhwc else y
-        return _present(self.op, {"Y": [np.ascontiguousarray(y, dtype=x.dtype)], "Mean": [mean.astype(x.dtype)],
+        return present(self.op, {"Y": [np.ascontiguousarray(y, dtype=x.dtype)], "Mean": [mean.astype(x.dtype)],
                                   "Variance": [var.astype(x.dtype)]})
 
 
@@ -275,7 +279,7 @@ class InstanceNorm(Kernel):
             y = y * ins["Scale"][0].reshape(1, c, 1)
         if ins.get("Bias"):
             y = y + ins["Bias"][0].reshape(1, c, 1)
-        return _present(self.op, {"Y": [y.reshape(x.shape).astype(x.dtype)],
+        return present(self.op, {"Y": [y.reshape(x.shape).astype(x.dtype)],
                                   "SavedMean": [mean.reshape(-1).astype(x.dtype)],
                                   "SavedVariance": [inv.reshape(-1).astype(x.dtype)]})
 
@@ -362,178 +366,6 @@ class Unfold(Kernel):
         return {"Y": [cols.reshape(n, c * k[0] * k[1], oh * ow)]}
 
 
-# --- rnn --------------------------------------------------------------------------------------
-def _sigmoid(v: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-v))
-
-
-def _cell(mode: str, gx: np.ndarray, h: np.ndarray, c: np.ndarray | None, w_hh: np.ndarray, b_hh: np.ndarray):
-    """One step: gx = x @ W_ih^T + b_ih precomputed; returns (h, c)."""
-    gh = h @ w_hh.T + b_hh
-    if mode == "LSTM":
-        i, f, g, o = np.split(gx + gh, 4, axis=-1)
-        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        return _sigmoid(o) * np.tanh(c), c
-    if mode == "GRU":
-        xr, xz, xc = np.split(gx, 3, axis=-1)
-        hr, hz, hc = np.split(gh, 3, axis=-1)
-        r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
-        cand = np.tanh(xc + r * hc)
-        return (h - cand) * z + cand, c
-    pre = gx + gh
-    return (np.tanh(pre) if mode == "RNN_TANH" else np.maximum(pre, 0)), c
-
-
-@register_kernel("rnn", inputs={"SequenceLength": ANY})
-class Rnn(Kernel):
-    """Multi-layer (bi)directional LSTM / GRU / simple RNN over time-major Input [T, B, I].
-
-    WeightList: every (layer, direction)'s W_ih, W_hh, then every one's b_ih, b_hh (Paddle's cuDNN
-    order). Steps past a sample's SequenceLength give zeros and keep its state.
-    """
-
-    def run(self, ins: Ins) -> Outs:
-        x = ins["Input"][0]
-        mode = self.attrs["mode"]
-        dirs = 2 if self.attrs["is_bidirec"] else 1
-        layers, hidden = int(self.attrs["num_layers"]), int(self.attrs["hidden_size"])
-        ws = ins["WeightList"]
-        nb = 2 * layers * dirs
-        t_len, batch = x.shape[:2]
-        pre = ins.get("PreState") or []
-        h0 = pre[0] if pre else np.zeros((layers * dirs, batch, hidden), x.dtype)
-        c0 = pre[1] if mode == "LSTM" and len(pre) > 1 else np.zeros_like(h0)
-        lens = ins["SequenceLength"][0].reshape(-1) if ins.get("SequenceLength") else np.full(batch, t_len)
-        hs, cs = np.empty_like(h0), np.empty_like(c0)
-        inp = x.astype(np.float32)
-        for layer in range(layers):
-            outs = []
-            for dr in range(dirs):
-                k = layer * dirs + dr
-                w_ih, w_hh, b_ih, b_hh = ws[2 * k], ws[2 * k + 1], ws[nb + 2 * k], ws[nb + 2 * k + 1]
-                gx = inp @ w_ih.T + b_ih
-                h, c = h0[k], c0[k]
-                out = np.zeros((t_len, batch, hidden), x.dtype)
-                for step in range(t_len):
-                    # the reverse direction reads each sample from its own last valid step
-                    t = (lens - 1 - step) if dr else np.full(batch, step)
-                    valid = (t >= 0) & (step < lens)
-                    tt = np.clip(t, 0, t_len - 1)
-                    nh, nc = _cell(mode, gx[tt, np.arange(batch)], h, c, w_hh, b_hh)
-                    h = np.where(valid[:, None], nh, h)
-                    c = np.where(valid[:, None], nc, c)
-                    out[tt[valid], np.arange(batch)[valid]] = nh[valid]
-                outs.append(out)
-                hs[k], cs[k] = h, c
-            inp = np.concatenate(outs, axis=-1) if dirs == 2 else outs[0]
-        state = [hs, cs] if mode == "LSTM" else [hs]
-        n_state = len(self.op.outputs.get("State") or [])
-        return _present(self.op, {"Out": [inp.astype(x.dtype, copy=False)], "State": state[:n_state]})
-
-
-# --- detection --------------------------------------------------------------------------------
-@register_kernel("prior_box", inputs={"Input": ANY, "Image": ANY})
-class PriorBox(Kernel):
-    def run(self, ins: Ins) -> Outs:
-        a = self.attrs
-        fh, fw = ins["Input"][0].shape[2:]
-        ih, iw = ins["Image"][0].shape[2:]
-        sw = float(a["step_w"]) or iw / fw
-        sh = float(a["step_h"]) or ih / fh
-        ars = expand_aspect_ratios([float(v) for v in a["aspect_ratios"]], bool(a["flip"]))
-        maxs = [float(v) for v in a["max_sizes"] or []]
-        sizes: list[tuple[float, float]] = []  # half widths/heights of the priors of one cell
-        for s, ms in enumerate(float(v) for v in a["min_sizes"]):
-            ratio = [(ms * np.sqrt(r) / 2, ms / np.sqrt(r) / 2) for r in ars]
-            big = [(np.sqrt(ms * maxs[s]) / 2,) * 2] if maxs else []
-            if a["min_max_aspect_ratios_order"]:
-                sizes += [ratio[0], *big, *[ratio[i] for i, r in enumerate(ars) if abs(r - 1.0) >= 1e-6]]
-            else:
-                sizes += [*ratio, *big]
-        half = np.array(sizes, np.float32)  # [P, 2]
-        cx = ((np.arange(fw, dtype=np.float32) + np.float32(a["offset"])) * np.float32(sw))[None, :, None]
-        cy = ((np.arange(fh, dtype=np.float32) + np.float32(a["offset"])) * np.float32(sh))[:, None, None]
-        boxes = np.stack(np.broadcast_arrays((cx - half[:, 0]) / np.float32(iw), (cy - half[:, 1]) / np.float32(ih),
-                                             (cx + half[:, 0]) / np.float32(iw), (cy + half[:, 1]) / np.float32(ih)),
-                         axis=-1).astype(np.float32)
-        if a["clip"]:
-            np.clip(boxes, 0.0, 1.0, out=boxes)
-        var = np.broadcast_to(np.asarray(a["variances"], np.float32), boxes.shape).copy()
-        return {"Boxes": [boxes], "Variances": [var]}
-
-
-@register_kernel("box_coder", inputs={"PriorBoxVar": ANY})
-class BoxCoder(Kernel):
-    def run(self, ins: Ins) -> Outs:
-        pb, tb = ins["PriorBox"][0], ins["TargetBox"][0]
-        norm = 0.0 if self.attrs["box_normalized"] else 1.0
-        pw = pb[:, 2] - pb[:, 0] + norm
-        ph = pb[:, 3] - pb[:, 1] + norm
-        pcx, pcy = pb[:, 0] + pw / 2, pb[:, 1] + ph / 2
-        if ins.get("PriorBoxVar"):
-            var = ins["PriorBoxVar"][0]
-        elif self.attrs.get("variance"):
-            var = np.broadcast_to(np.asarray(self.attrs["variance"], pb.dtype), pb.shape)
-        else:
-            var = np.ones_like(pb)
-        if str(self.attrs["code_type"]).lower() == "encode_center_size":
-            tw = tb[:, 2] - tb[:, 0] + norm
-            th = tb[:, 3] - tb[:, 1] + norm
-            tcx, tcy = ((tb[:, 0] + tb[:, 2]) / 2)[:, None], ((tb[:, 1] + tb[:, 3]) / 2)[:, None]
-            out = np.stack([(tcx - pcx) / pw, (tcy - pcy) / ph, np.log(np.abs(tw[:, None] / pw)),
-                            np.log(np.abs(th[:, None] / ph))], axis=-1) / var[None]
-            return {"OutputBox": [out.astype(tb.dtype)]}
-        axis = int(self.attrs["axis"])
-        sel = (slice(None), None) if axis == 1 else (None, slice(None))  # prior per row (axis 1) or column
-        v = var[sel]
-        cx = v[..., 0] * tb[..., 0] * pw[sel] + pcx[sel]
-        cy = v[..., 1] * tb[..., 1] * ph[sel] + pcy[sel]
-        w = np.exp(v[..., 2] * tb[..., 2]) * pw[sel]
-        h = np.exp(v[..., 3] * tb[..., 3]) * ph[sel]
-        out = np.stack([cx - w / 2, cy - h / 2, cx + w / 2 - norm, cy + h / 2 - norm], axis=-1)
-        return {"OutputBox": [out.astype(tb.dtype)]}
-
-
-@register_kernel("yolo_box", inputs={"ImgSize": ANY})
-class YoloBox(Kernel):
-    """Decode a YOLOv3 head: boxes in image pixels, scores = objectness * class probability (0 under conf_thresh)."""
-
-    def run(self, ins: Ins) -> Outs:
-        a = self.attrs
-        x = ins["X"][0].astype(np.float64)
-        img = ins["ImgSize"][0].astype(np.float64)
-        n, _, gh, gw = x.shape
-        anchors = np.asarray(a["anchors"], np.float64).reshape(-1, 2)
-        na, cls = len(anchors), int(a["class_num"])
-        scale = float(a["scale_x_y"])
-        bias = -0.5 * (scale - 1.0)
-        if a["iou_aware"]:
-            iou, x = _sigmoid(x[:, :na]), x[:, na:]
-        p = x.reshape(n, na, 5 + cls, gh, gw)
-        conf = _sigmoid(p[:, :, 4])
-        if a["iou_aware"]:
-            f = float(a["iou_aware_factor"])
-            conf = conf ** (1.0 - f) * iou ** f
-        keep = conf >= float(a["conf_thresh"])
-        ih, iw = img[:, 0].reshape(n, 1, 1, 1), img[:, 1].reshape(n, 1, 1, 1)
-        ds = int(a["downsample_ratio"])
-        cx = (np.arange(gw) + _sigmoid(p[:, :, 0]) * scale + bias) * iw / gw
-        cy = (np.arange(gh)[:, None] + _sigmoid(p[:, :, 1]) * scale + bias) * ih / gh
-        bw = np.exp(p[:, :, 2]) * anchors[:, 0].reshape(1, na, 1, 1) * iw / (ds * gw)
-        bh = np.exp(p[:, :, 3]) * anchors[:, 1].reshape(1, na, 1, 1) * ih / (ds * gh)
-        boxes = np.stack([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], axis=-1)
-        if a["clip_bbox"]:
-            boxes[..., 0] = np.maximum(boxes[..., 0], 0)
-            boxes[..., 1] = np.maximum(boxes[..., 1], 0)
-            boxes[..., 2] = np.minimum(boxes[..., 2], iw - 1)
-            boxes[..., 3] = np.minimum(boxes[..., 3], ih - 1)
-        scores = conf[..., None] * _sigmoid(np.moveaxis(p[:, :, 5:], 2, -1))
-        boxes = np.where(keep[..., None], boxes, 0.0).reshape(n, -1, 4)
-        scores = np.where(keep[..., None], scores, 0.0).reshape(n, -1, cls)
-        dt = ins["X"][0].dtype
-        return {"Boxes": [boxes.astype(dt)], "Scores": [scores.astype(dt)]}
-
-
 # --- gather / scatter ---------------------------------------------------------------------------
 @generic("pixel_unshuffle")
 class PixelUnshuffle(Kernel):
@@ -594,144 +426,3 @@ class RepeatInterleave(Kernel):
         if isinstance(reps, list) and len(reps) == 1:
             reps = reps[0]
         return {"Out": [np.repeat(x, reps, axis=_axis(int(self.attrs["dim"]), x.ndim))]}
-
-
-# --- multiclass NMS -----------------------------------------------------------------------------
-def _iou(box: np.ndarray, others: np.ndarray, normalized: bool) -> np.ndarray:
-    """Paddle's JaccardOverlap of one box with each of `others` (+1 pixel sizes when not normalized)."""
-    norm = 0.0 if normalized else 1.0
-
-    def area(b: np.ndarray) -> np.ndarray:
-        w, h = b[..., 2] - b[..., 0], b[..., 3] - b[..., 1]
-        return np.where((w < 0) | (h < 0), 0.0, (w + norm) * (h + norm))
-
-    apart = ((others[:, 0] > box[2]) | (others[:, 2] < box[0]) | (others[:, 1] > box[3]) | (others[:, 3] < box[1]))
-    iw = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0]) + norm
-    ih = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1]) + norm
-    inter = iw * ih
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iou = inter / (area(box) + area(others) - inter)
-    return np.where(apart, 0.0, iou)
-
-
-def nms_fast(boxes: np.ndarray, scores: np.ndarray, attrs: dict) -> list[int]:
-    """Greedy NMS of one class: candidates over score_threshold by score (stable), top nms_top_k."""
-    cand = np.flatnonzero(scores > float(attrs["score_threshold"]))
-    cand = cand[np.argsort(-scores[cand], kind="stable")]
-    top_k = int(attrs["nms_top_k"])
-    if -1 < top_k < len(cand):
-        cand = cand[:top_k]
-    thresh, eta = float(attrs["nms_threshold"]), float(attrs["nms_eta"])
-    keep: list[int] = []
-    for i in cand:
-        if not keep or np.all(_iou(boxes[i], boxes[keep], bool(attrs["normalized"])) <= thresh):
-            keep.append(int(i))
-            if eta < 1.0 and thresh > 0.5:
-                thresh *= eta
-    return keep
-
-
-@register_kernel("multiclass_nms3", inputs={"RoisNum": ANY}, outputs={"Index": ANY, "NmsRoisNum": ANY})
-class MulticlassNms3(Kernel):
-    """Per image and class NMS, then the best keep_top_k; rows [label, score, x1, y1, x2, y2] by label."""
-
-    def run(self, ins: Ins) -> Outs:
-        boxes, scores = ins["BBoxes"][0], ins["Scores"][0]
-        a = self.attrs
-        rows, index, counts = [], [], []
-        for n in range(scores.shape[0]):
-            dets = [(c, i) for c in range(scores.shape[1]) if c != int(a["background_label"])
-                    for i in nms_fast(boxes[n], scores[n, c], a)]
-            keep_top_k = int(a["keep_top_k"])
-            if -1 < keep_top_k < len(dets):
-                order = np.argsort([-scores[n, c, i] for c, i in dets], kind="stable")[:keep_top_k]
-                dets = sorted((dets[j] for j in order), key=lambda d: d[0])  # by label, score order kept
-            rows += [[c, scores[n, c, i], *boxes[n, i]] for c, i in dets]
-            index += [n * scores.shape[2] + i for _, i in dets]
-            counts.append(len(dets))
-        out = np.array(rows, boxes.dtype).reshape(-1, 6)
-        return {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
-                "NmsRoisNum": [np.array(counts, np.int32)]}
-
-
-# --- roi_align, deformable_conv -----------------------------------------------------------------
-def _bilinear_zero_pad(img: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """img [..., H, W] sampled at (y, x) [P] with zeros outside (deformable conv's rule) -> [..., P]."""
-    h, w = img.shape[-2:]
-    y0, x0 = np.floor(y).astype(np.int64), np.floor(x).astype(np.int64)
-    ly, lx = y - y0, x - x0
-    inside = (y > -1) & (x > -1) & (y < h) & (x < w)
-    out = 0.0
-    for dy, dx, wt in ((0, 0, (1 - ly) * (1 - lx)), (0, 1, (1 - ly) * lx), (1, 0, ly * (1 - lx)), (1, 1, ly * lx)):
-        yy, xx = y0 + dy, x0 + dx
-        ok = inside & (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
-        out = out + img[..., np.clip(yy, 0, h - 1), np.clip(xx, 0, w - 1)] * np.where(ok, wt, 0.0)
-    return out
-
-
-@register_kernel("roi_align", inputs={"RoisNum": ANY})
-class RoiAlign(Kernel):
-    """Average of sampling_ratio^2 (or adaptive) bilinear samples per bin; RoisNum maps ROIs to images."""
-
-    def run(self, ins: Ins) -> Outs:
-        x, rois = ins["X"][0], ins["ROIs"][0].astype(np.float64)
-        a = self.attrs
-        n, c, h, w = x.shape
-        ph, pw, ratio = int(a["pooled_height"]), int(a["pooled_width"]), int(a["sampling_ratio"])
-        counts = ins["RoisNum"][0].reshape(-1) if ins.get("RoisNum") else np.array([len(rois)])
-        batch = np.repeat(np.arange(len(counts)), counts)
-        off = 0.5 if a["aligned"] else 0.0
-        out = np.zeros((len(rois), c, ph, pw), x.dtype)
-        for r, (x0, y0, x1, y1) in enumerate(rois * float(a["spatial_scale"]) - off):
-            rw, rh = x1 - x0, y1 - y0
-            if not a["aligned"]:
-                rw, rh = max(rw, 1.0), max(rh, 1.0)
-            gh = ratio if ratio > 0 else int(np.ceil(rh / ph))
-            gw = ratio if ratio > 0 else int(np.ceil(rw / pw))
-            ys = y0 + (np.arange(ph)[:, None] + (np.arange(gh)[None, :] + 0.5) / gh) * (rh / ph)  # [ph, gh]
-            xs = x0 + (np.arange(pw)[:, None] + (np.arange(gw)[None, :] + 0.5) / gw) * (rw / pw)  # [pw, gw]
-            yy, xx = np.broadcast_arrays(ys[:, None, :, None], xs[None, :, None, :])  # [ph, pw, gh, gw]
-            yy, xx = yy.reshape(-1), xx.reshape(-1)
-            outside = (yy < -1) | (yy > h) | (xx < -1) | (xx > w)
-            yy, xx = np.maximum(yy, 0), np.maximum(xx, 0)
-            yl, xl = np.minimum(yy.astype(np.int64), h - 1), np.minimum(xx.astype(np.int64), w - 1)
-            yy, xx = np.where(yl >= h - 1, yl, yy), np.where(xl >= w - 1, xl, xx)
-            yh, xh = np.minimum(yl + 1, h - 1), np.minimum(xl + 1, w - 1)
-            ly, lx = yy - yl, xx - xl
-            img = x[batch[r]].astype(np.float64)
-            v = (img[:, yl, xl] * (1 - ly) * (1 - lx) + img[:, yl, xh] * (1 - ly) * lx
-                 + img[:, yh, xl] * ly * (1 - lx) + img[:, yh, xh] * ly * lx) * ~outside
-            out[r] = v.reshape(c, ph, pw, gh * gw).sum(-1) / max(gh * gw, 1)
-        return {"Out": [out]}
-
-
-@register_kernel("deformable_conv_v1")
-@register_kernel("deformable_conv", inputs={"Mask": ANY})
-class DeformableConv(Kernel):
-    """Modulated deformable conv (DCNv2; v1 without Mask): im2col at offset positions, then a grouped GEMM."""
-
-    def run(self, ins: Ins) -> Outs:
-        x, off, wt = ins["Input"][0], ins["Offset"][0], ins["Filter"][0]
-        mask = ins["Mask"][0] if ins.get("Mask") else None
-        a = self.attrs
-        (sh, sw), (ph, pw), (dh, dw) = ([int(v) for v in a[k]] for k in ("strides", "paddings", "dilations"))
-        n, c, h, w = x.shape
-        m, _, kh, kw = wt.shape
-        g, dg = int(a["groups"]), int(a["deformable_groups"])
-        ho, wo = off.shape[2:]
-        base_y = (np.arange(ho) * sh - ph)[:, None]
-        base_x = (np.arange(wo) * sw - pw)[None, :]
-        cols = np.empty((n, c, kh * kw, ho, wo), np.float64)
-        cg = c // dg
-        for b, d, k in itertools.product(range(n), range(dg), range(kh * kw)):
-            i, j = divmod(k, kw)
-            y = base_y + i * dh + off[b, d * 2 * kh * kw + 2 * k]
-            xx = base_x + j * dw + off[b, d * 2 * kh * kw + 2 * k + 1]
-            v = _bilinear_zero_pad(x[b, d * cg:(d + 1) * cg].astype(np.float64), y.reshape(-1), xx.reshape(-1))
-            if mask is not None:
-                v = v * mask[b, d * kh * kw + k].reshape(-1)
-            cols[b, d * cg:(d + 1) * cg, k] = v.reshape(cg, ho, wo)
-        cols = cols.reshape(n, g, (c // g) * kh * kw, ho * wo)
-        wg = wt.reshape(g, m // g, -1).astype(np.float64)
-        out = np.einsum("gok,ngkp->ngop", wg, cols).reshape(n, m, ho, wo)
-        return {"Output": [out.astype(x.dtype)]}

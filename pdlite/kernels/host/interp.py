@@ -1,7 +1,11 @@
-"""Host nearest / bilinear interpolation kernels (v1 and v2 ops), with Paddle's index arithmetic.
+"""Host interpolation kernels with Paddle's index arithmetic: the *_interp_v2 ops linear (NCW/NWC),
+nearest (4-D and 5-D), bilinear, bicubic (4-D) and trilinear (5-D), and the v1 nearest_interp /
+bilinear_interp (Paddle 3.x has no v1 linear, bicubic or trilinear op).
 
-Source ratio per axis (only when out > 1, else 0):
+Source ratio per axis:
     align_corners: (in - 1) / (out - 1);  else 1 / scale if a scale applies, else in / out
+    out == 1: 0 with align_corners; otherwise 0 for the 2-D methods only (Paddle's 2-D kernel zeroes
+    it, its 1-D and 3-D kernels keep in / out or 1 / scale)
 (Paddle 3.x runs the v1 ops on the v2 kernels, so v1 also uses 1 / scale; Paddle 2.x's v1
 kernels used in / out.)
 If the output size equals the input size Paddle copies the input unchanged.
@@ -11,6 +15,10 @@ bilinear (align_flag = align_mode == 0 and not align_corners):
     y1 = min(y0 + 1, in - 1)
     d  = max(ratio * (k + 0.5) - 0.5, 0) - y0 if align_flag else ratio * k - y0
     out = in[y0] * (1 - d) + in[y1] * d     (separably along H, then W)
+linear / trilinear: the bilinear rule along W / along D, H and W.
+bicubic (Keys, A = -0.75; float32 coefficients; indices clamped to [0, in - 1]):
+    src = ratio * k if align_corners else ratio * (k + 0.5) - 0.5;  i = floor(src), t = src - i
+    out = sum_m in[i - 1 + m] * c_m(t), c = (W(t + 1), W(t), W(1 - t), W(2 - t)), along W, then H
 Products `ratio * k` are float32 as in the C++ (float * int); `ratio * (k + 0.5)` is double.
 The scale is used as the attribute value holds it: a legacy program's float32 `scale` (e.g. 1.7f)
 and an exact double 1.7 (dygraph) give different ratios (1/1.7f -> 0.58823526f, 1/1.7 ->
@@ -23,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST
-from pdlite.kernels.host.conv import from_nchw, to_nchw
+from pdlite.kernels.host.layout import from_channels_first, to_channels_first
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
-from pdlite.operators.nn import InterpGeometry, interp_geometry, is_channel_last, split_nchw
+from pdlite.operators.nn import InterpGeometry, interp_geometry, is_channel_last
 
 _ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
 _SIZE_INPUTS = {"OutSize": _ANY, "SizeTensor": _ANY, "Scale": _ANY}
@@ -33,9 +41,15 @@ _SIZE_INPUTS = {"OutSize": _ANY, "SizeTensor": _ANY, "Scale": _ANY}
 f32 = np.float32
 
 
-def source_ratio(in_size: int, out_size: int, scale: float, align_corners: bool) -> np.float32:
-    """Paddle's float32 ratio from output to input coordinates along one axis."""
-    if out_size <= 1:
+def source_ratio(
+    in_size: int, out_size: int, scale: float, align_corners: bool, zero_single: bool = True
+) -> np.float32:
+    """Paddle's float32 ratio from output to input coordinates along one axis.
+
+    A single output gives 0 with align_corners, and also without when `zero_single` (the 2-D
+    kernels; the 1-D and 3-D ones keep in / out or 1 / scale).
+    """
+    if out_size <= 1 and (align_corners or zero_single):
         return f32(0.0)
     if align_corners:
         return f32(in_size - 1) / f32(out_size - 1)
@@ -72,56 +86,114 @@ def linear_weights(
     return np.minimum(i0, in_size - 1), i1, d.astype(np.float32)
 
 
-class _Interp(Kernel):
-    """Shared geometry handling of the interp kernels (NCHW internally)."""
+A = f32(-0.75)  # Keys' cubic convolution constant, as Paddle's
 
-    def geometry(self, ins: dict[str, list[Any]], in_hw: tuple[int, int]) -> InterpGeometry:
+
+def cubic_weights(
+    ratio: np.float32, out_size: int, in_size: int, align_corners: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(idx [out, 4], coeffs [out, 4] float32): Paddle's bicubic taps and weights along one axis."""
+    k = np.arange(out_size)
+    if align_corners:
+        src = ratio * k.astype(np.float32)  # float32 product
+    else:
+        src = (float(ratio) * (k + 0.5) - 0.5).astype(np.float32)  # double, then float
+    i0 = np.floor(src)
+    t = (src - i0).astype(np.float32)
+    idx = np.clip(i0.astype(np.int64)[:, None] + np.arange(-1, 3), 0, in_size - 1)
+
+    def near(v: np.ndarray) -> np.ndarray:  # |x| <= 1: ((A + 2) x - (A + 3)) x x + 1
+        return ((A + f32(2)) * v - (A + f32(3))) * v * v + f32(1)
+
+    def far(v: np.ndarray) -> np.ndarray:  # 1 < |x| < 2: ((A x - 5A) x + 8A) x - 4A
+        return ((A * v - f32(5) * A) * v + f32(8) * A) * v - f32(4) * A
+
+    one = f32(1)
+    coeffs = np.stack([far(t + one), near(t), near(one - t), far((one - t) + one)], axis=1)
+    return idx, coeffs.astype(np.float32)
+
+
+class _Interp(Kernel):
+    """Shared geometry handling of the interp kernels (channel-first internally)."""
+
+    def geometry(self, ins: dict[str, list[Any]], in_sizes: tuple[int, ...]) -> InterpGeometry:
         st = ins.get("SizeTensor") or None
         osz = ins.get("OutSize")
         sc = ins.get("Scale")
         return interp_geometry(
-            self.op.type, self.attrs, in_hw, st, osz[0] if osz else None, sc[0] if sc else None
+            self.op.type, self.attrs, in_sizes, st, osz[0] if osz else None, sc[0] if sc else None
         )
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["X"][0]
         cl = is_channel_last(self.attrs.get("data_layout", "NCHW"))
-        _, _, h, w = split_nchw(x.shape, cl)
-        g = self.geometry(ins, (h, w))
-        if (g.out_h, g.out_w) == (h, w):
+        in_sizes = tuple(int(v) for v in (x.shape[1:-1] if cl else x.shape[2:]))
+        g = self.geometry(ins, in_sizes)
+        if g.out == in_sizes:
             return {"Out": [x.copy()]}
         align = bool(self.attrs.get("align_corners", True))
-        rh = source_ratio(h, g.out_h, g.scale_h, align)
-        rw = source_ratio(w, g.out_w, g.scale_w, align)
-        y = self.resize(to_nchw(x, cl), g, rh, rw, align)
-        return {"Out": [from_nchw(y, cl)]}
+        two_d = len(in_sizes) == 2  # Paddle's 2-D kernel zeroes the ratio of a single output
+        ratios = [source_ratio(i, o, s, align, two_d) for i, o, s in zip(in_sizes, g.out, g.scales)]
+        y = self.resize(to_channels_first(x, cl), g, ratios, align)
+        return {"Out": [from_channels_first(y, cl)]}
 
-    def resize(self, x: np.ndarray, g: InterpGeometry, rh: np.float32, rw: np.float32, align: bool) -> np.ndarray:
+    def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
         raise NotImplementedError
 
 
 @register_kernel("nearest_interp", inputs=_SIZE_INPUTS)
 @register_kernel("nearest_interp_v2", inputs=_SIZE_INPUTS)
 class NearestInterp(_Interp):
-    def resize(self, x: np.ndarray, g: InterpGeometry, rh: np.float32, rw: np.float32, align: bool) -> np.ndarray:
-        h, w = x.shape[2:]
-        iy = nearest_index(rh, g.out_h, h, align)
-        ix = nearest_index(rw, g.out_w, w, align)
-        return x[:, :, iy[:, None], ix[None, :]]
+    """Nearest neighbour over H, W (4-D) or D, H, W (5-D)."""
+
+    def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
+        idx = [nearest_index(r, o, i, align) for r, o, i in zip(ratios, g.out, x.shape[2:])]
+        return x[(slice(None), slice(None), *np.ix_(*idx))]
+
+
+class _Linear(_Interp):
+    """Separable linear interpolation along every spatial axis (bilinear: H, W; linear: W; trilinear: D, H, W)."""
+
+    def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
+        flag = int(self.attrs.get("align_mode", 1)) == 0 and not align
+        dt = x.dtype
+        out = x
+        for axis, (r, o) in enumerate(zip(ratios, g.out), start=2):
+            i0, i1, d = linear_weights(r, o, x.shape[axis], flag)
+            shape = [1] * x.ndim
+            shape[axis] = o
+            d = d.reshape(shape)
+            res = np.take(out, i0, axis=axis) * (1 - d).astype(dt)
+            res += np.take(out, i1, axis=axis) * d.astype(dt)
+            out = res
+        return out
 
 
 @register_kernel("bilinear_interp", inputs=_SIZE_INPUTS)
 @register_kernel("bilinear_interp_v2", inputs=_SIZE_INPUTS)
-class BilinearInterp(_Interp):
-    def resize(self, x: np.ndarray, g: InterpGeometry, rh: np.float32, rw: np.float32, align: bool) -> np.ndarray:
-        h, w = x.shape[2:]
-        flag = int(self.attrs.get("align_mode", 1)) == 0 and not align
-        y0, y1, dy = linear_weights(rh, g.out_h, h, flag)
-        x0, x1, dx = linear_weights(rw, g.out_w, w, flag)
-        dt = x.dtype
-        rows = np.take(x, y0, axis=2) * (1 - dy).astype(dt)[:, None]
-        rows += np.take(x, y1, axis=2) * dy.astype(dt)[:, None]
-        out = np.take(rows, x0, axis=3) * (1 - dx).astype(dt)
-        out += np.take(rows, x1, axis=3) * dx.astype(dt)
-        return out
+class BilinearInterp(_Linear):
+    pass
 
+
+@register_kernel("linear_interp_v2", inputs=_SIZE_INPUTS)
+@register_kernel("trilinear_interp_v2", inputs=_SIZE_INPUTS)
+class LinearInterp(_Linear):
+    pass
+
+
+@register_kernel("bicubic_interp_v2", inputs=_SIZE_INPUTS)
+class BicubicInterp(_Interp):
+    """Bicubic over H, W: four taps along W per source row, then four along H (Paddle's order)."""
+
+    def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
+        h, w = x.shape[2:]
+        iy, cy = cubic_weights(ratios[0], g.out[0], h, align)
+        ix, cx = cubic_weights(ratios[1], g.out[1], w, align)
+        dt = x.dtype
+        rows = x[:, :, :, ix[:, 0]] * cx[:, 0].astype(dt)
+        for m in range(1, 4):
+            rows += x[:, :, :, ix[:, m]] * cx[:, m].astype(dt)
+        out = rows[:, :, iy[:, 0], :] * cy[:, 0, None].astype(dt)
+        for m in range(1, 4):
+            out += rows[:, :, iy[:, m], :] * cy[:, m, None].astype(dt)
+        return out
