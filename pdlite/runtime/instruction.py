@@ -17,8 +17,31 @@ def describe(v: Any) -> str:
     return f"{dtype}{list(shape)}"
 
 
+class _ValueTracking(ShapeContext):
+    """A ShapeContext that records which inputs' values shape inference reads."""
+
+    def __init__(self, op: OpDesc, values: dict[str, list[Any]]) -> None:
+        super().__init__(op, values)
+        self.read: list[tuple[str, int]] = []
+
+    def value(self, slot: str, i: int = 0) -> np.ndarray:
+        v = super().value(slot, i)
+        self.read.append((slot, i))
+        return v
+
+
+def _value_key(v: Any) -> tuple[str, tuple[int, ...], bytes]:
+    a = v if isinstance(v, np.ndarray) else (v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v))
+    return str(a.dtype), a.shape, a.tobytes()
+
+
 class Instruction:
-    """Runs one op: gather inputs from the scope, infer and check shapes, launch, store outputs."""
+    """Runs one op: gather inputs from the scope, infer and check shapes, launch, store outputs.
+
+    Shape inference runs once per set of input shapes (cached); for ops whose output shapes depend
+    on input values (value_dependent), the cache key also holds the values that inference read, so
+    such ops are cached too (e.g. reshape2 without a ShapeTensor, or with an unchanged one).
+    """
 
     def __init__(self, op: OpDesc, opdef: OpDef, kernel_def: KernelDef, kernel: Kernel | None = None,
                  context: KernelContext | None = None) -> None:
@@ -27,7 +50,9 @@ class Instruction:
         self.kernel_def = kernel_def
         self.kernel = kernel if kernel is not None else kernel_def.create(op, context)
         self._in_slots = [(s, list(n)) for s, n in op.inputs.items() if n]
-        self._shape_cache: tuple[tuple, dict[str, list[tuple]]] | None = None
+        self._out_slots = {s: list(n) for s, n in op.outputs.items() if n}
+        # (input shapes, inferred output shapes as tuples, [(slot, i, value key)] read by inference)
+        self._shape_cache: tuple[tuple, dict[str, list[tuple]], list[tuple[str, int, Any]]] | None = None
         self.prepared = False
 
     def __repr__(self) -> str:
@@ -39,34 +64,48 @@ class Instruction:
         return f"{self.op.type}({outs[0] if outs else ''})"
 
     def gather(self, scope: dict[str, Any]) -> dict[str, list[Any]]:
-        ins: dict[str, list[Any]] = {}
+        try:
+            return {slot: [scope[n] for n in names] for slot, names in self._in_slots}
+        except KeyError:
+            pass
         for slot, names in self._in_slots:
-            vals = []
             for n in names:
-                try:
-                    vals.append(scope[n])
-                except KeyError:
+                if n not in scope:
                     raise KernelError(
                         f"op {self.label}: input {slot}={n!r} has no value (not fed, not a parameter, "
                         "not produced by an earlier op)") from None
-            ins[slot] = vals
-        return ins
+        raise AssertionError("unreachable")
 
     def infer_shapes(self, ins: dict[str, list[Any]]) -> dict[str, list[tuple]] | None:
         fn = self.opdef.infer_shape
         if fn is None:
             return None
-        key = tuple(tuple(v.shape) for vals in ins.values() for v in vals)
-        if not self.opdef.value_dependent and self._shape_cache is not None and self._shape_cache[0] == key:
-            return self._shape_cache[1]
-        shapes = fn(ShapeContext(self.op, ins))
-        if not self.opdef.value_dependent:
-            self._shape_cache = (key, shapes)
+        key = tuple([v.shape for vals in ins.values() for v in vals])
+        c = self._shape_cache
+        if c is not None and c[0] == key and (not c[2] or all(_value_key(ins[s][i]) == k for s, i, k in c[2])):
+            return c[1]
+        ctx = _ValueTracking(self.op, ins)
+        raw = fn(ctx)
+        shapes = {slot: [tuple(int(d) for d in s) for s in lst] for slot, lst in raw.items()} if raw else raw
+        read = [(s, i, _value_key(ins[s][i])) for s, i in dict.fromkeys(ctx.read)]
+        if len(read) <= 4 and all(len(k[2]) <= 256 for _, _, k in read):  # small shape tensors: cache
+            self._shape_cache = (key, shapes, read)
+        else:
+            self._shape_cache = None
         return shapes
 
     def run(self, scope: dict[str, Any]) -> None:
-        ins = self.gather(scope)
-        shapes = self.infer_shapes(ins)
+        try:
+            ins = {slot: [scope[n] for n in names] for slot, names in self._in_slots}
+        except KeyError:
+            ins = self.gather(scope)  # raises, naming the missing input
+        shapes = None
+        if self.opdef.infer_shape is not None:
+            c = self._shape_cache  # inlined cache hit of infer_shapes (the common case)
+            if c is not None and not c[2] and c[0] == tuple([v.shape for vals in ins.values() for v in vals]):
+                shapes = c[1]
+            else:
+                shapes = self.infer_shapes(ins)
         try:
             outs = self.kernel.run(ins)
         except PdliteError:
@@ -75,13 +114,18 @@ class Instruction:
             detail = ", ".join(f"{s}={[describe(v) for v in vals]}" for s, vals in ins.items())
             raise KernelError(f"kernel {self.kernel_def.key} failed on op {self.label} with inputs {detail}: "
                               f"{type(e).__name__}: {e}") from e
+        out_slots = self._out_slots
         for slot, vals in outs.items():
-            names = self.op.outputs.get(slot)
+            names = out_slots.get(slot)
             if not names:
                 continue
             want = shapes.get(slot) if shapes else None
+            if want is None:
+                for n, v in zip(names, vals):
+                    scope[n] = v
+                continue
             for i, (n, v) in enumerate(zip(names, vals)):
-                if want is not None and i < len(want) and tuple(v.shape) != tuple(want[i]):
+                if i < len(want) and v.shape != want[i]:
                     raise KernelError(
                         f"op {self.label}: kernel {self.kernel_def.key} produced {slot}[{i}] ({n!r}) of shape "
                         f"{list(v.shape)} but shape inference says {list(want[i])}")

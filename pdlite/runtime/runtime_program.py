@@ -9,6 +9,7 @@ from pdlite.core.graph import Graph
 from pdlite.errors import PdliteError
 from pdlite.kernels.registry import KernelContext
 from pdlite.operators.registry import OPS
+from pdlite.runtime import threads
 from pdlite.runtime.instruction import Instruction
 
 # profiler hook: called with (instruction, seconds, outputs scope) after each instruction
@@ -16,10 +17,20 @@ Hook = Callable[[Instruction, float, dict[str, Any]], None]
 
 
 class RuntimeProgram:
-    def __init__(self, instructions: list[Instruction], release: list[tuple[str, ...]] | None = None) -> None:
+    def __init__(self, instructions: list[Instruction], release: list[tuple[str, ...]] | None = None,
+                 native_gemm: bool | None = None) -> None:
         self.instructions = instructions
         # per instruction: intermediates to drop from the scope after it (memory_optimize_pass)
         self.release = release if release is not None else [() for _ in instructions]
+        # the host kernels run their GEMMs on the native thread pool (BLAS then single-threaded); by
+        # default, as the kernels' context says (one context is shared by a program's kernels)
+        if native_gemm is None:
+            from pdlite.kernels.host import native
+
+            ctxs = (getattr(getattr(i, "kernel", None), "context", None) for i in instructions)
+            ctx = next((c for c in ctxs if isinstance(c, KernelContext)), None)
+            native_gemm = native.use_native(ctx) and native.gemm_available()
+        self.native_gemm = native_gemm
 
     @classmethod
     def from_graph(cls, graph: Graph, context: KernelContext | None = None) -> RuntimeProgram:
@@ -47,13 +58,18 @@ class RuntimeProgram:
                 inst.prepared = True
 
     def run(self, scope: dict[str, Any], hook: Hook | None = None) -> None:
+        threads.use_native_gemm(self.native_gemm)
+        if hook is None:
+            pop = scope.pop
+            for inst, release in zip(self.instructions, self.release):
+                inst.run(scope)
+                for name in release:
+                    pop(name, None)
+            return
         for inst, release in zip(self.instructions, self.release):
-            if hook is None:
-                inst.run(scope)
-            else:
-                t0 = time.perf_counter()
-                inst.run(scope)
-                hook(inst, time.perf_counter() - t0, scope)
+            t0 = time.perf_counter()
+            inst.run(scope)
+            hook(inst, time.perf_counter() - t0, scope)
             for name in release:
                 scope.pop(name, None)
 

@@ -14,6 +14,8 @@ import numpy as np
 from pdlite.core.program import OpDesc
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, DataLayoutType, PrecisionType, TargetType
 from pdlite.errors import PdliteError
+from pdlite.kernels.host import native
+from pdlite.kernels.host.conv import Conv2d, Conv2dTranspose, epilogue
 from pdlite.kernels.registry import Kernel, kernels_for, register_kernel
 from pdlite.operators.fused import CONV_TYPES, FUSED_ELEMENTWISE, base_desc, split_activation
 from pdlite.operators.registry import OPS
@@ -55,6 +57,8 @@ class BasePlusActivation(Kernel):
         super().__init__(op)
         self.base = host_kernel(base_desc(op, self.base_type()))
         self.act = activation_kernel(op.attrs, self.type_key)
+        act, act_attrs = split_activation(dict(op.attrs), self.type_key)
+        self.inplace_act = native.activation(act, act_attrs) if act else None
 
     def prepare(self, params: Mapping[str, Any]) -> None:
         self.base.context = self.context
@@ -65,15 +69,36 @@ class BasePlusActivation(Kernel):
             self.base.context = self.context
         outs = self.base.run(ins)
         if self.act is not None:
-            outs[self.out_slot] = self.act.run({"X": outs[self.out_slot]})["Out"]
+            out = outs[self.out_slot][0]
+            if self.inplace_act is not None and _fresh_f32(out, ins):
+                # relu, hard_swish, ...: in place on the base kernel's new array (no second array)
+                epilogue(out.reshape(1, 1, -1), None, self.inplace_act, native.use_native(self.context))
+            else:
+                outs[self.out_slot] = self.act.run({"X": outs[self.out_slot]})["Out"]
         return outs
+
+
+def _fresh_f32(out: Any, ins: dict[str, list[Any]]) -> bool:
+    """Whether `out` is a float32 array the kernel just made: it owns its data and is none of the inputs."""
+    return (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.base is None and out.flags.c_contiguous
+            and out.flags.writeable and not any(out is v for vals in ins.values() for v in vals))
 
 
 @register_kernel("fused_conv2d")
 class FusedConv2d(BasePlusActivation):
-    """Output = act(conv(Input, Filter) + Bias) via the host conv kernel of `conv_type`."""
+    """Output = act(conv(Input, Filter) + Bias) via the host conv kernel of `conv_type`.
+
+    relu, relu6, leaky_relu and hard_swish are applied by the conv kernel itself, in place on its
+    fresh output (natively fused when the extension is built); other activations run after it.
+    """
 
     out_slot = "Output"
+
+    def __init__(self, op: OpDesc) -> None:
+        super().__init__(op)
+        act, act_attrs = split_activation(dict(op.attrs), self.type_key)
+        fusable = isinstance(self.base, (Conv2d, Conv2dTranspose))
+        self.fused_act = native.activation(act, act_attrs) if fusable else None
 
     def base_type(self) -> str:
         conv = str(self.attrs.get("conv_type", "conv2d"))
@@ -81,6 +106,17 @@ class FusedConv2d(BasePlusActivation):
             raise PdliteError(f"fused_conv2d ({self.op.output('Output')!r}): conv_type must be one of "
                               f"{list(CONV_TYPES)}, got {conv!r}")
         return conv
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if self.fused_act is None:
+            return super().run(ins)
+        base = self.base
+        if base.context is not self.context:
+            base.context = self.context
+        out, done = base.compute(ins, self.fused_act)  # type: ignore[attr-defined]
+        if not done and self.act is not None:
+            out = self.act.run({"X": [out]})["Out"][0]
+        return {"Output": [out]}
 
 
 class FusionElementwiseActivation(BasePlusActivation):
@@ -102,6 +138,9 @@ class FusionScaleActivation(BasePlusActivation):
         return "scale"
 
 
+FC_NATIVE_MIN = 1 << 16  # multiply-adds from which fc runs its product on the native thread pool
+
+
 @register_kernel("fc")
 class FC(Kernel):
     """Out = act(Input.reshape(M, K) @ W + Bias).reshape(Input.shape[:k] + [N])."""
@@ -109,16 +148,27 @@ class FC(Kernel):
     def __init__(self, op: OpDesc) -> None:
         super().__init__(op)
         self.act = activation_kernel(op.attrs, "activation_type")
+        act, act_attrs = split_activation(dict(op.attrs), "activation_type")
+        self.fused_act = native.activation(act, act_attrs)
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x, w = ins["Input"][0], ins["W"][0]
         k = int(self.attrs["in_num_col_dims"])
         lead = x.shape[:k]
-        out = np.matmul(x.reshape(int(np.prod(lead)), -1), w)
+        x2 = x.reshape(int(np.prod(lead)), -1)
+        if (x2.shape[0] * x2.shape[1] * w.shape[1] >= FC_NATIVE_MIN and x2.dtype == np.float32
+                and w.dtype == np.float32 and x2.flags.c_contiguous and w.flags.c_contiguous and w.ndim == 2
+                and native.use_native(self.context) and native.gemm_available()):
+            # on the native pool (blocks of W's columns), as the conv GEMMs
+            out = native.conv_gemm(x2.reshape(1, *x2.shape), w.reshape(1, *w.shape), None)[0]
+        else:
+            out = np.matmul(x2, w)
         bias = ins.get("Bias")
         if bias:
             out += np.asarray(bias[0], dtype=out.dtype).reshape(-1)
-        out = out.reshape(*lead, w.shape[1])
         if self.act is not None:
-            out = self.act.run({"X": [out]})["Out"][0]
-        return {"Out": [out]}
+            if self.fused_act is not None and out.dtype == np.float32:  # in place on the fresh product
+                epilogue(out.reshape(1, 1, -1), None, self.fused_act, native.use_native(self.context))
+            else:
+                out = self.act.run({"X": [out]})["Out"][0]
+        return {"Out": [out.reshape(*lead, w.shape[1])]}

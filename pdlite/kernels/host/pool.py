@@ -12,6 +12,9 @@ Max starts from -FLT_MAX (so an all-padding window yields -FLT_MAX). Adaptive wi
 [floor(i*H/oh), ceil((i+1)*H/oh)). Quirk kept on purpose: for pooling_type "max" Paddle calls
 the functor with adaptive=False, so adaptive max pool2d uses the ksize/strides windows (with
 zero paddings) over an output of size ksize.
+
+With the native extension (option `host_native`), float32 windows (and global / evenly dividing
+adaptive pools, which are windows too) run in C with the same window and divisor rules.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.kernels.host import native
 from pdlite.kernels.host.conv import channel_chunk, flat_taps, from_nchw, to_nchw
 from pdlite.kernels.registry import Kernel, register_kernel
 from pdlite.operators.nn import PoolGeometry, pool2d_geometry
@@ -78,6 +82,18 @@ def _windows(x: np.ndarray, g: PoolGeometry, is_max: bool) -> np.ndarray:
     return out
 
 
+def _native_pool(x: np.ndarray, g: PoolGeometry, is_max: bool, whole: bool) -> np.ndarray | None:
+    """The pooling in C, or None where it does not apply (adaptive windows of unequal sizes)."""
+    n, c, h, w = x.shape
+    if whole:
+        if h % g.oh or w % g.ow:
+            return None
+        kh, kw = h // g.oh, w // g.ow  # equal adaptive windows: a plain unpadded pooling, divisor kh*kw
+        return native.pool2d(np.ascontiguousarray(x), g.oh, g.ow, (kh, kw), (kh, kw), (0, 0), is_max, True)
+    return native.pool2d(np.ascontiguousarray(x), g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.pads[0], g.pads[2]),
+                         is_max, g.exclusive)
+
+
 def _divisor(g: PoolGeometry) -> np.ndarray:
     """(oh, ow) average-pool divisors following Paddle's CPU functor."""
 
@@ -99,6 +115,7 @@ class Pool2d(Kernel):
     def __init__(self, op: Any) -> None:
         super().__init__(op)
         self._geo: dict[tuple[int, ...], PoolGeometry] = {}
+        self._native: bool | None = None
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["X"][0]
@@ -109,7 +126,14 @@ class Pool2d(Kernel):
         is_max = g.pooling_type == "max"
         x = to_nchw(x, g.channel_last)
         glob = bool(self.attrs.get("global_pooling", False))
-        if (g.adaptive and not is_max) or (glob and not g.adaptive):
+        whole = (g.adaptive and not is_max) or (glob and not g.adaptive)  # adaptive windows over the whole input
+        if self._native is None:
+            self._native = native.use_native(self.context)
+        if self._native and x.dtype == np.float32 and x.ndim == 4:
+            out = _native_pool(x, g, is_max, whole)
+            if out is not None:
+                return {"Out": [from_nchw(out, g.channel_last)]}
+        if whole:
             out = _adaptive(x, g.oh, g.ow, is_max)
         else:
             with np.errstate(divide="ignore", invalid="ignore"):  # empty windows: Paddle's 0/0

@@ -1,0 +1,313 @@
+"""The optional native host kernels (`_native.c`), with typed wrappers.
+
+`available()` says whether the C extension was built (setup.py builds it when a compiler
+exists; pdlite works without it, on its NumPy kernels). The host kernels call these wrappers
+only when `use_native(context)` holds: the extension is there and the config option
+`host_native` is not False (`config.set_option("host_native", False)` forces the NumPy path,
+which stays the reference; the environment variable PDLITE_HOST_NATIVE=0 makes False the
+default, e.g. to run a test suite on the NumPy kernels). Inputs must be C-contiguous float32
+arrays; the wrappers check that, and the C side checks every buffer's size against the shapes.
+
+Activations fused natively: relu, relu6, leaky_relu, hard_swish and hard_sigmoid (`ACTIVATIONS`);
+the C code follows the operation order of pdlite/kernels/host/activation.py (hard_sigmoid's
+x * slope + offset may round once, as an FMA, instead of twice).
+
+GEMMs (`conv_gemm`, `winograd_conv3x3`) call the cblas_sgemm of the OpenBLAS NumPy ships (found
+with ctypes, checked once against np.matmul), one single-threaded call per block on the native
+thread pool, with bias and activation applied to each block while it is in cache.
+`gemm_available()` is False when that entry point is not found; the conv kernel then uses np.matmul.
+The `*_plan` functions bind one conv's call for one input shape (the conv kernel keeps it).
+
+Threads: `set_num_threads` (called by pdlite/runtime/threads.py for `set_threads`). Environment:
+PDLITE_NATIVE_SPIN_US (how long idle pool threads poll for work, default 200),
+PDLITE_NATIVE_ISA=baseline|avx2|avx512 (force an instruction-set version, for tests).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+try:  # the extension is optional
+    from pdlite.kernels.host import _native as _ext
+except ImportError:  # pragma: no cover - depends on the build
+    _ext = None
+
+F32 = np.dtype(np.float32)
+_FALSE = (False, 0, "0", "false", "False", "off", "no")
+DEFAULT_ON = os.environ.get("PDLITE_HOST_NATIVE", "1").strip() not in _FALSE
+NO_PARAMS = (0.0, 0.0, 0.0)
+
+# activation op type -> (code in _native.c, attrs -> the three float parameters)
+ACTIVATIONS: dict[str, tuple[int, Any]] = {
+    "relu": (1, lambda a: NO_PARAMS),
+    "relu6": (2, lambda a: (float(a.get("threshold", 6.0)), 0.0, 0.0)),
+    "leaky_relu": (3, lambda a: (float(a.get("alpha", 0.02)), 0.0, 0.0)),
+    "hard_swish": (4, lambda a: (float(a.get("offset", 3.0)), float(a.get("threshold", 6.0)),
+                                 float(a.get("scale", 6.0)))),
+    "hard_sigmoid": (5, lambda a: (float(a.get("slope", 0.2)), float(a.get("offset", 0.5)), 0.0)),
+}
+
+Act = tuple[int, tuple[float, float, float]]
+NO_ACT: Act = (0, NO_PARAMS)
+
+
+def available() -> bool:
+    """True when the native extension is built and importable."""
+    return _ext is not None
+
+
+# cblas_sgemm symbols of NumPy's OpenBLAS builds: (name, 64-bit integer interface)
+_SGEMM_SYMBOLS = (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True), ("scipy_cblas_sgemm", False),
+                  ("cblas_sgemm", False))
+_gemm_state: bool | None = None
+
+
+def gemm_available() -> bool:
+    """True when conv_gemm can run (the extension and NumPy's cblas_sgemm, checked once)."""
+    global _gemm_state
+    if _gemm_state is None:
+        _gemm_state = _init_sgemm()
+    return _gemm_state
+
+
+def _init_sgemm() -> bool:
+    if _ext is None:
+        return False
+    import ctypes
+
+    from pdlite.runtime.threads import blas_library
+
+    lib = blas_library()
+    if lib is None:
+        return False
+    for name, ilp64 in _SGEMM_SYMBOLS:
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        _ext.set_sgemm(int(ctypes.cast(fn, ctypes.c_void_p).value or 0), ilp64)
+        rng = np.random.default_rng(0)
+        w = rng.standard_normal((2, 5, 7), dtype=np.float32)
+        x = rng.standard_normal((3, 2, 7, 11), dtype=np.float32)
+        out = np.empty((3, 2, 5, 11), dtype=F32)
+        _ext.conv_gemm(w, x, None, out, (3, 2, 5, 7, 11), 0, NO_PARAMS)
+        if np.allclose(out, np.matmul(w, x), rtol=1e-5, atol=1e-5):
+            return True
+        _ext.set_sgemm(0, True)
+    return False
+
+
+def use_native(context: Any) -> bool:
+    """Whether kernels running under `context` (a KernelContext) should use the native kernels."""
+    if _ext is None:
+        return False
+    opt = context.option("host_native", DEFAULT_ON) if context is not None else DEFAULT_ON
+    return opt not in _FALSE
+
+
+def activation(act: str, attrs: Mapping[str, Any]) -> Act | None:
+    """The native (code, params) of an activation op type with its attributes; None if not native."""
+    if not act:
+        return NO_ACT
+    spec = ACTIVATIONS.get(act)
+    if spec is None:
+        return None
+    return spec[0], spec[1](attrs)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def set_num_threads(n: int) -> None:
+    """Threads per native kernel call, the caller included (at most the CPUs this process may use:
+    the pool's workers poll for work briefly, which only pays with a CPU each)."""
+    if _ext is not None:
+        _ext.set_num_threads(max(1, min(int(n), _cpus())))
+
+
+def get_num_threads() -> int | None:
+    return int(_ext.get_num_threads()) if _ext is not None else None
+
+
+def _f32(a: np.ndarray, what: str) -> np.ndarray:
+    if a.dtype != F32 or not a.flags.c_contiguous:
+        raise ValueError(f"native {what}: expected a C-contiguous float32 array, got {a.dtype} "
+                         f"(contiguous={a.flags.c_contiguous})")
+    return a
+
+
+def depthwise_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, oc: int, oh: int, ow: int,
+                     kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
+                     pads: tuple[int, int], act: Act = NO_ACT) -> np.ndarray:
+    """Depthwise conv of NCHW x with w (OC, kh*kw) (OC = C * multiplier; output channel o reads input
+    channel o // multiplier), bias (OC,) or None, top/left `pads`; returns act(conv + bias), (N, OC, oh, ow)."""
+    assert _ext is not None
+    n, c, h, wd = x.shape
+    out = np.empty((n, oc, oh, ow), dtype=F32)
+    _ext.depthwise_conv2d(_f32(x, "depthwise_conv2d"), _f32(w, "depthwise_conv2d"),
+                          None if bias is None else _f32(bias, "depthwise_conv2d"), out,
+                          (n, c, h, wd, oc, oh, ow, kernel[0], kernel[1], strides[0], strides[1],
+                           dilations[0], dilations[1], pads[0], pads[1]), act[0], act[1])
+    return out
+
+
+def conv_gemm(w: np.ndarray, cols: np.ndarray, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
+    """out[n, g] = act(w[g] @ cols[n, g] + bias[g]) for w (G, M, K) and cols (N, G*K, L): returns (N, G*M, L)."""
+    assert _ext is not None
+    g, m, k = w.shape
+    n, gk, length = cols.shape
+    out = np.empty((n, g * m, length), dtype=F32)
+    _ext.conv_gemm(_f32(w, "conv_gemm"), _f32(cols, "conv_gemm"), None if bias is None else _f32(bias, "conv_gemm"),
+                   out, (n, g, m, k, length), act[0], act[1])
+    return out
+
+
+def conv2d_gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, oh: int, ow: int, kernel: tuple[int, int],
+                strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
+                act: Act = NO_ACT) -> np.ndarray:
+    """Grouped conv of NCHW x with w (G, M, C/G*kh*kw) as GEMMs whose blocks gather their own im2col
+    columns (no full column matrix): act(conv + bias), (N, G*M, oh*ow). `pads` = (top, left)."""
+    assert _ext is not None
+    g, m, k = w.shape
+    n, c, h, wd = x.shape
+    out = np.empty((n, g * m, oh * ow), dtype=F32)
+    _ext.conv_gemm(_f32(w, "conv2d_gemm"), _f32(x, "conv2d_gemm"),
+                   None if bias is None else _f32(bias, "conv2d_gemm"), out, (n, g, m, k, oh * ow), act[0], act[1],
+                   (c, h, wd, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+                    pads[0], pads[1]))
+    return out
+
+
+# Winograd F(2x2, 3x3): U = G g G^T per (oc, c), the 3x3 filter g into the 4x4 transform domain
+_WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def winograd_weights(w: np.ndarray) -> np.ndarray:
+    """(16, OC, C) transformed weights of a (OC, C, 3, 3) filter (computed in float64)."""
+    u = np.einsum("ik,ockl,jl->ijoc", _WINO_G, np.asarray(w, dtype=np.float64), _WINO_G)
+    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]), dtype=F32)
+
+
+def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, oh: int, ow: int, pads: tuple[int, int],
+                     act: Act = NO_ACT) -> np.ndarray:
+    """3x3 stride-1 conv of NCHW x by Winograd F(2x2, 3x3) with `u` from winograd_weights; `pads` = (top, left)
+    (the bottom / right padding follows from oh, ow). Returns act(conv + bias), (N, OC, oh, ow)."""
+    assert _ext is not None
+    n, c, h, w = x.shape
+    oc = u.shape[1]
+    out = np.empty((n, oc, oh, ow), dtype=F32)
+    _ext.winograd_conv3x3(_f32(x, "winograd_conv3x3"), _f32(u, "winograd_conv3x3"),
+                          None if bias is None else _f32(bias, "winograd_conv3x3"), out,
+                          (n, c, h, w, oc, oh, ow, pads[0], pads[1]), act[0], act[1])
+    return out
+
+
+# --- plans: the native call of one conv for one input shape, arguments bound once ------------------------------
+Plan = Callable[[np.ndarray], np.ndarray]
+
+
+def depthwise_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oc: int, oh: int, ow: int,
+                   kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
+                   pads: tuple[int, int], act: Act) -> Plan:
+    """x -> depthwise_conv2d(x, ...) for C-contiguous float32 x of shape x_shape."""
+    assert _ext is not None
+    n, c, h, wd = x_shape
+    geo = (n, c, h, wd, oc, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+           pads[0], pads[1])
+    shape, fn, code, params = (n, oc, oh, ow), _ext.depthwise_conv2d, act[0], act[1]
+    w, bias = _f32(w, "depthwise"), None if bias is None else _f32(bias, "depthwise")
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out = np.empty(shape, dtype=F32)
+        fn(x, w, bias, out, geo, code, params)
+        return out
+
+    return run
+
+
+def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
+              im2col_args: tuple | None, act: Act) -> Plan:
+    """x -> act(w @ columns(x) + bias) (N, OC, oh, ow) for w (G, M, K); columns(x) = x itself (a pointwise conv)
+    or its im2col (`im2col_args` = (kernel, strides, dilations, pads))."""
+    assert _ext is not None
+    g, m, k = w.shape
+    n = x_shape[0]
+    length = oh * ow
+    dims, shape = (n, g, m, k, length), (n, g * m, oh, ow)
+    gemm, i2c, code, params = _ext.conv_gemm, _ext.im2col, act[0], act[1]
+    w, bias = _f32(w, "conv_gemm"), None if bias is None else _f32(bias, "conv_gemm")
+    if im2col_args is None:
+        def run(x: np.ndarray) -> np.ndarray:
+            out = np.empty(shape, dtype=F32)
+            gemm(w, x, bias, out, dims, code, params)
+            return out
+
+        return run
+    kernel, strides, dil, pads = im2col_args
+    cols_shape = (n, g * k, length)
+    geo = (*x_shape, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dil[0], dil[1], pads[0], pads[1])
+
+    def run_cols(x: np.ndarray) -> np.ndarray:
+        cols = np.empty(cols_shape, dtype=F32)
+        i2c(x, cols, geo)
+        out = np.empty(shape, dtype=F32)
+        gemm(w, cols, bias, out, dims, code, params)
+        return out
+
+    return run_cols
+
+
+def winograd_plan(u: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
+                  pads: tuple[int, int], act: Act) -> Plan:
+    """x -> winograd_conv3x3(x, u, bias, ...) for C-contiguous float32 x of shape x_shape."""
+    assert _ext is not None
+    n, c, h, w = x_shape
+    oc = u.shape[1]
+    geo, shape = (n, c, h, w, oc, oh, ow, pads[0], pads[1]), (n, oc, oh, ow)
+    fn, code, params = _ext.winograd_conv3x3, act[0], act[1]
+    u, bias = _f32(u, "winograd"), None if bias is None else _f32(bias, "winograd")
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out = np.empty(shape, dtype=F32)
+        fn(x, u, bias, out, geo, code, params)
+        return out
+
+    return run
+
+
+def bias_act(out: np.ndarray, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
+    """In place on (N, C, ...) `out`: out = act(out + bias[c]); returns out."""
+    assert _ext is not None
+    n, c = out.shape[:2]
+    inner = out.size // max(1, n * c)
+    _ext.bias_act(_f32(out, "bias_act"), None if bias is None else _f32(bias, "bias_act"), (n, c, inner),
+                  act[0], act[1])
+    return out
+
+
+def im2col(x: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+           dilations: tuple[int, int], pads: tuple[int, int]) -> np.ndarray:
+    """Columns (N, C*kh*kw, oh*ow) of NCHW x; `pads` = (top, left); outside the image reads 0."""
+    assert _ext is not None
+    n, c, h, w = x.shape
+    cols = np.empty((n, c * kernel[0] * kernel[1], oh * ow), dtype=F32)
+    _ext.im2col(_f32(x, "im2col"), cols, (n, c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1],
+                                          dilations[0], dilations[1], pads[0], pads[1]))
+    return cols
+
+
+def pool2d(x: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+           pads: tuple[int, int], is_max: bool, exclusive: bool) -> np.ndarray:
+    """Max / avg pooling of NCHW x with Paddle's windows and divisors (see pool.py); `pads` = (top, left)."""
+    assert _ext is not None
+    n, c, h, w = x.shape
+    out = np.empty((n, c, oh, ow), dtype=F32)
+    _ext.pool2d(_f32(x, "pool2d"), out, (n * c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1],
+                                         pads[0], pads[1]), int(is_max), int(exclusive))
+    return out

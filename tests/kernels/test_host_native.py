@@ -1,0 +1,411 @@
+"""The native host kernels (pdlite/kernels/host/_native.c) against the NumPy kernels and naive references.
+
+Each case runs the same op through the host kernel twice, with the config option host_native on
+(C kernels) and off (the NumPy kernels, the reference), and compares; the depthwise, GEMM, Winograd
+and pooling paths also meet a naive float64 reference written here. Tolerance: max|native - ref|
+<= 1e-5 * max(1, max|ref|) (only the summation order differs). Skipped when the extension is not built.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pdlite.kernels.host import conv as conv_module
+from pdlite.kernels.host import native
+from pdlite.kernels.registry import KernelContext
+from tests.kernels._util import kernel_class, make_op
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
+
+TOL = 1e-5
+ON = KernelContext({"host_native": True})
+OFF = KernelContext({"host_native": False})
+ACTS = {
+    "relu": {},
+    "relu6": {"act_threshold": 6.0},
+    "leaky_relu": {"act_alpha": 0.1},
+    "hard_swish": {"act_offset": 3.0, "act_threshold": 6.0, "act_scale": 6.0},
+    "hard_sigmoid": {"act_slope": 0.2, "act_offset": 0.5},
+    "sigmoid": {},  # not fused natively: the activation kernel runs after the native conv
+    "gelu": {},
+}
+
+
+def rand(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+def check(got: np.ndarray, ref: np.ndarray, what: str = "", tol: float = TOL) -> None:
+    assert got.shape == ref.shape, f"{what}: shape {got.shape} != {ref.shape}"
+    assert got.dtype == np.float32, f"{what}: dtype {got.dtype}"
+    if not ref.size:
+        return
+    err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
+    bound = tol * max(1.0, float(np.max(np.abs(ref))))
+    assert err <= bound, f"{what}: max|native - ref| = {err:.3g} > {bound:.3g}"
+
+
+def run_both(op_type: str, ins: dict, attrs: dict, out_slot: str = "Output") -> tuple[np.ndarray, np.ndarray]:
+    """(native output, NumPy output) of one op (fresh kernels, so no state is shared)."""
+    res = []
+    for ctx in (ON, OFF):
+        op = make_op(op_type, ins, attrs, {out_slot: 1})
+        k = kernel_class(op_type)(op)
+        k.context = ctx
+        k.prepare({})
+        res.append(k.run({s: [v] for s, v in ins.items() if v is not None})[out_slot][0])
+    return res[0], res[1]
+
+
+def naive_conv(x, w, strides, pads, dil, groups, bias=None):
+    """NCHW conv in float64, pads = (top, bottom, left, right)."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+    oh = (h + pads[0] + pads[1] - dil[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (wd + pads[2] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
+    ocg = oc // groups
+    out = np.zeros((n, oc, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            r, q = i * dil[0], j * dil[1]
+            patch = xp[:, :, r : r + (oh - 1) * strides[0] + 1 : strides[0], q : q + (ow - 1) * strides[1] + 1 : strides[1]]
+            for g in range(groups):
+                out[:, g * ocg : (g + 1) * ocg] += np.einsum(
+                    "nchw,oc->nohw", patch[:, g * cg : (g + 1) * cg], w[g * ocg : (g + 1) * ocg, :, i, j])
+    if bias is not None:
+        out += bias.reshape(1, -1, 1, 1)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- depthwise
+# (x shape, multiplier, kernel, strides, paddings attr, dilations, padding_algorithm, explicit pads t,b,l,r)
+DW_CASES = [
+    ((1, 32, 28, 28), 1, 3, [1, 1], [1, 1], [1, 1], "EXPLICIT", (1, 1, 1, 1)),
+    ((1, 16, 29, 31), 1, 3, [2, 2], [1, 1], [1, 1], "EXPLICIT", (1, 1, 1, 1)),
+    ((2, 5, 13, 11), 2, 3, [2, 2], [1, 1], [1, 1], "EXPLICIT", (1, 1, 1, 1)),  # batch, multiplier
+    ((1, 7, 9, 10), 1, 5, [1, 1], [2, 2], [1, 1], "EXPLICIT", (2, 2, 2, 2)),
+    ((1, 7, 14, 14), 1, 5, [2, 2], [2, 2], [1, 1], "EXPLICIT", (2, 2, 2, 2)),
+    ((1, 3, 17, 19), 1, 3, [1, 1], [2, 2], [2, 2], "EXPLICIT", (2, 2, 2, 2)),  # dilation
+    ((1, 4, 10, 13), 1, 3, [3, 2], [0, 1, 2, 1], [2, 1], "EXPLICIT", (0, 1, 2, 1)),  # asymmetric pads
+    ((1, 6, 8, 8), 1, 3, [2, 2], [0, 0], [1, 1], "SAME", (0, 1, 0, 1)),
+    ((1, 6, 7, 7), 1, 3, [1, 1], [3, 3], [1, 1], "VALID", (0, 0, 0, 0)),
+    ((1, 4, 8, 8), 3, 7, [1, 1], [3, 3], [1, 1], "EXPLICIT", (3, 3, 3, 3)),
+    ((1, 2, 12, 12), 1, 9, [1, 1], [4, 4], [1, 1], "EXPLICIT", (4, 4, 4, 4)),  # 81 taps: several tap blocks
+    ((1, 3, 1, 1), 1, 3, [1, 1], [1, 1], [1, 1], "EXPLICIT", (1, 1, 1, 1)),  # 1x1 image
+    ((1, 3, 6, 5), 1, 3, [4, 4], [0, 0], [1, 1], "EXPLICIT", (0, 0, 0, 0)),  # stride beyond the window
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,mult,k,strides,pads,dil,algo,tblr", DW_CASES)
+def test_depthwise_native_matches_numpy_and_naive(xs, mult, k, strides, pads, dil, algo, tblr, bias):
+    c = xs[1]
+    x, w = rand(*xs, seed=1), rand(c * mult, 1, k, k, seed=2)
+    b = rand(c * mult, seed=3) if bias else None
+    attrs = dict(strides=strides, paddings=pads, dilations=dil, groups=c, padding_algorithm=algo)
+    got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
+    check(got, ref, f"native vs numpy {xs} k{k} {attrs}")
+    check(got, naive_conv(x, w, strides, tblr, dil, c, b).astype(np.float64), "native vs naive")
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 2), c=st.integers(1, 6), mult=st.integers(1, 2), h=st.integers(1, 17), w=st.integers(1, 17),
+       k=st.sampled_from([1, 2, 3, 5]), s=st.integers(1, 3), d=st.integers(1, 2), p=st.integers(0, 3))
+def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p):
+    if (h + 2 * p - d * (k - 1) - 1) < 0 or (w + 2 * p - d * (k - 1) - 1) < 0:
+        return
+    x, wt, b = rand(n, c, h, w, seed=h * 31 + w), rand(c * mult, 1, k, k, seed=k), rand(c * mult, seed=5)
+    attrs = dict(strides=[s, s], paddings=[p, p], dilations=[d, d], groups=c)
+    got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": wt, "Bias": b}, attrs)
+    check(got, ref, f"{(n, c, mult, h, w, k, s, d, p)}")
+
+
+@pytest.mark.parametrize("act", list(ACTS))
+@pytest.mark.parametrize("conv_type,xs,ws,attrs", [
+    ("depthwise_conv2d", (2, 8, 11, 9), (8, 1, 3, 3), dict(strides=[2, 2], paddings=[1, 1], groups=8)),
+    ("conv2d", (1, 8, 12, 12), (16, 8, 1, 1), {}),  # pointwise GEMM
+    ("conv2d", (2, 8, 12, 10), (16, 8, 3, 3), dict(paddings=[1, 1])),  # Winograd
+    ("conv2d", (1, 3, 15, 15), (8, 3, 3, 3), dict(strides=[2, 2], paddings=[1, 1])),  # im2col
+    ("conv2d", (1, 8, 9, 9), (6, 4, 3, 3), dict(paddings=[1, 1], groups=2)),  # grouped
+    ("conv2d_transpose", (1, 4, 5, 5), (4, 3, 2, 2), dict(strides=[2, 2])),
+])
+def test_fused_conv_activations(conv_type, xs, ws, attrs, act):
+    x, w, b = rand(*xs, seed=7, scale=3.0), rand(*ws, seed=8), rand(ws[0] if conv_type != "conv2d_transpose" else ws[1],
+                                                                       seed=9)
+    fattrs = dict(attrs, conv_type=conv_type, act_type=act, **ACTS[act])
+    got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b}, fattrs)
+    check(got, ref, f"fused {conv_type} + {act}")
+    assert (got < 0).any() or act in ("relu", "relu6", "sigmoid", "hard_sigmoid"), "inputs should reach x < 0"
+
+
+def test_fused_conv_with_residual_applies_activation_last():
+    x, w, b, res = rand(1, 4, 6, 6, seed=1), rand(6, 4, 3, 3, seed=2), rand(6, seed=3), rand(1, 6, 6, 6, seed=4)
+    attrs = dict(paddings=[1, 1], conv_type="conv2d", act_type="relu")
+    got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b, "ResidualData": res}, attrs)
+    check(got, ref, "conv + residual + relu")
+    naive = np.maximum(naive_conv(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1, b) + res, 0)
+    check(got, naive, "vs naive")
+
+
+@pytest.mark.parametrize("act", ["relu", "hard_swish", "leaky_relu", "gelu"])
+@pytest.mark.parametrize("op_type,ins", [
+    ("fusion_elementwise_add_activation", {"X": rand(2, 3, 4, 5, seed=1, scale=3), "Y": rand(2, 3, 4, 5, seed=2)}),
+    ("fusion_elementwise_mul_activation", {"X": rand(2, 3, 4, 5, seed=3, scale=3), "Y": rand(3, seed=4)}),
+    ("fusion_scale_activation", {"X": rand(4, 7, seed=5, scale=3)}),
+])
+def test_fused_elementwise_activation_in_place(op_type, ins, act):
+    attrs = dict(act_type=act, **ACTS.get(act, {}))
+    if op_type == "fusion_elementwise_mul_activation":
+        attrs["axis"] = 1
+    if op_type == "fusion_scale_activation":
+        attrs.update(scale=1.5, bias=0.25)
+    before = {k: v.copy() for k, v in ins.items()}
+    got, ref = run_both(op_type, ins, attrs, "Out")
+    check(got, ref, f"{op_type} + {act}", tol=1e-6)
+    for k, v in ins.items():
+        assert np.array_equal(v, before[k]), f"input {k} was modified"
+
+
+# ---------------------------------------------------------------------------------------------- GEMM convs
+GEMM_CASES = [
+    ((2, 16, 7, 9), (24, 16, 1, 1), {}),
+    ((1, 8, 9, 11), (5, 8, 1, 1), dict(strides=[2, 2])),
+    ((1, 16, 20, 20), (32, 16, 3, 3), dict(paddings=[1, 1])),  # Winograd
+    ((1, 16, 9, 8), (8, 16, 3, 3), dict(paddings=[0, 1, 2, 1])),  # Winograd, asymmetric pads, odd sizes
+    ((1, 8, 17, 17), (8, 8, 3, 3), dict(paddings=[1, 1], dilations=[2, 2])),  # im2col (dilated)
+    ((1, 3, 33, 30), (16, 3, 7, 7), dict(strides=[2, 2], paddings=[3, 3])),
+    ((2, 12, 10, 10), (12, 4, 3, 3), dict(paddings=[1, 1], groups=3)),
+    ((1, 8, 5, 5), (4, 8, 2, 2), dict(strides=[1, 2], padding_algorithm="SAME")),
+]
+
+
+def _pads(xs, ws, attrs):
+    from pdlite.operators.nn import conv2d_geometry
+
+    g = conv2d_geometry(dict(attrs), xs, ws)
+    return g.pads, (g.sh, g.sw), (g.dh, g.dw), g.groups
+
+
+@pytest.mark.parametrize("fused_im2col", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", GEMM_CASES)
+def test_gemm_convs_match_numpy_and_naive(xs, ws, attrs, fused_im2col, monkeypatch):
+    if fused_im2col:  # every im2col conv gathers its columns block by block
+        monkeypatch.setattr(conv_module, "FUSED_IM2COL_FLOATS", 0)
+    x, w, b = rand(*xs, seed=11), rand(*ws, seed=12), rand(ws[0], seed=13)
+    got, ref = run_both("conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
+    check(got, ref, f"conv2d {xs} {ws} {attrs}")
+    pads, strides, dil, groups = _pads(xs, ws, attrs)
+    check(got, naive_conv(x, w, strides, pads, dil, groups, b), "vs naive")
+
+
+@pytest.mark.parametrize("n,c,oc,h,w,pads", [
+    (1, 8, 8, 4, 4, (1, 1, 1, 1)), (2, 9, 17, 13, 6, (1, 0, 0, 1)), (1, 8, 8, 8, 8, (0, 0, 0, 0)),
+    (1, 32, 48, 30, 33, (2, 2, 1, 1)),
+])
+def test_winograd_direct(n, c, oc, h, w, pads):
+    x, wt, b = rand(n, c, h, w, seed=21), rand(oc, c, 3, 3, seed=22), rand(oc, seed=23)
+    oh, ow = h + pads[0] + pads[1] - 2, w + pads[2] + pads[3] - 2
+    if not native.gemm_available():
+        pytest.skip("no BLAS sgemm found for the native GEMM")
+    got = native.winograd_conv3x3(x, native.winograd_weights(wt), b, oh, ow, (pads[0], pads[2]))
+    check(got, naive_conv(x, wt, (1, 1), pads, (1, 1), 1, b), "winograd F(2x2,3x3)")
+
+
+def test_winograd_can_be_turned_off():
+    x, w = rand(1, 16, 12, 12, seed=1), rand(16, 16, 3, 3, seed=2)
+    op = make_op("conv2d", {"Input": x, "Filter": w}, dict(paddings=[1, 1]), {"Output": 1})
+    k = kernel_class("conv2d")(op)
+    k.context = KernelContext({"host_native": True, "host_winograd": False})
+    got = k.run({"Input": [x], "Filter": [w]})["Output"][0]
+    assert k.use_native() and not k._winograd
+    check(got, naive_conv(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), "im2col path")
+
+
+# ---------------------------------------------------------------------------------------------- pooling
+POOL_CASES = [
+    ((1, 4, 12, 12), dict(ksize=[3, 3], strides=[2, 2], paddings=[1, 1])),
+    ((2, 3, 11, 13), dict(ksize=[3, 3], strides=[2, 2], paddings=[1, 1], ceil_mode=True)),
+    ((1, 3, 9, 10), dict(ksize=[2, 3], strides=[1, 2], paddings=[0, 1, 1, 0])),
+    ((1, 3, 8, 8), dict(ksize=[3, 3], strides=[3, 3], padding_algorithm="SAME")),
+    ((1, 5, 7, 7), dict(ksize=[7, 7], global_pooling=True)),
+    ((1, 5, 8, 12), dict(ksize=[2, 3], adaptive=True)),  # evenly dividing adaptive
+    ((1, 5, 7, 10), dict(ksize=[3, 4], adaptive=True)),  # unequal adaptive windows: NumPy
+    ((1, 2, 5, 5), dict(ksize=[4, 4], strides=[3, 3], paddings=[2, 2], ceil_mode=True)),  # windows in the padding
+    ((1, 2, 6, 40), dict(ksize=[1, 5], strides=[1, 3], paddings=[0, 2])),
+]
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+@pytest.mark.parametrize("ptype", ["max", "avg"])
+@pytest.mark.parametrize("xs,attrs", POOL_CASES)
+def test_pool2d_native_matches_numpy(xs, attrs, ptype, exclusive):
+    x = rand(*xs, seed=31)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got, ref = run_both("pool2d", {"X": x}, dict(attrs, pooling_type=ptype, exclusive=exclusive), "Out")
+    assert np.array_equal(np.isnan(got), np.isnan(ref)), "NaN positions differ"
+    fin = ~np.isnan(ref)
+    check(np.where(fin, got, 0), np.where(fin, ref, 0), f"pool2d {ptype} {attrs}")
+
+
+def test_max_pool_naive_and_nan():
+    x = rand(1, 2, 9, 9, seed=41)
+    x[0, 1, 3, 3] = np.nan  # in 2 x 2 windows
+    got = native.pool2d(x, 5, 5, (3, 3), (2, 2), (1, 1), True, True)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    ref = np.stack([np.stack([xp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max(axis=(2, 3)) for j in range(5)], -1)
+                    for i in range(5)], -2)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.isnan(got).sum() == 4
+    assert np.array_equal(got[~np.isnan(got)], ref[~np.isnan(ref)])
+
+
+# ---------------------------------------------------------------------------------------------- fc, threads, API
+@pytest.mark.parametrize("act", ["", "relu", "hard_swish", "hard_sigmoid", "gelu"])
+def test_fc_activation(act):
+    x, w, b = rand(3, 20, seed=51, scale=4.0), rand(20, 7, seed=52), rand(7, seed=53)
+    attrs = {"in_num_col_dims": 1, "activation_type": act}
+    got, ref = run_both("fc", {"Input": x, "W": w, "Bias": b}, attrs, "Out")
+    check(got, ref, f"fc {act}")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_thread_counts_give_the_same_results(threads):
+    """Results do not depend on the thread count, bit for bit."""
+    x, wd, wp = rand(2, 24, 30, 30, seed=61), rand(24, 1, 3, 3, seed=62), rand(40, 24, 3, 3, seed=63)
+    old = native.get_num_threads()
+    outs = []
+    try:
+        for t in (1, threads):
+            native.set_num_threads(t)
+            a = native.depthwise_conv2d(x, wd.reshape(24, 9), None, 24, 30, 30, (3, 3), (1, 1), (1, 1), (1, 1))
+            b = native.pool2d(x, 15, 15, (3, 3), (2, 2), (1, 1), True, True)
+            c = native.im2col(x, 15, 15, (3, 3), (2, 2), (1, 1), (1, 1))
+            outs.append((a, b, c))
+            if native.gemm_available():
+                outs[-1] += (native.winograd_conv3x3(x, native.winograd_weights(wp), None, 30, 30, (1, 1)),
+                             native.conv_gemm(wp.reshape(1, 40, -1), c, None))
+    finally:
+        native.set_num_threads(old or 1)
+    for i, (u, v) in enumerate(zip(*outs)):  # work splits do not depend on the thread count
+        assert np.array_equal(u, v), f"output {i} differs with {threads} threads"
+
+
+def test_wrappers_check_buffers():
+    x = rand(1, 4, 6, 6)
+    with pytest.raises(ValueError, match="C-contiguous float32"):
+        native.depthwise_conv2d(x[:, :, ::2], rand(4, 9), None, 4, 3, 6, (3, 3), (1, 1), (1, 1), (1, 1))
+    with pytest.raises(ValueError, match="C-contiguous float32"):
+        native.pool2d(x.astype(np.float64), 3, 3, (2, 2), (2, 2), (0, 0), True, True)
+    from pdlite.kernels.host import _native
+
+    with pytest.raises(ValueError, match="expected 144 float32 values"):
+        _native.depthwise_conv2d(rand(1, 4, 6, 5), rand(4, 9), None, np.empty((1, 4, 6, 6), np.float32),
+                                 (1, 4, 6, 6, 4, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1), 0, (0.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match="bad geometry"):
+        _native.pool2d(x, np.empty(4, np.float32), (4, 6, 6, 1, 1, 0, 3, 1, 1, 0, 0), 1, 1)
+    with pytest.raises(ValueError, match="activation"):
+        _native.bias_act(x, None, (1, 4, 36), 99, (0.0, 0.0, 0.0))
+
+
+def test_option_and_environment_select_the_path():
+    assert native.use_native(KernelContext({})) == native.DEFAULT_ON
+    assert native.use_native(ON) and not native.use_native(OFF)
+    assert not native.use_native(KernelContext({"host_native": "0"}))
+    code = "from pdlite.kernels.host import native; print(native.DEFAULT_ON)"
+    env = dict(os.environ, PDLITE_HOST_NATIVE="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+_ISA_SCRIPT = r"""
+import numpy as np
+from pdlite.kernels.host import _native, native
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1, 16, 19, 21), dtype=np.float32)
+wd, b = rng.standard_normal((16, 25), dtype=np.float32), rng.standard_normal(16).astype(np.float32)
+out = {"isa": _native.isa()}
+out["dw"] = native.depthwise_conv2d(x, wd, b, 16, 10, 11, (5, 5), (2, 2), (1, 1), (2, 2), (4, (3.0, 6.0, 6.0)))
+out["pool"] = native.pool2d(x, 10, 11, (3, 3), (2, 2), (1, 1), False, True)
+if native.gemm_available():
+    w3 = rng.standard_normal((8, 16, 3, 3), dtype=np.float32)
+    out["wino"] = native.winograd_conv3x3(x, native.winograd_weights(w3), None, 19, 21, (1, 1), (2, (6.0, 0, 0)))
+np.savez(__import__("sys").argv[1], **out)
+"""
+
+
+def test_every_instruction_set_version_agrees(tmp_path):
+    """The baseline, AVX2 and AVX-512 builds of the kernels (forced by PDLITE_NATIVE_ISA) give the same results."""
+    results = {}
+    for isa in ("baseline", "avx2", "avx512"):
+        path = tmp_path / f"{isa}.npz"
+        env = dict(os.environ, PDLITE_NATIVE_ISA=isa)
+        subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(path)], env=env, check=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        results[isa] = dict(np.load(path))
+    base = results["baseline"]
+    assert str(base["isa"]) == "baseline"
+    for isa, r in results.items():
+        for k in base:
+            if k != "isa":
+                check(r[k], base[k], f"{isa} vs baseline: {k}")
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v3_small", "ppocr_det_v4"])
+def test_models_native_and_numpy_paths_agree(name):
+    """Whole models (fused convs, pools, Winograd) on both paths, and against Paddle's reference outputs."""
+    from pdlite.lite import CxxConfig, create_paddle_predictor
+    from pdlite.runtime.threads import blas_thread_control, get_blas_threads
+    from tests.conftest import assert_close_rel, load_case, model_dir
+
+    ins, outs = load_case(name)
+    got = {}
+    for flag in (True, False):
+        cfg = CxxConfig()
+        cfg.set_model_dir(str(model_dir(name)))
+        cfg.set_option("host_native", flag)
+        cfg.set_threads(2)
+        pred = create_paddle_predictor(cfg)
+        assert pred.runtime_program.native_gemm == (flag and native.gemm_available())
+        got[flag] = pred.predict(ins)
+        # set_threads: the native pool runs 2 threads; BLAS runs 1 while the native pool runs the GEMMs
+        assert native.get_num_threads() == 2
+        if blas_thread_control():
+            assert get_blas_threads() == (1 if pred.runtime_program.native_gemm else 2)
+    for a, b, (n, ref) in zip(got[True], got[False], outs.items()):
+        assert_close_rel(a, b, 1e-4, f"{name}:{n} native vs numpy")
+        assert_close_rel(a, ref, 1e-4, f"{name}:{n} native vs reference")
+
+
+def test_shape_inference_cached_per_shapes_and_read_values(monkeypatch):
+    """The runtime infers shapes once per input shapes; a value-dependent op (reshape2 with a Shape tensor) is
+    cached too, keyed by the values inference read, and re-inferred when they change."""
+    from pdlite.kernels.registry import kernels_for
+    from pdlite.operators.registry import OPS
+    from pdlite.runtime import instruction as inst_module
+    from pdlite.runtime.instruction import Instruction
+
+    op = make_op("reshape2", {"X": rand(2, 3, 4), "Shape": np.array([6, 4], np.int32)}, {"shape": []},
+                 {"Out": 1, "XShape": 1})
+    kd = next(k for k in kernels_for("reshape2") if k.key.target.name == "Host")
+    inst = Instruction(op, OPS["reshape2"], kd)
+    calls = []
+    real = inst_module._ValueTracking.__init__
+    monkeypatch.setattr(inst_module._ValueTracking, "__init__",
+                        lambda self, *a: (calls.append(1), real(self, *a))[1])
+    scope = {"X_0": rand(2, 3, 4), "Shape_0": np.array([6, 4], np.int32)}
+    for _ in range(3):
+        inst.run(scope)
+    assert scope["Out_out_0"].shape == (6, 4) and len(calls) == 1
+    scope["Shape_0"] = np.array([4, 6], np.int32)  # same shape, new values: inferred again
+    inst.run(scope)
+    assert scope["Out_out_0"].shape == (4, 6) and len(calls) == 2
+    scope["X_0"] = rand(3, 8)  # new input shape
+    inst.run(scope)
+    assert len(calls) == 3
