@@ -7,22 +7,26 @@ Contenders (each skipped with a note when its package is absent):
   onnxruntime           ONNX Runtime on the model exported by `pdlite export-onnx`
   openvino              OpenVINO reading the .pdmodel directly
 
-The machine is shared and noisy: contenders are interleaved round-robin (A B C A B C ...) and
-each cell is the median of its runs. Ratios are contender / paddle-inference.
+The machine is shared and noisy, and engines disturb each other when they share a process (Paddle's
+OpenMP threads keep spinning for ~200 ms after each run and take a core from whoever runs next). So each
+contender runs in its own worker process, and the parent interleaves them in blocks (A B C A B C ...,
+`--block` runs each, a short pause between blocks); each cell is the median of all its runs. Ratios are
+contender / paddle-inference.
 
     python benchmarks/compare.py [--models a,b] [--batches 1,4] [--threads 1,2] [--repeats 20]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -134,17 +138,60 @@ def export_onnx(d: Path, out: Path) -> Path | None:
     return out
 
 
-def bench_cell(runners: dict[str, Runner], warmup: int, repeats: int) -> dict[str, float]:
-    for r in runners.values():
-        for _ in range(warmup):
-            r()
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(repeats):
-        for k, r in runners.items():  # interleaved: A B C A B C ...
+def bench_cell(workers: dict[str, subprocess.Popen], rounds: int, block: int, pause: float) -> dict[str, float]:
+    """Interleave the workers in blocks; the median latency of each."""
+    times: dict[str, list[float]] = {k: [] for k in workers}
+    for _ in range(rounds):
+        for k, w in workers.items():  # interleaved: A B C A B C ...
+            assert w.stdin is not None and w.stdout is not None
+            w.stdin.write(f"{block}\n")
+            w.stdin.flush()
+            times[k] += json.loads(w.stdout.readline())
+            time.sleep(pause)
+    return {k: statistics.median(v) for k, v in times.items() if v}
+
+
+def start_worker(kind: str, d: Path, batch: int, threads: int, warmup: int, onnx_path: Path | None) -> subprocess.Popen:
+    cmd = [sys.executable, __file__, "--worker", kind, str(d), str(batch), str(threads), str(warmup),
+           str(onnx_path or "")]
+    w = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert w.stdout is not None
+    line = w.stdout.readline().strip()
+    if line != "ready":
+        err = (w.stderr.read() if w.stderr else "").strip().splitlines()
+        w.kill()
+        raise RuntimeError(err[-1] if err else f"worker {kind} exited")
+    return w
+
+
+def worker_main(kind: str, d: str, batch: str, threads: str, warmup: str, onnx: str) -> int:
+    """A worker process: build one contender, say `ready`, then run N times per line read, reply with the times."""
+    path, b, t = Path(d), int(batch), int(threads)
+    feeds = feeds_for(path, b)
+    if kind == "pdlite-host":
+        run = make_pdlite(path, feeds, t, None)
+    elif kind.startswith("pdlite-"):
+        run = make_pdlite(path, feeds, t, kind[len("pdlite-"):])
+    elif kind == "paddle-inference":
+        run = make_paddle(path, feeds, t)
+    elif kind == "onnxruntime":
+        run = make_ort(path, feeds, t, Path(onnx))
+    elif kind == "openvino":
+        run = make_openvino(path, feeds, t)
+    else:
+        raise SystemExit(f"unknown contender {kind}")
+    for _ in range(int(warmup)):
+        run()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        n = int(line)
+        out = []
+        for _ in range(n):
             t0 = time.perf_counter()
-            r()
-            times[k].append((time.perf_counter() - t0) * 1e3)
-    return {k: statistics.median(v) for k, v in times.items()}
+            run()
+            out.append((time.perf_counter() - t0) * 1e3)
+        print(json.dumps(out), flush=True)
+    return 0
 
 
 def versions() -> str:
@@ -162,12 +209,16 @@ def versions() -> str:
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        return worker_main(*sys.argv[2:8])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,4")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=6, help="blocks per contender")
+    ap.add_argument("--block", type=int, default=5, help="runs per block")
+    ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
     ap.add_argument("--devices", default="intel_openvino,onnxruntime", help="pdlite NNAdapter devices to include")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
     args = ap.parse_args()
@@ -178,7 +229,8 @@ def main() -> int:
     except OSError:
         pass
     print(f"machine: {cpu}, {os.cpu_count()} CPUs; {versions()}")
-    print(f"median ms of {args.repeats} interleaved runs after {args.warmup} warm-ups; ratio = / paddle-inference\n")
+    print(f"median ms of {args.rounds} x {args.block} runs per contender, each in its own process, interleaved in "
+          f"blocks, after {args.warmup} warm-ups; ratio = / paddle-inference\n")
     header_done = False
     tmp = Path(tempfile.mkdtemp(prefix="pdlite_cmp_"))
     for name in args.models.split(","):
@@ -188,29 +240,26 @@ def main() -> int:
             continue
         onnx_path = None if args.no_peers else export_onnx(d, tmp / f"{name}.onnx")
         for batch in map(int, args.batches.split(",")):
-            feeds = feeds_for(d, batch)
             for threads in map(int, args.threads.split(",")):
-                makers: dict[str, Callable[[], Runner]] = {"pdlite-host": partial(make_pdlite, d, feeds, threads, None)}
-                for dev in filter(None, args.devices.split(",")):
-                    makers[f"pdlite-{dev}"] = partial(make_pdlite, d, feeds, threads, dev)
+                makers = ["pdlite-host"] + [f"pdlite-{dev}" for dev in filter(None, args.devices.split(","))]
                 if not args.no_peers:
-                    makers["paddle-inference"] = partial(make_paddle, d, feeds, threads)
-                    if onnx_path is not None:
-                        makers["onnxruntime"] = partial(make_ort, d, feeds, threads, onnx_path)
-                    makers["openvino"] = partial(make_openvino, d, feeds, threads)
-                runners: dict[str, Runner] = {}
-                for k, mk in makers.items():
+                    makers += ["paddle-inference"] + (["onnxruntime"] if onnx_path is not None else []) + ["openvino"]
+                workers: dict[str, subprocess.Popen] = {}
+                for k in makers:
                     try:
-                        runners[k] = mk()
+                        workers[k] = start_worker(k, d, batch, threads, args.warmup, onnx_path)
                     except Exception as e:  # noqa: BLE001 - a contender that cannot run is reported
-                        print(f"  ({k} unavailable for {name} b{batch} t{threads}: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:100]})", file=sys.stderr)
+                        print(f"  ({k} unavailable for {name} b{batch} t{threads}: {str(e)[:120]})", file=sys.stderr)
                 if not header_done:
                     cols = list(makers)
                     print("| model | batch | threads | " + " | ".join(cols) + " |")
                     print("|---|---|---|" + "---|" * len(cols))
                     header_done = True
-                med = bench_cell(runners, args.warmup, args.repeats)
+                try:
+                    med = bench_cell(workers, args.rounds, args.block, args.pause)
+                finally:
+                    for w in workers.values():
+                        w.kill()
                 base = med.get("paddle-inference")
                 cells = []
                 for k in cols:
