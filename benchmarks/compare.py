@@ -114,7 +114,12 @@ def make_openvino(d: Path, feeds, threads: int) -> Runner:
     import openvino as ov
 
     core = ov.Core()
-    m, _ = program_files(d)
+    m, p = program_files(d)
+    if m.suffix != ".pdmodel":  # OpenVINO's Paddle reader goes by the .pdmodel name: link the same bytes
+        link = Path(tempfile.mkdtemp(prefix="pdlite_ov_"))
+        (link / "inference.pdmodel").symlink_to(m.resolve())
+        (link / "inference.pdiparams").symlink_to(p.resolve())
+        m = link / "inference.pdmodel"
     model = core.read_model(str(m))
     model.reshape({k: list(v.shape) for k, v in feeds.items()})
     compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
