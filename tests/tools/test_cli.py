@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pdlite.tools.cli import main
-from tests.conftest import load_case, model_dir
+from tests.conftest import LEGACY_MODELS, PIR_MODELS, load_case, model_dir
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str]:
@@ -111,3 +111,25 @@ def test_version_and_help(capsys):
         main(["--version"])
     assert "pdlite" in capsys.readouterr().out
     assert main([]) == 2
+
+
+@pytest.mark.parametrize("name", LEGACY_MODELS + PIR_MODELS)
+def test_tools_on_every_shared_model(capsys, tmp_path, name):
+    """inspect, graph and bench --profile --precision-profile on each model: content, not just exit codes."""
+    d = str(model_dir(name))
+    rc, text = _cli(capsys, "inspect", d)
+    assert rc == 0, text
+    n_ops = int(re.search(r"ops: (\d+) in \d+ block", text).group(1))
+    assert n_ops > 10 and "parameters:" in text and "unsupported everywhere" not in text
+    rc, text = _cli(capsys, "graph", d, "-o", str(tmp_path / "g.dot"))
+    assert rc == 0 and (tmp_path / "g.dot").read_text().count("shape=box") >= n_ops
+    ins, _ = load_case(name)
+    shapes = [f"{k}={','.join(map(str, v.shape))}" for k, v in ins.items()]
+    args = ["bench", d, "--warmup", "0", "--repeats", "1", "--profile", "--precision-profile"]
+    for s in shapes:
+        args += ["--shape", s]
+    rc, text = _cli(capsys, *args)
+    assert rc == 0, text
+    prof = text.split("per-op profile")[1].split("precision profile")[0]
+    assert re.search(r"\d+\.\d+%", prof)
+    assert "no NaN or Inf in any op output" in text
