@@ -16,6 +16,18 @@ LEGACY_MODELS = ["mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilene
 PIR_MODELS = ["mobilenet_v3_small_pir"]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--host-numpy", action="store_true",
+                     help="run the host kernels on their pure-NumPy path (no native extension)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--host-numpy", default=False):
+        from pdlite.kernels.host import native
+
+        native.set_default_enabled(False)
+
+
 def find_model(name: str) -> Path | None:
     for root in (FIXTURES, SHARED):
         if (root / name).is_dir():

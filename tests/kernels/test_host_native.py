@@ -314,14 +314,16 @@ def test_wrappers_check_buffers():
         _native.bias_act(x, None, (1, 4, 36), 99, (0.0, 0.0, 0.0))
 
 
-def test_option_and_environment_select_the_path():
+def test_option_and_default_select_the_path():
     assert native.use_native(KernelContext({})) == native.DEFAULT_ON
     assert native.use_native(ON) and not native.use_native(OFF)
     assert not native.use_native(KernelContext({"host_native": "0"}))
-    code = "from pdlite.kernels.host import native; print(native.DEFAULT_ON)"
-    env = dict(os.environ, PDLITE_HOST_NATIVE="0")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    before = native.DEFAULT_ON
+    try:
+        native.set_default_enabled(False)
+        assert not native.use_native(KernelContext({})) and native.use_native(ON)
+    finally:
+        native.set_default_enabled(before)
 
 
 _ISA_SCRIPT = r"""

@@ -4,8 +4,8 @@
 exists; pdlite works without it, on its NumPy kernels). The host kernels call these wrappers
 only when `use_native(context)` holds: the extension is there and the config option
 `host_native` is not False (`config.set_option("host_native", False)` forces the NumPy path,
-which stays the reference; the environment variable PDLITE_HOST_NATIVE=0 makes False the
-default, e.g. to run a test suite on the NumPy kernels). Inputs must be C-contiguous float32
+which stays the reference; `set_default_enabled(False)` makes False the process default, e.g.
+to run a test suite on the NumPy kernels: `pytest --host-numpy`). Inputs must be C-contiguous float32
 arrays; the wrappers check that, and the C side checks every buffer's size against the shapes.
 
 Activations fused natively: relu, relu6, leaky_relu, hard_swish and hard_sigmoid (`ACTIVATIONS`);
@@ -37,7 +37,13 @@ except ImportError:  # pragma: no cover - depends on the build
 
 F32 = np.dtype(np.float32)
 _FALSE = (False, 0, "0", "false", "False", "off", "no")
-DEFAULT_ON = os.environ.get("PDLITE_HOST_NATIVE", "1").strip() not in _FALSE
+DEFAULT_ON = True  # the `host_native` default when the config does not say
+
+
+def set_default_enabled(on: bool) -> None:
+    """The process-wide default of the `host_native` option (the config option still wins)."""
+    global DEFAULT_ON
+    DEFAULT_ON = bool(on)
 NO_PARAMS = (0.0, 0.0, 0.0)
 
 # activation op type -> (code in _native.c, attrs -> the three float parameters)
