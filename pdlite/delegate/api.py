@@ -142,7 +142,7 @@ class DelegateModel:
         self._check_range(begin, end)
         later: set[str] = set(self._fetch)
         for k in self.kernels[end:]:
-            later.update(t.name for t in (k.inputs if isinstance(k, KernelView) else k.inputs))
+            later.update(t.name for t in k.inputs)
         out: dict[str, DelegateTensor] = {}
         for k in self.kernels[begin:end]:
             for t in k.outputs:

@@ -10,7 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.program import OpDesc
+from pdlite.core.types import DataLayoutType, PrecisionType, TargetType
 from pdlite.delegate.api import Delegate, DelegateModel, Kernel
+from pdlite.kernels.registry import KERNELS, KernelKey
+from pdlite.operators.fused import split_activation
+from pdlite.operators.registry import OPS
 
 CONV_TYPES = ("conv2d", "depthwise_conv2d")
 
@@ -57,31 +62,32 @@ class ConvRunKernel(Kernel):
 
     def prepare(self) -> None:
         self.weights = {t.name: t.numpy() for k in self.ops for t in k.inputs if t.is_const}
+        self.activations = [_activation_kernel(k.attrs) for k in self.ops]
 
     def execute(self) -> None:
-        from pdlite.core.program import OpDesc
-        from pdlite.core.types import DataLayoutType, PrecisionType, TargetType
-        from pdlite.kernels.registry import KERNELS, KernelKey
-        from pdlite.operators.registry import OPS
-
         env = {t.name: t.numpy() for t in self.inputs}
         env.update(self.weights)
-        for k in self.ops:
+        for k, act in zip(self.ops, self.activations):
             x = env[k.slots["inputs"]["Input"][0]]
             w = env[k.slots["inputs"]["Filter"][0]]
             y = conv2d_nchw(x, w, k.attrs)
             bias = k.slots["inputs"].get("Bias") or []
             if bias:
                 y = y + env[bias[0]].reshape(1, -1, 1, 1)
-            act = k.attrs.get("act_type") or ""
-            if act:  # fused_conv2d: the activation as pdlite defines it (attributes carried with an act_ prefix)
-                attrs = {kk[4:]: v for kk, v in k.attrs.items() if kk.startswith("act_") and kk != "act_type"}
-                op = OPS[act].attach(OpDesc(act, {"X": ["x"]}, {"Out": ["y"]}, attrs))
-                kd = KERNELS[KernelKey(act, TargetType.Host, PrecisionType.FP32, DataLayoutType.NCHW)]
-                y = kd.cls(op).run({"X": [y]})["Out"][0]
+            if act is not None:
+                y = act.run({"X": [y]})["Out"][0]
             env[k.slots["outputs"]["Output"][0]] = y
         for t in self.outputs:
             t.from_numpy(env[t.name])
+
+
+def _activation_kernel(attrs: dict[str, Any]) -> Any:
+    """fused_conv2d's activation as pdlite defines it (attributes carried with an act_ prefix), or None."""
+    act, act_attrs = split_activation(attrs)
+    if not act:
+        return None
+    op = OPS[act].attach(OpDesc(act, {"X": ["x"]}, {"Out": ["y"]}, act_attrs))
+    return KERNELS[KernelKey(act, TargetType.Host, PrecisionType.FP32, DataLayoutType.NCHW)].cls(op)
 
 
 class ReferenceConvDelegate(Delegate):

@@ -37,6 +37,14 @@ def config_for(model: str, params: str | None = None) -> Any:
     return cfg
 
 
+def source_config(model: str, params: str | None, command: str) -> CxxConfig:
+    """The CxxConfig of a source model (folder or program file); optimized `.nb` files are refused."""
+    cfg = config_for(model, params)
+    if not isinstance(cfg, CxxConfig):
+        raise ConfigError(f"{command} needs a Paddle model (folder or program file), not an optimized .nb model")
+    return cfg
+
+
 def parse_kv(items: list[str] | None, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for it in items or []:

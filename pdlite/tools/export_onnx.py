@@ -4,8 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from pdlite.errors import ConfigError
-from pdlite.tools.common import config_for, parse_kv, parse_shape
+from pdlite.tools.common import parse_kv, parse_shape, source_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,10 +22,7 @@ def main(args: argparse.Namespace) -> int:
     from pdlite.model_parser import load_model
     from pdlite.nnadapter.export import export_program
 
-    cfg = config_for(args.model, args.params)
-    if not hasattr(cfg, "model_source"):
-        raise ConfigError("export-onnx needs a Paddle model (folder or program file), not an optimized .nb model")
-    model = load_model(**cfg.model_source())
+    model = load_model(**source_config(args.model, args.params, "export-onnx").model_source())
     shapes = {k: parse_shape(v, k) for k, v in parse_kv(args.shape, "--shape").items()}
     onnx_model = export_program(model.program, model.params, shapes=shapes, check=not args.no_check,
                                 name=os.path.basename(os.path.normpath(args.model)))

@@ -5,8 +5,6 @@ import argparse
 import shutil
 import subprocess
 
-from pdlite.errors import ConfigError
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("graph", help="draw the SSA graph as DOT or SVG")
@@ -19,11 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def model_dot(model: str, params: str | None, after_passes: bool) -> str:
     from pdlite.core.graph import Graph
-    from pdlite.tools.common import config_for
+    from pdlite.tools.common import source_config
 
-    cfg = config_for(model, params)
-    if not hasattr(cfg, "model_source"):
-        raise ConfigError("graph draws source models, not .nb files")
+    cfg = source_config(model, params, "graph")
     if after_passes:
         from pdlite.api.predictor import CxxPredictor
 

@@ -18,12 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _load(model: str, params: str | None):
     from pdlite.model_parser import load_model
-    from pdlite.tools.common import config_for
+    from pdlite.tools.common import source_config
 
-    cfg = config_for(model, params)
-    if hasattr(cfg, "model_source"):
-        return load_model(**cfg.model_source())
-    raise SystemExit("inspect reads source models; for a .nb use `pdlite run`")
+    return load_model(**source_config(model, params, "inspect").model_source())
 
 
 def support_table(op_types: list[str]) -> tuple[list[str], dict[str, dict[str, bool]]]:
