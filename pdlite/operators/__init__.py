@@ -11,7 +11,7 @@ from pdlite.operators import (  # noqa: F401 (imported to register)
     math,
     nn,
     nn3d,
-    pir_ops,
+    pool,
     rnn,
     tensor,
     type_cast,

@@ -1,4 +1,4 @@
-"""Tensor-creation, dtype and indexing ops: shape, fill_constant (+ _batch_size_like, fill_any_like),
+"""Tensor-creation, dtype and indexing ops: shape, shape64, assign_value, fill_constant (+ _batch_size_like, fill_any_like),
 cast, assign, share_data, range, expand_v2/expand, tile, gather, where, where_index.
 
 Output dtypes follow Paddle: `shape` gives int32, fill_constant the attribute's VarType, cast
@@ -18,9 +18,35 @@ from pdlite.operators.tensor import ShapeError, Values, _fail_on_shape_error, ct
 
 
 @register_op("shape", inputs=["Input"], outputs=["Out"])
+@register_op("shape64", inputs=["Input"], outputs=["Out"])
 def _shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
-    """Out: Input's shape as a 1-D int32 tensor."""
+    """Out: Input's shape as a 1-D tensor (shape: int32; shape64, Paddle 3's pd_op.shape64: int64)."""
     return {"Out": [(len(ctx.shape("Input")),)]}
+
+
+# --- assign_value ----------------------------------------------------------------------------
+VALUE_KEYS = ("values", "fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values")
+
+
+def assign_values(attrs: dict) -> list:
+    """The values of an assign_value op: the first non-empty `*values` attribute."""
+    for key in VALUE_KEYS:
+        v = attrs.get(key)
+        if v is not None and len(v):
+            return list(v)
+    return []
+
+
+@register_op("assign_value", outputs=["Out"], defaults={"shape": [], "dtype": 5})
+def _assign_value(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = the constant tensor of attribute `shape` (VarType `dtype`) filled with the `*values`
+    attribute (`fp32_values`, `int32_values`, `int64_values`, `bool_values` up to Paddle 2.5,
+    `values` from 2.6)."""
+    shape = tuple(int(d) for d in ctx.attrs.get("shape", []))
+    n = len(assign_values(ctx.attrs))
+    ctx.require(all(d >= 0 for d in shape), f"shape {list(shape)} has a negative dim")
+    ctx.require(math.prod(shape) == n, f"shape {list(shape)} needs {math.prod(shape)} values, the op has {n}")
+    return {"Out": [shape]}
 
 
 # --- fill_constant ---------------------------------------------------------------------------

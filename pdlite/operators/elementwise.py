@@ -4,7 +4,7 @@ Paddle aligns the lower-rank operand to the higher-rank one starting at dimensio
 (axis < 0 counts as |rank(X) - rank(Y)| + axis + 1, so -1 means NumPy's right alignment);
 the aligned shapes then broadcast like NumPy (a dimension of 1 stretches). Trailing size-1
 dims of the smaller operand that would overflow the larger one are trimmed, as Paddle's
-CPU kernels do. The PIR-era names (add, subtract, ...) have no axis: NumPy broadcasting.
+CPU kernels do. (PIR's add, subtract, ... are mapped onto these ops with axis -1 by the PIR front end.)
 """
 from __future__ import annotations
 
@@ -23,16 +23,6 @@ BINARY_OPS = (
     "elementwise_floordiv",
     "elementwise_mod",
 )
-
-# PIR-era op names with NumPy broadcasting, and the legacy op each one behaves as.
-PIR_ALIASES = {
-    "add": "elementwise_add",
-    "subtract": "elementwise_sub",
-    "multiply": "elementwise_mul",
-    "divide": "elementwise_div",
-    "maximum": "elementwise_max",
-    "minimum": "elementwise_min",
-}
 
 
 class BroadcastError(ValueError):
@@ -79,5 +69,4 @@ def _binary_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
 
 
 for _t in BINARY_OPS:
-    _aliases = [k for k, v in PIR_ALIASES.items() if v == _t]
-    register_op(_t, inputs=["X", "Y"], outputs=["Out"], defaults={"axis": -1}, aliases=_aliases)(_binary_shape)
+    register_op(_t, inputs=["X", "Y"], outputs=["Out"], defaults={"axis": -1})(_binary_shape)

@@ -186,8 +186,7 @@ ACTIVATION_CASES = [
     ("mish", {}), ("softplus", {"beta": 2.0, "threshold": 5.0}),
 ]
 ELEMENTWISE = ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "elementwise_max",
-               "elementwise_min", "elementwise_pow", "elementwise_floordiv", "elementwise_mod",
-               "add", "subtract", "multiply", "divide", "maximum", "minimum"]
+               "elementwise_min", "elementwise_pow", "elementwise_floordiv", "elementwise_mod"]
 FUSED_ELEMENTWISE = [f"fusion_elementwise_{k}_activation" for k in ("add", "sub", "mul", "div", "max", "min")]
 
 
@@ -206,8 +205,6 @@ def test_activation_matches_host(op_type, attrs):
 @pytest.mark.parametrize("shapes,axis", [(((2, 3, 4, 5), (2, 3, 4, 5)), -1), (((2, 3, 4, 5), (3,)), 1),
                                          (((2, 3, 4, 5), (4, 5)), -1), (((2, 3, 4, 5), (3, 4)), 1)])
 def test_elementwise_matches_host(op_type, shapes, axis):
-    if op_type in ("add", "subtract", "multiply", "divide", "maximum", "minimum") and axis != -1:
-        pytest.skip("the PIR-era ops have no axis")
     x, y = rand(*shapes[0], lo=0.5, hi=3.0), rand(*shapes[1], lo=0.5, hi=3.0)
     attrs: dict[str, Any] = {"axis": axis}
     if op_type.startswith("fusion_"):

@@ -11,7 +11,7 @@ import pytest
 from pdlite.core.types import ANY_PRECISION
 from pdlite.errors import PdliteError
 from pdlite.kernels.host.elementwise import KERNEL_CLASSES
-from pdlite.operators.elementwise import BINARY_OPS, PIR_ALIASES, BroadcastError, aligned_shapes
+from pdlite.operators.elementwise import BINARY_OPS, BroadcastError, aligned_shapes
 from tests.kernels._util import assert_ulp, make_op, paddle1, run1
 
 RNG = np.random.default_rng(0)
@@ -167,18 +167,10 @@ def test_result_keeps_x_dtype_and_shape_arithmetic():
     np.testing.assert_array_equal(got, [8, 12])
 
 
-@pytest.mark.parametrize("alias", sorted(PIR_ALIASES))
-def test_pir_aliases_broadcast_like_numpy(alias):
-    x, y = _operands((2, 1, 4), (3, 1))
-    got = run1(alias, {"X": x, "Y": y})
-    ref = NUMPY_OPS[PIR_ALIASES[alias]](x, y)
-    np.testing.assert_array_equal(got, ref)
-
-
 def test_every_op_has_fp32_and_any_kernels():
     from pdlite.kernels.registry import kernels_for
 
-    for op in (*BINARY_OPS, *PIR_ALIASES):
+    for op in BINARY_OPS:
         precisions = {d.key.precision.name for d in kernels_for(op)}
         assert {"FP32", "Any"} <= precisions, op
     assert set(KERNEL_CLASSES) == set(BINARY_OPS)

@@ -276,7 +276,7 @@ def _mutate(node, rng: random.Random, depth: int = 0) -> None:
 
 def test_shape64_kernel_matches_numpy():
     from pdlite.core.program import OpDesc
-    from pdlite.kernels.host.pir_ops import Shape64
+    from pdlite.kernels.host.creation import Shape64
 
     x = np.zeros((2, 3, 5), np.float32)
     out = Shape64(OpDesc("shape64", {"Input": ["x"]}, {"Out": ["y"]})).run({"Input": [x]})["Out"][0]
@@ -291,7 +291,7 @@ def test_shape64_kernel_matches_numpy():
 ])
 def test_assign_value_kernel_matches_numpy(attrs, expected):
     from pdlite.core.program import OpDesc
-    from pdlite.kernels.host.pir_ops import AssignValue
+    from pdlite.kernels.host.creation import AssignValue
     from pdlite.operators.registry import OPS, ShapeContext
 
     op = OPS["assign_value"].attach(OpDesc("assign_value", {}, {"Out": ["c"]}, attrs))
@@ -344,7 +344,7 @@ def _max_pool_ref(x: np.ndarray, k, s, p, out, adaptive: bool) -> tuple[np.ndarr
 ])
 def test_max_pool2d_with_index_matches_loops(hw, attrs, out):
     from pdlite.core.program import OpDesc
-    from pdlite.kernels.host.pir_ops import MaxPool2dWithIndex
+    from pdlite.kernels.host.pool import MaxPool2dWithIndex
     from pdlite.operators.registry import OPS, ShapeContext
 
     x = np.random.default_rng(3).normal(size=(2, 3, *hw)).astype(np.float32)

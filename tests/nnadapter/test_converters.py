@@ -90,7 +90,6 @@ ELEMENTWISE = [
     binary("elementwise_mul", (B, 3, 4, 5), (B, 3, 1, 1)),
     binary("elementwise_add", (B, 4), (B, 4), dtype=np.int32),
     binary("elementwise_sub", (B, 4), (4,), dtype=np.int64),
-    Case("add-pir-alias", [op("add", {"X": "x", "Y": "y"}, {"Out": "z"})], {"x": f32(B, 4), "y": f32(1, 4)}),
     Case("fused-add-relu", [op("fusion_elementwise_add_activation", {"X": "x", "Y": "y"}, {"Out": "z"}, axis=1,
                               act_type="relu")], {"x": f32(B, 3, 4)}, {"y": f32(3)}),
     Case("fused-mul-hard_swish", [op("fusion_elementwise_mul_activation", {"X": "x", "Y": "y"}, {"Out": "z"},

@@ -14,7 +14,7 @@ import torch
 
 from pdlite.kernels.cuda.base import CudaKernel, cuda_kernel
 from pdlite.kernels.cuda.host_side import register_host_side
-from pdlite.operators.elementwise import BINARY_OPS, PIR_ALIASES, aligned_shapes
+from pdlite.operators.elementwise import BINARY_OPS, aligned_shapes
 
 Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -58,15 +58,14 @@ def elementwise(op_type: str, x: torch.Tensor, y: torch.Tensor, axis: int) -> to
 
 
 class Elementwise(CudaKernel):
-    """Out = X <op> Y (the op of the kernel's op type, or of its PIR-era alias)."""
+    """Out = X <op> Y (the op of the kernel's op type)."""
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x, y = self.tensor(ins, "X"), self.tensor(ins, "Y")
-        base = PIR_ALIASES.get(self.op.type, self.op.type)
-        return {"Out": [elementwise(base, x, y, int(self.attrs.get("axis", -1)))]}
+        return {"Out": [elementwise(self.op.type, x, y, int(self.attrs.get("axis", -1)))]}
 
 
-_ALL = [*BINARY_OPS, *PIR_ALIASES]
+_ALL = list(BINARY_OPS)
 cuda_kernel(_ALL)(Elementwise)
 for _t in _ALL:
     register_host_side(_t, ["X", "Y"])

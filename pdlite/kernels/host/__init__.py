@@ -16,7 +16,6 @@ from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     interp,
     math,
     norm,
-    pir_ops,
     pool,
     pool3d,
     rnn,

@@ -1,4 +1,4 @@
-"""Host kernels of the creation, dtype and indexing ops (shape, fill_constant, cast, range, expand,
+"""Host kernels of the creation, dtype and indexing ops (shape, shape64, assign_value, fill_constant, cast, range, expand,
 tile, gather, where, ...). All are generic over dtype (precision Any, layout Any); outputs have
 Paddle's dtypes (shape: int32, fill_constant: the `dtype` attribute, cast: `out_dtype`).
 """
@@ -25,6 +25,28 @@ class ShapeOp(Kernel):
 
     def run(self, ins: Ins) -> Outs:
         return {"Out": [np.array(ins["Input"][0].shape, dtype=np.int32)]}
+
+
+@any_kernel("shape64", outputs={"Out": TensorType(HOST, PrecisionType.INT64, ANY_LAYOUT)})
+class Shape64(Kernel):
+    """Out: Input's dims as int64 (Paddle 3's pd_op.shape64)."""
+
+    def run(self, ins: Ins) -> Outs:
+        return {"Out": [np.array(ins["Input"][0].shape, dtype=np.int64)]}
+
+
+@any_kernel("assign_value", outputs={"Out": ANY})
+class AssignValue(Kernel):
+    """Out = the op's constant (built once; a copy per run so that consumers may write to it)."""
+
+    def __init__(self, op) -> None:
+        super().__init__(op)
+        dt = numpy_dtype(int(self.attrs.get("dtype", 5)), f"assign_value {op.output_names()}")
+        shape = [int(d) for d in self.attrs.get("shape", [])]
+        self._value = np.asarray(C.assign_values(self.attrs), dtype=dt).reshape(shape)
+
+    def run(self, ins: Ins) -> Outs:
+        return {"Out": [self._value.copy()]}
 
 
 def _full(shape, value, dtype: np.dtype) -> np.ndarray:

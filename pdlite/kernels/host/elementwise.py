@@ -15,7 +15,7 @@ import numpy as np
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION
 from pdlite.errors import KernelError
 from pdlite.kernels.registry import Kernel, register_kernel
-from pdlite.operators.elementwise import BINARY_OPS, PIR_ALIASES, aligned_shapes
+from pdlite.operators.elementwise import BINARY_OPS, aligned_shapes
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -106,6 +106,5 @@ KERNEL_CLASSES: dict[str, type[ElementwiseKernel]] = {}
 for _op in BINARY_OPS:
     _cls = _make(_op)
     KERNEL_CLASSES[_op] = _cls
-    for _t in (_op, *(k for k, v in PIR_ALIASES.items() if v == _op)):
-        register_kernel(_t)(_cls)
-        register_kernel(_t, precision=ANY_PRECISION, layout=ANY_LAYOUT)(_cls)
+    register_kernel(_op)(_cls)
+    register_kernel(_op, precision=ANY_PRECISION, layout=ANY_LAYOUT)(_cls)

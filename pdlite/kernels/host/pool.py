@@ -1,4 +1,4 @@
-"""Host pool2d kernel (NumPy) with Paddle's exact window and divisor rules.
+"""Host pool2d and max_pool2d_with_index kernels (NumPy) with Paddle's exact window and divisor rules.
 
 Paddle's CPU Pool2dFunctor (window for output row i, non-adaptive):
     hstart = i*stride - pad_top;  hend = min(hstart + k, H + pad_top)   # pad_top, also at the bottom
@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.types import HOST, PrecisionType
 from pdlite.kernels.host import native
 from pdlite.kernels.host.conv import channel_chunk, flat_taps, from_nchw, to_nchw
-from pdlite.kernels.registry import Kernel, register_kernel
+from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.operators.nn import PoolGeometry, pool2d_geometry
+from pdlite.operators.pool import max_pool_with_index_geometry
 
 FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -139,3 +141,35 @@ class Pool2d(Kernel):
             with np.errstate(divide="ignore", invalid="ignore"):  # empty windows: Paddle's 0/0
                 out = _windows(x, g, is_max)
         return {"Out": [from_nchw(out, g.channel_last)]}
+
+
+def _bounds(i: int, size: int, out: int, k: int, s: int, p: int, adaptive: bool) -> tuple[int, int]:
+    if adaptive:
+        return (i * size) // out, -((-(i + 1) * size) // out)
+    start = i * s - p
+    return max(start, 0), min(start + k, size)
+
+
+@register_kernel("max_pool2d_with_index", outputs={"Mask": TensorType(HOST, PrecisionType.INT32)})
+class MaxPool2dWithIndex(Kernel):
+    """Out = max over each window, Mask = its first argmax as h * W + w (Paddle's MaxPool2dWithIndex)."""
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = ins["X"][0]
+        n, c, h, w = x.shape
+        k, s, p, (oh, ow) = max_pool_with_index_geometry(self.attrs, x.shape)
+        adaptive = bool(self.attrs.get("adaptive"))
+        out = np.empty((n, c, oh, ow), dtype=x.dtype)
+        mask = np.empty((n, c, oh, ow), dtype=np.int32)
+        for i in range(oh):
+            h0, h1 = _bounds(i, h, oh, k[0], s[0], p[0], adaptive)
+            for j in range(ow):
+                w0, w1 = _bounds(j, w, ow, k[1], s[1], p[1], adaptive)
+                win = x[:, :, h0:h1, w0:w1].reshape(n, c, -1)
+                if win.shape[2] == 0:  # a window wholly in the padding
+                    out[:, :, i, j], mask[:, :, i, j] = -FLT_MAX, -1
+                    continue
+                arg = win.argmax(axis=2)
+                out[:, :, i, j] = np.take_along_axis(win, arg[..., None], axis=2)[..., 0]
+                mask[:, :, i, j] = (h0 + arg // (w1 - w0)) * w + w0 + arg % (w1 - w0)
+        return {"Out": [out], "Mask": [mask]}

@@ -1,4 +1,4 @@
-"""Converters of the binary elementwise ops, their PIR-era aliases and the fused elementwise+activation ops.
+"""Converters of the binary elementwise ops and the fused elementwise+activation ops.
 
 Paddle's `axis` broadcasting aligns Y's first dim with X's dim `axis`; ONNX broadcasts like
 NumPy (right-aligned), so Y gets trailing unit dims (Unsqueeze, or a reshaped constant) first.
@@ -19,7 +19,6 @@ from pdlite.nnadapter.converters.common import (
     is_float,
 )
 from pdlite.nnadapter.registry import register_converter
-from pdlite.operators.elementwise import PIR_ALIASES
 from pdlite.operators.fused import FUSED_ELEMENTWISE, base_desc, split_activation
 
 ONNX_OF = {
@@ -32,11 +31,10 @@ ONNX_OF = {
     "elementwise_pow": "Pow",
 }
 FLOAT_ONLY = ("elementwise_div", "elementwise_pow")
-_BASE = {**{k: k for k in ONNX_OF}, **{k: v for k, v in PIR_ALIASES.items() if v in ONNX_OF}}
 
 
 def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    base = _BASE[op.type]
+    base = op.type
     x, y = op.input("X"), op.input("Y")
     if base in FLOAT_ONLY and not (is_float(info, x) and is_float(info, y)):
         return f"{base} on integer tensors stays on the host"
@@ -46,10 +44,10 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
     return elementwise_refusal(op, info)
 
 
-@register_converter(*_BASE, supports=_refusal)
+@register_converter(*ONNX_OF, supports=_refusal)
 def _binary(ctx: ConvertContext, op: OpDesc) -> None:
     xo, yo = broadcast_pair(ctx, op)
-    ctx.add(ONNX_OF[_BASE[op.type]], [xo, yo], [ctx.output(op, "Out")])
+    ctx.add(ONNX_OF[op.type], [xo, yo], [ctx.output(op, "Out")])
 
 
 def _fused_refusal(op: OpDesc, info: TensorInfo) -> str | None:

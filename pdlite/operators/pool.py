@@ -1,48 +1,15 @@
-"""Ops that PIR programs need and no other op module defines.
+"""Max pooling with index: max_pool2d_with_index (pool2d itself: pdlite.operators.nn).
 
-- `shape64` (pd_op.shape64): the shape of `Input` as an int64 1-D tensor (legacy `shape`
-  gives int32).
-- `max_pool2d_with_index` (legacy op; pd_op.max_pool2d_with_index, F.adaptive_max_pool2d and
-  F.max_pool2d(return_mask=True)): max pooling with Paddle's MaxPoolWithIndex windows, which for
-  `adaptive=True` are the true adaptive bins [floor(i*H/oh), ceil((i+1)*H/oh)) (pool2d's max
-  kernel ignores `adaptive`, so the two are not interchangeable); Mask = argmax as h*W + w.
-- `assign_value` (legacy op; what pd_op.full_int_array / pd_op.assign_value become): a constant
-  tensor of attribute `shape` and VarType `dtype`, its values in `fp32_values`, `int32_values`,
-  `int64_values`, `bool_values` (Paddle <= 2.5) or `values` (Paddle 2.6+).
+`max_pool2d_with_index` (legacy op; pd_op.max_pool2d_with_index, F.adaptive_max_pool2d and
+F.max_pool2d(return_mask=True)) pools with Paddle's MaxPoolWithIndex windows, which for
+`adaptive=True` are the true adaptive bins [floor(i*H/oh), ceil((i+1)*H/oh)) (pool2d's max kernel
+ignores `adaptive`, so the two are not interchangeable); Mask = the argmax as h*W + w.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pdlite.operators.registry import Shape, ShapeContext, register_op
-
-VALUE_KEYS = ("values", "fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values")
-
-
-@register_op("shape64", inputs=["Input"], outputs=["Out"])
-def _shape64(ctx: ShapeContext) -> dict[str, list[Shape]]:
-    """Out = shape(Input) as int64, a 1-D tensor of rank(Input) elements."""
-    return {"Out": [(len(ctx.shape("Input")),)]}
-
-
-def assign_values(attrs: dict) -> list:
-    """The values of an assign_value op: the first non-empty `*values` attribute."""
-    for key in VALUE_KEYS:
-        v = attrs.get(key)
-        if v is not None and len(v):
-            return list(v)
-    return []
-
-
-@register_op("assign_value", outputs=["Out"], defaults={"shape": [], "dtype": 5})
-def _assign_value(ctx: ShapeContext) -> dict[str, list[Shape]]:
-    """Out = the constant tensor of attribute `shape` filled with the `*values` attribute."""
-    shape = tuple(int(d) for d in ctx.attrs.get("shape", []))
-    n = len(assign_values(ctx.attrs))
-    ctx.require(all(d >= 0 for d in shape), f"shape {list(shape)} has a negative dim")
-    ctx.require(math.prod(shape) == n, f"shape {list(shape)} needs {math.prod(shape)} values, the op has {n}")
-    return {"Out": [shape]}
 
 
 def max_pool_with_index_geometry(attrs: dict[str, Any], x_shape: tuple[int, ...]) -> tuple[list[int], list[int],
