@@ -10,14 +10,23 @@ from pdlite.errors import PdliteError
 # one module per command, each with `register(subparsers)`; listed explicitly
 COMMANDS = ["pdlite.tools.run", "pdlite.tools.bench", "pdlite.tools.inspect_model", "pdlite.tools.graph",
             "pdlite.tools.plugins", "pdlite.tools.export_onnx",
-            "pdlite.tools.check"]
+            "pdlite.tools.check", "pdlite.tools.doctor"]
+
+
+def _build_line() -> str:
+    """One line on the host kernels in use, for --version (`pdlite doctor` says more)."""
+    from pdlite.kernels.host import native
+
+    if not native.available():
+        return "native kernels: not built, NumPy kernels"
+    return f"native kernels: {native.isa()}, GEMM via {native.build_info()['gemm']}"
 
 
 def build_parser() -> argparse.ArgumentParser:
     from pdlite import __version__
 
     parser = argparse.ArgumentParser(prog="pdlite", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"pdlite {__version__}")
+    parser.add_argument("--version", action="version", version=f"pdlite {__version__} ({_build_line()})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in COMMANDS:
         importlib.import_module(mod).register(sub)

@@ -342,21 +342,70 @@ np.savez(__import__("sys").argv[1], **out)
 """
 
 
-def test_every_instruction_set_version_agrees(tmp_path):
-    """The baseline, AVX2 and AVX-512 builds of the kernels (forced by PDLITE_NATIVE_ISA) give the same results."""
-    results = {}
-    for isa in ("baseline", "avx2", "avx512"):
-        path = tmp_path / f"{isa}.npz"
-        env = dict(os.environ, PDLITE_NATIVE_ISA=isa)
-        subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(path)], env=env, check=True,
-                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        results[isa] = dict(np.load(path))
-    base = results["baseline"]
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+# the CPU features each instruction-set version needs (as _native.c's pick_isa checks them)
+ISA_NEEDS = {"baseline": set(), "avx2": {"avx2", "fma"},
+             "avx512": {"avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq"}}
+
+
+def _run_isa(isa: str, tmp_path) -> dict[str, np.ndarray]:
+    path = tmp_path / f"{isa}.npz"
+    env = dict(os.environ, PDLITE_NATIVE_ISA=isa)
+    subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(path)], env=env, check=True,
+                   cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    return dict(np.load(path))
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_every_instruction_set_version_agrees(isa, tmp_path):
+    """Each vector build of the kernels (forced by PDLITE_NATIVE_ISA) ran and agrees with the baseline build.
+
+    Skipped only where this CPU cannot run that version (its flags are read from /proc/cpuinfo, independently of
+    the extension's own check); where it can, the subprocess must report that it ran exactly that version."""
+    flags = _cpu_flags()
+    if sys.platform != "linux" or not flags:
+        pytest.skip("CPU flags are read from /proc/cpuinfo (Linux x86-64 only)")
+    missing = ISA_NEEDS[isa] - flags
+    if missing:
+        pytest.skip(f"this CPU cannot run the {isa} kernels (lacks {sorted(missing)})")
+    base, got = _run_isa("baseline", tmp_path), _run_isa(isa, tmp_path)
     assert str(base["isa"]) == "baseline"
-    for isa, r in results.items():
-        for k in base:
-            if k != "isa":
-                check(r[k], base[k], f"{isa} vs baseline: {k}")
+    assert str(got["isa"]) == isa, f"asked for {isa}, the kernels ran {got['isa']}"
+    for k in base:
+        if k != "isa":
+            check(got[k], base[k], f"{isa} vs baseline: {k}")
+
+
+def test_default_instruction_set_is_the_best_the_cpu_has():
+    flags = _cpu_flags()
+    if sys.platform != "linux" or not flags:
+        pytest.skip("CPU flags are read from /proc/cpuinfo (Linux x86-64 only)")
+    best = [isa for isa in ("avx512", "avx2", "baseline") if ISA_NEEDS[isa] <= flags][0]
+    if os.environ.get("PDLITE_NATIVE_ISA"):
+        pytest.skip("PDLITE_NATIVE_ISA is set for this process")
+    assert native.isa() == best
+
+
+def test_the_extension_in_use_was_built_from_this_source():
+    """A stale build (compiled from another _native.c) is never used: its SOURCE_HASH must be this file's."""
+    import hashlib
+
+    from pdlite.kernels.host import _native
+
+    src = os.path.join(os.path.dirname(native.__file__), "_native.c")
+    if not os.path.exists(src):
+        pytest.skip("an installed pdlite without its C source")
+    assert _native.SOURCE_HASH == hashlib.sha256(open(src, "rb").read()).hexdigest()
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "ppocr_det_v4"])

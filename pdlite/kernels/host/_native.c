@@ -19,6 +19,12 @@
  * kernels. On x86-64 GCC/Clang, the hot loops are compiled for several instruction sets and picked at load
  * time (no -march=native), so one build runs everywhere.
  */
+#if defined(_WIN32)
+#error "pdlite's native kernels need POSIX threads; setup.py does not build them on Windows (NumPy kernels are used)"
+#endif
+#ifndef PD_SOURCE_SHA256
+#define PD_SOURCE_SHA256 "unknown" /* setup.py defines it: the SHA-256 of this file, checked by native.py */
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -1374,5 +1380,10 @@ PyMODINIT_FUNC PyInit__native(void) {
         const char *spin = getenv("PDLITE_NATIVE_SPIN_US");
         if (spin && *spin) g_spin_ns = atol(spin) * 1000L;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_HASH", PD_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -24,16 +24,83 @@ PDLITE_NATIVE_ISA=baseline|avx2|avx512 (force an instruction-set version, for te
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.machinery
+import importlib.util
 import os
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-try:  # the extension is optional
-    from pdlite.kernels.host import _native as _ext
-except ImportError:  # pragma: no cover - depends on the build
-    _ext = None
+_HERE = Path(__file__).resolve().parent
+_SOURCE = _HERE / "_native.c"  # present in a source checkout, not in an installed wheel
+_EXT_NAME = "pdlite.kernels.host._native"
+load_note = ""  # why the extension is not in use, or where it came from (for `pdlite doctor`)
+
+
+def _source_hash() -> str | None:
+    try:
+        return hashlib.sha256(_SOURCE.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _installed_build(digest: str) -> Path | None:
+    """A `_native` built from this very source by a non-editable install elsewhere on sys.path.
+
+    `pip install .` compiles the extension into site-packages while `python -m pytest` in the checkout imports
+    this source tree, which has no build. The build is used only if it embeds the SHA-256 of the `_native.c`
+    beside this file (setup.py compiles it in), so it is the same code, not an older release."""
+    for entry in sys.path:
+        folder = (Path(entry or ".") / "pdlite" / "kernels" / "host").resolve()
+        if folder == _HERE or not folder.is_dir():
+            continue
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            f = folder / f"_native{suffix}"
+            try:
+                if f.is_file() and digest.encode() in f.read_bytes():
+                    return f
+            except OSError:
+                continue
+    return None
+
+
+def _load_extension() -> ModuleType | None:
+    global load_note
+    digest = _source_hash()
+    try:
+        from pdlite.kernels.host import _native as ext
+    except ImportError:
+        ext = None
+    if ext is not None:
+        if digest is not None and getattr(ext, "SOURCE_HASH", None) != digest:
+            load_note = (f"the build at {ext.__file__} is stale (built from another _native.c): rebuild it with "
+                         "`pip install -e .` or `python setup.py build_ext --inplace`; using the NumPy kernels")
+            return None
+        load_note = f"built in place: {ext.__file__}"
+        return ext
+    if digest is None:
+        load_note = "not built (no C compiler at install time, or Windows): using the NumPy kernels"
+        return None
+    found = _installed_build(digest)
+    if found is None:
+        load_note = ("not built in this source tree and no installed build of the same source: `pip install .` "
+                     "or `pip install -e .` builds it; using the NumPy kernels")
+        return None
+    spec = importlib.util.spec_from_file_location(_EXT_NAME, found)
+    assert spec is not None and spec.loader is not None
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    sys.modules[_EXT_NAME] = ext
+    load_note = f"installed build of this source: {found}"
+    return ext
+
+
+_ext = _load_extension()
 
 F32 = np.dtype(np.float32)
 _FALSE = (False, 0, "0", "false", "False", "off", "no")
@@ -139,6 +206,18 @@ def set_num_threads(n: int) -> None:
 
 def get_num_threads() -> int | None:
     return int(_ext.get_num_threads()) if _ext is not None else None
+
+
+def isa() -> str | None:
+    """The instruction set the native kernels run with (baseline, avx2, avx512); None without the extension."""
+    return str(_ext.isa()) if _ext is not None else None
+
+
+def build_info() -> dict[str, Any]:
+    """What `pdlite doctor` reports: whether the extension is in use, from where, its ISA and its GEMM."""
+    return {"available": available(), "where": load_note, "isa": isa(),
+            "gemm": "NumPy's OpenBLAS cblas_sgemm" if gemm_available() else "np.matmul",
+            "source_hash": getattr(_ext, "SOURCE_HASH", None)}
 
 
 def _f32(a: np.ndarray, what: str) -> np.ndarray:

@@ -1,0 +1,29 @@
+"""`pdlite doctor` and `pdlite --version` report what the process really runs with."""
+from __future__ import annotations
+
+import pytest
+
+from pdlite.kernels.host import native
+from pdlite.tools.cli import main
+
+
+def test_doctor_reports_native_isa_blas_devices_and_gpu(capsys):
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    for key in ("pdlite:", "cpu:", "native kernels:", "blas:", "devices:", "gpu:"):
+        assert key in out, out
+    if native.available():
+        assert f"ISA {native.isa()}" in out
+    else:
+        assert "native kernels: no:" in out
+    for name in ("intel_openvino", "onnxruntime"):
+        assert f"  {name}: " in out
+
+
+def test_version_names_the_host_kernels(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    expected = f"native kernels: {native.isa()}" if native.available() else "native kernels: not built"
+    assert expected in out, out
