@@ -5,6 +5,8 @@ import argparse
 import shutil
 import subprocess
 
+from pdlite.errors import PdliteError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("graph", help="draw the SSA graph as DOT or SVG")
@@ -38,14 +40,16 @@ def main(args: argparse.Namespace) -> int:
             f.write(dot)
         print(f"DOT written to {out} ({dot.count('->')} edges)")
         return 0
-    fmt = out.rsplit(".", 1)[-1]
+    fmt = out.rsplit(".", 1)[-1] if "." in out else ""
+    if not fmt:
+        raise PdliteError(f"graph: cannot tell the format of {out!r}: name it .dot, .svg, .png or .pdf")
     exe = shutil.which("dot")
     if exe is None:
-        alt = out.rsplit(".", 1)[0] + ".dot"
-        with open(alt, "w") as f:
-            f.write(dot)
-        print(f"graphviz's `dot` is not installed: wrote DOT to {alt} instead (apt install graphviz for {fmt})")
-        return 0
-    subprocess.run([exe, f"-T{fmt}", "-o", out], input=dot.encode(), check=True)
+        raise PdliteError(f"graph: writing {out!r} ({fmt}) needs graphviz's `dot` program, which is not installed "
+                          f"(apt install graphviz, brew install graphviz); or ask for DOT: -o "
+                          f"{out.rsplit('.', 1)[0]}.dot")
+    done = subprocess.run([exe, f"-T{fmt}", "-o", out], input=dot.encode(), capture_output=True)
+    if done.returncode != 0:
+        raise PdliteError(f"graph: graphviz could not write {out!r}: {done.stderr.decode(errors='replace').strip()}")
     print(f"{fmt.upper()} written to {out}")
     return 0

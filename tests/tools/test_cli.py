@@ -106,6 +106,28 @@ def test_graph_dot(capsys, tmp_path):
     assert out.read_text().count("shape=box") < 182, "passes fused or removed ops"
 
 
+def test_graph_svg_without_graphviz_is_an_error(capsys, tmp_path, monkeypatch):
+    """Asked for SVG with no graphviz: exit 1 with a message naming the fix, and no file pretending to be done."""
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    out = tmp_path / "g.svg"
+    rc, text = _cli(capsys, "graph", str(model_dir("ppocr_cls_v2")), "-o", str(out))
+    assert rc == 1 and "graphviz" in text and "g.dot" in text, text
+    assert not out.exists() and not (tmp_path / "g.dot").exists()
+
+
+def test_graph_svg_with_graphviz(capsys, tmp_path):
+    import shutil
+
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz's dot is not installed")
+    out = tmp_path / "g.svg"
+    rc, text = _cli(capsys, "graph", str(model_dir("ppocr_cls_v2")), "-o", str(out))
+    assert rc == 0, text
+    assert "<svg" in out.read_text()
+
+
 def test_version_and_help(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])
