@@ -54,12 +54,9 @@ def load_plugins(force: bool = False) -> dict[str, PluginInfo]:
         eps = importlib.metadata.entry_points(group=GROUP)
     except Exception:  # pragma: no cover - broken metadata
         return _PLUGINS
-    try:  # built-in converters and drivers first, so they are not credited to a plugin importing them
-        from pdlite.nnadapter.registry import load_builtin
+    from pdlite.registries import load_builtin
 
-        load_builtin()
-    except ImportError:  # pragma: no cover
-        pass
+    load_builtin()  # built-ins first, so they are not credited to a plugin importing them
     for ep in eps:
         if ep.name in _PLUGINS and _PLUGINS[ep.name].loaded:
             continue

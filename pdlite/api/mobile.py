@@ -7,14 +7,13 @@ params as views into the file's buffer.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from pdlite.api.config import ConfigBase
 from pdlite.api.predictor import PredictorBase
-from pdlite.errors import ConfigError, ModelFormatError, UnsupportedOpError
+from pdlite.errors import ConfigError, ModelFormatError
 from pdlite.model_parser.naive_buffer import NaiveBufferModel, load_naive_buffer, load_naive_buffer_bytes
-from pdlite.runtime.instruction import Instruction
-from pdlite.runtime.runtime_program import RuntimeProgram
+from pdlite.registries import load_registries
+from pdlite.runtime.build import runtime_from_keys
 
 
 class MobileConfig(ConfigBase):
@@ -61,70 +60,6 @@ class MobileConfig(ConfigBase):
         return load_naive_buffer(self._model_file, use_mmap=bool(self.option("mmap", False)), verify=verify)
 
 
-def _bound_kernel(op: Any, model: NaiveBufferModel, options: dict[str, Any]) -> Any:
-    """A `subgraph` op's kernel bound to its stored sub-block and device (None for other ops)."""
-    if op.type != "subgraph":
-        return None
-    from pdlite.nnadapter.options import NNAdapterOptions
-    from pdlite.nnadapter.subgraph_kernel import SubgraphKernel
-
-    idx = int(op.attrs.get("sub_block", -1))
-    if not 0 < idx < len(model.program.blocks):
-        raise ModelFormatError(f"{model.source}: subgraph op points to block {idx}, which the model does not hold")
-    opts = NNAdapterOptions.from_options(options)
-    device = str(op.attrs.get("nnadapter_device") or "")
-    if opts is None:  # the config names no device: use the one the model was optimized for
-        if not device:
-            raise ModelFormatError(f"{model.source}: subgraph op names no NNAdapter device; call "
-                                   "MobileConfig.set_nnadapter_device_names([...])")
-        opts = NNAdapterOptions((device,))
-    kernel = SubgraphKernel(op)
-    kernel.bind(model.program.blocks[idx], model.program, opts, opts.pick_device())
-    return kernel
-
-
-def build_runtime(model: NaiveBufferModel, options: dict[str, Any] | None = None) -> RuntimeProgram:
-    """One instruction per block-0 op, with the kernel its key names (no analysis), and the stored
-    release points of the memory plan. `options` (the config's) reach the kernels as their context."""
-    from pdlite.kernels.registry import KERNELS, KernelContext
-    from pdlite.operators.registry import OPS
-    from pdlite.optimizer.analysis import load_target_kernels
-
-    options = dict(options or {})
-    load_runtime_registries()
-    load_target_kernels({k.target for k in model.kernel_keys})
-    context = KernelContext(options)
-    insts = []
-    missing = []
-    for op, key in zip(model.program.main.ops, model.kernel_keys):
-        opdef = OPS.get(op.type)
-        kd = KERNELS.get(key)
-        if opdef is None or kd is None:
-            missing.append(f"  {op.type}: {'no op definition' if opdef is None else f'no kernel {key}'}")
-            continue
-        attached = opdef.attach(op)
-        insts.append(Instruction(attached, opdef, kd, _bound_kernel(attached, model, options), context))
-    if missing:
-        raise UnsupportedOpError(
-            f"{model.source}: this pdlite cannot run {len(missing)} op(s) of the optimized model (written by pdlite "
-            f"{model.pdlite_version or '?'}; a plugin missing?):\n" + "\n".join(sorted(set(missing))))
-    runtime = RuntimeProgram(insts, list(model.release) if model.release else None)
-    if options.get("cuda_graph"):
-        from pdlite.kernels.cuda.graph_runner import CudaGraphProgram
-
-        runtime = CudaGraphProgram(runtime.instructions, options, runtime.release)
-    return runtime
-
-
-def load_runtime_registries() -> None:
-    """Import the built-in ops and kernels and load plugins (passes are not needed here)."""
-    import pdlite.kernels.host  # noqa: F401
-    import pdlite.operators  # noqa: F401
-    from pdlite.plugins import load_plugins
-
-    load_plugins()
-
-
 class LightPredictor(PredictorBase):
     """Runs an optimized model: instructions rebuilt from the stored kernel keys, no passes."""
 
@@ -136,6 +71,8 @@ class LightPredictor(PredictorBase):
         for n in self.model.feed_names:
             if n not in self.model.program.main.vars:
                 raise ModelFormatError(f"{self.model.source}: feed {n!r} has no variable in block 0")
-        runtime = build_runtime(self.model, config.options)
+        load_registries({k.target for k in self.model.kernel_keys})
+        runtime = runtime_from_keys(self.model.program, self.model.kernel_keys, self.model.release, config.options,
+                                    source=self.model.source, writer=self.model.pdlite_version)
         self._setup(self.model.program, runtime, self.model.params, list(self.model.feed_names),
                     list(self.model.fetch_names), config.delegate())

@@ -65,16 +65,16 @@ def target_by_name(name: str) -> TargetType:
 def _registries() -> tuple[Any, Any]:
     from pdlite.kernels.registry import KERNELS
     from pdlite.operators.registry import OPS
-    from pdlite.optimizer.analysis import load_builtin_registries
+    from pdlite.registries import load_registries
 
-    load_builtin_registries()
+    load_registries()
     return OPS, KERNELS
 
 
 def load_kernels_of(targets: Sequence[TargetType] | None = None) -> None:
     """Import the optional kernel packages (CUDA needs torch) of `targets`, or of every target that
     has one; a package whose backend is not installed is left out of the tables."""
-    from pdlite.optimizer.analysis import TARGET_KERNEL_MODULES, load_target_kernels
+    from pdlite.registries import TARGET_KERNEL_MODULES, load_target_kernels
 
     for t in (TARGET_KERNEL_MODULES if targets is None else targets):
         try:

@@ -87,6 +87,10 @@ class Kernel:
         """Optional predicate on the op's attributes: False keeps the kernel from being picked for it."""
         return True
 
+    def bind_program(self, program: Any) -> None:  # noqa: B027 - optional hook
+        """Optional: see the whole program when the runtime is rebuilt from a stored one (a `.nb`);
+        kernels of ops that own a sub-block (`subgraph`) bind it here."""
+
     def prepare(self, params: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """Optional: see the persistable inputs once, by variable name."""
 

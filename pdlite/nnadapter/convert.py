@@ -21,8 +21,9 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import OpDesc, VarDesc
 from pdlite.errors import PdliteError
-from pdlite.nnadapter.registry import CONVERTERS, ConversionError, load_builtin
+from pdlite.nnadapter.registry import CONVERTERS, ConversionError
 from pdlite.operators.registry import OPS, ShapeContext
+from pdlite.registries import load_registries
 
 OPSET = 17
 IR_VERSION = 8
@@ -322,7 +323,7 @@ def convert_ops(ops: Sequence[OpDesc], inputs: Sequence[GraphInput], outputs: Se
     Raises ConversionError naming the first op that cannot be converted and why.
     """
     onnx = require_onnx()
-    load_builtin()
+    load_registries()
     for gi in inputs:
         info.shapes[gi.name] = tuple(gi.shape)
         info.dtypes[gi.name] = np.dtype(gi.dtype)
@@ -408,7 +409,7 @@ def _label(op: OpDesc) -> str:
 
 def refusal(op: OpDesc, info: TensorInfo) -> str | None:
     """Why `op` cannot go to a device (None when it can): no op definition, no converter, or its predicate."""
-    load_builtin()
+    load_registries()
     conv = CONVERTERS.get(op.type)
     if conv is None:
         return "no converter"

@@ -27,9 +27,9 @@ def export_program(program: Program, params: Mapping[str, Any], *, shapes: Mappi
                    check: bool = True, name: str = "pdlite") -> Any:
     """The ONNX ModelProto of `program` (params become initializers); `shapes` fixes feed shapes."""
     onnx = require_onnx()
-    from pdlite.optimizer.analysis import load_builtin_registries
+    from pdlite.registries import load_registries
 
-    load_builtin_registries()
+    load_registries()
     block = program.main
     feeds, fetches = program.feed_names(), program.fetch_names()
     if not feeds or not fetches:

@@ -84,9 +84,10 @@ class NNAdapterOptions:
 
     def pick_device(self) -> str:
         """The first named device whose driver is installed; unknown names and no usable device are errors."""
-        from pdlite.nnadapter.registry import DRIVERS, load_builtin
+        from pdlite.nnadapter.registry import DRIVERS
+        from pdlite.registries import load_registries
 
-        load_builtin()
+        load_registries()
         unknown = [n for n in self.device_names if n not in DRIVERS]
         if unknown:
             raise ConfigError(f"unknown NNAdapter device(s) {unknown}; known devices: {sorted(DRIVERS)}")

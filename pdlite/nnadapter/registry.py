@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pdlite.core.registry import Registry
 from pdlite.errors import PdliteError
+from pdlite.registries import load_registries
 
 if TYPE_CHECKING:  # pragma: no cover
     from pdlite.core.program import OpDesc
@@ -77,14 +78,8 @@ def register_driver(name: str, *, override: bool = False) -> Callable[[type[Driv
     return deco
 
 
-def load_builtin() -> None:
-    """Import the built-in converters and drivers (explicit imports; registries fill on import)."""
-    import pdlite.nnadapter.converters  # noqa: F401
-    import pdlite.nnadapter.drivers  # noqa: F401
-
-
 def get_driver(name: str) -> type[Driver]:
-    load_builtin()
+    load_registries()
     cls = DRIVERS.get(name)
     if cls is None:
         raise PdliteError(f"unknown NNAdapter device {name!r}; known devices: {sorted(DRIVERS)}")

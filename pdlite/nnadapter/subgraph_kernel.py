@@ -21,7 +21,7 @@ import numpy as np
 
 from pdlite.core.program import BlockDesc, OpDesc, Program
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, TargetType
-from pdlite.errors import PdliteError
+from pdlite.errors import ModelFormatError, PdliteError
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.nnadapter.options import NNAdapterOptions
 
@@ -75,6 +75,23 @@ class SubgraphKernel(Kernel):
     def bind(self, block: BlockDesc, program: Program, options: NNAdapterOptions, device: str) -> None:
         """Attach what the op desc alone does not carry (set by subgraph_detect_pass)."""
         self.block, self.program, self.options, self.device = block, program, options, device
+
+    def bind_program(self, program: Any) -> None:
+        """Bind to the stored sub-block and device when the runtime is rebuilt from a `.nb`: the device
+        the config names (`nnadapter_device_names`), else the one the model was optimized for."""
+        if self.block is not None:
+            return
+        idx = int(self.op.attrs.get("sub_block", -1))
+        if not 0 < idx < len(program.blocks):
+            raise ModelFormatError(f"subgraph op points to block {idx}, which the model does not hold")
+        opts = NNAdapterOptions.from_options(dict(self.context.options))
+        if opts is None:
+            device = str(self.op.attrs.get("nnadapter_device") or "")
+            if not device:
+                raise ModelFormatError("subgraph op names no NNAdapter device; call "
+                                       "MobileConfig.set_nnadapter_device_names([...])")
+            opts = NNAdapterOptions((device,))
+        self.bind(program.blocks[idx], program, opts, opts.pick_device())
 
     def prepare(self, params: Mapping[str, Any]) -> None:
         self._params = {n: params[n] for n in self.in_names if n in params}
@@ -168,7 +185,7 @@ class SubgraphKernel(Kernel):
             from pdlite.core.graph import Graph
             from pdlite.optimizer.optimizer import Optimizer
             from pdlite.optimizer.pass_registry import PassContext
-            from pdlite.runtime.runtime_program import RuntimeProgram
+            from pdlite.runtime.build import runtime_from_graph
 
             assert self.block is not None and self.options is not None
             blk = BlockDesc(self.block.idx, self.block.parent_idx, dict(self.block.vars),
@@ -178,7 +195,7 @@ class SubgraphKernel(Kernel):
                               {"feed_names": list(self.data_names), "fetch_names": list(self.out_names),
                                "program": self.program})
             Optimizer(["static_kernel_pick_pass", "type_target_cast_pass"]).run(graph, ctx)
-            rt = RuntimeProgram.from_graph(graph)
+            rt = runtime_from_graph(graph)
             rt.prepare(self._params)
             self._host = rt
         return self._host

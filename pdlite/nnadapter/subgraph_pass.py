@@ -24,7 +24,6 @@ from pdlite.nnadapter.convert import TensorInfo, refusal
 from pdlite.nnadapter.options import NNAdapterOptions
 from pdlite.nnadapter.partition import partition
 from pdlite.nnadapter.subgraph_kernel import SubgraphKernel
-from pdlite.operators import subgraph as _subgraph_op  # noqa: F401 - registers the `subgraph` op
 from pdlite.operators.subgraph import ATTR_TYPES
 from pdlite.optimizer.pass_registry import Pass, PassContext, register_pass
 

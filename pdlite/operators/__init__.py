@@ -12,7 +12,9 @@ from pdlite.operators import (  # noqa: F401 (imported to register)
     nn,
     nn3d,
     pool,
+    quant,
     rnn,
+    subgraph,
     tensor,
     type_cast,
 )

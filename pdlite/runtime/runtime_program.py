@@ -1,14 +1,11 @@
-"""The runtime program: instructions in execution order, generated from the optimized graph."""
+"""The runtime program: instructions in execution order (built by `pdlite.runtime.build`)."""
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from typing import Any
 
-from pdlite.core.graph import Graph
-from pdlite.errors import PdliteError
 from pdlite.kernels.registry import KernelContext
-from pdlite.operators.registry import OPS
 from pdlite.runtime import threads
 from pdlite.runtime.instruction import Instruction
 
@@ -31,25 +28,6 @@ class RuntimeProgram:
             ctx = next((c for c in ctxs if isinstance(c, KernelContext)), None)
             native_gemm = native.use_native(ctx) and native.gemm_available()
         self.native_gemm = native_gemm
-
-    @classmethod
-    def from_graph(cls, graph: Graph, context: KernelContext | None = None) -> RuntimeProgram:
-        """generate_program: op nodes in topological order, each with its picked kernel (made with `context`)."""
-        insts = []
-        release: list[tuple[str, ...]] = []
-        for i, node in enumerate(graph.topological_order()):
-            if "release" in node.info and node.info.get("mem_index") != i:
-                raise PdliteError(f"op {node.name} moved after memory_optimize_pass planned its releases "
-                                  "(the graph changed after it; keep memory_optimize_pass last)")
-            release.append(tuple(node.info.get("release", ())))
-            op = node.op
-            assert op is not None
-            kd = node.info.get("kernel")
-            if kd is None:
-                raise PdliteError(f"op {op.type} has no picked kernel (did static_kernel_pick_pass run?)")
-            opdef = OPS[op.type]
-            insts.append(Instruction(opdef.attach(op), opdef, kd, node.info.get("kernel_instance"), context))
-        return cls(insts, release)
 
     def prepare(self, params: dict[str, Any]) -> None:
         for inst in self.instructions:

@@ -26,9 +26,9 @@ def _load(model: str, params: str | None):
 def support_table(op_types: list[str]) -> tuple[list[str], dict[str, dict[str, bool]]]:
     """Columns (targets, then NNAdapter devices) and, per op type, whether each supports it."""
     from pdlite.kernels.registry import KERNELS
-    from pdlite.optimizer.analysis import load_builtin_registries
+    from pdlite.registries import load_registries
 
-    load_builtin_registries()
+    load_registries()
     targets = sorted({k.target.name for k in KERNELS})
     cols = list(targets)
     conv: dict[str, set[str]] = {}

@@ -10,10 +10,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pdlite.optimizer.analysis import load_builtin_registries
     from pdlite.plugins import load_plugins
+    from pdlite.registries import load_registries
 
-    load_builtin_registries()
+    load_registries()
     plugins = load_plugins()
     if not plugins:
         print("no plugins installed (entry-point group 'pdlite.plugins')")

@@ -21,10 +21,10 @@ from pdlite.core.graph import Graph
 from pdlite.core.program import BlockDesc, OpDesc, Program, VarDesc
 from pdlite.core.types import Place
 from pdlite.nnadapter.convert import GraphInput, TensorInfo, convert_ops
-from pdlite.optimizer.analysis import load_builtin_registries
 from pdlite.optimizer.optimizer import Optimizer
 from pdlite.optimizer.pass_registry import PassContext
-from pdlite.runtime.runtime_program import RuntimeProgram
+from pdlite.registries import load_registries
+from pdlite.runtime.build import runtime_from_graph
 
 BATCH = 3  # an unusual batch, so "dynamic" mode can tell batch dims from others
 
@@ -64,7 +64,7 @@ def _block(ops: Sequence[OpDesc], values: dict[str, np.ndarray], params: dict[st
 
 def host_run(case: Case) -> dict[str, np.ndarray]:
     """Every var's value after running the ops with host kernels."""
-    load_builtin_registries()
+    load_registries()
     values = {**case.params, **case.feeds}
     block = _block(case.ops, values, case.params)
     graph = Graph(block)
@@ -72,7 +72,7 @@ def host_run(case: Case) -> dict[str, np.ndarray]:
                       {"feed_names": list(case.feeds), "fetch_names": list(case.outputs),
                        "program": Program([block])})
     Optimizer(["static_kernel_pick_pass", "type_target_cast_pass"]).run(graph, ctx)
-    rt = RuntimeProgram.from_graph(graph)
+    rt = runtime_from_graph(graph)
     rt.prepare(case.params)
     scope = dict(values)
     rt.run(scope)

@@ -14,7 +14,8 @@ import pytest
 from pdlite.core.dtypes import VarType
 from pdlite.core.program import OpDesc
 from pdlite.nnadapter.convert import TensorInfo, refusal
-from pdlite.nnadapter.registry import CONVERTERS, load_builtin
+from pdlite.nnadapter.registry import CONVERTERS
+from pdlite.registries import load_registries
 from tests.nnadapter._util import BATCH, Case, assert_match, host_run, onnx_model, op, ort_run
 
 pytest.importorskip("onnx")
@@ -314,7 +315,7 @@ def test_converter_matches_host(case: Case, mode: str) -> None:
 
 
 def test_every_case_op_type_has_a_converter() -> None:
-    load_builtin()
+    load_registries()
     missing = sorted({o.type for c in CASES for o in c.ops} - set(CONVERTERS))
     assert not missing, missing
 

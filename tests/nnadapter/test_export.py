@@ -39,9 +39,10 @@ def test_export_round_trip(model: str, tmp_path, capsys) -> None:
 
 
 def test_export_lists_unconvertible_ops(tmp_path, monkeypatch, capsys) -> None:
-    from pdlite.nnadapter.registry import CONVERTERS, load_builtin
+    from pdlite.nnadapter.registry import CONVERTERS
+    from pdlite.registries import load_registries
 
-    load_builtin()
+    load_registries()
     monkeypatch.setattr(CONVERTERS, "_items", {k: v for k, v in CONVERTERS.items()
                                                if k not in ("hard_swish", "hard_sigmoid")})
     rc = cli_main(["export-onnx", str(model_dir("mobilenet_v3_small")), "-o", str(tmp_path / "m.onnx")])

@@ -15,8 +15,8 @@ from pdlite.core.graph import Graph
 from pdlite.core.program import BlockDesc, OpDesc, Program, VarDesc
 from pdlite.core.types import Place
 from pdlite.nnadapter.partition import parse_partition_config, partition
-from pdlite.optimizer.analysis import load_builtin_registries
 from pdlite.optimizer.pass_registry import PASSES, PassContext
+from pdlite.registries import load_registries
 
 
 def _graph(edges: list[list[int]]) -> Graph:
@@ -137,7 +137,7 @@ def _program() -> tuple[Program, dict[str, np.ndarray]]:
 
 def test_subgraph_pass_builds_blocks_with_exact_io() -> None:
     pytest.importorskip("onnxruntime")
-    load_builtin_registries()
+    load_registries()
     program, params = _program()
     graph = Graph(program.main)
     options = {"nnadapter_device_names": ["onnxruntime"], "nnadapter_subgraph_partition_config_buffer": "softplus"}
@@ -158,7 +158,7 @@ def test_subgraph_pass_builds_blocks_with_exact_io() -> None:
 
 
 def test_subgraph_pass_is_inactive_without_devices() -> None:
-    load_builtin_registries()
+    load_registries()
     program, params = _program()
     graph = Graph(program.main)
     ctx = PassContext([Place()], params, {}, {"program": program})

@@ -14,7 +14,7 @@ import pytest
 from pdlite.core.types import DataLayoutType, Place, PrecisionType, TargetType
 from pdlite.errors import UnsupportedOpError
 from pdlite.kernels.registry import KERNELS, Kernel, KernelKey, TensorType, register_kernel
-from pdlite.optimizer.analysis import load_builtin_registries
+from pdlite.registries import load_registries
 from tests.optimizer.util import BASE, Builder, optimize, run_result
 
 FPGA, HOST, FP32, NCHW = TargetType.FPGA, TargetType.Host, PrecisionType.FP32, DataLayoutType.NCHW
@@ -53,7 +53,7 @@ class FpgaToHost(Kernel):
 
 @pytest.fixture
 def fpga() -> Iterator[None]:
-    load_builtin_registries()
+    load_registries()
     keys = [KernelKey("relu", FPGA, FP32, NCHW), KernelKey("io_copy", FPGA, FP32, NCHW, "host_to_fpga"),
             KernelKey("io_copy", HOST, FP32, NCHW, "fpga_to_host")]
     register_kernel("relu", target=FPGA)(FpgaRelu)

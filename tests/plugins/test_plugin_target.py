@@ -21,9 +21,9 @@ def test_model_runs_on_plugin_target_with_host_fallback():
     import pdlite_demo_target
 
     from pdlite.lite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
-    from pdlite.optimizer.analysis import load_builtin_registries
+    from pdlite.registries import load_registries
 
-    load_builtin_registries()
+    load_registries()
     demo = TargetType["DemoCPU"]
     cfg = CxxConfig()
     cfg.set_model_dir(str(model_dir("mobilenet_v3_small")))

@@ -1,4 +1,7 @@
-"""Every built-in pass. Importing this package registers them (explicit imports)."""
+"""Every built-in device-neutral pass. Importing this package registers them (explicit imports).
+
+Device passes live with their device layer (NNAdapter's subgraph_detect_pass in
+`pdlite.nnadapter.subgraph_pass`) and reach the pipeline through the pass registry."""
 from __future__ import annotations
 
 from pdlite.optimizer.passes import (  # noqa: F401
@@ -12,6 +15,5 @@ from pdlite.optimizer.passes import (  # noqa: F401
     kernel_pick,
     memory_optimize,
     scale_fuse,
-    subgraph,
     type_cast,
 )
