@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pdlite.core.registry import Registry
 from pdlite.errors import PdliteError
@@ -21,7 +21,6 @@ from pdlite.registries import load_registries
 
 if TYPE_CHECKING:  # pragma: no cover
     from pdlite.core.program import OpDesc
-    from pdlite.nnadapter.convert import ConvertContext, TensorInfo
     from pdlite.nnadapter.drivers.base import Driver
 
 
@@ -29,8 +28,10 @@ class ConversionError(PdliteError):
     """An op (or a subgraph) cannot be expressed in the device-neutral IR."""
 
 
-ConvertFn = Callable[["ConvertContext", "OpDesc"], None]
-SupportsFn = Callable[["OpDesc", "TensorInfo"], "str | None"]
+# fn(ctx: convert.ConvertContext, op) and supports(op, info: convert.TensorInfo); typed loosely here
+# because convert.py builds on this registry (the registry stays below it)
+ConvertFn = Callable[[Any, "OpDesc"], None]
+SupportsFn = Callable[["OpDesc", Any], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Converter:
     convert: ConvertFn
     supports: SupportsFn | None = None
 
-    def refusal(self, op: OpDesc, info: TensorInfo) -> str | None:
+    def refusal(self, op: OpDesc, info: Any) -> str | None:
         """None when the op converts, else the reason it does not."""
         if self.supports is None:
             return None
