@@ -51,6 +51,7 @@ class MobileConfig(ConfigBase):
 
     def load(self) -> NaiveBufferModel:
         """Read and check the configured `.nb` (ModelFormatError when it is not a valid one)."""
+        load_registries()  # plugins may add the targets the stored kernel keys name
         verify = bool(self.option("verify_checksum", True))
         if self._model_buffer is not None:
             return load_naive_buffer_bytes(self._model_buffer, verify=verify)
