@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 
+from pdlite.api.base import PredictorBase
 from pdlite.api.config import ConfigBase
-from pdlite.api.predictor import PredictorBase
 from pdlite.errors import ConfigError, ModelFormatError
 from pdlite.model_parser.naive_buffer import NaiveBufferModel, load_naive_buffer, load_naive_buffer_bytes
 from pdlite.registries import load_registries

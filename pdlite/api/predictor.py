@@ -1,132 +1,30 @@
 """Predictors, as paddlelite's: `create_paddle_predictor(config)` -> CxxPredictor or LightPredictor."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
 from typing import Any
 
-import numpy as np
-
-from pdlite import __version__
+from pdlite.api.base import PredictorBase
 from pdlite.api.config import CxxConfig
-from pdlite.api.tensor import Tensor
-from pdlite.core.dtypes import numpy_dtype
-from pdlite.core.program import Program
-from pdlite.errors import ConfigError, InputError
-from pdlite.runtime.instruction import check_feed
-from pdlite.runtime.profiler import HookChain, PrecisionProfiler, Profiler
-from pdlite.runtime.runtime_program import Hook, RuntimeProgram
-from pdlite.runtime.threads import set_blas_threads
+from pdlite.api.mobile import LightPredictor, MobileConfig
+from pdlite.core.types import TargetType
+from pdlite.errors import ConfigError
+
+__all__ = ["CxxPredictor", "LightPredictor", "PredictorBase", "create_paddle_predictor"]
+
+_CPU_TARGETS = frozenset({TargetType.Host, TargetType.X86, TargetType.Any})
+_warned_targets: set[TargetType] = set()
 
 
-class PredictorBase:
-    """What both predictors share: named input/output tensors around a runtime program."""
-
-    def _setup(self, program: Program, runtime: RuntimeProgram, params: dict[str, Any],
-               feed_names: list[str], fetch_names: list[str], delegate: Any = None) -> None:
-        self._program = program
-        self._runtime = runtime
-        self._params = params
-        self._feed_names = feed_names
-        self._fetch_names = fetch_names
-        block = program.main
-        self._feed_specs: dict[str, tuple[list[int], np.dtype | None]] = {}
-        for n in feed_names:
-            v = block.vars.get(n)
-            dt = numpy_dtype(v.dtype, f"feed {n!r}") if v is not None and v.dtype is not None else None
-            self._feed_specs[n] = (list(v.shape) if v is not None else [], dt)
-        self._inputs = [Tensor(n, *reversed(self._feed_specs[n])) for n in feed_names]
-        self._outputs = [Tensor(n) for n in fetch_names]
-        runtime.prepare(params)
-        if delegate is not None:
-            from pdlite.delegate.runner import apply_delegate
-
-            self._runtime = apply_delegate(delegate, program, runtime, params, fetch_names)
-        config = getattr(self, "config", None)
-        options = config.options if config is not None else {}
-        self._threads = config.threads() if config is not None else 1
-        self.profiler = Profiler() if options.get("profile") else None
-        self.precision_profiler = PrecisionProfiler() if options.get("precision_profile") else None
-        self._hook: Hook | None = None
-        if self.profiler or self.precision_profiler:
-            self._hook = HookChain(self.profiler, self.precision_profiler)
-
-    # -- paddlelite API -----------------------------------------------------------------------
-    def get_input(self, i: int) -> Tensor:
-        if not 0 <= i < len(self._inputs):
-            raise InputError(f"get_input({i}): the model has {len(self._inputs)} input(s): {self._feed_names}")
-        return self._inputs[i]
-
-    def get_output(self, i: int) -> Tensor:
-        if not 0 <= i < len(self._outputs):
-            raise InputError(f"get_output({i}): the model has {len(self._outputs)} output(s): {self._fetch_names}")
-        return self._outputs[i]
-
-    def get_input_by_name(self, name: str) -> Tensor:
-        try:
-            return self._inputs[self._feed_names.index(name)]
-        except ValueError:
-            raise InputError(f"no input named {name!r}; inputs are {self._feed_names}") from None
-
-    def get_output_by_name(self, name: str) -> Tensor:
-        try:
-            return self._outputs[self._fetch_names.index(name)]
-        except ValueError:
-            raise InputError(f"no output named {name!r}; outputs are {self._fetch_names}") from None
-
-    def get_input_names(self) -> list[str]:
-        return list(self._feed_names)
-
-    def get_output_names(self) -> list[str]:
-        return list(self._fetch_names)
-
-    def get_version(self) -> str:
-        return __version__
-
-    def run(self) -> None:
-        scope: dict[str, Any] = dict(self._params)
-        for t in self._inputs:
-            data = t.raw()
-            if data is None:
-                raise InputError(f"input {t.name!r} was not set; call get_input_by_name({t.name!r}).from_numpy(...) "
-                                 f"(inputs: {self._feed_names})")
-            shape, dtype = self._feed_specs[t.name]
-            if isinstance(data, np.ndarray):
-                check_feed(t.name, data, shape, dtype)
-            scope[t.name] = data
-        set_blas_threads(self._threads)
-        self._runtime.run(scope, self._hook)
-        for t in self._outputs:
-            t._set(scope[t.name])
-
-    # -- pdlite conveniences ------------------------------------------------------------------
-    def predict(self, feeds: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
-        """Set inputs (by name or position), run, and return the outputs as NumPy arrays."""
-        if isinstance(feeds, Mapping):
-            unknown = set(feeds) - set(self._feed_names)
-            if unknown:
-                raise InputError(f"unknown input(s) {sorted(unknown)}; inputs are {self._feed_names}")
-            for k, v in feeds.items():
-                self.get_input_by_name(k).from_numpy(v)
-        else:
-            feeds = list(feeds)
-            if len(feeds) != len(self._inputs):
-                raise InputError(f"expected {len(self._inputs)} input(s) {self._feed_names}, got {len(feeds)}")
-            for t, v in zip(self._inputs, feeds):
-                t.from_numpy(v)
-        self.run()
-        return [t.numpy() for t in self._outputs]
-
-    def set_hook(self, hook: Hook | None) -> None:
-        """Call `hook(instruction, seconds, scope)` after every instruction (profilers use this)."""
-        self._hook = hook
-
-    @property
-    def runtime_program(self) -> RuntimeProgram:
-        return self._runtime
-
-    @property
-    def program(self) -> Program:
-        return self._program
+def warn_host_fallback(places: Any, kernel_targets: set[TargetType]) -> None:
+    """Say once per target that places naming a target without pdlite kernels (ARM, XPU, ...) run on the host."""
+    for p in places:
+        t = p.target
+        if t in _CPU_TARGETS or t in kernel_targets or t in _warned_targets:
+            continue
+        _warned_targets.add(t)
+        warnings.warn(f"Place({t.name}, ...): pdlite has no {t.name} kernels for this model; its ops run on the "
+                      "host (x86) kernels", RuntimeWarning, stacklevel=3)
 
 
 class CxxPredictor(PredictorBase):
@@ -146,6 +44,8 @@ class CxxPredictor(PredictorBase):
         self.analysis = analyse(model.program, params, config.valid_places(), config.passes(), config.options)
         self._setup(model.program, self.analysis.runtime, self.analysis.ctx.params, self.analysis.feed_names,
                     self.analysis.fetch_names, config.delegate())
+        picked = {i.kernel_def.key.target for i in self.analysis.runtime.instructions if i.kernel_def is not None}
+        warn_host_fallback(config.valid_places(), picked)
 
     def save_optimized_model(self, path: str) -> str:
         """Write the optimized model to `path + ".nb"` (as paddlelite does) for MobileConfig; returns that path."""
@@ -160,10 +60,6 @@ def create_paddle_predictor(config: Any) -> PredictorBase:
     """A predictor for a CxxConfig (full analysis) or a MobileConfig (optimized model)."""
     if isinstance(config, CxxConfig):
         return CxxPredictor(config)
-    try:
-        from pdlite.api.mobile import LightPredictor, MobileConfig
-    except ImportError:  # pragma: no cover
-        MobileConfig = None  # type: ignore[assignment,misc]
-    if MobileConfig is not None and isinstance(config, MobileConfig):
+    if isinstance(config, MobileConfig):
         return LightPredictor(config)
     raise ConfigError(f"create_paddle_predictor takes a CxxConfig or a MobileConfig, got {type(config).__name__}")

@@ -1,112 +1,111 @@
-"""Honouring `set_threads`: the threads of NumPy's BLAS (OpenBLAS, set through ctypes) and of
-pdlite's native host kernels (pdlite/kernels/host/native.py, when the extension is built).
+"""Compute threads per predictor run: `set_threads` honoured for one run, then BLAS restored.
 
-NumPy wheels bundle OpenBLAS (scipy-openblas); its `*_set_num_threads*` entry point is
-found once by scanning the libraries loaded in this process. If none is found (another
-BLAS), BLAS thread control is a no-op and `blas_thread_control()` says so.
+`run_threads(n, native_gemm)` wraps a predictor's run: pdlite's native kernel pool runs `n`
+threads, and the BLAS NumPy uses runs `n` (or 1 while the native pool runs the GEMMs, so that
+the two pools do not compete) through threadpoolctl's limiter. When the last run in progress
+(over all threads of the process) ends, BLAS gets back the thread count it had before, so a
+user's own NumPy code is not left single-threaded. Without threadpoolctl, the same is done on
+NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
+
+The thread count does not change results: BLAS and the native pool split a GEMM's output, not
+its reductions.
 """
 from __future__ import annotations
 
-import ctypes
-import glob
-import os
-from collections.abc import Callable
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-_setter: Callable[[int], None] | None = None
-_getter: Callable[[], int] | None = None
-_lib: ctypes.CDLL | None = None
-_searched = False
-_current: int | None = None  # threads requested (set_threads)
-_native_gemm = False  # the native kernels run the GEMMs (then BLAS itself runs single-threaded)
-_blas_now: int | None = None  # what BLAS was last set to
+from pdlite.kernels.host import blas, native
+
+_lock = threading.Lock()
+_active = 0  # predictor runs in progress, over every thread
+_restore: Any = None  # what undoes the first run's BLAS limit: a threadpoolctl limiter or ("count", n)
+_controller: Any = None
+_native_now: int | None = None
 
 
-def _find() -> None:
-    global _setter, _getter, _searched, _lib
-    _searched = True
-    import numpy as np
-
-    candidates = []
-    base = os.path.dirname(np.__file__)
-    candidates += glob.glob(os.path.join(base, "..", "numpy.libs", "*openblas*"))
-    candidates += glob.glob(os.path.join(base, ".dylibs", "*openblas*"))
-    try:
-        with open("/proc/self/maps") as f:
-            candidates += sorted({line.split()[-1] for line in f if "openblas" in line and line.split()[-1].startswith("/")})
-    except OSError:
-        pass
-    for path in candidates:
+def _threadpool_controller() -> Any:
+    """threadpoolctl's controller over the loaded BLAS libraries (made once; None without threadpoolctl)."""
+    global _controller
+    if _controller is None:
         try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix in ("scipy_openblas_", "openblas_", ""):
-            for suffix in ("64_", ""):
-                set_name = f"{prefix}set_num_threads{suffix}" if prefix else f"openblas_set_num_threads{suffix}"
-                get_name = set_name.replace("set_num_threads", "get_num_threads")
-                fn = getattr(lib, set_name, None)
-                if fn is not None:
-                    fn.argtypes = [ctypes.c_int]
-                    fn.restype = None
-                    _setter = fn
-                    _lib = lib
-                    g = getattr(lib, get_name, None)
-                    if g is not None:
-                        g.restype = ctypes.c_int
-                        _getter = g
-                    return
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _controller = False
+        else:
+            _controller = ThreadpoolController().select(user_api="blas")
+    return _controller or None
+
+
+def _limit_blas(n: int) -> Any:
+    """Set BLAS to `n` threads; returns what restores the previous count."""
+    ctl = _threadpool_controller()
+    if ctl is not None:
+        return ctl.limit(limits=n)
+    before = blas.get_num_threads()
+    blas.set_num_threads(n)
+    return ("count", before)
+
+
+def _undo(saved: Any) -> None:
+    if isinstance(saved, tuple):
+        if saved[1] is not None:
+            blas.set_num_threads(saved[1])
+    elif saved is not None:
+        saved.restore_original_limits()
+
+
+def _set_native(n: int) -> None:
+    global _native_now
+    if n != _native_now:
+        native.set_num_threads(n)
+        _native_now = n
+
+
+@contextmanager
+def run_threads(n: int, native_gemm: bool = False) -> Iterator[None]:
+    """Within the block, compute with `n` threads (BLAS 1 when `native_gemm`); BLAS restored after the last run."""
+    global _active, _restore
+    n = max(1, int(n))
+    want = 1 if native_gemm else n
+    with _lock:
+        if _active == 0:
+            _restore = _limit_blas(want)
+        elif get_blas_threads() != want:
+            _limit_blas(want)  # a later run's count while runs overlap; the first run's limiter restores
+        _active += 1
+        _set_native(n)
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                saved, _restore = _restore, None
+                _undo(saved)
+
+
+def use_native_gemm(on: bool) -> None:
+    """Kept for RuntimeProgram.run: the thread counts are set by `run_threads` around a predictor's run,
+    which already knows whether the native kernels run the GEMMs; nothing to do here."""
 
 
 def blas_thread_control() -> bool:
     """True when pdlite can set the BLAS thread count."""
-    if not _searched:
-        _find()
-    return _setter is not None
-
-
-def blas_library() -> ctypes.CDLL | None:
-    """The OpenBLAS library NumPy uses (None when not found)."""
-    if not _searched:
-        _find()
-    return _lib
-
-
-def _apply() -> None:
-    global _blas_now
-    n = _current or 1
-    blas = 1 if _native_gemm else n
-    if blas != _blas_now and blas_thread_control():
-        assert _setter is not None
-        _setter(int(blas))
-        _blas_now = blas
-    from pdlite.kernels.host import native
-
-    native.set_num_threads(int(n))
-
-
-def set_blas_threads(n: int) -> None:
-    """Set the compute thread count: BLAS and the native host kernels (cheap when unchanged)."""
-    global _current
-    if n == _current:
-        return
-    _current = n
-    _apply()
-
-
-set_threads = set_blas_threads
-
-
-def use_native_gemm(on: bool) -> None:
-    """Whether the native kernels run the GEMMs on their own threads (each BLAS call then single-threaded,
-    so that BLAS's threads and the native pool do not compete); RuntimeProgram.run sets it per program."""
-    global _native_gemm
-    if on == _native_gemm:
-        return
-    _native_gemm = on
-    _apply()
+    ctl = _threadpool_controller()
+    return blas.found() or bool(ctl is not None and ctl.lib_controllers)
 
 
 def get_blas_threads() -> int | None:
-    if blas_thread_control() and _getter is not None:
-        return int(_getter())
-    return None
+    """BLAS's current thread count (None when unknown)."""
+    ctl = _threadpool_controller()
+    if ctl is not None and ctl.lib_controllers:
+        return int(ctl.lib_controllers[0].num_threads)
+    return blas.get_num_threads()
+
+
+def blas_library() -> Any:
+    """The OpenBLAS library NumPy uses (see pdlite.kernels.host.blas.library)."""
+    return blas.library()

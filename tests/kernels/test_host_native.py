@@ -424,11 +424,16 @@ def test_models_native_and_numpy_paths_agree(name):
         cfg.set_threads(2)
         pred = create_paddle_predictor(cfg)
         assert pred.runtime_program.native_gemm == (flag and native.gemm_available())
+        seen = set()
+        pred.set_hook(lambda inst, dt, scope, seen=seen: seen.add((native.get_num_threads(), get_blas_threads())))
+        before = get_blas_threads()
         got[flag] = pred.predict(ins)
-        # set_threads: the native pool runs 2 threads; BLAS runs 1 while the native pool runs the GEMMs
-        assert native.get_num_threads() == 2
-        if blas_thread_control():
-            assert get_blas_threads() == (1 if pred.runtime_program.native_gemm else 2)
+        # set_threads: during the run the native pool runs 2 threads; BLAS runs 1 while the native pool runs the
+        # GEMMs; after the run BLAS has its thread count back (pdlite.runtime.threads)
+        want_blas = (1 if pred.runtime_program.native_gemm else 2) if blas_thread_control() else before
+        assert seen == {(native.get_num_threads() if native.available() else None, want_blas)}
+        assert native.get_num_threads() in (2, None)
+        assert get_blas_threads() == before
     for a, b, (n, ref) in zip(got[True], got[False], outs.items()):
         assert_close_rel(a, b, 1e-4, f"{name}:{n} native vs numpy")
         assert_close_rel(a, ref, 1e-4, f"{name}:{n} native vs reference")

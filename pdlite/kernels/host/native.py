@@ -18,7 +18,8 @@ thread pool, with bias and activation applied to each block while it is in cache
 `gemm_available()` is False when that entry point is not found; the conv kernel then uses np.matmul.
 The `*_plan` functions bind one conv's call for one input shape (the conv kernel keeps it).
 
-Threads: `set_num_threads` (called by pdlite/runtime/threads.py for `set_threads`). Environment:
+Threads: `set_num_threads` (called by pdlite/runtime/threads.py for `set_threads`; NumPy's OpenBLAS
+is found by pdlite/kernels/host/blas.py). Environment:
 PDLITE_NATIVE_SPIN_US (how long idle pool threads poll for work, default 200),
 PDLITE_NATIVE_ISA=baseline|avx2|avx512 (force an instruction-set version, for tests).
 """
@@ -151,9 +152,9 @@ def _init_sgemm() -> bool:
         return False
     import ctypes
 
-    from pdlite.runtime.threads import blas_library
+    from pdlite.kernels.host import blas
 
-    lib = blas_library()
+    lib = blas.library()
     if lib is None:
         return False
     for name, ilp64 in _SGEMM_SYMBOLS:
