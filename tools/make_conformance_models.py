@@ -757,6 +757,11 @@ def _define() -> None:  # noqa: C901 (one builder per model)
                 _op("bilinear_interp", {"X": x}, {"scale": 0.6, "interp_method": "bilinear",
                                                    "align_corners": False, "align_mode": 1})]
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conformance_detection_cases import define as define_detection_cases
+
+    define_detection_cases(sys.modules[__name__])
+
 
 # ---------------------------------------------------------------------------------------------------- build
 def _randomize_params(scope: Any, program: Any, place: Any, rng: np.random.Generator) -> None:

@@ -17,4 +17,5 @@ from pdlite.operators import (  # noqa: F401 (imported to register)
     subgraph,
     tensor,
     type_cast,
+    vision,
 )

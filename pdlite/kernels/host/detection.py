@@ -1,5 +1,6 @@
 """Host kernels of the detection ops in pdlite.operators.detection (plain NumPy, Paddle's CPU semantics):
-prior_box, box_coder, yolo_box, multiclass_nms3, roi_align, deformable_conv(_v1).
+prior_box, box_coder, yolo_box, roi_align, deformable_conv(_v1) (the NMS family: nms.py; proposals and
+anchors: proposals.py).
 """
 from __future__ import annotations
 
@@ -113,64 +114,6 @@ class YoloBox(Kernel):
         scores = np.where(keep[..., None], scores, 0.0).reshape(n, -1, cls)
         dt = ins["X"][0].dtype
         return {"Boxes": [boxes.astype(dt)], "Scores": [scores.astype(dt)]}
-
-
-# --- multiclass NMS -----------------------------------------------------------------------------
-def _iou(box: np.ndarray, others: np.ndarray, normalized: bool) -> np.ndarray:
-    """Paddle's JaccardOverlap of one box with each of `others` (+1 pixel sizes when not normalized)."""
-    norm = 0.0 if normalized else 1.0
-
-    def area(b: np.ndarray) -> np.ndarray:
-        w, h = b[..., 2] - b[..., 0], b[..., 3] - b[..., 1]
-        return np.where((w < 0) | (h < 0), 0.0, (w + norm) * (h + norm))
-
-    apart = ((others[:, 0] > box[2]) | (others[:, 2] < box[0]) | (others[:, 1] > box[3]) | (others[:, 3] < box[1]))
-    iw = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0]) + norm
-    ih = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1]) + norm
-    inter = iw * ih
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iou = inter / (area(box) + area(others) - inter)
-    return np.where(apart, 0.0, iou)
-
-
-def nms_fast(boxes: np.ndarray, scores: np.ndarray, attrs: dict) -> list[int]:
-    """Greedy NMS of one class: candidates over score_threshold by score (stable), top nms_top_k."""
-    cand = np.flatnonzero(scores > float(attrs["score_threshold"]))
-    cand = cand[np.argsort(-scores[cand], kind="stable")]
-    top_k = int(attrs["nms_top_k"])
-    if -1 < top_k < len(cand):
-        cand = cand[:top_k]
-    thresh, eta = float(attrs["nms_threshold"]), float(attrs["nms_eta"])
-    keep: list[int] = []
-    for i in cand:
-        if not keep or np.all(_iou(boxes[i], boxes[keep], bool(attrs["normalized"])) <= thresh):
-            keep.append(int(i))
-            if eta < 1.0 and thresh > 0.5:
-                thresh *= eta
-    return keep
-
-
-@register_kernel("multiclass_nms3", inputs={"RoisNum": ANY}, outputs={"Index": ANY, "NmsRoisNum": ANY})
-class MulticlassNms3(Kernel):
-    """Per image and class NMS, then the best keep_top_k; rows [label, score, x1, y1, x2, y2] by label."""
-
-    def run(self, ins: Ins) -> Outs:
-        boxes, scores = ins["BBoxes"][0], ins["Scores"][0]
-        a = self.attrs
-        rows, index, counts = [], [], []
-        for n in range(scores.shape[0]):
-            dets = [(c, i) for c in range(scores.shape[1]) if c != int(a["background_label"])
-                    for i in nms_fast(boxes[n], scores[n, c], a)]
-            keep_top_k = int(a["keep_top_k"])
-            if -1 < keep_top_k < len(dets):
-                order = np.argsort([-scores[n, c, i] for c, i in dets], kind="stable")[:keep_top_k]
-                dets = sorted((dets[j] for j in order), key=lambda d: d[0])  # by label, score order kept
-            rows += [[c, scores[n, c, i], *boxes[n, i]] for c, i in dets]
-            index += [n * scores.shape[2] + i for _, i in dets]
-            counts.append(len(dets))
-        out = np.array(rows, boxes.dtype).reshape(-1, 6)
-        return {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
-                "NmsRoisNum": [np.array(counts, np.int32)]}
 
 
 # --- roi_align, deformable_conv -----------------------------------------------------------------

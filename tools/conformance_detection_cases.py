@@ -1,0 +1,151 @@
+"""Conformance-zoo cases of the detection family and the rarer tensor ops (see make_conformance_models.py).
+
+`define(m)` registers the cases with the generator module `m` (its `model`, `_op`, `u`, `img`, `F32`):
+every NMS form (3-D and 2-D + RoisNum, with and without Index, the empty results), matrix NMS
+(linear and gaussian), proposals (v1 and v2) with anchor_generator, FPN distribution and
+collection, grid_sampler in every mode, and unique / tril_triu / set_value / reverse /
+partial_sum / partial_concat / bmm / atan2 / eye / max_pool3d_with_index / gather_nd forms.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _ops(type_: str, inputs: dict[str, Any], attrs: dict[str, Any], outs: dict[str, tuple[str, int]]) -> dict:
+    """Append a raw legacy op whose output slots may hold several variables: slot -> (dtype, count)."""
+    from paddle.base.layer_helper import LayerHelper
+
+    helper = LayerHelper(type_)
+    ins = {k: (v if isinstance(v, list) else [v]) for k, v in inputs.items()}
+    outputs = {k: [helper.create_variable_for_type_inference(dt) for _ in range(n)] for k, (dt, n) in outs.items()}
+    helper.append_op(type=type_, inputs=ins, outputs=outputs, attrs=attrs)
+    return outputs
+
+
+def define(m: Any) -> None:  # noqa: C901 (one builder per case)
+    import paddle
+
+    model, _op, F32 = m.model, m._op, m.F32
+    nms_outs = {"Out": F32, "Index": "int32", "NmsRoisNum": "int32"}
+
+    def boxes_of(raw: Any, scale: float = 10.0) -> Any:
+        """[.., 4] uniform(0, 1) -> boxes x1y1x2y2 with positive sizes."""
+        return paddle.concat([raw[..., :2] * scale, raw[..., :2] * scale + raw[..., 2:] * scale * 0.6 + 0.5],
+                             axis=-1)
+
+    @model("det_nms_legacy", ("boxes", [2, 10, 4], F32, (0.0, 1.0)), ("scores", [2, 4, 10], F32, (0.0, 1.0)))
+    def _(boxes, scores):
+        b = boxes_of(boxes)
+        base = {"background_label": 0, "score_threshold": 0.25, "nms_top_k": 8, "nms_threshold": 0.3,
+                "nms_eta": 1.0, "keep_top_k": 6, "normalized": False}
+        outs = [_op("multiclass_nms", {"BBoxes": b, "Scores": scores}, base, {"Out": F32})]
+        outs.append(_op("multiclass_nms", {"BBoxes": boxes, "Scores": scores},
+                        {**base, "score_threshold": 2.0}, {"Out": F32}))  # nothing kept: [[-1]]
+        outs += _op("multiclass_nms3", {"BBoxes": b, "Scores": scores},
+                    {**base, "background_label": 2, "keep_top_k": -1, "nms_eta": 0.7, "nms_threshold": 0.9},
+                    nms_outs)
+        outs += _op("multiclass_nms3", {"BBoxes": b, "Scores": scores},
+                    {**base, "background_label": -1, "keep_top_k": 4, "nms_top_k": -1, "normalized": True},
+                    nms_outs)
+        return outs
+
+    @model("det_nms_rois_num", ("boxes", [9, 3, 4], F32, (0.0, 1.0)), ("scores", [9, 3], F32, (0.0, 1.0)))
+    def _(boxes, scores):
+        b = boxes_of(boxes, 6.0)
+        outs = []
+        for counts, attrs in (([5, 4], {"background_label": 0, "score_threshold": 0.1, "nms_top_k": -1,
+                                        "nms_threshold": 0.3, "nms_eta": 1.0, "keep_top_k": -1, "normalized": False}),
+                              ([2, 0, 7], {"background_label": -1, "score_threshold": 0.2, "nms_top_k": 3,
+                                           "nms_threshold": 0.5, "nms_eta": 1.0, "keep_top_k": 4,
+                                           "normalized": False}),
+                              ([9], {"background_label": 1, "score_threshold": 0.05, "nms_top_k": -1,
+                                     "nms_threshold": 0.2, "nms_eta": 0.8, "keep_top_k": 5, "normalized": True})):
+            rois_num = paddle.assign(np.array(counts, np.int32))
+            outs += _op("multiclass_nms3", {"BBoxes": b, "Scores": scores, "RoisNum": rois_num}, attrs, nms_outs)
+        return outs
+
+    @model("det_nms_poly", ("pts", [1, 6, 8], F32, (0.0, 1.0)), ("scores", [1, 2, 6], F32, (0.0, 1.0)))
+    def _(pts, scores):
+        # convex quads: a jittered axis-aligned box per row
+        x0, y0 = pts[:, :, 0:1] * 6.0, pts[:, :, 1:2] * 6.0
+        w, h = pts[:, :, 2:3] * 4.0 + 2.0, pts[:, :, 3:4] * 4.0 + 2.0
+        j = pts[:, :, 4:8] * 0.8
+        quad = paddle.concat([x0 + j[..., 0:1], y0, x0 + w, y0 + j[..., 1:2], x0 + w - j[..., 2:3], y0 + h,
+                              x0, y0 + h - j[..., 3:4]], axis=2)
+        return _op("multiclass_nms3", {"BBoxes": quad, "Scores": scores},
+                   {"background_label": -1, "score_threshold": 0.1, "nms_top_k": -1, "nms_threshold": 0.2,
+                    "nms_eta": 1.0, "keep_top_k": -1, "normalized": True}, nms_outs)
+
+    @model("det_matrix_nms", ("boxes", [2, 12, 4], F32, (0.0, 1.0)), ("scores", [2, 3, 12], F32, (0.0, 1.0)))
+    def _(boxes, scores):
+        b = boxes_of(boxes, 8.0)
+        outs = []
+        for attrs in ({"background_label": 0, "score_threshold": 0.1, "post_threshold": 0.05, "nms_top_k": -1,
+                       "keep_top_k": -1, "normalized": False, "use_gaussian": False, "gaussian_sigma": 2.0},
+                      {"background_label": -1, "score_threshold": 0.2, "post_threshold": 0.3, "nms_top_k": 6,
+                       "keep_top_k": 7, "normalized": True, "use_gaussian": True, "gaussian_sigma": 3.0},
+                      {"background_label": 1, "score_threshold": 3.0, "post_threshold": 0.0, "nms_top_k": -1,
+                       "keep_top_k": 5, "normalized": True, "use_gaussian": False, "gaussian_sigma": 2.0}):
+            outs += _op("matrix_nms", {"BBoxes": b, "Scores": scores}, attrs,
+                        {"Out": F32, "Index": "int32", "RoisNum": "int32"})
+        return outs
+
+    @model("det_proposals", ("scores", [2, 3, 4, 5], F32, (0.0, 1.0)), ("deltas", [2, 12, 4, 5], F32, (-0.5, 0.5)),
+           ("im_shape", [2, 2], F32, (50.0, 64.0)))
+    def _(scores, deltas, im_shape):
+        anchors, var = _op("anchor_generator", {"Input": scores},
+                           {"anchor_sizes": [16.0, 32.0, 48.0], "aspect_ratios": [1.0], "variances": [0.1, 0.1, 0.2, 0.2],
+                            "stride": [12.0, 12.0], "offset": 0.5}, {"Anchors": F32, "Variances": F32})
+        anchors2, var2 = _op("anchor_generator", {"Input": scores},
+                             {"anchor_sizes": [20.0], "aspect_ratios": [0.5, 1.0, 2.0], "variances": [1.0, 1.0, 1.0, 1.0],
+                              "stride": [8.0, 10.0], "offset": 0.3}, {"Anchors": F32, "Variances": F32})
+        v2 = {"pre_nms_topN": 40, "post_nms_topN": 12, "nms_thresh": 0.5, "min_size": 2.0, "eta": 1.0}
+        outs = [anchors, var, anchors2, var2]
+        outs += _op("generate_proposals_v2", {"Scores": scores, "BboxDeltas": deltas, "ImShape": im_shape,
+                                              "Anchors": anchors, "Variances": var}, {**v2, "pixel_offset": True},
+                    {"RpnRois": F32, "RpnRoiProbs": F32, "RpnRoisNum": "int32"})
+        outs += _op("generate_proposals_v2", {"Scores": scores, "BboxDeltas": deltas * 2.0, "ImShape": im_shape,
+                                              "Anchors": anchors2, "Variances": var2},
+                    {"pre_nms_topN": -1, "post_nms_topN": -1, "nms_thresh": 0.6, "min_size": 0.5, "eta": 0.8,
+                     "pixel_offset": False}, {"RpnRois": F32, "RpnRoiProbs": F32, "RpnRoisNum": "int32"})
+        im_info = paddle.concat([im_shape, paddle.full([2, 1], 1.5, F32)], axis=1)
+        outs += _op("generate_proposals", {"Scores": scores, "BboxDeltas": deltas, "ImInfo": im_info,
+                                           "Anchors": anchors, "Variances": var}, {**v2, "min_size": 8.0},
+                    {"RpnRois": F32, "RpnRoiProbs": F32, "RpnRoisNum": "int32"})
+        return outs
+
+    @model("det_fpn", ("raw", [10, 4], F32, (0.0, 1.0)), ("sc", [10, 1], F32, (0.0, 1.0)))
+    def _(raw, sc):
+        rois = paddle.concat([raw[:, :2] * 50.0, raw[:, :2] * 50.0 + raw[:, 2:] ** 2 * 400.0 + 2.0], axis=1)
+        rois_num = paddle.assign(np.array([6, 4], np.int32))
+        d = _ops("distribute_fpn_proposals", {"FpnRois": rois, "RoisNum": rois_num},
+                 {"min_level": 2, "max_level": 5, "refer_level": 4, "refer_scale": 112, "pixel_offset": True},
+                 {"MultiFpnRois": (F32, 4), "RestoreIndex": ("int32", 1), "MultiLevelRoIsNum": ("int32", 4)})
+        d2 = _ops("distribute_fpn_proposals", {"FpnRois": rois, "RoisNum": rois_num},
+                  {"min_level": 3, "max_level": 4, "refer_level": 4, "refer_scale": 224, "pixel_offset": False},
+                  {"MultiFpnRois": (F32, 2), "RestoreIndex": ("int32", 1), "MultiLevelRoIsNum": ("int32", 2)})
+        lv_rois = [rois[:4], rois[4:7], rois[7:]]
+        lv_scores = [sc[:4], sc[4:7], sc[7:]]
+        lv_nums = [paddle.assign(np.array(c, np.int32)) for c in ([2, 2], [3, 0], [1, 2])]
+        c = _ops("collect_fpn_proposals", {"MultiLevelRois": lv_rois, "MultiLevelScores": lv_scores,
+                                           "MultiLevelRoIsNum": lv_nums}, {"post_nms_topN": 7},
+                 {"FpnRois": (F32, 1), "RoisNum": ("int32", 1)})
+        return [*d["MultiFpnRois"], *d["RestoreIndex"], *d["MultiLevelRoIsNum"], *d2["MultiFpnRois"],
+                *d2["RestoreIndex"], *d2["MultiLevelRoIsNum"], *c["FpnRois"], *c["RoisNum"]]
+
+    @model("grid_sampler_modes", m.img(c=2, h=5, w=6), ("grid", [1, 4, 7, 2], F32, (-1.3, 1.3)),
+           ("x3", [1, 2, 3, 4, 5], F32, None), ("grid3", [1, 2, 3, 4, 3], F32, (-1.2, 1.2)))
+    def _(x, grid, x3, grid3):
+        outs = []
+        for mode in ("bilinear", "nearest"):
+            for pad in ("zeros", "border", "reflection"):
+                for align in (True, False):
+                    outs.append(_op("grid_sampler", {"X": x, "Grid": grid},
+                                    {"mode": mode, "padding_mode": pad, "align_corners": align}, {"Output": F32}))
+        for mode, pad, align in (("bilinear", "zeros", False), ("bilinear", "reflection", True),
+                                 ("nearest", "border", False)):
+            outs.append(_op("grid_sampler", {"X": x3, "Grid": grid3},
+                            {"mode": mode, "padding_mode": pad, "align_corners": align}, {"Output": F32}))
+        return outs
