@@ -138,7 +138,7 @@ def read_lod_tensor(
         raise _fail(source, name, f"corrupt TensorDesc at offset {dstart}: no (known) data_type")
     dt = storage_dtype(desc.data_type, f"{source}: variable {name!r}")
     dims = list(desc.dims)
-    if len(dims) > MAX_RANK or any(d < 0 for d in dims):
+    if len(dims) > MAX_RANK or any(d < 0 for d in dims) or math.prod(d for d in dims if d) * dt.itemsize >= 2**62:
         raise _fail(source, name, f"invalid dims {dims} in TensorDesc")
     numel = math.prod(dims)
     nbytes = numel * dt.itemsize

@@ -23,7 +23,7 @@ import mmap as _mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 MAGIC = b"PDLITENB"
 FORMAT_VERSION = 1
 ALIGN = 64
+MAX_RANK = 32  # a tensor of higher rank in the table is taken to be corrupt
 # The first 48 bytes (magic, format version, header length, pdlite version) stay the same in
 # every format version, so that a reader can always say which version and writer it found.
 _PREFIX = struct.Struct("<8sII32s")
@@ -367,7 +368,7 @@ def parse_naive_buffer(buf: Any, source: str = "<buffer>", *, verify: bool = Tru
             raise _fail(source, f"{name} section is corrupt (crc32 {got:08x}, expected {int(c):08x})")
     try:
         meta = json.loads(bytes(mv[h["meta_off"]:h["meta_off"] + h["meta_size"]]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise _fail(source, f"meta section is not valid JSON: {e}") from None
     if not isinstance(meta, dict):
         raise _fail(source, "meta section is not a JSON object")
@@ -382,6 +383,8 @@ def parse_naive_buffer(buf: Any, source: str = "<buffer>", *, verify: bool = Tru
         if k.op_type != op.type:
             raise _fail(source, f"kernel key #{i} is for op {k.op_type!r} but op #{i} is {op.type!r}")
 
+    for p in meta.get("valid_places", []) if isinstance(meta.get("valid_places", []), list) else [None]:
+        _place_from_json(p, source)  # refused now rather than when a tool asks for them
     release = _get(meta, "release", list, source)
     if len(release) != len(keys) or not all(isinstance(r, list) and all(isinstance(x, str) for x in r)
                                             for r in release):
@@ -418,7 +421,7 @@ def _tensor_view(t: Any, base: memoryview, base_off: int, data_size: int, source
         off, nbytes = int(t["offset"]), int(t["nbytes"])
     except (KeyError, TypeError, ValueError) as e:
         raise _fail(source, f"tensor table entry {t!r} is invalid: {e}") from None
-    if dt.kind not in "biufc" or any(d < 0 for d in shape):
+    if dt.kind not in "biufc" or len(shape) > MAX_RANK or any(not 0 <= d < 2**62 for d in shape):
         raise _fail(source, f"tensor {name!r}: invalid dtype {dt} or shape {shape}")
     if math.prod(shape) * dt.itemsize != nbytes:
         raise _fail(source, f"tensor {name!r}: shape {shape} x {dt.itemsize} bytes != {nbytes} bytes in the table")
@@ -446,7 +449,9 @@ def _key_from_json(k: Any, source: str) -> KernelKey:
                      _enum(DataLayoutType, k[3], what, source), k[4])
 
 
-def _place_from_json(p: Iterable[str], source: str) -> Place:
-    t, pr, la = list(p)
+def _place_from_json(p: Any, source: str) -> Place:
+    if not (isinstance(p, list) and len(p) == 3 and all(isinstance(x, str) for x in p)):
+        raise _fail(source, f"meta section: place {p!r:.80} is not [target, precision, layout]")
+    t, pr, la = p
     return Place(_enum(TargetType, t, "place", source), _enum(PrecisionType, pr, "place", source),
                  _enum(DataLayoutType, la, "place", source))

@@ -2,8 +2,16 @@
 a change that still makes a valid file, but must otherwise raise ModelFormatError, never anything else."""
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pdlite.errors import ModelFormatError
@@ -84,3 +92,149 @@ def test_fuzz_single_tensor_headers():
                 assert "t.bin" in str(e) and "'w'" in str(e)
             else:
                 assert end <= len(b) and t.array.size * t.array.itemsize <= len(b)
+
+
+# -- the loader fuzz campaign (tools/fuzz_loaders.py) over every format ----------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+FUZZ_SEED = int(os.environ.get("PDLITE_FUZZ_SEED", "15"))
+FUZZ_N = int(os.environ.get("PDLITE_FUZZ_N", "2500"))
+
+
+def _fuzz_tool():
+    spec = importlib.util.spec_from_file_location("fuzz_loaders", REPO / "tools" / "fuzz_loaders.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def fuzz(tmp_path_factory):
+    """The fuzz tool as a module, with its seed models built once."""
+    mod = _fuzz_tool()
+    seeds = tmp_path_factory.mktemp("fuzz_seeds")
+    mod.build_seeds(seeds)
+    return mod, seeds
+
+
+def test_fuzz_campaign_every_format(fuzz, tmp_path):
+    """FUZZ_N seeded mutations over .pdmodel, .pdiparams, __model__/__params__, non-combined files,
+    PIR inference.json and .nb, in worker subprocesses with a memory limit and a timeout: each one
+    loads or raises a pdlite error naming the file; no other exception, crash, hang, MemoryError, or
+    corrupted .nb accepted."""
+    mod, seeds = fuzz
+    out = tmp_path / "results.jsonl"
+    cmd = [sys.executable, str(REPO / "tools" / "fuzz_loaders.py"), "-n", str(FUZZ_N), "--seed", str(FUZZ_SEED),
+           "--jobs", "2", "--seeds-dir", str(seeds), "--json", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert out.is_file(), p.stdout[-2000:] + p.stderr[-2000:]
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    bad = [r for r in results if r["out"] not in ("ok", "error")]
+    assert not bad, p.stdout[-4000:]
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert len(results) == FUZZ_N
+    for fmt in mod.FORMATS:  # every format fuzzed, and both outcomes reached (not all rejected up front)
+        outs = Counter(r["out"] for r in results if r["fmt"] == fmt)
+        assert sum(outs.values()) >= FUZZ_N // len(mod.FORMATS), (fmt, outs)
+        assert outs["error"] > 0 and outs["ok"] > 0, (fmt, outs)
+    hows = Counter(r["how"] for r in results)
+    for how in ("flip", "replace", "truncate", "extend", "dup", "proto", "tensor", "json", "nb-meta", "nb-header"):
+        assert hows[how] > 0, hows
+
+
+def test_fuzz_harness_reports_escapes_and_silent_corruption(fuzz, monkeypatch, tmp_path):
+    """The harness itself: a non-pdlite exception, a ModelFormatError not naming the file and a
+    corrupted .nb that loads are each reported as failures."""
+    mod, seeds = fuzz
+    mut = mod.make_mutation(0, "pdmodel", 0, seeds)
+
+    def boom(*a, **k):
+        raise KeyError("deep inside")
+
+    monkeypatch.setattr(mod, "_load", boom)
+    assert mod.run_one(mut, seeds, tmp_path, 5.0)["out"] == "escape"
+
+    def unnamed(*a, **k):
+        raise ModelFormatError("bad bytes")
+
+    monkeypatch.setattr(mod, "_load", unnamed)
+    assert mod.run_one(mut, seeds, tmp_path, 5.0)["out"] == "unnamed"
+
+    nb = next(m for i in range(50) if (m := mod.make_mutation(0, "nb", i, seeds))["how"] == "flip")
+    monkeypatch.setattr(mod, "_load", lambda *a, **k: ([], None))
+    assert mod.run_one(nb, seeds, tmp_path, 5.0)["out"] == "silent"
+
+
+def _flip_param_byte(path: Path) -> Path:
+    """A copy of the .nb with one byte of its first param changed (checksums left as they were)."""
+    from pdlite.model_parser import naive_buffer as nbf
+
+    data = bytearray(path.read_bytes())
+    h = nbf.read_header(memoryview(bytes(data)), str(path))
+    meta = json.loads(bytes(data[h["meta_off"]:h["meta_off"] + h["meta_size"]]))
+    t = meta["tensors"][0]
+    data[h["data_off"] + t["offset"] + 1] ^= 0x10
+    out = path.with_name("corrupt.nb")
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_corrupted_nb_params_are_an_error_by_default(fuzz):
+    """One changed byte in a param of a real .nb: an error by default (file, mmap and buffer loads,
+    and MobileConfig); `verify_checksum=False` (trusted files) skips that check and loads it."""
+    from pdlite.api import MobileConfig, create_paddle_predictor
+    from pdlite.model_parser.naive_buffer import load_naive_buffer, load_naive_buffer_bytes
+
+    _, seeds = fuzz
+    good = seeds / "nb" / "fc_linear" / "model.nb"
+    bad = _flip_param_byte(good)
+    for load in (lambda: load_naive_buffer(bad), lambda: load_naive_buffer(bad, use_mmap=True),
+                 lambda: load_naive_buffer_bytes(bad.read_bytes(), str(bad))):
+        with pytest.raises(ModelFormatError, match=r"corrupt\.nb: data section is corrupt"):
+            load()
+    cfg = MobileConfig()
+    cfg.set_model_from_file(str(bad))
+    with pytest.raises(ModelFormatError, match="data section is corrupt"):
+        create_paddle_predictor(cfg)
+    cfg.set_option("verify_checksum", False)
+    create_paddle_predictor(cfg)  # the opt-out: no check, the changed value is used
+    a, b = load_naive_buffer(good), load_naive_buffer(bad, verify=False)
+    assert any(not np.array_equal(a.params[k], b.params[k]) for k in a.params)
+
+
+def test_nb_meta_edits_behind_the_checksums(fuzz, tmp_path):
+    """Meta sections with valid checksums but nonsense inside: deep nesting, malformed places,
+    absurd tensor shapes. Each is a ModelFormatError naming the file."""
+    from pdlite.model_parser import naive_buffer as nbf
+
+    mod, seeds = fuzz
+    data = (seeds / "nb" / "fc_linear" / "model.nb").read_bytes()
+    h = nbf.read_header(memoryview(data), "seed")
+    meta = json.loads(data[h["meta_off"]:h["meta_off"] + h["meta_size"]])
+    prog = data[h["prog_off"]:h["prog_off"] + h["prog_size"]]
+    body = data[h["data_off"]:]
+    deep = b"[" * 100000 + b"]" * 100000
+    huge = dict(meta["tensors"][0], shape=[0, 2**62, 2**62], nbytes=0)
+    cases = {
+        "deep": deep,
+        "places": json.dumps(dict(meta, valid_places=[1.5])).encode(),
+        "places3": json.dumps(dict(meta, valid_places=[["Host", "FP32"]])).encode(),
+        "huge": json.dumps(dict(meta, tensors=[huge] + meta["tensors"][1:])).encode(),
+        "rank": json.dumps(dict(meta, tensors=[dict(huge, shape=[1] * 70)] + meta["tensors"][1:])).encode(),
+    }
+    for name, new_meta in cases.items():
+        p = tmp_path / f"{name}.nb"
+        p.write_bytes(mod._nb_build(new_meta, prog, body))
+        with pytest.raises(ModelFormatError, match=f"{name}.nb"):
+            nbf.load_naive_buffer(p)
+
+
+def test_lod_tensor_with_a_zero_dim_and_huge_dims():
+    """dims [0, 2**62, 4]: zero elements but an impossible shape; an error, not a NumPy ValueError."""
+    from pdlite.model_parser import framework_proto as fp
+    from pdlite.model_parser.lod_tensor import _I32, _U32, _U64
+
+    desc = fp.TensorDesc(data_type=5, dims=[0, 2**62, 4]).SerializeToString()
+    blob = _U32.pack(0) + _U64.pack(0) + _U32.pack(0) + _I32.pack(len(desc)) + desc
+    with pytest.raises(ModelFormatError, match=r"t\.bin: variable 'w': invalid dims"):
+        read_lod_tensor(blob, 0, "t.bin", "w")
