@@ -1,120 +1,43 @@
-"""The PIR op -> legacy op table used by `pdlite.model_parser.pir`.
+"""The PIR op table, part 1: program structure, creation, tensor, math and activation ops.
 
 Each entry maps one PIR op (`pd_op.*`, `builtin.*`) onto the ops of pdlite's registry, which
-are Paddle's legacy (ProgramDesc) ops: same semantics, legacy names, slots and attributes.
-Most entries are `simple(legacy_type, input_slots, output_slots, attrs, fixed)`: operand i
-goes to input_slots[i], result i to output_slots[i], PIR attribute `a` to legacy attribute
-`attrs[a]`, plus `fixed` attributes. PIR passes IntArray / Scalar arguments (kernel sizes,
-shapes, axes, ...) as operands, usually made by pd_op.full_int_array / pd_op.full; when
-they are constant they are folded into the legacy attributes (and the constant op is
-dropped when nothing else reads it), otherwise they go to the legacy tensor slot
-(ShapeTensor, StartsTensor, ...) where there is one. docs/pir.md lists the table.
+are Paddle's legacy (ProgramDesc) ops: same semantics, legacy names, slots and attributes. Most
+entries are `op_map(legacy, ins, outs, attrs, fixed, args)` (pdlite.model_parser.pir_convert):
+operand i -> input slot ins[i], result i -> output slot outs[i], PIR attributes copied under
+their own names unless `attrs` renames or converts them, `fixed` attributes added, and the
+IntArray / Scalar operands listed in `args` folded into their legacy attribute when constant
+(else fed to the legacy tensor slot). In-place variants (`relu_`) use their base op's entry.
+The vision, detection and sequence ops are in pdlite.model_parser.pir_mapping_nn; docs/pir.md
+lists the table.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from pdlite.core.dtypes import VarType, numpy_dtype
 from pdlite.core.program import VarDesc
-from pdlite.model_parser.pir import DTYPE_NAMES, Conversion, PirConverter, PirOp
-
-Slots = tuple[str | None, ...]
-
-# -------------------------------------------------------------------------------- helpers
-
-
-def _operand(op: PirOp, i: int) -> int:
-    return op.inputs[i] if i < len(op.inputs) else 0
-
-
-def _ins(c: PirConverter, op: PirOp, slots: Slots) -> dict[str, list[str]]:
-    """Input slots: operand i -> slots[i] (tensor or vector operands; null operands left out)."""
-    return {s: c.names_of(op, v) for s, v in zip(slots, op.inputs) if s is not None and v != 0}
-
-
-def _attrs(op: PirOp, spec: dict[str, str] | None) -> dict[str, Any]:
-    return {dst: op.attrs[src] for src, dst in (spec or {}).items() if src in op.attrs}
-
-
-def vartype(c: PirConverter, op: PirOp, name: str | None, what: str = "dtype") -> int:
-    """VarType number of a dtype attribute value ("float32" -> 5); "Undefined" -> -1."""
-    if name is None or str(name).lower().startswith("undefined"):
-        return -1
-    try:
-        return int(DTYPE_NAMES[str(name)])
-    except KeyError:
-        raise c.fail(op, f"attribute {what!r}: unknown data type {name!r}") from None
-
-
-def const_ints(c: PirConverter, op: PirOp, i: int) -> list[int] | None:
-    """Operand i as a list of ints when it is a constant (None when it is computed)."""
-    v = c.const(_operand(op, i))
-    return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
-
-
-def const_scalar(c: PirConverter, op: PirOp, i: int) -> Any:
-    v = c.const(_operand(op, i))
-    if v is None:
-        return None
-    flat = np.asarray(v).reshape(-1)
-    if flat.size != 1:
-        raise c.fail(op, f"operand #{i} should hold one value, holds {flat.size}")
-    return flat[0].item()
-
-
-def int_arg(c: PirConverter, op: PirOp, i: int, attrs: dict[str, Any], attr: str, ins: dict[str, list[str]],
-            tensor_slot: str | None, list_slot: str | None = None, what: str = "") -> None:
-    """An IntArray operand: folded into `attr` when constant, else fed to the legacy tensor slot
-    (`list_slot` for a vector of scalars, `tensor_slot` for one tensor)."""
-    vid = _operand(op, i)
-    if vid == 0:
-        return
-    ints = const_ints(c, op, i)
-    if ints is not None:
-        attrs[attr] = ints
-        return
-    if list_slot is not None and vid in c.vec_names:
-        ins[list_slot] = c.names_of(op, vid)
-    elif tensor_slot is not None and vid not in c.vec_names:
-        ins[tensor_slot] = [c.name(op, vid)]
-    else:
-        raise c.unsupported(op, f"{what or attr} must be a constant (pd_op.full_int_array / pd_op.full)")
-
-
-def scalar_arg(c: PirConverter, op: PirOp, i: int, attrs: dict[str, Any], attr: str, ins: dict[str, list[str]],
-               tensor_slot: str | None, conv: Callable[[Any], Any] = float) -> None:
-    """A Scalar operand: folded into `attr` when constant, else fed to `tensor_slot`."""
-    vid = _operand(op, i)
-    if vid == 0:
-        return
-    v = const_scalar(c, op, i)
-    if v is not None:
-        attrs[attr] = conv(v)
-    elif tensor_slot is not None:
-        ins[tensor_slot] = [c.name(op, vid)]
-    else:
-        raise c.unsupported(op, f"{attr} must be a constant (pd_op.full)")
-
-
-def simple(legacy: str, ins: Slots = ("X",), outs: Slots = ("Out",), attrs: dict[str, str] | None = None,
-           fixed: dict[str, Any] | None = None) -> Conversion:
-    """A one-to-one mapping: operands, results and attributes renamed, `fixed` attributes added."""
-
-    def conv(c: PirConverter, op: PirOp) -> None:
-        a = _attrs(op, attrs)
-        a.update(fixed or {})
-        c.emit(legacy, _ins(c, op, ins), c.outputs(op, outs), a)
-
-    conv.__doc__ = f"-> {legacy}"
-    return conv
-
+from pdlite.model_parser.pir_convert import (
+    PIR_OPS,
+    IntArg,
+    PirConverter,
+    ScalarArg,
+    const_scalar,
+    inputs,
+    int_arg,
+    op_map,
+    operand,
+    register_pir,
+    scalar_arg,
+    vartype,
+)
+from pdlite.model_parser.pir_decode import PirOp
 
 # ---------------------------------------------------------------------- program structure
 
 
+@register_pir("builtin.parameter", "builtin.constant")
 def _parameter(c: PirConverter, op: PirOp) -> None:
     name = op.attrs.get("parameter_name", op.attrs.get("value"))
     if not isinstance(name, str) or not name:
@@ -123,6 +46,7 @@ def _parameter(c: PirConverter, op: PirOp) -> None:
         raise c.fail(op, f"parameter name {name!r} is used twice")
 
 
+@register_pir("pd_op.data", "pd_op.feed", produces="feed")
 def _data(c: PirConverter, op: PirOp) -> None:
     name = op.attrs.get("name")
     if not isinstance(name, str) or not name:
@@ -135,12 +59,13 @@ def _data(c: PirConverter, op: PirOp) -> None:
     c.n_feeds += 1
 
 
+@register_pir("pd_op.fetch", produces="fetch")
 def _fetch(c: PirConverter, op: PirOp) -> None:
     name = op.attrs.get("name")
     if not isinstance(name, str) or not name or not op.inputs:
         raise c.fail(op, "fetch needs an operand and a 'name' attribute")
     src = c.name(op, op.inputs[0])
-    if src != name:  # a parameter, a feed or a value fetched twice: copy it under the fetch name
+    if src != name:  # a parameter, a feed, an alias or a value fetched twice: copy it under the fetch name
         if c.claim(name) != name:
             raise c.fail(op, f"fetch name {name!r} is used twice")
         v = c.block.vars.get(src)
@@ -150,25 +75,46 @@ def _fetch(c: PirConverter, op: PirOp) -> None:
     c.emit("fetch", {"X": [src]}, {"Out": ["fetch"]}, {"col": int(op.attrs.get("col", 0))})
 
 
+@register_pir("builtin.combine")
 def _combine(c: PirConverter, op: PirOp) -> None:
     vid = op.outputs[0]
     c.vec_ids[vid] = list(op.inputs)
     c.vec_names[vid] = [c.name(op, v) for v in op.inputs]
 
 
+def _element_const(c: PirConverter, vec: int, i: int) -> np.ndarray | None:
+    return c.const(c.vec_ids[vec][i]) if vec in c.vec_ids else None
+
+
+@register_pir("builtin.split")
 def _split_vector(c: PirConverter, op: PirOp) -> None:
-    vec = _operand(op, 0)
+    vec = operand(op, 0)
     elems = c.vec_names.get(vec)
     if elems is None or len(elems) != len(op.outputs):
         raise c.fail(op, f"builtin.split of %{vec}: expected a vector of {len(op.outputs)} values")
     for i, out in enumerate(op.outputs):
-        c.names[out] = elems[i]
-        if vec in c.vec_ids:
-            v = c.const(c.vec_ids[vec][i])
-            if v is not None:
-                c.consts[out] = v
+        c.alias(out, elems[i], _element_const(c, vec, i))
 
 
+@register_pir("builtin.slice")
+def _slice_vector(c: PirConverter, op: PirOp) -> None:
+    """builtin.slice: element `index` of a vector (a result of split, unbind, rnn's states ...)."""
+    vec, index = operand(op, 0), op.attrs.get("index")
+    elems = c.vec_names.get(vec)
+    if elems is None or not isinstance(index, int) or not 0 <= index < len(elems):
+        raise c.fail(op, f"builtin.slice of %{vec}: index {index!r} is not an element of a vector")
+    c.alias(op.outputs[0], elems[index], _element_const(c, vec, index))
+
+
+@register_pir("builtin.shadow_output")
+def _ignore(c: PirConverter, op: PirOp) -> None:
+    """builtin.shadow_output only names a value for the executor's scope: nothing to run."""
+
+
+# ------------------------------------------------------------------------------- constants
+
+
+@register_pir("pd_op.full", produces="fill_constant")
 def _full(c: PirConverter, op: PirOp) -> None:
     shape = [int(d) for d in op.attrs.get("shape", [1])]
     vt = vartype(c, op, op.attrs.get("dtype", "float32"))
@@ -183,7 +129,7 @@ def _full(c: PirConverter, op: PirOp) -> None:
     c.emit("fill_constant", {}, {"Out": [c.define(op, 0)]}, attrs, droppable=True)
 
 
-def _assign_value(c: PirConverter, op: PirOp, values: list[Any], shape: list[int], dtype: str) -> None:
+def _assign_value(c: PirConverter, op: PirOp, values: list[Any], shape: list[int], dtype: Any) -> None:
     vt = vartype(c, op, dtype)
     if vt < 0:
         raise c.fail(op, "constant without a data type")
@@ -196,381 +142,177 @@ def _assign_value(c: PirConverter, op: PirOp, values: list[Any], shape: list[int
            droppable=True)
 
 
+@register_pir("pd_op.full_int_array", produces="assign_value")
 def _full_int_array(c: PirConverter, op: PirOp) -> None:
     values = list(op.attrs.get("value", []))
     _assign_value(c, op, values, [len(values)], op.attrs.get("dtype", "int64"))
 
 
+@register_pir("pd_op.assign_value", produces="assign_value")
 def _assign_value_op(c: PirConverter, op: PirOp) -> None:
     values = list(op.attrs.get("values", []))
     _assign_value(c, op, values, [int(d) for d in op.attrs.get("shape", [len(values)])],
                   op.attrs.get("dtype", "float32"))
 
 
-# ------------------------------------------------------------------------- vision ops
-
-_CONV = {"strides": "strides", "paddings": "paddings", "padding_algorithm": "padding_algorithm",
-         "dilations": "dilations", "groups": "groups", "data_format": "data_format"}
-
-
-def _conv_transpose(c: PirConverter, op: PirOp) -> None:
-    attrs = _attrs(op, {**_CONV, "output_padding": "output_padding"})
-    ins = _ins(c, op, ("Input", "Filter"))
-    int_arg(c, op, 2, attrs, "output_size", ins, None, what="output_size")
-    c.emit("conv2d_transpose", ins, c.outputs(op, ("Output",)), attrs)
-
-
-_POOL = {"strides": "strides", "paddings": "paddings", "ceil_mode": "ceil_mode", "exclusive": "exclusive",
-         "data_format": "data_format", "pooling_type": "pooling_type", "global_pooling": "global_pooling",
-         "adaptive": "adaptive", "padding_algorithm": "padding_algorithm"}
-
-
-def _pool2d(c: PirConverter, op: PirOp) -> None:
-    attrs = _attrs(op, _POOL)
-    ins = _ins(c, op, ("X",))
-    int_arg(c, op, 1, attrs, "ksize", ins, None, what="kernel_size")
-    c.emit("pool2d", ins, c.outputs(op, ("Out",)), attrs)
+@register_pir("pd_op.full_like", produces=("fill_any_like", "shape64", "fill_constant"))
+def _full_like(c: PirConverter, op: PirOp) -> None:
+    """full_like: fill_any_like; a computed fill value: fill_constant(ValueTensor, ShapeTensor = shape64(X))."""
+    attrs: dict[str, Any] = {"dtype": vartype(c, op, op.attrs.get("dtype"))}
+    ins = inputs(c, op, ("X",))
+    if const_scalar(c, op, 1) is not None or operand(op, 1) == 0:
+        scalar_arg(c, op, 1, ScalarArg("value"), attrs, ins)
+        c.emit("fill_any_like", ins, c.outputs(op, ("Out",)), attrs)
+        return
+    x = ins["X"][0]
+    shape = c.temp(x, VarType.INT64)
+    c.emit("shape64", {"Input": [x]}, {"Out": [shape]})
+    dtype = attrs["dtype"] if attrs["dtype"] >= 0 else c.var_dtype(x)
+    c.emit("fill_constant", {"ValueTensor": [c.name(op, operand(op, 1))], "ShapeTensor": [shape]},
+           c.outputs(op, ("Out",)), {"dtype": dtype, "value": 0.0, "shape": []})
 
 
-def _interp(method: str) -> Conversion:
-    def conv(c: PirConverter, op: PirOp) -> None:
-        attrs = _attrs(op, {"data_format": "data_layout", "out_d": "out_d", "out_h": "out_h", "out_w": "out_w",
-                            "scale": "scale", "interp_method": "interp_method", "align_corners": "align_corners",
-                            "align_mode": "align_mode"})
-        ins = _ins(c, op, ("X",))
-        size = const_ints(c, op, 1) if _operand(op, 1) else None
-        if size is not None and len(size) in (1, 2, 3):
-            for k, v in zip(("out_d", "out_h", "out_w")[3 - len(size):], size):
-                attrs[k] = v
-        elif _operand(op, 1):
-            ins["OutSize"] = [c.name(op, _operand(op, 1))]
-        if _operand(op, 2):
-            ins["SizeTensor"] = c.names_of(op, _operand(op, 2))
-        if _operand(op, 3):
-            ins["Scale"] = [c.name(op, _operand(op, 3))]
-        c.emit(f"{method}_interp_v2", ins, c.outputs(op, ("Out",)), attrs)
-
-    conv.__doc__ = f"-> {method}_interp_v2"
-    return conv
+@register_pir("pd_op.full_with_tensor", produces="fill_constant")
+def _full_with_tensor(c: PirConverter, op: PirOp) -> None:
+    attrs: dict[str, Any] = {"dtype": vartype(c, op, op.attrs.get("dtype", "float32")), "value": 0.0, "shape": []}
+    ins = {"ValueTensor": [c.name(op, operand(op, 0))]}
+    int_arg(c, op, 1, IntArg("shape", "ShapeTensor", "ShapeTensorList"), attrs, ins)
+    c.emit("fill_constant", ins, c.outputs(op, ("Out",)), attrs)
 
 
-_DROPOUT_MODES = {"upscale_in_train": "upscale_in_train", "downscale_in_infer": "downgrade_in_infer",
-                  "downgrade_in_infer": "downgrade_in_infer"}
+# --------------------------------------------------------------------------- tensor ops
 
 
-def _dropout(c: PirConverter, op: PirOp) -> None:
-    mode = op.attrs.get("mode", "upscale_in_train")
-    if mode not in _DROPOUT_MODES:
-        raise c.fail(op, f"unknown dropout mode {mode!r}")
-    attrs = {"is_test": bool(op.attrs.get("is_test", True)), "dropout_implementation": _DROPOUT_MODES[mode],
-             "seed": int(op.attrs.get("seed", 0)), "fix_seed": bool(op.attrs.get("fix_seed", False)),
-             "dropout_prob": float(op.attrs.get("p", 0.5))}
-    ins = _ins(c, op, ("X",))
-    scalar_arg(c, op, 2, attrs, "dropout_prob", ins, None)
-    c.emit("dropout", ins, c.outputs(op, ("Out", "Mask")), attrs)
+def _reduce(legacy: str) -> Any:
+    """A reduction: the axis IntArray operand (or attribute, for all/any/amax/amin) -> dim; an empty
+    axis reduces over all axes (a 0-D result unless keepdim)."""
 
-
-# ---------------------------------------------------------------------- tensor ops
-
-
-def _reshape(c: PirConverter, op: PirOp) -> None:
-    attrs: dict[str, Any] = {"shape": []}
-    ins = _ins(c, op, ("X",))
-    int_arg(c, op, 1, attrs, "shape", ins, "Shape", "ShapeTensor")
-    c.emit("reshape2", ins, c.outputs(op, ("Out", "XShape")), attrs)
-
-
-def _axes_op(legacy: str, attr: str, tensor_slot: str | None, list_slot: str | None, outs: Slots,
-             extra: dict[str, str] | None = None) -> Conversion:
-    """Ops whose operand #1 is an IntArray of axes / shape / repeat times."""
-
-    def conv(c: PirConverter, op: PirOp) -> None:
-        attrs = _attrs(op, extra)
-        ins = _ins(c, op, ("X",))
-        int_arg(c, op, 1, attrs, attr, ins, tensor_slot, list_slot)
-        c.emit(legacy, ins, c.outputs(op, outs), attrs)
-
-    conv.__doc__ = f"-> {legacy}"
-    return conv
-
-
-def _reduce(legacy: str) -> Conversion:
     def conv(c: PirConverter, op: PirOp) -> None:
         attrs: dict[str, Any] = {"keep_dim": bool(op.attrs.get("keepdim", False))}
-        ins = _ins(c, op, ("X",))
-        if op.name.endswith((".all", ".any", ".amax", ".amin")) and "axis" in op.attrs:
+        ins = inputs(c, op, ("X",))
+        if "axis" in op.attrs:
             dims = [int(a) for a in op.attrs["axis"]]
+        elif len(op.inputs) > 1 and op.inputs[1] != 0:
+            tmp: dict[str, Any] = {}
+            int_arg(c, op, 1, IntArg("dim"), tmp, ins)
+            dims = tmp["dim"]
         else:
-            dims = const_ints(c, op, 1) if len(op.inputs) > 1 else []
-            if dims is None:
-                raise c.unsupported(op, "axis must be a constant (pd_op.full_int_array)")
+            dims = []
         attrs.update(dim=dims, reduce_all=not dims or bool(op.attrs.get("reduce_all", False)))
         if "dtype" in op.attrs:
             attrs["out_dtype"] = vartype(c, op, op.attrs["dtype"])
         c.emit(legacy, ins, c.outputs(op, ("Out",)), attrs)
 
     conv.__doc__ = f"-> {legacy}"
+    conv.produces = (legacy,)  # type: ignore[attr-defined]
     return conv
 
 
-def _concat(c: PirConverter, op: PirOp) -> None:
-    attrs: dict[str, Any] = {"axis": 0}
-    ins = _ins(c, op, ("X",))
-    scalar_arg(c, op, 1, attrs, "axis", ins, "AxisTensor", int)
-    c.emit("concat", ins, c.outputs(op, ("Out",)), attrs)
-
-
-def _split(c: PirConverter, op: PirOp) -> None:
-    attrs: dict[str, Any] = {"num": 0, "axis": 0, "sections": []}
-    ins = _ins(c, op, ("X",))
-    if op.name.endswith("split_with_num"):
-        attrs["num"] = int(op.attrs.get("num", 0))
-        scalar_arg(c, op, 1, attrs, "axis", ins, "AxisTensor", int)
-    else:
-        int_arg(c, op, 1, attrs, "sections", ins, None, "SectionsTensorList")
-        scalar_arg(c, op, 2, attrs, "axis", ins, "AxisTensor", int)
-    c.emit("split", ins, c.outputs(op, ("Out",)), attrs)
-
-
-def _slice(c: PirConverter, op: PirOp) -> None:
-    attrs = _attrs(op, {"axes": "axes", "infer_flags": "infer_flags", "decrease_axis": "decrease_axis"})
-    attrs.setdefault("decrease_axis", [])
-    ins = _ins(c, op, ("Input",))
-    int_arg(c, op, 1, attrs, "starts", ins, "StartsTensor", "StartsTensorList")
-    int_arg(c, op, 2, attrs, "ends", ins, "EndsTensor", "EndsTensorList")
-    c.emit("slice", ins, c.outputs(op, ("Out",)), attrs)
-
-
-def _strided_slice(c: PirConverter, op: PirOp) -> None:
-    attrs = _attrs(op, {"axes": "axes"})
-    attrs.update(decrease_axis=[], infer_flags=[1] * len(attrs.get("axes", [])))
-    ins = _ins(c, op, ("Input",))
-    int_arg(c, op, 1, attrs, "starts", ins, "StartsTensor", "StartsTensorList")
-    int_arg(c, op, 2, attrs, "ends", ins, "EndsTensor", "EndsTensorList")
-    int_arg(c, op, 3, attrs, "strides", ins, "StridesTensor", "StridesTensorList")
-    c.emit("strided_slice", ins, c.outputs(op, ("Out",)), attrs)
-
-
-def _scale(c: PirConverter, op: PirOp) -> None:
-    attrs = {"scale": 1.0, "bias": float(op.attrs.get("bias", 0.0)),
-             "bias_after_scale": bool(op.attrs.get("bias_after_scale", True))}
-    ins = _ins(c, op, ("X",))
-    scalar_arg(c, op, 1, attrs, "scale", ins, "ScaleTensor")
-    c.emit("scale", ins, c.outputs(op, ("Out",)), attrs)
-
-
-def _clip(c: PirConverter, op: PirOp) -> None:
-    attrs: dict[str, Any] = {}
-    ins = _ins(c, op, ("X",))
-    scalar_arg(c, op, 1, attrs, "min", ins, "Min")
-    scalar_arg(c, op, 2, attrs, "max", ins, "Max")
-    c.emit("clip", ins, c.outputs(op, ("Out",)), attrs)
-
-
+@register_pir("pd_op.cast", produces="cast")
 def _cast(c: PirConverter, op: PirOp) -> None:
-    src = c.block.vars.get(c.name(op, _operand(op, 0)))
-    attrs = {"in_dtype": int(src.dtype) if src is not None and src.dtype is not None else -1,
-             "out_dtype": vartype(c, op, op.attrs.get("dtype"))}
-    c.emit("cast", _ins(c, op, ("X",)), c.outputs(op, ("Out",)), attrs)
+    ins = inputs(c, op, ("X",))
+    attrs = {"in_dtype": c.var_dtype(ins["X"][0]), "out_dtype": vartype(c, op, op.attrs.get("dtype"))}
+    c.emit("cast", ins, c.outputs(op, ("Out",)), attrs)
 
 
-def _arg(legacy: str) -> Conversion:
+@register_pir("pd_op.add_n", produces="sum")
+def _add_n(c: PirConverter, op: PirOp) -> None:
+    """add_n (a vector operand) -> sum (legacy add_n)."""
+    c.emit("sum", {"X": c.names_of(op, operand(op, 0))}, c.outputs(op, ("Out",)))
+
+
+def _set_value(base: Any) -> Any:
+    """set_value(_with_tensor): PIR's `values` (Scalars) also as the legacy typed list of Input's dtype."""
+
     def conv(c: PirConverter, op: PirOp) -> None:
-        attrs = {"keepdims": bool(op.attrs.get("keepdims", False)), "flatten": bool(op.attrs.get("flatten", False)),
-                 "dtype": vartype(c, op, op.attrs.get("dtype", "int64"))}
-        ins = _ins(c, op, ("X",))
-        scalar_arg(c, op, 1, attrs, "axis", ins, None, int)
-        c.emit(legacy, ins, c.outputs(op, ("Out",)), attrs)
+        base(c, op)
+        desc = c.emitted[-1][0]
+        vt = c.var_dtype(desc.inputs["Input"][0])
+        desc.attrs["dtype"] = vt
+        values = list(desc.attrs.get("values", []))
+        key = {VarType.FP32: "fp32_values", VarType.FP64: "fp64_values", VarType.INT32: "int32_values",
+               VarType.INT64: "int64_values", VarType.BOOL: "bool_values"}.get(vt)
+        if key is not None and values and "ValueTensor" not in desc.inputs:
+            cast = bool if key == "bool_values" else int if key.startswith("int") else float
+            desc.attrs[key] = [cast(v) for v in values]
 
+    conv.__doc__ = "-> set_value"
+    conv.produces = ("set_value",)  # type: ignore[attr-defined]
     return conv
 
 
-def _full_like(c: PirConverter, op: PirOp) -> None:
-    attrs: dict[str, Any] = {"dtype": vartype(c, op, op.attrs.get("dtype"))}
-    ins = _ins(c, op, ("X",))
-    scalar_arg(c, op, 1, attrs, "value", ins, None)
-    c.emit("fill_any_like", ins, c.outputs(op, ("Out",)), attrs)
-
-
-def _scalar_attr_op(legacy: str, ins_slots: Slots, idx: int, attr: str, tensor_slot: str | None, outs: Slots,
-                    spec: dict[str, str] | None = None, conv_: Callable[[Any], Any] = int) -> Conversion:
-    """Ops with one Scalar operand (axis, k, num_classes ...) folded into `attr`."""
-
-    def conv(c: PirConverter, op: PirOp) -> None:
-        attrs = _attrs(op, spec)
-        ins = _ins(c, op, ins_slots)
-        scalar_arg(c, op, idx, attrs, attr, ins, tensor_slot, conv_)
-        c.emit(legacy, ins, c.outputs(op, outs), attrs)
-
-    conv.__doc__ = f"-> {legacy}"
-    return conv
-
-
-def _full_with_tensor(c: PirConverter, op: PirOp) -> None:
-    attrs: dict[str, Any] = {"dtype": vartype(c, op, op.attrs.get("dtype", "float32")), "value": 0.0, "shape": []}
-    ins = {"ValueTensor": [c.name(op, _operand(op, 0))]}
-    int_arg(c, op, 1, attrs, "shape", ins, "ShapeTensor", "ShapeTensorList")
-    c.emit("fill_constant", ins, c.outputs(op, ("Out",)), attrs)
-
-
-def _tril_triu(lower: bool) -> Conversion:
-    return simple("tril_triu", attrs={"diagonal": "diagonal"}, fixed={"lower": lower})
-
-
-def _ignore(c: PirConverter, op: PirOp) -> None:
-    """builtin.shadow_output only names a value for the executor's scope: nothing to run."""
-
-
-def _shape64(c: PirConverter, op: PirOp) -> None:
-    c.emit("shape64", _ins(c, op, ("Input",)), c.outputs(op, ("Out",)))
-
-
-# ------------------------------------------------------------------------- the table
 
 _UNARY_SAME = ["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "floor", "ceil", "round", "sin",
                "cos", "erf", "square", "reciprocal", "sign", "silu", "logsigmoid", "softsign", "log2", "log10",
                "log1p", "logical_not", "assign", "tan", "atan", "asin", "acos", "sinh", "cosh", "expm1", "trunc",
-               "bitwise_not"]
+               "bitwise_not", "tanh_shrink", "asinh", "acosh", "atanh", "erfinv", "lgamma", "digamma"]
 _BINARY = {"add": "elementwise_add", "subtract": "elementwise_sub", "multiply": "elementwise_mul",
            "divide": "elementwise_div", "maximum": "elementwise_max", "minimum": "elementwise_min",
            "elementwise_pow": "elementwise_pow", "floor_divide": "elementwise_floordiv",
-           "remainder": "elementwise_mod", "equal": "equal", "not_equal": "not_equal", "less_than": "less_than",
+           "remainder": "elementwise_mod", "fmax": "elementwise_fmax", "fmin": "elementwise_fmin",
+           "equal": "equal", "not_equal": "not_equal", "less_than": "less_than",
            "less_equal": "less_equal", "greater_than": "greater_than", "greater_equal": "greater_equal",
            "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
            "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor"}
+_X_OUT_XSHAPE = ("Out", "XShape")
 
-PIR_OPS: dict[str, Conversion] = {
-    # program structure
-    "builtin.parameter": _parameter,
-    "builtin.constant": _parameter,
-    "pd_op.data": _data,
-    "pd_op.feed": _data,
-    "pd_op.fetch": _fetch,
-    "builtin.combine": _combine,
-    "builtin.split": _split_vector,
-    "pd_op.full": _full,
-    "pd_op.full_int_array": _full_int_array,
-    "pd_op.assign_value": _assign_value_op,
-    "pd_op.assign_value_": _assign_value_op,
-    "pd_op.full_like": _full_like,
-    "pd_op.full_with_tensor": _full_with_tensor,
-    "builtin.shadow_output": _ignore,
-    # vision
-    "pd_op.conv2d": simple("conv2d", ("Input", "Filter"), ("Output",), _CONV),
-    "pd_op.depthwise_conv2d": simple("depthwise_conv2d", ("Input", "Filter"), ("Output",), _CONV),
-    "pd_op.conv2d_transpose": _conv_transpose,
-    "pd_op.depthwise_conv2d_transpose": _conv_transpose,
-    "pd_op.pool2d": _pool2d,
-    "pd_op.max_pool2d_with_index": simple(
-        "max_pool2d_with_index", outs=("Out", "Mask"),
-        attrs={"kernel_size": "ksize", "strides": "strides", "paddings": "paddings",
-               "global_pooling": "global_pooling", "adaptive": "adaptive", "ceil_mode": "ceil_mode"}),
-    "pd_op.batch_norm": simple(
-        "batch_norm", ("X", "Mean", "Variance", "Scale", "Bias"),
-        ("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance", "ReserveSpace"),
-        {"is_test": "is_test", "momentum": "momentum", "epsilon": "epsilon", "data_format": "data_layout",
-         "use_global_stats": "use_global_stats", "trainable_statistics": "trainable_statistics"}),
-    "pd_op.layer_norm": simple("layer_norm", ("X", "Scale", "Bias"), ("Y", "Mean", "Variance"),
-                               {"epsilon": "epsilon", "begin_norm_axis": "begin_norm_axis"}),
-    "pd_op.group_norm": simple("group_norm", ("X", "Scale", "Bias"), ("Y", "Mean", "Variance"),
-                               {"epsilon": "epsilon", "groups": "groups", "data_format": "data_layout"}),
-    "pd_op.instance_norm": simple("instance_norm", ("X", "Scale", "Bias"), ("Y", "SavedMean", "SavedVariance"),
-                                  {"epsilon": "epsilon"}),
-    "pd_op.nearest_interp": _interp("nearest"),
-    "pd_op.bilinear_interp": _interp("bilinear"),
-    "pd_op.bicubic_interp": _interp("bicubic"),
-    "pd_op.linear_interp": _interp("linear"),
-    "pd_op.trilinear_interp": _interp("trilinear"),
-    "pd_op.pixel_shuffle": simple("pixel_shuffle", attrs={"upscale_factor": "upscale_factor",
-                                                          "data_format": "data_format"}),
-    "pd_op.pad3d": _axes_op("pad3d", "paddings", "Paddings", None, ("Out",),
-                            {"mode": "mode", "pad_value": "value", "data_format": "data_format"}),
-    "pd_op.dropout": _dropout,
+TABLE: dict[str, Any] = {
+    "pd_op.assign_out_": op_map("assign", ("X", None)),
+    "pd_op.share_data_": op_map("share_data"),
+    "pd_op.full_batch_size_like": op_map("fill_constant_batch_size_like", ("Input",)),
+    "pd_op.eye": op_map("eye", (), args={0: ScalarArg("num_rows", conv=int), 1: ScalarArg("num_columns", conv=int)}),
+    "pd_op.arange": op_map("range", ("Start", "End", "Step"), attrs={"dtype": None}),
+    "pd_op.linspace": op_map("linspace", ("Start", "Stop", "Num")),
     # activations
-    "pd_op.relu6": simple("relu6", fixed={"threshold": 6.0}),
-    "pd_op.hardswish": simple("hard_swish", fixed={"threshold": 6.0, "scale": 6.0, "offset": 3.0}),
-    "pd_op.hardsigmoid": simple("hard_sigmoid", attrs={"slope": "slope", "offset": "offset"}),
-    "pd_op.gelu": simple("gelu", attrs={"approximate": "approximate"}),
-    "pd_op.leaky_relu": simple("leaky_relu", attrs={"negative_slope": "alpha"}),
-    "pd_op.elu": simple("elu", attrs={"alpha": "alpha"}),
-    "pd_op.swish": simple("swish", fixed={"beta": 1.0}),
-    "pd_op.mish": simple("mish", attrs={"lambda": "threshold"}),
-    "pd_op.softplus": simple("softplus", attrs={"beta": "beta", "threshold": "threshold"}),
-    "pd_op.softmax": simple("softmax", attrs={"axis": "axis"}),
-    "pd_op.log_softmax": simple("log_softmax", attrs={"axis": "axis"}),
-    "pd_op.prelu": simple("prelu", ("X", "Alpha"), attrs={"mode": "mode", "data_format": "data_format"}),
-    "pd_op.pow": simple("pow", attrs={"y": "factor"}),
-    "pd_op.hardtanh": simple("brelu", attrs={"t_min": "t_min", "t_max": "t_max"}),
-    "pd_op.celu": simple("celu", attrs={"alpha": "alpha"}),
-    "pd_op.selu": simple("selu", attrs={"scale": "scale", "alpha": "alpha"}),
-    "pd_op.hardshrink": simple("hard_shrink", attrs={"threshold": "threshold"}),
-    "pd_op.softshrink": simple("softshrink", attrs={"threshold": "lambda"}),
-    "pd_op.tanh_shrink": simple("tanh_shrink"),
-    "pd_op.thresholded_relu": simple("thresholded_relu", attrs={"threshold": "threshold"}),
-    "pd_op.logit": simple("logit", attrs={"eps": "eps"}),
-    "pd_op.scale": _scale,
-    "pd_op.clip": _clip,
-    "pd_op.cast": _cast,
-    # linear algebra, embedding
-    "pd_op.matmul": simple("matmul_v2", ("X", "Y"), attrs={"transpose_x": "trans_x", "transpose_y": "trans_y"}),
-    "pd_op.bmm": simple("matmul_v2", ("X", "Y"), fixed={"trans_x": False, "trans_y": False}),
-    "pd_op.embedding": simple("lookup_table_v2", ("Ids", "W"), attrs={"padding_idx": "padding_idx"}),
-    # shapes and indexing
-    "pd_op.reshape": _reshape,
-    "pd_op.flatten": simple("flatten_contiguous_range", outs=("Out", "XShape"),
-                            attrs={"start_axis": "start_axis", "stop_axis": "stop_axis"}),
-    "pd_op.transpose": simple("transpose2", outs=("Out", "XShape"), attrs={"perm": "axis"}),
-    "pd_op.squeeze": _axes_op("squeeze2", "axes", None, None, ("Out", "XShape")),
-    "pd_op.unsqueeze": _axes_op("unsqueeze2", "axes", "AxesTensor", "AxesTensorList", ("Out", "XShape")),
-    "pd_op.expand": _axes_op("expand_v2", "shape", "Shape", "expand_shapes_tensor", ("Out",)),
-    "pd_op.tile": _axes_op("tile", "repeat_times", "RepeatTimes", "repeat_times_tensor", ("Out",)),
-    "pd_op.roll": _axes_op("roll", "shifts", "ShiftsTensor", None, ("Out",), {"axis": "axis"}),
-    "pd_op.concat": _concat,
-    "pd_op.stack": simple("stack", outs=("Y",), attrs={"axis": "axis"}),
-    "pd_op.split": _split,
-    "pd_op.split_with_num": _split,
-    "pd_op.slice": _slice,
-    "pd_op.strided_slice": _strided_slice,
-    "pd_op.gather": _scalar_attr_op("gather", ("X", "Index"), 2, "axis", "Axis", ("Out",)),
-    "pd_op.index_select": simple("index_select", ("X", "Index"), attrs={"axis": "dim"}),
-    "pd_op.where": simple("where", ("Condition", "X", "Y")),
-    "pd_op.flip": simple("flip", attrs={"axis": "axis"}),
-    "pd_op.gather_nd": simple("gather_nd", ("X", "Index")),
-    "pd_op.index_sample": simple("index_sample", ("X", "Index")),
-    "pd_op.take_along_axis": simple("take_along_axis", ("Input", "Index"), ("Result",), {"axis": "Axis"}),
-    "pd_op.scatter": simple("scatter", ("X", "Ids", "Updates"), attrs={"overwrite": "overwrite"}),
-    "pd_op.unstack": simple("unstack", outs=("Y",), attrs={"axis": "axis", "num": "num"}),
-    "pd_op.unbind": simple("unbind", attrs={"axis": "axis"}),
-    "pd_op.meshgrid": simple("meshgrid"),
-    "pd_op.expand_as": simple("expand_as_v2", ("X", "Y"), attrs={"target_shape": "target_shape"}),
-    "pd_op.tril": _tril_triu(True),
-    "pd_op.triu": _tril_triu(False),
-    "pd_op.argsort": simple("argsort", outs=("Out", "Indices"), attrs={"axis": "axis", "descending": "descending"}),
-    "pd_op.p_norm": simple("p_norm", attrs={"porder": "porder", "axis": "axis", "epsilon": "epsilon",
-                                            "keepdim": "keepdim", "asvector": "asvector"}),
-    "pd_op.nonzero": simple("where_index", ("Condition",)),
-    "pd_op.linspace": simple("linspace", ("Start", "Stop", "Num"), attrs={"dtype": "dtype"}),
-    "pd_op.pixel_unshuffle": simple("pixel_unshuffle", attrs={"downscale_factor": "downscale_factor",
-                                                              "data_format": "data_format"}),
-    "pd_op.channel_shuffle": simple("channel_shuffle", attrs={"groups": "groups", "data_format": "data_format"}),
-    "pd_op.grid_sample": simple("grid_sampler", ("X", "Grid"), ("Output",),
-                                {"mode": "mode", "padding_mode": "padding_mode", "align_corners": "align_corners"}),
-    "pd_op.atan2": simple("atan2", ("X1", "X2")),
-    "pd_op.isnan": simple("isnan_v2"),
-    "pd_op.isinf": simple("isinf_v2"),
-    "pd_op.isfinite": simple("isfinite_v2"),
-    "pd_op.shape": simple("shape", ("Input",)),
-    "pd_op.shape64": _shape64,
-    "pd_op.numel": simple("size", ("Input",)),
-    "pd_op.one_hot": _scalar_attr_op("one_hot_v2", ("X",), 1, "depth", None, ("Out",)),
-    "pd_op.cumsum": _scalar_attr_op("cumsum", ("X",), 1, "axis", None, ("Out",),
-                                    {"flatten": "flatten", "exclusive": "exclusive", "reverse": "reverse"}),
-    "pd_op.topk": _scalar_attr_op("top_k_v2", ("X",), 1, "k", "K", ("Out", "Indices"),
-                                  {"axis": "axis", "largest": "largest", "sorted": "sorted"}),
-    "pd_op.argmax": _arg("arg_max"),
-    "pd_op.argmin": _arg("arg_min"),
-    "pd_op.arange": simple("range", ("Start", "End", "Step")),
-    # reductions
+    "pd_op.relu6": op_map("relu6", fixed={"threshold": 6.0}),
+    "pd_op.hardswish": op_map("hard_swish", fixed={"threshold": 6.0, "scale": 6.0, "offset": 3.0}),
+    "pd_op.hardsigmoid": op_map("hard_sigmoid"),
+    "pd_op.gelu": op_map("gelu"),
+    "pd_op.leaky_relu": op_map("leaky_relu", attrs={"negative_slope": "alpha"}),
+    "pd_op.elu": op_map("elu"),
+    "pd_op.swish": op_map("swish", fixed={"beta": 1.0}),
+    "pd_op.mish": op_map("mish", attrs={"lambda": "threshold"}),
+    "pd_op.softplus": op_map("softplus"),
+    "pd_op.softmax": op_map("softmax"),
+    "pd_op.log_softmax": op_map("log_softmax"),
+    "pd_op.prelu": op_map("prelu", ("X", "Alpha")),
+    "pd_op.pow": op_map("pow", attrs={"y": "factor"}),
+    "pd_op.hardtanh": op_map("brelu"),
+    "pd_op.celu": op_map("celu"),
+    "pd_op.selu": op_map("selu"),
+    "pd_op.hardshrink": op_map("hard_shrink"),
+    "pd_op.softshrink": op_map("softshrink", attrs={"threshold": "lambda"}),
+    "pd_op.thresholded_relu": op_map("thresholded_relu"),
+    "pd_op.logit": op_map("logit"),
+    "pd_op.stanh": op_map("stanh"),
+    "pd_op.scale": op_map("scale", args={1: ScalarArg("scale", "ScaleTensor")}),
+    "pd_op.clip": op_map("clip", args={1: ScalarArg("min", "Min"), 2: ScalarArg("max", "Max")}),
+    "pd_op.isnan": op_map("isnan_v2"),
+    "pd_op.isinf": op_map("isinf_v2"),
+    "pd_op.isfinite": op_map("isfinite_v2"),
+    "pd_op.atan2": op_map("atan2", ("X1", "X2")),
+    "pd_op.increment": op_map("increment", attrs={"value": "step"}),
+    # linear algebra
+    "pd_op.matmul": op_map("matmul_v2", ("X", "Y"), attrs={"transpose_x": "trans_x", "transpose_y": "trans_y"}),
+    "pd_op.bmm": op_map("matmul_v2", ("X", "Y"), fixed={"trans_x": False, "trans_y": False}),
+    "pd_op.matmul_with_flatten": op_map("mul", ("X", "Y")),
+    "pd_op.fc": op_map("fc", ("Input", "W", "Bias")),
+    "pd_op.embedding": op_map("lookup_table_v2", ("Ids", "W"), attrs={"sparse": None}),
+    "pd_op.lookup_table": op_map("lookup_table", ("W", "Ids")),
+    "pd_op.p_norm": op_map("p_norm"),
+    "pd_op.norm": op_map("norm", outs=("Out", "Norm")),
+    "pd_op.cumsum": op_map("cumsum", args={1: ScalarArg("axis", conv=int)}),
+    "pd_op.cumprod": op_map("cumprod"),
+    "pd_op.logsumexp": op_map("logsumexp"),
+    "pd_op.mean_all": op_map("mean"),
+    "pd_op.partial_sum": op_map("partial_sum"),
+    "pd_op.partial_concat": op_map("partial_concat"),
+    "pd_op.argmax": op_map("arg_max", args={1: ScalarArg("axis", conv=int)}),
+    "pd_op.argmin": op_map("arg_min", args={1: ScalarArg("axis", conv=int)}),
+    "pd_op.argsort": op_map("argsort", outs=("Out", "Indices")),
+    "pd_op.topk": op_map("top_k_v2", outs=("Out", "Indices"), args={1: ScalarArg("k", "K", int)}),
+    "pd_op.kthvalue": op_map("kthvalue", outs=("Out", "Indices")),
+    "pd_op.unique": op_map("unique", outs=("Out", "Indices", "Index", "Counts"), fixed={"is_sorted": True}),
     "pd_op.mean": _reduce("reduce_mean"),
     "pd_op.sum": _reduce("reduce_sum"),
     "pd_op.max": _reduce("reduce_max"),
@@ -580,10 +322,66 @@ PIR_OPS: dict[str, Conversion] = {
     "pd_op.any": _reduce("reduce_any"),
     "pd_op.amax": _reduce("reduce_amax"),
     "pd_op.amin": _reduce("reduce_amin"),
-    "pd_op.logsumexp": simple("logsumexp", attrs={"axis": "axis", "keepdim": "keepdim", "reduce_all": "reduce_all"}),
+    # shapes and indexing
+    "pd_op.shape": op_map("shape", ("Input",)),
+    "pd_op.shape64": op_map("shape64", ("Input",)),
+    "pd_op.numel": op_map("size", ("Input",)),
+    "pd_op.reshape": op_map("reshape2", outs=_X_OUT_XSHAPE, fixed={"shape": []},
+                            args={1: IntArg("shape", "Shape", "ShapeTensor")}),
+    "pd_op.flatten": op_map("flatten_contiguous_range", outs=_X_OUT_XSHAPE),
+    "pd_op.transpose": op_map("transpose2", outs=_X_OUT_XSHAPE, attrs={"perm": "axis"}),
+    "pd_op.squeeze": op_map("squeeze2", outs=_X_OUT_XSHAPE, args={1: IntArg("axes")}),
+    "pd_op.unsqueeze": op_map("unsqueeze2", outs=_X_OUT_XSHAPE,
+                              args={1: IntArg("axes", "AxesTensor", "AxesTensorList")}),
+    "pd_op.expand": op_map("expand_v2", args={1: IntArg("shape", "Shape", "expand_shapes_tensor")}),
+    "pd_op.expand_as": op_map("expand_as_v2", ("X", "Y")),
+    "pd_op.tile": op_map("tile", args={1: IntArg("repeat_times", "RepeatTimes", "repeat_times_tensor")}),
+    "pd_op.roll": op_map("roll", args={1: IntArg("shifts", "ShiftsTensor")}),
+    "pd_op.reverse": op_map("reverse", args={1: IntArg("axis")}),
+    "pd_op.flip": op_map("flip"),
+    "pd_op.concat": op_map("concat", args={1: ScalarArg("axis", "AxisTensor", int)}),
+    "pd_op.stack": op_map("stack", outs=("Y",)),
+    "pd_op.split": op_map("split", fixed={"num": 0}, args={1: IntArg("sections", None, "SectionsTensorList"),
+                                                          2: ScalarArg("axis", "AxisTensor", int)}),
+    "pd_op.split_with_num": op_map("split", fixed={"sections": []}, args={1: ScalarArg("axis", "AxisTensor", int)}),
+    "pd_op.unstack": op_map("unstack", outs=("Y",)),
+    "pd_op.unbind": op_map("unbind"),
+    "pd_op.meshgrid": op_map("meshgrid"),
+    "pd_op.slice": op_map("slice", ("Input",), args={1: IntArg("starts", "StartsTensor", "StartsTensorList"),
+                                                     2: IntArg("ends", "EndsTensor", "EndsTensorList")}),
+    "pd_op.strided_slice": op_map("strided_slice", ("Input",), args={
+        1: IntArg("starts", "StartsTensor", "StartsTensorList"), 2: IntArg("ends", "EndsTensor", "EndsTensorList"),
+        3: IntArg("strides", "StridesTensor", "StridesTensorList")}),
+    "pd_op.gather": op_map("gather", ("X", "Index"), args={2: ScalarArg("axis", "Axis", int)}),
+    "pd_op.gather_nd": op_map("gather_nd", ("X", "Index")),
+    "pd_op.index_select": op_map("index_select", ("X", "Index"), attrs={"axis": "dim"}),
+    "pd_op.index_sample": op_map("index_sample", ("X", "Index")),
+    "pd_op.take_along_axis": op_map("take_along_axis", ("Input", "Index"), ("Result",), attrs={"axis": "Axis"}),
+    "pd_op.put_along_axis": op_map("put_along_axis", ("Input", "Index", "Value"), ("Result",),
+                                   attrs={"axis": "Axis", "reduce": "Reduce", "include_self": "Include_self"}),
+    "pd_op.scatter": op_map("scatter", ("X", "Ids", "Updates")),
+    "pd_op.scatter_nd_add": op_map("scatter_nd_add", ("X", "Index", "Updates")),
+    "pd_op.where": op_map("where", ("Condition", "X", "Y")),
+    "pd_op.nonzero": op_map("where_index", ("Condition",)),
+    "pd_op.masked_select": op_map("masked_select", ("X", "Mask"), ("Y",)),
+    "pd_op.tril": op_map("tril_triu", fixed={"lower": True}),
+    "pd_op.triu": op_map("tril_triu", fixed={"lower": False}),
+    "pd_op.tril_triu": op_map("tril_triu"),
+    "pd_op.one_hot": op_map("one_hot_v2", args={1: ScalarArg("depth", "depth_tensor", int)}),
+    "pd_op.repeat_interleave": op_map("repeat_interleave", attrs={"repeats": "Repeats", "axis": "dim"}),
+    "pd_op.repeat_interleave_with_tensor_index": op_map("repeat_interleave", ("X", "RepeatsTensor"),
+                                                        attrs={"axis": "dim"}),
+    "pd_op.set_value": _set_value(op_map("set_value", ("Input",), args={
+        1: IntArg("starts", None, "StartsTensorList"), 2: IntArg("ends", None, "EndsTensorList"),
+        3: IntArg("steps", None, "StepsTensorList")})),
+    "pd_op.set_value_with_tensor": _set_value(op_map("set_value", ("Input", "ValueTensor"), args={
+        2: IntArg("starts", None, "StartsTensorList"), 3: IntArg("ends", None, "EndsTensorList"),
+        4: IntArg("steps", None, "StepsTensorList")})),
 }
-PIR_OPS.update({f"pd_op.{n}": simple(n) for n in _UNARY_SAME})
-PIR_OPS.update({f"pd_op.{n}": simple(legacy, ("X", "Y"), fixed={"axis": -1}) for n, legacy in _BINARY.items()})
+TABLE.update({f"pd_op.{n}": op_map(n) for n in _UNARY_SAME})
+TABLE.update({f"pd_op.{n}": op_map(legacy, ("X", "Y"), fixed={"axis": -1}) for n, legacy in _BINARY.items()})
+for _name, _fn in TABLE.items():
+    PIR_OPS.add(_name, _fn)
 
 
 def mapping_table() -> list[tuple[str, str]]:

@@ -195,7 +195,7 @@ def test_control_flow_is_refused_with_inner_ops_counted():
     ("{\"base_code\": {\"magic\": \"pir\"}, \"program\": {\"regions\": [{\"blocks\": [{\"ops\": [{\"#\": 3}]}]}]}}",
      "op #0: '#' should be str"),
     ("{\"base_code\": {\"magic\": \"pir\"}, \"program\": {\"regions\": [{\"blocks\": [{\"ops\": []}]}]}}",
-     "no pd_op.data"),
+     "no pd_op.fetch"),
 ])
 def test_malformed_json_names_file_and_expectation(text, expected):
     with pytest.raises(ModelFormatError, match="bad.json") as e:
