@@ -1,0 +1,74 @@
+"""Batch inference on a local Ray instance (2 CPUs): map_batches(PdliteModel) and `pdlite batch --ray`
+give exactly the outputs of one process (1 thread); pdlite errors come back naming the file."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install pdlite[ray])")
+pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install pdlite[ray])")
+
+from pdlite.api import CxxConfig, create_paddle_predictor  # noqa: E402
+from pdlite.errors import InputError  # noqa: E402
+from pdlite.integrations.ray import PdliteModel, predict_dataset  # noqa: E402
+from pdlite.tools.batch import run_batch  # noqa: E402
+from tests.conftest import model_dir  # noqa: E402
+
+OUT = "softmax_0.tmp_0"
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def _single_process(model: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+    cfg = CxxConfig()
+    cfg.set_model_dir(model)
+    cfg.set_threads(1)
+    pred = create_paddle_predictor(cfg)
+    return [pred.predict([x[None]])[0][0] for x in xs]
+
+
+def test_map_batches_variable_shapes_equal_single_process(local_ray):
+    cls = str(model_dir("ppocr_cls_v2"))
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal((3, 48, 160 if i % 3 else 192)).astype(np.float32) for i in range(10)]
+    ds = local_ray.data.from_items([{"id": i, "x": x} for i, x in enumerate(xs)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # newer Ray deprecates `concurrency` in favour of `compute`
+        out = ds.map_batches(PdliteModel, fn_constructor_kwargs={"model": cls}, concurrency=2, batch_size=4)
+        rows = sorted(out.take_all(), key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == list(range(10))
+    for r, ref in zip(rows, _single_process(cls, xs)):
+        assert r[OUT].dtype == np.float32 and np.array_equal(r[OUT], ref), r["id"]
+    # the helper (ActorPoolStrategy) gives the same, with renamed columns
+    rows2 = predict_dataset(ds, cls, concurrency=2, batch_size=3, outputs={OUT: "probs"}).take_all()
+    assert {r["id"]: r["probs"].tobytes() for r in rows2} == {r["id"]: r[OUT].tobytes() for r in rows}
+
+
+def test_pdlite_batch_on_ray_equals_process_pool(local_ray, tmp_path):
+    cls = str(model_dir("ppocr_cls_v2"))
+    rng = np.random.default_rng(8)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(6):
+        np.save(inputs / f"item{i}.npy", rng.standard_normal((1, 3, 48, 96 + 32 * (i % 3))).astype(np.float32))
+    n = run_batch(cls, str(inputs), str(tmp_path / "ray"), ray_address="auto", workers=2, batch_size=2)
+    assert n == 6
+    run_batch(cls, str(inputs), str(tmp_path / "local"), workers=1)
+    for i in range(6):
+        got, ref = np.load(tmp_path / "ray" / f"item{i}.npz"), np.load(tmp_path / "local" / f"item{i}.npz")
+        assert got.files == ref.files == [OUT]
+        assert np.array_equal(got[OUT], ref[OUT])
+    np.save(inputs / "item3.npy", np.zeros((1, 4, 48, 96), np.float32))  # 4 channels: the model takes 3
+    with pytest.raises(InputError, match=r"item3\.npy"):
+        run_batch(cls, str(inputs), str(tmp_path / "bad"), ray_address="auto", workers=2, batch_size=2)
