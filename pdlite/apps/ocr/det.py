@@ -1,0 +1,201 @@
+"""Text detection (DB): PaddleOCR's pre-processing (`DetResizeForTest`, `NormalizeImage`) and `DBPostProcess`.
+
+Mirrors PaddleOCR 2.x `ppocr/data/imaug/operators.py`, `ppocr/postprocess/db_postprocess.py` and
+`tools/infer/predict_det.py` step for step, so the same network output gives the same boxes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pdlite.apps.ocr._deps import require
+from pdlite.errors import ConfigError
+
+DET_MEAN = (0.485, 0.456, 0.406)
+DET_STD = (0.229, 0.224, 0.225)
+
+
+def det_resize(img: np.ndarray, limit_side_len: int = 960, limit_type: str = "max") -> tuple[np.ndarray, np.ndarray]:
+    """`DetResizeForTest` (type 0): scale so the limited side fits, round both sides to multiples of 32.
+
+    Returns the resized image and `shape` = [src_h, src_w, ratio_h, ratio_w] as PaddleOCR keeps it.
+    """
+    cv2 = require("cv2")
+    src_h, src_w = img.shape[:2]
+    if src_h + src_w < 64:  # PaddleOCR pads tiny images to at least 32x32 (black), keeping src_h/src_w
+        pad = np.zeros((max(32, src_h), max(32, src_w), img.shape[2]), np.uint8)
+        pad[:src_h, :src_w, :] = img
+        img = pad
+    h, w = img.shape[:2]
+    if limit_type == "max":
+        ratio = float(limit_side_len) / (h if h > w else w) if max(h, w) > limit_side_len else 1.0
+    elif limit_type == "min":
+        ratio = float(limit_side_len) / (h if h < w else w) if min(h, w) < limit_side_len else 1.0
+    elif limit_type == "resize_long":
+        ratio = float(limit_side_len) / max(h, w)
+    else:
+        raise ConfigError(f"det_limit_type must be 'max', 'min' or 'resize_long', got {limit_type!r}")
+    resize_h = max(int(round(int(h * ratio) / 32) * 32), 32)
+    resize_w = max(int(round(int(w * ratio) / 32) * 32), 32)
+    img = cv2.resize(img, (resize_w, resize_h))
+    return img, np.array([src_h, src_w, resize_h / float(h), resize_w / float(w)])
+
+
+def det_normalize(img: np.ndarray) -> np.ndarray:
+    """`NormalizeImage` (scale 1/255, ImageNet mean/std applied to the BGR channels as PaddleOCR does), HWC->NCHW."""
+    scale = np.float32(1.0 / 255.0)
+    mean = np.array(DET_MEAN, dtype=np.float32).reshape(1, 1, 3)
+    std = np.array(DET_STD, dtype=np.float32).reshape(1, 1, 3)
+    out = (img.astype("float32") * scale - mean) / std
+    return np.ascontiguousarray(out.transpose(2, 0, 1)[None])
+
+
+def polygon_area_length(box: np.ndarray) -> tuple[float, float]:
+    """Area and perimeter of a simple polygon, with GEOS's formulas (what shapely's Polygon.area/.length give)."""
+    p = np.asarray(box, dtype=np.float64).reshape(-1, 2).tolist()
+    ring = p + [p[0]]
+    x0 = ring[0][0]
+    s = 0.0
+    for i in range(1, len(ring) - 1):
+        s += (ring[i][0] - x0) * (ring[i - 1][1] - ring[i + 1][1])
+    length = 0.0
+    for (xa, ya), (xb, yb) in zip(ring[:-1], ring[1:]):
+        dx, dy = xb - xa, yb - ya
+        length += (dx * dx + dy * dy) ** 0.5
+    return abs(s / 2.0), length
+
+
+class DBPostProcess:
+    """Differentiable Binarization post-processing: probability map -> quadrilateral text boxes."""
+
+    def __init__(self, thresh: float = 0.3, box_thresh: float = 0.6, max_candidates: int = 1000,
+                 unclip_ratio: float = 1.5, use_dilation: bool = False, score_mode: str = "fast") -> None:
+        if score_mode not in ("fast", "slow"):
+            raise ConfigError(f"det_db_score_mode must be 'fast' or 'slow', got {score_mode!r}")
+        self.thresh = thresh
+        self.box_thresh = box_thresh
+        self.max_candidates = max_candidates
+        self.unclip_ratio = unclip_ratio
+        self.min_size = 3
+        self.score_mode = score_mode
+        self.dilation_kernel = np.array([[1, 1], [1, 1]]) if use_dilation else None
+
+    def __call__(self, pred: np.ndarray, shape: np.ndarray) -> tuple[np.ndarray, list[float]]:
+        """pred: [1, 1, H, W] probability map; shape: [src_h, src_w, ratio_h, ratio_w]."""
+        cv2 = require("cv2")
+        prob = pred[0, 0, :, :]
+        mask = prob > self.thresh
+        if self.dilation_kernel is not None:
+            mask = cv2.dilate(np.array(mask).astype(np.uint8), self.dilation_kernel)
+        src_h, src_w = shape[0], shape[1]
+        return self.boxes_from_bitmap(prob, mask, src_w, src_h)
+
+    def boxes_from_bitmap(self, pred: np.ndarray, bitmap: np.ndarray, dest_width: Any,
+                          dest_height: Any) -> tuple[np.ndarray, list[float]]:
+        cv2 = require("cv2")
+        height, width = bitmap.shape
+        outs = cv2.findContours((bitmap * 255).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+        contours = outs[1] if len(outs) == 3 else outs[0]
+        boxes, scores = [], []
+        for contour in contours[: self.max_candidates]:
+            points, sside = self.get_mini_boxes(contour)
+            if sside < self.min_size:
+                continue
+            points = np.array(points)
+            if self.score_mode == "fast":
+                score = self.box_score_fast(pred, points.reshape(-1, 2))
+            else:
+                score = self.box_score_slow(pred, contour)
+            if self.box_thresh > score:
+                continue
+            box = self.unclip(points, self.unclip_ratio).reshape(-1, 1, 2)
+            box, sside = self.get_mini_boxes(box)
+            if sside < self.min_size + 2:
+                continue
+            box = np.array(box)
+            box[:, 0] = np.clip(np.round(box[:, 0] / width * dest_width), 0, dest_width)
+            box[:, 1] = np.clip(np.round(box[:, 1] / height * dest_height), 0, dest_height)
+            boxes.append(box.astype("int32"))
+            scores.append(score)
+        return np.array(boxes, dtype="int32"), scores
+
+    @staticmethod
+    def unclip(box: np.ndarray, unclip_ratio: float) -> np.ndarray:
+        """Grow the box by area * ratio / perimeter with pyclipper's round offset (Vatti clipping)."""
+        pyclipper = require("pyclipper")
+        area, length = polygon_area_length(box)
+        distance = area * unclip_ratio / length
+        offset = pyclipper.PyclipperOffset()
+        offset.AddPath(box, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
+        return np.array(offset.Execute(distance))
+
+    @staticmethod
+    def get_mini_boxes(contour: np.ndarray) -> tuple[list[np.ndarray], float]:
+        """The minimum-area rectangle's corners ordered [top-left, top-right, bottom-right, bottom-left]."""
+        cv2 = require("cv2")
+        bounding_box = cv2.minAreaRect(contour)
+        points = sorted(list(cv2.boxPoints(bounding_box)), key=lambda x: x[0])
+        i1, i4 = (0, 1) if points[1][1] > points[0][1] else (1, 0)
+        i2, i3 = (2, 3) if points[3][1] > points[2][1] else (3, 2)
+        return [points[i1], points[i2], points[i3], points[i4]], min(bounding_box[1])
+
+    @staticmethod
+    def box_score_fast(bitmap: np.ndarray, _box: np.ndarray) -> float:
+        """Mean probability inside the box (filled polygon over its bounding rectangle)."""
+        cv2 = require("cv2")
+        h, w = bitmap.shape[:2]
+        box = _box.copy()
+        xmin = np.clip(np.floor(box[:, 0].min()).astype("int32"), 0, w - 1)
+        xmax = np.clip(np.ceil(box[:, 0].max()).astype("int32"), 0, w - 1)
+        ymin = np.clip(np.floor(box[:, 1].min()).astype("int32"), 0, h - 1)
+        ymax = np.clip(np.ceil(box[:, 1].max()).astype("int32"), 0, h - 1)
+        mask = np.zeros((ymax - ymin + 1, xmax - xmin + 1), dtype=np.uint8)
+        box[:, 0] = box[:, 0] - xmin
+        box[:, 1] = box[:, 1] - ymin
+        cv2.fillPoly(mask, box.reshape(1, -1, 2).astype("int32"), 1)
+        return cv2.mean(bitmap[ymin:ymax + 1, xmin:xmax + 1], mask)[0]
+
+    @staticmethod
+    def box_score_slow(bitmap: np.ndarray, contour: np.ndarray) -> float:
+        """Mean probability inside the contour itself."""
+        cv2 = require("cv2")
+        h, w = bitmap.shape[:2]
+        contour = np.reshape(contour.copy(), (-1, 2))
+        xmin = np.clip(np.min(contour[:, 0]), 0, w - 1)
+        xmax = np.clip(np.max(contour[:, 0]), 0, w - 1)
+        ymin = np.clip(np.min(contour[:, 1]), 0, h - 1)
+        ymax = np.clip(np.max(contour[:, 1]), 0, h - 1)
+        mask = np.zeros((ymax - ymin + 1, xmax - xmin + 1), dtype=np.uint8)
+        contour[:, 0] = contour[:, 0] - xmin
+        contour[:, 1] = contour[:, 1] - ymin
+        cv2.fillPoly(mask, contour.reshape(1, -1, 2).astype("int32"), 1)
+        return cv2.mean(bitmap[ymin:ymax + 1, xmin:xmax + 1], mask)[0]
+
+
+def order_points_clockwise(pts: np.ndarray) -> np.ndarray:
+    """[top-left, top-right, bottom-right, bottom-left] by coordinate sum and difference (PaddleOCR 2.6+)."""
+    rect = np.zeros((4, 2), dtype="float32")
+    s = pts.sum(axis=1)
+    rect[0] = pts[np.argmin(s)]
+    rect[2] = pts[np.argmax(s)]
+    tmp = np.delete(pts, (np.argmin(s), np.argmax(s)), axis=0)
+    diff = np.diff(np.array(tmp), axis=1)
+    rect[1] = tmp[np.argmin(diff)]
+    rect[3] = tmp[np.argmax(diff)]
+    return rect
+
+
+def filter_tag_det_res(dt_boxes: np.ndarray, image_shape: tuple[int, ...]) -> np.ndarray:
+    """Order each box's corners, clip them into the image (integer pixels), drop boxes of 3 px or less."""
+    img_height, img_width = image_shape[0:2]
+    kept = []
+    for box in dt_boxes:
+        box = order_points_clockwise(box)
+        for pno in range(box.shape[0]):
+            box[pno, 0] = int(min(max(box[pno, 0], 0), img_width - 1))
+            box[pno, 1] = int(min(max(box[pno, 1], 0), img_height - 1))
+        if int(np.linalg.norm(box[0] - box[1])) <= 3 or int(np.linalg.norm(box[0] - box[3])) <= 3:
+            continue
+        kept.append(box)
+    return np.array(kept)
