@@ -6,10 +6,11 @@ that refuse invalid changes; `lint()` checks the invariants after each pass in d
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdlite.core.dtypes import VarType
 from pdlite.core.program import BlockDesc, OpDesc, VarDesc
 from pdlite.errors import GraphError
 
@@ -51,14 +52,19 @@ class Node:
 class Graph:
     """An SSA graph over one block. Var descriptions are shared with the block by name."""
 
-    def __init__(self, block: BlockDesc) -> None:
+    def __init__(self, block: BlockDesc, inputs: Iterable[str] = ()) -> None:
         self.block = block
         self.vars: dict[str, VarDesc] = block.vars
+        # names that are graph inputs besides parameters: the feed ops' outputs (they stay inputs
+        # when the feed ops are removed) and `inputs` (a sub-block's vars coming from its parent)
+        self.inputs: set[str] = set(inputs)
         self._nodes: dict[int, Node] = {}
         self._next_id = 0
         self._latest: dict[str, Node] = {}
         for op in block.ops:
             self._append_op(op)
+            if op.type == "feed":
+                self.inputs.update(op.output_names())
 
     # -- construction -------------------------------------------------------------------------
     def _new_node(self, **kw: Any) -> Node:
@@ -155,16 +161,73 @@ class Graph:
         self.vars.setdefault(desc.name, desc)
         return self._new_node(var=self.vars[desc.name], name=desc.name)
 
-    def remove_op(self, node: Node) -> None:
-        """Remove an op node and its edges (its output var nodes stay, without producer)."""
+    def remove_op(self, node: Node, *, orphan_outputs: bool = False) -> None:
+        """Remove an op node and its edges. Refused while another op reads one of its outputs, unless
+        `orphan_outputs` (the caller gives them a new producer next, or makes them graph inputs:
+        feeds, folded constants); `lint()` flags any left read but unproduced."""
         self._check_owned(node)
         if not node.is_op:
             raise GraphError(f"remove_op got a var node {node.name!r}")
+        if not orphan_outputs:
+            read = {v.name: sorted({c.name for c in v.outputs}) for v in node.outputs if v.outputs}
+            if read:
+                raise GraphError(f"cannot remove op {node.name}#{node.id}: its outputs are still read "
+                                 f"({', '.join(f'{k} by {v}' for k, v in read.items())}); rewire the readers "
+                                 "(replace_input), replace the op (replace_ops) or move the output (replace_output)")
+        self._detach(node)
+
+    def _detach(self, node: Node) -> None:
         for v in node.inputs:
             v.outputs.remove(node)
         for v in node.outputs:
             v.inputs.remove(node)
         del self._nodes[node.id]
+
+    def replace_ops(self, old: Sequence[Node], op: OpDesc, inputs: Iterable[Node], outputs: Iterable[Node]) -> Node:
+        """Replace the op nodes `old` by one new op reading `inputs` and writing `outputs` (at once).
+
+        Every output of `old` read by an op outside `old` (or kept as a graph output by the caller)
+        must be among `outputs`; `outputs` are outputs of `old` or var nodes with no producer. Var
+        nodes of `old` left with no edges are removed."""
+        old = list(old)
+        for n in old:
+            self._check_owned(n)
+            if not n.is_op:
+                raise GraphError(f"replace_ops got a var node {n.name!r}")
+        ids = {n.id for n in old}
+        outputs = list(outputs)
+        keep = {v.id for v in outputs}
+        lost = sorted({v.name for n in old for v in n.outputs
+                       if v.id not in keep and any(c.id not in ids for c in v.outputs)})
+        if lost:
+            raise GraphError(f"replace_ops: the new {op.type} does not write {lost}, which ops outside the "
+                             "replaced ones read")
+        touched = [v for n in old for v in n.inputs + n.outputs]
+        for n in old:
+            self._detach(n)
+        node = self.add_op(op, inputs, outputs)
+        for v in touched:
+            if v.id in self._nodes and not v.inputs and not v.outputs:
+                del self._nodes[v.id]
+        return node
+
+    def replace_output(self, op: Node, old: Node, new: Node) -> None:
+        """Make `op` write the var node `new` (which has no producer) instead of `old` (edges and the op
+        desc's slots); `old` keeps its readers and loses its producer: give it another one next."""
+        self._check_owned(op)
+        self._check_owned(new)
+        if old not in op.outputs:
+            raise GraphError(f"replace_output: op {op.name}#{op.id} does not write {old.name!r}")
+        if new.inputs:
+            raise GraphError(f"replace_output: var {new.name!r} already has a producer ({new.inputs[0].name})")
+        assert op.op is not None
+        old.inputs.remove(op)
+        op.outputs[op.outputs.index(old)] = new
+        new.inputs.append(op)
+        for names in op.op.outputs.values():
+            for i, n in enumerate(names):
+                if n == old.name:
+                    names[i] = new.name
 
     def remove_var(self, node: Node) -> None:
         """Remove a var node; refused while an op still reads or writes it."""
@@ -202,14 +265,23 @@ class Graph:
             del self._nodes[n.id]
         return len(dead)
 
+    def is_input(self, v: Node) -> bool:
+        """Whether the var node may be read without a producer: a parameter, a feed or a declared input."""
+        return (v.persistable or v.name in self.inputs
+                or (v.var is not None and v.var.type in (VarType.FEED_MINIBATCH, VarType.FETCH_LIST)))
+
     def _check_owned(self, node: Node) -> None:
         if self._nodes.get(node.id) is not node:
             raise GraphError(f"{node!r} does not belong to this graph")
 
     # -- checks and output --------------------------------------------------------------------
     def lint(self) -> None:
-        """Check edge symmetry, op-desc/edge agreement, single producers and acyclicity."""
+        """Check edge symmetry, op-desc/edge agreement, single producers, that every var read has a
+        producer or is a graph input (feed, parameter, `inputs`), and acyclicity."""
         for n in self._nodes.values():
+            if n.is_var and n.outputs and not n.inputs and not self.is_input(n):
+                raise GraphError(f"var {n.name!r} is read by {sorted({c.name for c in n.outputs})} but nothing "
+                                 "writes it, and it is neither a feed nor a parameter")
             for i in n.inputs:
                 if self._nodes.get(i.id) is not i:
                     raise GraphError(f"{n!r} has input {i!r} that is not in the graph")

@@ -85,7 +85,6 @@ class SubgraphDetectPass(Pass):
         ids = {m.id for m in members}
         in_nodes: list[Node] = []
         out_nodes: list[Node] = []
-        internal: list[Node] = []
         for m in members:
             for v in m.inputs:
                 p = v.producer()
@@ -95,8 +94,6 @@ class SubgraphDetectPass(Pass):
                 outside = any(c.id not in ids for c in v.outputs)
                 if outside or (v.name in fetch and latest.get(v.name) is v):
                     out_nodes.append(v)
-                else:
-                    internal.append(v)
         data_in = [v.name for v in in_nodes if not (v.persistable or v.name in ctx.params)]
         if not data_in or not out_nodes:
             return False  # constant-only (or dead) groups stay on the host
@@ -109,12 +106,7 @@ class SubgraphDetectPass(Pass):
                       {"sub_block": block.idx, "input_data_names": data_in,
                        "output_data_names": [v.name for v in out_nodes], "nnadapter_device": device},
                       dict(ATTR_TYPES))
-        for m in members:
-            graph.remove_op(m)
-        for v in internal:
-            if not v.inputs and not v.outputs:
-                graph.remove_var(v)
-        node = graph.add_op(desc, in_nodes, out_nodes)
+        node = graph.replace_ops(members, desc, in_nodes, out_nodes)
         node.info["kernel"] = KERNELS[SUBGRAPH_KERNEL]
         kernel = SubgraphKernel(desc)
         kernel.bind(block, program, opts, device)  # type: ignore[arg-type]

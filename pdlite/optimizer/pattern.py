@@ -263,7 +263,6 @@ def replace_ops(graph: Graph, old_ops: Sequence[Node], new_op: OpDesc, new_input
         for v in o.inputs:
             ins_by_name.setdefault(v.name, v)
     outs_by_name = {v.name: v for o in old_ops for v in o.outputs}
-    touched = [v for o in old_ops for v in o.inputs + o.outputs]
     ins, outs = [], []
     for n in new_op.input_names():
         if n not in ins_by_name:
@@ -275,11 +274,7 @@ def replace_ops(graph: Graph, old_ops: Sequence[Node], new_op: OpDesc, new_input
         if n not in outs_by_name:
             raise GraphError(f"replace_ops: the new {new_op.type} writes {n!r}, which the replaced ops did not write")
         outs.append(outs_by_name[n])
-    for o in old_ops:
-        graph.remove_op(o)
-    node = graph.add_op(new_op, ins, outs)
-    drop_unlinked(graph, touched)
-    return node
+    return graph.replace_ops(old_ops, new_op, ins, outs)
 
 
 def drop_unlinked(graph: Graph, nodes: Iterable[Node]) -> None:
@@ -335,25 +330,10 @@ def bypass(graph: Graph, op: Node, src: Node, dst: Node, fetch: Iterable[str]) -
         return
     prod = src.producer()
     assert prod is not None
-    graph.remove_op(op)
+    graph.remove_op(op, orphan_outputs=True)  # dst gets src's producer right below
     drop_unlinked(graph, others)
-    rename_output(graph, prod, src, dst)
+    graph.replace_output(prod, src, dst)
     drop_unlinked(graph, [src])
-
-
-def rename_output(graph: Graph, op: Node, old: Node, new: Node) -> Node:
-    """Make `op` write the (producer-less) var node `new` instead of `old`; returns the op's new node."""
-    assert op.op is not None
-    desc = op.op
-    for names in desc.outputs.values():
-        for i, n in enumerate(names):
-            if n == old.name:
-                names[i] = new.name
-    ins, outs, info = list(op.inputs), [new if v is old else v for v in op.outputs], dict(op.info)
-    graph.remove_op(op)
-    node = graph.add_op(desc, ins, outs)
-    node.info.update(info)
-    return node
 
 
 def broadcast_vector(value: np.ndarray, axis: int, ref: tuple[int, ...], dim: int) -> np.ndarray | None:

@@ -139,7 +139,7 @@ def test_subgraph_pass_builds_blocks_with_exact_io() -> None:
     pytest.importorskip("onnxruntime")
     load_registries()
     program, params = _program()
-    graph = Graph(program.main)
+    graph = Graph(program.main, inputs=["x"])
     options = {"nnadapter_device_names": ["onnxruntime"], "nnadapter_subgraph_partition_config_buffer": "softplus"}
     ctx = PassContext([Place()], params, options,
                       {"program": program, "feed_names": ["x"], "fetch_names": ["out", "a"]})

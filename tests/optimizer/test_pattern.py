@@ -21,6 +21,16 @@ from pdlite.optimizer.pattern import (
 )
 
 
+def _graph(b: BlockDesc) -> Graph:
+    """The block's graph with every var read before it is written declared a graph input."""
+    written: set[str] = set()
+    inputs = set()
+    for op in b.ops:
+        inputs |= {n for n in op.input_names() if n not in written}
+        written |= set(op.output_names())
+    return Graph(b, inputs=inputs)
+
+
 def _block(ops: list[OpDesc], params: tuple[str, ...] = ("w", "w2")) -> BlockDesc:
     b = BlockDesc()
     for op in ops:
@@ -32,7 +42,7 @@ def _block(ops: list[OpDesc], params: tuple[str, ...] = ("w", "w2")) -> BlockDes
 
 def _chain() -> Graph:
     """x -mul(w)-> y -relu-> z -mul(w2)-> u -relu-> v ; y also read by add (two consumers)."""
-    return Graph(_block([
+    return _graph(_block([
         OpDesc("mul", {"X": ["x"], "Y": ["w"]}, {"Out": ["y"]}, {"x_num_col_dims": 1}),
         OpDesc("relu", {"X": ["y"]}, {"Out": ["z"]}),
         OpDesc("mul", {"X": ["z"], "Y": ["w2"]}, {"Out": ["u"]}, {"x_num_col_dims": 2}),
@@ -90,7 +100,7 @@ def test_var_predicate():
 
 def test_matches_do_not_overlap():
     # relu -> relu -> relu: the pair pattern matches (r1, r2) then not (r2, r3)
-    g = Graph(_block([OpDesc("relu", {"X": [a]}, {"Out": [b]}) for a, b in (("a", "b"), ("b", "c"), ("c", "d"))]))
+    g = _graph(_block([OpDesc("relu", {"X": [a]}, {"Out": [b]}) for a, b in (("a", "b"), ("b", "c"), ("c", "d"))]))
     p = Pattern()
     m = p.var("m", intermediate=True)
     p.op("r1", "relu", outputs={"Out": m})
@@ -100,7 +110,7 @@ def test_matches_do_not_overlap():
 
 
 def test_accept_veto_frees_the_nodes_for_an_overlapping_match():
-    g = Graph(_block([OpDesc("relu", {"X": [a]}, {"Out": [b]}) for a, b in (("a", "b"), ("b", "c"), ("c", "d"))]))
+    g = _graph(_block([OpDesc("relu", {"X": [a]}, {"Out": [b]}) for a, b in (("a", "b"), ("b", "c"), ("c", "d"))]))
     p = Pattern()
     m = p.var("m", intermediate=True)
     p.op("r1", "relu", outputs={"Out": m})
@@ -139,7 +149,7 @@ def test_fuser_rewrites_records_counts_and_refusals():
         OpDesc("mul", {"X": ["z"], "Y": ["w2"]}, {"Out": ["u"]}, {"x_num_col_dims": 2}),
         OpDesc("relu", {"X": ["u"]}, {"Out": ["v"]}),
     ])
-    g = Graph(b)
+    g = _graph(b)
     ctx = PassContext([Place()])
     assert _MulReluToFc().apply(g, ctx)
     g.lint()
@@ -160,7 +170,7 @@ def test_replace_ops_refuses_unknown_names():
 def test_bypass_redirects_readers_and_keeps_fetched_names():
     ops = [OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}), OpDesc("assign", {"X": ["a"]}, {"Out": ["b"]}),
            OpDesc("sigmoid", {"X": ["b"]}, {"Out": ["c"]})]
-    g = Graph(_block(ops))
+    g = _graph(_block(ops))
     assign = g.topological_order()[1]
     a, bb = assign.inputs[0], assign.outputs[0]
     assert bypass_refusal(g, a, bb, []) is None
@@ -168,14 +178,14 @@ def test_bypass_redirects_readers_and_keeps_fetched_names():
     g.lint()
     assert [n.op.input("X") for n in g.topological_order()] == ["x", "a"]
     # fetched output: the producer writes the fetched name instead
-    g = Graph(_block([OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}), OpDesc("assign", {"X": ["a"]}, {"Out": ["b"]})]))
+    g = _graph(_block([OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}), OpDesc("assign", {"X": ["a"]}, {"Out": ["b"]})]))
     assign = g.topological_order()[1]
     bypass(g, assign, assign.inputs[0], assign.outputs[0], ["b"])
     g.lint()
     (relu,) = g.topological_order()
     assert relu.op.outputs["Out"] == ["b"] and versions(g, "a") == 0
     # a fetched copy of a graph input cannot be removed
-    g = Graph(_block([OpDesc("assign", {"X": ["x"]}, {"Out": ["b"]})]))
+    g = _graph(_block([OpDesc("assign", {"X": ["x"]}, {"Out": ["b"]})]))
     (assign,) = g.topological_order()
     assert bypass_refusal(g, assign.inputs[0], assign.outputs[0], ["b"]) is not None
 
@@ -187,7 +197,7 @@ def test_in_place_vars_are_refused_by_fusers():
         OpDesc("relu", {"X": ["y"]}, {"Out": ["z"]}),
         OpDesc("scale", {"X": ["z"]}, {"Out": ["y"]}),
     ])
-    g = Graph(b)
+    g = _graph(b)
     ctx = PassContext([Place()])
     assert not _MulReluToFc().apply(g, ctx)
     assert any("in place" in r for r in ctx.meta["pass_stats"]["test_mul_relu"]["refused"])

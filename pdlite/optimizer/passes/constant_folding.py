@@ -101,7 +101,7 @@ class ConstantFoldingPass(Pass):
     def _replace(graph: Graph, node: Node, values: dict[str, Any], ctx: PassContext) -> None:
         fetch = set(ctx.meta.get("fetch_names", []))
         outs, ins = list(node.outputs), list(node.inputs)
-        graph.remove_op(node)
+        graph.remove_op(node, orphan_outputs=True)  # the read outputs become parameters below
         for v in outs:
             if (v.outputs or v.name in fetch) and v.name in values:
                 value = np.asarray(values[v.name])

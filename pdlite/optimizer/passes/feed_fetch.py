@@ -20,7 +20,7 @@ class FeedFetchStripPass(Pass):
                 fetches.append((int(op.attrs.get("col", 0)), op.inputs["X"][0]))
             else:
                 continue
-            graph.remove_op(node)
+            graph.remove_op(node, orphan_outputs=True)  # a feed's output stays a graph input (graph.inputs)
             removed = True
         if removed:
             for v in graph.var_nodes():

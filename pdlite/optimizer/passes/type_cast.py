@@ -124,14 +124,7 @@ class TypeTargetCastPass(Pass):
         desc = graph.vars[var.name]
         dev = graph.add_var(VarDesc(dev_name, desc.type, desc.dtype, list(desc.shape), desc.lod_level))
         # the producer now writes dev_name; an io_copy writes the fetched name
-        var.inputs.remove(prod)
-        prod.outputs.remove(var)
-        prod.outputs.append(dev)
-        dev.inputs.append(prod)
-        for names in prod.op.outputs.values():
-            for i, n in enumerate(names):
-                if n == var.name:
-                    names[i] = dev_name
+        graph.replace_output(prod, var, dev)
         # fetch_copy marks the copy that brings a fetched result back (a device target may keep it)
         want = _var_precision(var)
         if t.precision in FLOATS and want in FLOATS and want != t.precision:
