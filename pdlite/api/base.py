@@ -26,7 +26,7 @@ from pdlite import __version__
 from pdlite.api.tensor import Tensor
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import Program
-from pdlite.errors import InputError
+from pdlite.errors import InputError, PdliteError
 from pdlite.runtime.instruction import Instruction, check_feed
 from pdlite.runtime.profiler import HookChain, PrecisionProfiler, Profiler
 from pdlite.runtime.runtime_program import Hook, RuntimeProgram
@@ -133,12 +133,12 @@ class PredictorBase:
 
     # -- paddlelite API -----------------------------------------------------------------------
     def get_input(self, i: int) -> Tensor:
-        if not 0 <= i < len(self._inputs):
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < len(self._inputs):
             raise InputError(f"get_input({i}): the model has {len(self._inputs)} input(s): {self._feed_names}")
         return self._inputs[i]
 
     def get_output(self, i: int) -> Tensor:
-        if not 0 <= i < len(self._outputs):
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < len(self._outputs):
             raise InputError(f"get_output({i}): the model has {len(self._outputs)} output(s): {self._fetch_names}")
         return self._outputs[i]
 
@@ -178,12 +178,19 @@ class PredictorBase:
         scope: dict[str, Any] = dict(self._params)
         scope.update(feeds)
         runtime = self._runtime
-        with self._lock, run_threads(self._threads, bool(getattr(runtime, "native_gemm", False))):
-            if self._serial is not None:
-                with self._serial:
+        try:
+            with self._lock, run_threads(self._threads, bool(getattr(runtime, "native_gemm", False))):
+                if self._serial is not None:
+                    with self._serial:
+                        runtime.run(scope, self._hook)
+                else:
                     runtime.run(scope, self._hook)
-            else:
-                runtime.run(scope, self._hook)
+        except PdliteError as e:
+            empty = [f"{n!r} {list(v.shape)}" for n, v in feeds.items() if 0 in tuple(v.shape)]
+            if empty:  # kernels run empty tensors where they can, not all do
+                raise InputError(f"zero-size input {', '.join(empty)}: this model cannot run on an empty batch "
+                                 f"(give at least one row): {e}") from e
+            raise
         fed = {id(_root(v)) for v in feeds.values()}
         for t in self._outputs:
             t._set(self._private(scope[t.name], fed))

@@ -105,14 +105,19 @@ class Instruction:
             if c is not None and not c[2] and c[0] == tuple([v.shape for vals in ins.values() for v in vals]):
                 shapes = c[1]
             else:
-                shapes = self.infer_shapes(ins)
+                try:
+                    shapes = self.infer_shapes(ins)
+                except PdliteError:
+                    raise
+                except Exception as e:
+                    raise KernelError(f"shape inference of op {self.label} failed with inputs {_detail(ins)}: "
+                                      f"{type(e).__name__}: {e}") from e
         try:
             outs = self.kernel.run(ins)
         except PdliteError:
             raise
         except Exception as e:
-            detail = ", ".join(f"{s}={[describe(v) for v in vals]}" for s, vals in ins.items())
-            raise KernelError(f"kernel {self.kernel_def.key} failed on op {self.label} with inputs {detail}: "
+            raise KernelError(f"kernel {self.kernel_def.key} failed on op {self.label} with inputs {_detail(ins)}: "
                               f"{type(e).__name__}: {e}") from e
         out_slots = self._out_slots
         for slot, vals in outs.items():
@@ -130,6 +135,10 @@ class Instruction:
                         f"op {self.label}: kernel {self.kernel_def.key} produced {slot}[{i}] ({n!r}) of shape "
                         f"{list(v.shape)} but shape inference says {list(want[i])}")
                 scope[n] = v
+
+
+def _detail(ins: dict[str, list[Any]]) -> str:
+    return ", ".join(f"{s}={[describe(v) for v in vals]}" for s, vals in ins.items())
 
 
 def check_feed(name: str, value: np.ndarray, want_shape: list[int], want_dtype: np.dtype | None) -> None:
