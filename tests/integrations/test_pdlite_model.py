@@ -1,13 +1,16 @@
 """PdliteModel (the Ray Data callable class) called directly, without Ray: rows, shapes, names, errors."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 from pdlite.api import CxxConfig, create_paddle_predictor
-from pdlite.errors import ConfigError, InputError
+from pdlite.errors import ConfigError, InputError, PdliteError
 from pdlite.integrations import predictor_from_path
-from pdlite.integrations.ray import PdliteModel
+from pdlite.integrations.ray import PdliteModel, require_ray
+from pdlite.tools.cli import main
 from tests.conftest import assert_close_rel, load_case, model_dir
 
 OUT = "softmax_0.tmp_0"
@@ -93,7 +96,7 @@ def test_optimized_nb_and_pir_models(tmp_path):
     ins, outs = load_case("mobilenet_v3_small_pir")
     (name,) = ins
     pir = PdliteModel(str(model_dir("mobilenet_v3_small_pir")), add_batch_axis=False)
-    got = pir({name: ins[name]})  # one row: the whole feed, batch axis included
+    got = pir({name: [ins[name]]})  # one row: the whole feed, batch axis included
     (oname,) = outs
     assert_close_rel(got[oname][0], outs[oname], 1e-4, "PIR model vs Paddle Inference")
 
@@ -125,3 +128,14 @@ def test_errors_name_the_row_and_what_was_expected(tmp_path):
         PdliteModel(str(tmp_path / "missing"))
     with pytest.raises(InputError, match=f"output column '{OUT}'"):
         PdliteModel(cls)({"x": [np.zeros((3, 48, 192), np.float32)], OUT: np.zeros(1)})
+
+
+def test_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if Ray were not installed
+    with pytest.raises(PdliteError, match=r"pip install pdlite\[ray\]"):
+        require_ray()
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "a.npy", np.zeros((1, 3, 48, 192), np.float32))
+    cls = str(model_dir("ppocr_cls_v2"))
+    assert main(["batch", cls, str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--ray", "local"]) == 1
+    assert "pip install pdlite[ray]" in capsys.readouterr().err
