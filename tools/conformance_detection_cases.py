@@ -149,3 +149,77 @@ def define(m: Any) -> None:  # noqa: C901 (one builder per case)
             outs.append(_op("grid_sampler", {"X": x3, "Grid": grid3},
                             {"mode": mode, "padding_mode": pad, "align_corners": align}, {"Output": F32}))
         return outs
+
+    # -- the rarer tensor ops --
+    @model("unique_forms", ("ids", [14], "int64", (0, 6)), ("rows", [7, 3], "int32", (0, 2)),
+           ("cube", [3, 2, 4], "int32", (0, 2)))
+    def _(ids, rows, cube):
+        base = {"dtype": 3, "return_index": False, "return_inverse": False, "return_counts": False, "axis": [],
+                "is_sorted": False}
+        outs = list(_op("unique", {"X": ids}, base, {"Out": "int64", "Index": "int64"}))
+        all_out = {"Out": "int64", "Indices": "int32", "Index": "int32", "Counts": "int32"}
+        outs += _op("unique", {"X": ids}, {**base, "dtype": 2, "is_sorted": True, "return_index": True,
+                                           "return_inverse": True, "return_counts": True}, all_out)
+        fl = paddle.cast(ids, F32) * 0.5
+        outs += _op("unique", {"X": fl}, {**base, "is_sorted": True, "return_inverse": True},
+                    {"Out": F32, "Index": "int64"})
+        for x, axis in ((rows, 0), (rows, -1), (cube, 1), (cube, 2)):
+            outs += _op("unique", {"X": x}, {**base, "is_sorted": True, "axis": [axis], "return_index": True,
+                                             "return_inverse": True, "return_counts": True},
+                        {"Out": "int32", "Indices": "int64", "Index": "int64", "Counts": "int64"})
+        return outs
+
+    @model("tril_reverse_partial", ("x", [-1, 4, 5], F32, None), ("a", [4, 6], F32, None), ("b", [4, 6], F32, None),
+           ("c", [4, 6], F32, None), batch=2)
+    def _(x, a, b, c):
+        outs = [_op("tril_triu", {"X": x}, {"diagonal": d, "lower": low})
+                for d, low in ((0, True), (1, False), (-1, True), (2, True), (-2, False))]
+        outs += [_op("reverse", {"X": x}, {"axis": [0, 2]}), _op("reverse", {"X": x}, {"axis": [-1]})]
+        for start, length in ((1, 3), (2, -1), (0, 6)):
+            outs.append(_op("partial_sum", {"X": [a, b, c]}, {"start_index": start, "length": length}))
+        for start, length in ((1, 3), (-4, -1), (0, 6), (-2, 1)):
+            outs.append(_op("partial_concat", {"X": [a, b, c]}, {"start_index": start, "length": length}))
+        return outs
+
+    @model("math_misc_ops", ("x", [3, 4, 5], F32, None), ("y", [3, 5, 2], F32, None), ("p", [3, 4, 5], F32, None),
+           ("i", [6], "int32", (-4, 5)), ("j", [6], "int32", (-4, 5)))
+    def _(x, y, p, i, j):
+        return [_op("bmm", {"X": x, "Y": y}), _op("atan2", {"X1": x, "X2": p}),
+                _op("atan2", {"X1": i, "X2": j}, {}, {"Out": "float64"}),
+                _ops("eye", {}, {"num_rows": 3, "num_columns": 5, "dtype": 5}, {"Out": (F32, 1)})["Out"][0],
+                _ops("eye", {}, {"num_rows": 4, "num_columns": -1, "dtype": 3}, {"Out": ("int64", 1)})["Out"][0],
+                _op("gather_nd", {"X": x, "Index": paddle.zeros([2, 0], "int64")}),
+                _op("gather_nd", {"X": x, "Index": paddle.zeros([0], "int64")}),
+                _op("gather_nd", {"X": x, "Index": paddle.assign(np.array([[2, 1], [0, 3]], np.int64))})]
+
+    @model("max_pool3d_index", ("x", [-1, 2, 5, 6, 7], F32, None))
+    def _(x):
+        a, am = paddle.nn.functional.max_pool3d(x, 2, 2, return_mask=True)
+        b, bm = paddle.nn.functional.adaptive_max_pool3d(x, [2, 3, 4], return_mask=True)
+        outs = [a, am, b, bm]
+        for attrs in ({"ksize": [3, 2, 3], "strides": [2, 2, 1], "paddings": [1, 0, 1], "global_pooling": False,
+                       "adaptive": False, "ceil_mode": True},
+                      {"ksize": [1, 1, 1], "strides": [1, 1, 1], "paddings": [0, 0, 0], "global_pooling": True,
+                       "adaptive": False, "ceil_mode": False}):
+            outs += _op("max_pool3d_with_index", {"X": x}, attrs, {"Out": F32, "Mask": "int32"})
+        return outs
+
+    @model("set_value_forms", ("x", [4, 5, 6], F32, None), ("v", [5, 6], F32, None), ("w", [2, 1, 3], F32, None),
+           ("n", [1], "int64", (1, 3)))
+    def _(x, v, w, n):
+        def sv(inputs: dict, attrs: dict) -> Any:
+            full = {"axes": [], "starts": [], "ends": [], "steps": [], "decrease_axes": [], "none_axes": [],
+                    "shape": [], "dtype": 5}
+            return _op("set_value", {"Input": x, **inputs}, {**full, **attrs}, {"Out": F32})
+
+        return [
+            sv({"ValueTensor": v}, {"axes": [0], "starts": [1], "ends": [2], "steps": [1], "decrease_axes": [0]}),
+            sv({"ValueTensor": w}, {"axes": [0, 2], "starts": [0, 5], "ends": [4, -10], "steps": [2, -2]}),
+            sv({"ValueTensor": w[0]}, {"axes": [1, 2], "starts": [-1, 0], "ends": [-6, 6], "steps": [-3, 2]}),
+            sv({}, {"axes": [1], "starts": [1], "ends": [4], "steps": [1], "values": [2.5], "shape": [1]}),
+            sv({}, {"axes": [2], "starts": [0], "ends": [2], "steps": [1], "values": [1.0, -1.0], "shape": [2]}),
+            sv({"ValueTensor": v[0:1]}, {"axes": [0], "starts": [2], "ends": [3], "steps": [1],
+                                             "decrease_axes": [0], "none_axes": [0, 2]}),
+            sv({"ValueTensor": v[0:2], "StartsTensorList": [n], "EndsTensorList": [n + 2]},
+               {"axes": [1], "starts": [0], "ends": [0], "steps": [1]}),
+        ]

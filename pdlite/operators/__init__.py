@@ -8,6 +8,7 @@ from pdlite.operators import (  # noqa: F401 (imported to register)
     elementwise,
     extra,
     fused,
+    manip,
     math,
     nn,
     nn3d,

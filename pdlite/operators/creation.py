@@ -294,3 +294,19 @@ def _where_index(ctx: ShapeContext) -> dict[str, list[Shape]]:
     """Out: int64 [N, rank] coordinates of the true (non-zero) elements of Condition."""
     cond = ctx.value("Condition")
     return {"Out": [(int(np.count_nonzero(cond)), cond.ndim)]}
+
+
+# --- eye -------------------------------------------------------------------------------------
+def eye_shape(attrs: dict) -> tuple[int, int]:
+    """(rows, columns) of eye: num_columns -1 means square."""
+    rows = int(attrs["num_rows"])
+    cols = int(attrs["num_columns"])
+    return rows, rows if cols < 0 else cols
+
+
+@register_op("eye", outputs=["Out"], defaults={"num_rows": 1, "num_columns": -1, "dtype": int(VarType.FP32)})
+def _eye(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out: the [num_rows, num_columns] identity of VarType `dtype`."""
+    rows, cols = eye_shape(ctx.attrs)
+    ctx.require(rows >= 0 and cols >= 0, f"num_rows {rows} and num_columns {cols} must be >= 0")
+    return {"Out": [(rows, cols)]}

@@ -231,3 +231,23 @@ def _lookup_v1(ctx: ShapeContext) -> dict[str, list[Shape]]:
     if not ids or ids[-1] != 1:
         raise ShapeError(f"Ids must have a last dim of 1, got {list(ids)}")
     return {"Out": [(*ids[:-1], w[1])]}
+
+
+@register_op("bmm", inputs=["X", "Y"], outputs=["Out"])
+def _bmm(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out[b] = X[b] @ Y[b] for X [B, M, K], Y [B, K, N]."""
+    x, y = ctx.shape("X"), ctx.shape("Y")
+    ctx.require(len(x) == 3 and len(y) == 3 and x[0] == y[0] and x[2] == y[1],
+                f"expected X [B, M, K] and Y [B, K, N], got {list(x)} and {list(y)}")
+    return {"Out": [(x[0], x[1], y[2])]}
+
+
+@register_op("atan2", inputs=["X1", "X2"], outputs=["Out"])
+def _atan2(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = atan2(X1, X2) elementwise (float64 for integer inputs, as Paddle)."""
+    a, b = ctx.shape("X1"), ctx.shape("X2")
+    try:
+        return {"Out": [tuple(np.broadcast_shapes(a, b))]}
+    except ValueError:
+        ctx.fail(f"X1 {list(a)} and X2 {list(b)} do not broadcast")
+        raise

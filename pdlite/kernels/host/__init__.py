@@ -15,6 +15,7 @@ from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     fused,
     grid_sample,
     interp,
+    manip,
     math,
     nms,
     norm,

@@ -221,3 +221,10 @@ class Where(Kernel):
 class WhereIndex(Kernel):
     def run(self, ins: Ins) -> Outs:
         return {"Out": [np.argwhere(ins["Condition"][0]).astype(np.int64)]}
+
+
+@any_kernel("eye")
+class Eye(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        rows, cols = C.eye_shape(self.attrs)
+        return {"Out": [np.eye(rows, cols, dtype=C.attr_dtype(self.attrs))]}

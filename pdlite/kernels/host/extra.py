@@ -387,6 +387,8 @@ class GatherNd(Kernel):
     def run(self, ins: Ins) -> Outs:
         x, idx = ins["X"][0], ins["Index"][0]
         k = idx.shape[-1]
+        if k == 0:  # an empty index selects all of X for each index row (Paddle broadcasts X)
+            return {"Out": [np.ascontiguousarray(np.broadcast_to(x, idx.shape[:-1] + x.shape))]}
         for i in range(k):
             _check_index("gather_nd", idx[..., i], x.shape[i])
         return {"Out": [np.ascontiguousarray(x[tuple(idx[..., i] for i in range(k))])]}

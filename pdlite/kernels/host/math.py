@@ -280,3 +280,20 @@ class LookupTable(Kernel):
             raise KernelError(f"lookup_table: Ids must end with a dim of 1, got {list(ids.shape)}")
         out = lookup("lookup_table", ins["W"][0], ids[..., 0], int(self.attrs["padding_idx"]))
         return {"Out": [out]}
+
+
+@register_kernel("bmm")
+class Bmm(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        return {"Out": [np.matmul(ins["X"][0], ins["Y"][0])]}
+
+
+@register_kernel("atan2", precision=ANY_PRECISION, layout=ANY_LAYOUT, inputs={"X1": ANY, "X2": ANY})
+class Atan2(Kernel):
+    """Float inputs keep their dtype; integer inputs give float64 (Paddle's Atan2 output type)."""
+
+    def run(self, ins: Ins) -> Outs:
+        a, b = ins["X1"][0], ins["X2"][0]
+        if a.dtype.kind in "iub":
+            return {"Out": [np.arctan2(a.astype(np.float64), b.astype(np.float64))]}
+        return {"Out": [np.arctan2(a, b).astype(a.dtype, copy=False)]}

@@ -19,9 +19,12 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from pdlite.core.types import HOST, PrecisionType
 from pdlite.kernels.host.layout import from_channels_first, to_channels_first
-from pdlite.kernels.registry import Kernel, register_kernel
+from pdlite.kernels.host.pool import _bounds
+from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.operators.nn3d import Pool3dGeometry, pool3d_geometry
+from pdlite.operators.pool import max_pool3d_with_index_geometry
 
 FLT_MAX = float(np.finfo(np.float32).max)
 # Windows with more taps than this are reduced over a strided window view instead of tap by tap.
@@ -116,3 +119,30 @@ class Pool3d(Kernel):
             with np.errstate(divide="ignore", invalid="ignore"):  # empty windows: Paddle's 0/0
                 out = _windows(x, g, False) / _divisor(g).astype(x.dtype)
         return {"Out": [from_channels_first(np.ascontiguousarray(out), g.channel_last)]}
+
+
+@register_kernel("max_pool3d_with_index", outputs={"Mask": TensorType(HOST, PrecisionType.INT32)})
+class MaxPool3dWithIndex(Kernel):
+    """Out = max over each window, Mask = its first argmax as (d * H + h) * W + w (MaxPool3dWithIndex)."""
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = ins["X"][0]
+        n, c, *dhw = x.shape
+        k, s, p, out_size = max_pool3d_with_index_geometry(self.attrs, x.shape)
+        adaptive = bool(self.attrs.get("adaptive"))
+        out = np.empty((n, c, *out_size), dtype=x.dtype)
+        mask = np.empty((n, c, *out_size), dtype=np.int32)
+        for pos in itertools.product(*(range(o) for o in out_size)):
+            b = [_bounds(pos[i], dhw[i], out_size[i], k[i], s[i], p[i], adaptive) for i in range(3)]
+            win = x[:, :, b[0][0]:b[0][1], b[1][0]:b[1][1], b[2][0]:b[2][1]]
+            ext = win.shape[2:]
+            win = win.reshape(n, c, -1)
+            if win.shape[2] == 0:  # a window wholly in the padding
+                out[(slice(None), slice(None), *pos)], mask[(slice(None), slice(None), *pos)] = -FLT_MAX, -1
+                continue
+            arg = win.argmax(axis=2)
+            out[(slice(None), slice(None), *pos)] = np.take_along_axis(win, arg[..., None], axis=2)[..., 0]
+            dd, rem = np.divmod(arg, ext[1] * ext[2])
+            hh, ww = np.divmod(rem, ext[2])
+            mask[(slice(None), slice(None), *pos)] = ((b[0][0] + dd) * dhw[1] + b[1][0] + hh) * dhw[2] + b[2][0] + ww
+        return {"Out": [out], "Mask": [mask]}

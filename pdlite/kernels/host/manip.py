@@ -1,0 +1,148 @@
+"""Host kernels of the ops in pdlite.operators.manip (tril_triu, reverse, unique, set_value,
+partial_sum, partial_concat), Paddle's CPU semantics, any dtype.
+
+unique (phi UniqueRawKernel): is_sorted False (the legacy op's default) gives Out in first-appearance
+order and Index (the inverse); sorted without axis gives the sorted distinct values, Indices (first
+occurrence), Index (inverse) and Counts; with an axis, the slices along it compared
+lexicographically after Paddle's transpose that swaps that axis with axis 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pdlite.core.dtypes import numpy_dtype
+from pdlite.errors import KernelError
+from pdlite.kernels.host.extra import ANY, Ins, Outs, generic
+from pdlite.kernels.registry import Kernel
+from pdlite.operators.creation import assign_values
+from pdlite.operators.manip import slice_shape
+
+
+@generic("tril_triu")
+class TrilTriu(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x, k = ins["X"][0], int(self.attrs["diagonal"])
+        return {"Out": [np.tril(x, k) if self.attrs["lower"] else np.triu(x, k)]}
+
+
+@generic("reverse")
+class Reverse(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        axes = tuple(int(a) for a in self.attrs["axis"])
+        return {"Out": [np.ascontiguousarray(np.flip(x, axes)) if axes else x.copy()]}
+
+
+# --- unique ---------------------------------------------------------------------------------------
+def _first_order_unique(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values in first-appearance order, inverse)."""
+    _, first, inv = np.unique(flat, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")  # sorted id -> appearance id
+    return flat[np.sort(first)], rank[inv.reshape(-1)]
+
+
+def unique_along(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(out, first indices, inverse, counts) of the slices of x along `axis` (Paddle's UniqueDim)."""
+    perm = list(range(x.ndim))
+    perm[0], perm[axis] = axis, 0
+    xt = np.transpose(x, perm)
+    rows = xt.reshape(xt.shape[0], -1)
+    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(len(rows))
+    srt = rows[order]
+    new = np.ones(len(srt), bool)
+    if len(srt) > 1:
+        new[1:] = np.any(srt[1:] != srt[:-1], axis=1)
+    group = np.cumsum(new) - 1
+    inverse = np.empty(len(rows), np.int64)
+    inverse[order] = group
+    first = order[new]
+    counts = np.bincount(group, minlength=int(new.sum()))
+    out = np.transpose(xt[first], perm)
+    return np.ascontiguousarray(out), first, inverse, counts
+
+
+@generic("unique")
+class Unique(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        a = self.attrs
+        it = numpy_dtype(int(a["dtype"]), "unique.dtype")
+        if not a["is_sorted"]:
+            out, inv = _first_order_unique(x.reshape(-1))
+            return {"Out": [out], "Index": [inv.astype(it)]}
+        axis = [int(v) for v in a["axis"]]
+        if not axis:
+            out, first, inv, counts = np.unique(x.reshape(-1), return_index=True, return_inverse=True,
+                                                return_counts=True)
+            inv = inv.reshape(-1)
+        else:
+            out, first, inv, counts = unique_along(x, axis[0] + x.ndim if axis[0] < 0 else axis[0])
+        return {"Out": [out], "Indices": [first.astype(it)], "Index": [inv.astype(it)],
+                "Counts": [counts.astype(it)]}
+
+
+# --- set_value ------------------------------------------------------------------------------------
+@generic("set_value", ValueTensor=ANY, StartsTensorList=ANY, EndsTensorList=ANY, StepsTensorList=ANY)
+class SetValue(Kernel):
+    """Out = Input; Out[slices] = value broadcast to the slice (decrease_axes dropped, none_axes added)."""
+
+    def run(self, ins: Ins) -> Outs:
+        x = ins["Input"][0]
+        a = self.attrs
+        axes = [int(v) for v in a["axes"]]
+
+        def pick(slot: str, key: str, fill: int) -> list[int]:
+            if ins.get(slot):
+                return [int(np.asarray(t).reshape(-1)[0]) for t in ins[slot]]
+            return [int(v) for v in a.get(key) or []] or [fill] * len(axes)
+
+        starts, ends, steps = pick("StartsTensorList", "starts", 0), pick("EndsTensorList", "ends", 0), \
+            pick("StepsTensorList", "steps", 1)
+        if ins.get("ValueTensor"):
+            value = np.asarray(ins["ValueTensor"][0])
+        else:
+            vals = assign_values(a)
+            shape = [int(v) for v in a.get("shape") or []] or [len(vals)]
+            value = np.asarray(vals).reshape(shape)
+        sl = [slice(None)] * x.ndim
+        for ax, s, e, st in zip(axes, starts, ends, steps):
+            sl[ax] = slice(s, e, st)
+        target = slice_shape(x.shape, axes, starts, ends, steps)
+        decrease = {int(d) for d in a.get("decrease_axes") or []}
+        value_shape = [d for i, d in enumerate(target) if i not in decrease]
+        for na in sorted(int(v) for v in a.get("none_axes") or []):
+            value_shape.insert(na, 1)
+        try:
+            v = np.broadcast_to(value.astype(x.dtype, copy=False), value_shape).reshape(target)
+        except ValueError:
+            raise KernelError(f"set_value: value of shape {list(value.shape)} does not broadcast to the slice "
+                              f"{list(value_shape)} of Input {list(x.shape)}") from None
+        out = x.copy()
+        out[tuple(sl)] = v
+        return {"Out": [out]}
+
+
+# --- partial_sum, partial_concat ------------------------------------------------------------------
+def _partial(attrs: dict, xs: list[np.ndarray]) -> list[np.ndarray]:
+    d = xs[0].shape[1]
+    start = int(attrs["start_index"])
+    start = start + d if start < 0 else start
+    length = int(attrs["length"])
+    length = d - start if length < 0 else length
+    return [x[:, start:start + length] for x in xs]
+
+
+@generic("partial_sum")
+class PartialSum(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        parts = _partial(self.attrs, ins["X"])
+        out = parts[0].copy()
+        for p in parts[1:]:
+            out += p
+        return {"Out": [out]}
+
+
+@generic("partial_concat")
+class PartialConcat(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        return {"Out": [np.concatenate(_partial(self.attrs, ins["X"]), axis=1)]}
