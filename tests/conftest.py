@@ -28,6 +28,20 @@ def pytest_configure(config: pytest.Config) -> None:
         native.set_default_enabled(False)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
+    """pdlite's per-user cache (the `auto` device's choices, compiled device models) in a temp folder."""
+    import os
+
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg_cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
 def find_model(name: str) -> Path | None:
     for root in (FIXTURES, SHARED):
         if (root / name).is_dir():

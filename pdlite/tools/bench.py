@@ -6,8 +6,7 @@ import statistics
 import time
 
 from pdlite.api.predictor import create_paddle_predictor
-from pdlite.errors import ConfigError
-from pdlite.tools.common import config_for, make_feeds, parse_kv
+from pdlite.tools.common import add_device_argument, config_for, make_feeds, parse_kv, set_device
 from pdlite.tools.progress import Progress
 
 
@@ -20,23 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--backend", default="host",
-                   help="host (default), or an NNAdapter device: intel_openvino, onnxruntime")
+    add_device_argument(p)
     p.add_argument("--profile", action="store_true", help="per-op time table")
     p.add_argument("--precision-profile", action="store_true", help="per-op output statistics (NaN/Inf hunt)")
     p.set_defaults(func=main)
-
-
-def apply_backend(cfg, backend: str) -> None:
-    """Point a config at a backend: host, or an NNAdapter device by name."""
-    if backend in ("host", "x86"):
-        return
-    if not hasattr(cfg, "set_nnadapter_device_names"):
-        raise ConfigError(f"--backend {backend}: this config cannot use NNAdapter devices")
-    from pdlite.core.types import Place, PrecisionType, TargetType
-
-    cfg.set_nnadapter_device_names([backend])
-    cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
 
 
 def measure(pred, feeds, warmup: int, repeats: int, label: str = "bench") -> list[float]:
@@ -59,11 +45,14 @@ def measure(pred, feeds, warmup: int, repeats: int, label: str = "bench") -> lis
 def main(args: argparse.Namespace) -> int:
     cfg = config_for(args.model, args.params)
     cfg.set_threads(args.threads)
-    apply_backend(cfg, args.backend)
     pred = create_paddle_predictor(cfg)
     feeds = make_feeds(pred, parse_kv(args.input, "--input"), parse_kv(args.shape, "--shape"), random=True)
+    # per-op profiles are of the host kernels unless a device is asked for explicitly
+    device = set_device(cfg, args.device or ("host" if args.profile or args.precision_profile else None), feeds)
+    if device != "host":
+        pred = create_paddle_predictor(cfg)
     times = measure(pred, feeds, args.warmup, args.repeats)
-    print(f"model: {args.model}  backend: {args.backend}  threads: {args.threads}")
+    print(f"model: {args.model}  device: {device}  threads: {args.threads}")
     print("inputs: " + ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in feeds.items()))
     print(f"latency over {args.repeats} runs (after {args.warmup} warm-up): min {min(times):.3f} ms  "
           f"median {statistics.median(times):.3f} ms  max {max(times):.3f} ms")

@@ -10,7 +10,7 @@ from pdlite.errors import PdliteError
 # one module per command, each with `register(subparsers)`; listed explicitly
 COMMANDS = ["pdlite.tools.run", "pdlite.tools.bench", "pdlite.tools.inspect_model", "pdlite.tools.graph",
             "pdlite.tools.plugins", "pdlite.tools.export_onnx",
-            "pdlite.tools.check", "pdlite.tools.doctor",
+            "pdlite.tools.check", "pdlite.tools.doctor", "pdlite.tools.ops",
             "pdlite.tools.batch", "pdlite.tools.ocr"]
 
 

@@ -45,6 +45,36 @@ def source_config(model: str, params: str | None, command: str) -> CxxConfig:
     return cfg
 
 
+def default_device() -> str:
+    """`auto` when a device package is installed (pdlite measures and keeps the fastest), else `host`."""
+    from pdlite.api.auto import installed_devices
+
+    return "auto" if installed_devices() else "host"
+
+
+def add_device_argument(p: Any) -> None:
+    p.add_argument("--device", "--backend", dest="device", default=None,
+                   help="host, an NNAdapter device (intel_openvino, onnxruntime, plugins'), or auto: measure them "
+                        "on this input and keep the fastest (the default when a device package is installed)")
+
+
+def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray]) -> str:
+    """Point `cfg` at `device` (auto: measured on `feeds`, choice printed); returns the device used."""
+    from pdlite.api.auto import apply_device, choose_device
+
+    if device is None:
+        device = default_device() if isinstance(cfg, CxxConfig) else "host"
+    if device == "auto":
+        choice = choose_device(cfg, feeds)
+        print(choice.describe())
+        device = choice.device
+    if device != "host":
+        if not isinstance(cfg, CxxConfig):
+            raise ConfigError(f"--device {device}: an optimized .nb model keeps the device it was saved with")
+        apply_device(cfg, device)
+    return device
+
+
 def parse_kv(items: list[str] | None, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for it in items or []:

@@ -77,9 +77,10 @@ def report() -> dict[str, Any]:
     """The doctor's findings as a dict (printed by `main`)."""
     from pdlite import __version__
     from pdlite.kernels.host import native
-    from pdlite.nnadapter.registry import DRIVERS, load_builtin
+    from pdlite.nnadapter.registry import DRIVERS
+    from pdlite.registries import load_registries
 
-    load_builtin()
+    load_registries()
     model, flags = _cpu()
     devices = {}
     for name in sorted(DRIVERS):

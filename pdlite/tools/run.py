@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from pdlite.api.predictor import create_paddle_predictor
-from pdlite.tools.common import config_for, make_feeds, parse_kv, summary
+from pdlite.tools.common import add_device_argument, config_for, make_feeds, parse_kv, set_device, summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--random", action="store_true", help="random inputs for inputs not given by --input")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    add_device_argument(p)
     p.add_argument("--output", help="write outputs to this .npz")
     p.add_argument("--check", metavar="CASE.npz",
                    help="inputs from CASE.npz (in:NAME) and compare outputs with its out:NAME references")
@@ -40,10 +41,15 @@ def main(args: argparse.Namespace) -> int:
             if f"in:{n}" in case and n not in inputs:
                 inputs[n] = args.check
     feeds = make_feeds(pred, inputs, parse_kv(args.shape, "--shape"), args.random, args.seed)
+    device = set_device(cfg, args.device, feeds)
+    if device != "host":
+        t0 = time.perf_counter()
+        pred = create_paddle_predictor(cfg)
+        t1 = time.perf_counter()
     t2 = time.perf_counter()
     outs = pred.predict(feeds)
     t3 = time.perf_counter()
-    print(f"model: {args.model}")
+    print(f"model: {args.model}  device: {device}")
     print(f"predictor created in {1e3 * (t1 - t0):.1f} ms; run in {1e3 * (t3 - t2):.1f} ms")
     for n, v in feeds.items():
         print(f"input  {n}: shape {list(v.shape)} {v.dtype}")

@@ -1,0 +1,202 @@
+"""The `auto` device: measure the devices that are installed on the real input, keep the fastest.
+
+`choose_device(config, feeds)` builds one predictor per candidate (the host target, then every NNAdapter
+device whose package imports), checks that each gives the host's outputs (<= 1e-4 * max|host|, else the
+candidate is refused, never silently used), times them interleaved (host, device A, device B, host, ...) for a
+few rounds and keeps the lowest median. The choice is cached per model, input shapes and dtypes, threads and
+candidate set, in `<cache dir>/auto/`: the config's NNAdapter model cache dir when set, else
+`$XDG_CACHE_HOME/pdlite` (`~/.cache/pdlite`). `apply_device(config, name)` points a config at a device.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pdlite import __version__
+from pdlite.api.config import CxxConfig
+from pdlite.core.types import Place, PrecisionType, TargetType
+from pdlite.errors import ConfigError, PdliteError
+
+HOST = "host"
+AGREE_REL = 1e-4  # a device must give the host's outputs within this fraction of max|host|
+
+
+@dataclass
+class AutoChoice:
+    """What `auto` chose, with the medians (ms) it measured and the candidates it refused (and why)."""
+
+    device: str
+    medians_ms: dict[str, float] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    cached: bool = False
+
+    def runner_up(self) -> tuple[str, float] | None:
+        rest = sorted((t, d) for d, t in self.medians_ms.items() if d != self.device)
+        return (rest[0][1], rest[0][0]) if rest else None
+
+    def describe(self) -> str:
+        best = self.medians_ms.get(self.device)
+        text = f"auto chose {self.device}" + (f" ({best:.3f} ms median)" if best is not None else "")
+        ru = self.runner_up()
+        if ru is not None:
+            text += f"; runner-up {ru[0]} ({ru[1]:.3f} ms)"
+        if self.refused:
+            text += "; not used: " + "; ".join(f"{d}: {why}" for d, why in self.refused.items())
+        return text + (" [cached]" if self.cached else "")
+
+
+def installed_devices() -> list[str]:
+    """The NNAdapter devices whose Python packages are installed (built-in and from plugins)."""
+    from pdlite.nnadapter.registry import DRIVERS
+    from pdlite.registries import load_registries
+
+    load_registries()
+    return [name for name in sorted(DRIVERS) if DRIVERS[name].available()]
+
+
+def apply_device(config: CxxConfig, device: str) -> None:
+    """Point `config` at `device`: "host" (the host target), or an NNAdapter device by name."""
+    if device in (HOST, "x86"):
+        config.set_nnadapter_device_names([])
+        return
+    if not hasattr(config, "set_nnadapter_device_names"):
+        raise ConfigError(f"device {device!r}: this config cannot use NNAdapter devices")
+    config.set_nnadapter_device_names([device])
+    config.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
+
+
+def _copy_config(config: CxxConfig) -> CxxConfig:
+    """A copy whose device settings can change without touching `config` (model buffers and delegate shared)."""
+    cfg = copy.copy(config)
+    cfg._options = dict(config._options)
+    if hasattr(config, "_valid_places"):
+        cfg._valid_places = list(config._valid_places)
+    return cfg
+
+
+def _cache_file(config: CxxConfig) -> Path:
+    base = config.options.get("nnadapter_model_cache_dir") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pdlite")
+    return Path(base) / "auto" / "choices.json"
+
+
+def _model_digest(config: CxxConfig) -> str:
+    h = hashlib.sha256()
+    for key, value in sorted(config.model_source().items()):
+        if value is None:
+            continue
+        if isinstance(value, (bytes, bytearray)):
+            h.update(hashlib.sha256(value).digest())
+        elif os.path.isdir(value):
+            for f in sorted(Path(value).iterdir()):
+                if f.is_file():
+                    st = f.stat()
+                    h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+        elif os.path.isfile(value):
+            st = os.stat(value)
+            h.update(f"{os.path.abspath(value)}:{st.st_size}:{st.st_mtime_ns}".encode())
+        h.update(key.encode())
+    return h.hexdigest()[:20]
+
+
+def cache_key(config: CxxConfig, feeds: Mapping[str, np.ndarray], candidates: list[str]) -> str:
+    shapes = ";".join(f"{k}:{list(np.shape(v))}:{np.asarray(v).dtype}" for k, v in sorted(feeds.items()))
+    return f"{_model_digest(config)}|{shapes}|threads={config.threads()}|{','.join(candidates)}|{__version__}"
+
+
+def _load_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(path: Path, key: str, choice: AutoChoice) -> None:
+    data = _load_cache(path)
+    data[key] = {"device": choice.device, "medians_ms": choice.medians_ms, "refused": choice.refused}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache costs a re-measurement next time, nothing else
+        pass
+
+
+def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray]) -> str | None:
+    for i, (g, r) in enumerate(zip(got, ref)):
+        if g.shape != r.shape:
+            return f"output {i} has shape {list(g.shape)}, the host gives {list(r.shape)}"
+        if r.size == 0:
+            continue
+        if np.issubdtype(r.dtype, np.floating):
+            scale = float(np.max(np.abs(r))) or 1.0
+            err = float(np.max(np.abs(g.astype(np.float64) - r.astype(np.float64))))
+            if not err <= AGREE_REL * scale:
+                return f"output {i} differs from the host's by {err:.3g} (> {AGREE_REL} * {scale:.3g})"
+        elif not np.array_equal(g, r):
+            return f"output {i} (integers) differs from the host's"
+    return None
+
+
+def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], *, rounds: int = 5,
+                  candidates: list[str] | None = None, use_cache: bool = True) -> AutoChoice:
+    """Measure `candidates` (default: host + installed devices) on `feeds`; the fastest that agrees with host."""
+    from pdlite.api.predictor import create_paddle_predictor
+
+    if not isinstance(config, CxxConfig):
+        raise ConfigError("the auto device needs a CxxConfig (a Paddle model); an optimized .nb keeps its device")
+    cands = candidates if candidates is not None else [HOST] + installed_devices()
+    if HOST not in cands:
+        cands = [HOST] + list(cands)
+    path, key = _cache_file(config), cache_key(config, feeds, cands)
+    if use_cache:
+        hit = _load_cache(path).get(key)
+        if isinstance(hit, dict) and hit.get("device") in cands:
+            return AutoChoice(hit["device"], dict(hit.get("medians_ms", {})), dict(hit.get("refused", {})), True)
+    preds: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    host_out: list[np.ndarray] | None = None
+    for dev in cands:
+        cfg = _copy_config(config)
+        try:
+            apply_device(cfg, dev)
+            pred = create_paddle_predictor(cfg)
+            out = [np.array(o, copy=True) for o in pred.predict(dict(feeds))]  # also the warm-up run
+        except PdliteError as e:
+            if dev == HOST:
+                raise
+            refused[dev] = f"{type(e).__name__}: {e}"
+            continue
+        if dev == HOST:
+            host_out = out
+        else:
+            assert host_out is not None
+            why = _outputs_agree(out, host_out)
+            if why is not None:
+                refused[dev] = why
+                continue
+        preds[dev] = pred
+    times: dict[str, list[float]] = {d: [] for d in preds}
+    for _ in range(max(rounds, 1)):  # interleaved: host, A, B, host, A, B, ...
+        for dev, pred in preds.items():
+            t0 = time.perf_counter()
+            pred.run()
+            times[dev].append((time.perf_counter() - t0) * 1e3)
+    medians = {d: statistics.median(t) for d, t in times.items()}
+    best = min(medians, key=medians.__getitem__)
+    choice = AutoChoice(best, medians, refused)
+    if use_cache:
+        _store(path, key, choice)
+    return choice

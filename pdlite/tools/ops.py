@@ -1,0 +1,107 @@
+"""`pdlite ops`: the op support table, generated from the registries (docs/ops.md is its Markdown form).
+
+For every op type with an op definition: whether a host kernel exists, whether a CUDA kernel exists (FP32 /
+FP16), whether the NNAdapter devices can take it (an ONNX converter; "cond." when a capability predicate may
+refuse some attribute forms, which then run on the host), and the Paddle 3 PIR op names that become it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ops", help="print the op support table (host, CUDA, devices, PIR names)")
+    p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown (docs/ops.md) instead")
+    p.add_argument("--filter", help="only op types containing this text")
+    p.set_defaults(func=main)
+
+
+def _pir_names(op_types: set[str]) -> dict[str, list[str]]:
+    """PIR op name(s) per legacy op type, read from the PIR mapping's descriptions ("-> conv2d")."""
+    from pdlite.model_parser import pir_mapping
+
+    table = pir_mapping.mapping_table()
+    out: dict[str, list[str]] = {}
+    for pir_name, what in table:
+        short = pir_name.split(".", 1)[-1]
+        targets = {t for t in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", what) if t in op_types}
+        if not targets and short.rstrip("_") in op_types:
+            targets = {short.rstrip("_")}
+        for t in targets:
+            out.setdefault(t, []).append(pir_name)
+    return out
+
+
+def rows() -> list[dict[str, str]]:
+    """One row per op type: op, host, cuda, devices, pir."""
+    from pdlite.core.types import PrecisionType, TargetType
+    from pdlite.kernels.registry import KERNELS
+    from pdlite.nnadapter.registry import CONVERTERS
+    from pdlite.operators.registry import OPS
+    from pdlite.registries import load_registries
+
+    # built-ins only (plugins add rows of their own to a user's `pdlite ops`, not to the docs)
+    cuda_too = importlib.util.find_spec("torch") is not None
+    load_registries(targets=[TargetType.CUDA] if cuda_too else [], plugins=False)
+    op_types = set(OPS)
+    host: set[str] = set()
+    cuda: dict[str, set[str]] = {}
+    for key in KERNELS:
+        if key.target in (TargetType.Host, TargetType.X86):
+            host.add(key.op_type)
+        elif key.target == TargetType.CUDA and key.precision in (PrecisionType.FP32, PrecisionType.FP16):
+            cuda.setdefault(key.op_type, set()).add(key.precision.name)
+        elif key.target == TargetType.CUDA:
+            cuda.setdefault(key.op_type, set()).add("any")
+    pir = _pir_names(op_types)
+    out = []
+    for t in sorted(op_types):
+        conv = CONVERTERS.get(t)
+        out.append({
+            "op": t,
+            "host": "yes" if t in host else "",
+            "cuda": "/".join(sorted(cuda.get(t, ()))),
+            "devices": "" if conv is None else ("cond." if conv.supports is not None else "yes"),
+            "pir": ", ".join(sorted(pir.get(t, []))),
+        })
+    return out
+
+
+def markdown(table: list[dict[str, str]]) -> str:
+    n = len(table)
+    counts = {k: sum(1 for r in table if r[k]) for k in ("host", "cuda", "devices", "pir")}
+    lines = [
+        "# Op support",
+        "",
+        "Generated from the registries by `pdlite ops --markdown docs/ops.md`; a test keeps it current.",
+        "`devices` = the NNAdapter devices (intel_openvino, onnxruntime, and plugins' ONNX-based ones) through",
+        "the ONNX converters: `yes` always, `cond.` when a capability predicate may refuse some forms (those ops",
+        "stay on the host, and `pdlite inspect MODEL` says why). `pir` = the Paddle 3 PIR ops that become it.",
+        "",
+        f"{n} op types: host {counts['host']}, CUDA {counts['cuda']}, devices {counts['devices']}, "
+        f"from PIR {counts['pir']}.",
+        "",
+        "| op | host | CUDA | devices | PIR |",
+        "|---|---|---|---|---|",
+    ]
+    for r in table:
+        lines.append(f"| {r['op']} | {r['host']} | {r['cuda']} | {r['devices']} | {r['pir']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    table = rows()
+    if args.filter:
+        table = [r for r in table if args.filter in r["op"]]
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(table))
+        print(f"{len(table)} op types written to {args.markdown}")
+        return 0
+    w = max(len(r["op"]) for r in table) if table else 2
+    print(f"{'op':<{w}}  host  cuda       devices  pir")
+    for r in table:
+        print(f"{r['op']:<{w}}  {r['host'] or '-':<4}  {r['cuda'] or '-':<9}  {r['devices'] or '-':<7}  {r['pir']}")
+    return 0

@@ -1,0 +1,76 @@
+"""The `auto` device: measured on the real input, only devices that agree with the host, cached per shape."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdlite.api import auto
+from pdlite.api.auto import choose_device
+from pdlite.errors import ConfigError
+from pdlite.tools.cli import main
+from pdlite.tools.common import config_for
+from tests.conftest import load_case, model_dir
+
+pytest.importorskip("onnxruntime")
+CANDS = ["host", "onnxruntime"]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path / "pdlite" / "auto" / "choices.json"
+
+
+def _cfg():
+    return config_for(str(model_dir("ppocr_cls_v2")))
+
+
+def test_measures_every_candidate_and_keeps_the_fastest(cache):
+    ins, _ = load_case("ppocr_cls_v2")
+    c = choose_device(_cfg(), ins, candidates=CANDS, rounds=3)
+    assert set(c.medians_ms) == set(CANDS) and not c.refused and not c.cached
+    assert c.device == min(c.medians_ms, key=c.medians_ms.get)
+    assert cache.exists()
+
+
+def test_choice_is_cached_per_model_and_shape(cache, monkeypatch):
+    ins, _ = load_case("ppocr_cls_v2")
+    first = choose_device(_cfg(), ins, candidates=CANDS, rounds=2)
+    built = []
+    import pdlite.api.predictor as P
+
+    real = P.create_paddle_predictor
+    monkeypatch.setattr(P, "create_paddle_predictor", lambda cfg: built.append(cfg) or real(cfg))
+    again = choose_device(_cfg(), ins, candidates=CANDS, rounds=2)
+    assert again.cached and again.device == first.device and built == [], "a cache hit builds no predictor"
+    wider = {k: np.concatenate([v, v], axis=3) for k, v in ins.items()}  # another input shape: measured anew
+    other = choose_device(_cfg(), wider, candidates=CANDS, rounds=2)
+    assert not other.cached and built
+
+
+def test_a_device_whose_outputs_differ_from_the_host_is_refused(cache, monkeypatch):
+    ins, _ = load_case("ppocr_cls_v2")
+    monkeypatch.setattr(auto, "AGREE_REL", -1.0)  # nothing can agree: every device must be refused
+    c = choose_device(_cfg(), ins, candidates=CANDS, rounds=1, use_cache=False)
+    assert c.device == "host" and "differs from the host" in c.refused["onnxruntime"]
+
+
+def test_a_device_that_cannot_be_built_is_refused_with_its_reason(cache):
+    ins, _ = load_case("ppocr_cls_v2")
+    c = choose_device(_cfg(), ins, candidates=["host", "no_such_device"], rounds=1, use_cache=False)
+    assert c.device == "host" and "no_such_device" in c.refused["no_such_device"]
+
+
+def test_optimized_models_keep_their_device():
+    from pdlite.api.mobile import MobileConfig
+
+    with pytest.raises(ConfigError, match="CxxConfig"):
+        choose_device(MobileConfig(), {})
+
+
+def test_bench_device_auto_prints_the_choice_and_runner_up(cache, capsys):
+    d = model_dir("ppocr_cls_v2")
+    assert main(["bench", str(d), "--input", f"x={d / 'case.npz'}", "--repeats", "2", "--warmup", "1",
+                 "--device", "auto"]) == 0
+    out = capsys.readouterr().out
+    assert "auto chose " in out and "runner-up" in out
