@@ -1,12 +1,30 @@
 """Configurations, as paddlelite's: CxxConfig (full analysis) and MobileConfig (optimized model)."""
 from __future__ import annotations
 
+import enum
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pdlite.core.types import DataLayoutType, Place, PowerMode, PrecisionType, TargetType
 from pdlite.errors import ConfigError
+
+
+class CLTuneMode(enum.IntEnum):
+    """paddlelite's OpenCL tuning modes (pdlite has no OpenCL target: the setters that take them refuse)."""
+
+    CL_TUNE_NONE = 0
+    CL_TUNE_RAPID = 1
+    CL_TUNE_NORMAL = 2
+    CL_TUNE_EXHAUSTIVE = 3
+
+
+class CLPrecisionType(enum.IntEnum):
+    """paddlelite's OpenCL precisions (as CLTuneMode)."""
+
+    CL_PRECISION_AUTO = 0
+    CL_PRECISION_FP32 = 1
+    CL_PRECISION_FP16 = 2
 
 
 class ConfigBase:
@@ -106,6 +124,112 @@ class ConfigBase:
         """The partition config's text itself (same format as the file)."""
         self._options["nnadapter_subgraph_partition_config_buffer"] = str(text)
 
+    def nnadapter_model_cache_dir(self) -> str:
+        return str(self._options.get("nnadapter_model_cache_dir", ""))
+
+    def nnadapter_subgraph_partition_config_path(self) -> str:
+        return str(self._options.get("nnadapter_subgraph_partition_config_path", ""))
+
+    def set_nnadapter_mixed_precision_quantization_config_path(self, path: str | os.PathLike) -> None:
+        """Ops whose quantization to drop on the device. Accepted: pdlite's NNAdapter devices run every op in
+        float (ONNX fp32), so the listed ops already run unquantized. A missing file is an error ("" = none)."""
+        path = os.fspath(path)
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"set_nnadapter_mixed_precision_quantization_config_path: {path!r} does not exist")
+        self._options["nnadapter_mixed_precision_quantization_config_path"] = path
+
+    def nnadapter_mixed_precision_quantization_config_path(self) -> str:
+        return str(self._options.get("nnadapter_mixed_precision_quantization_config_path", ""))
+
+    def set_nnadapter_mixed_precision_quantization_config_buffer(self, text: str | bytes) -> None:
+        """The mixed-precision quantization config's text itself (accepted as the path form is)."""
+        self._options["nnadapter_mixed_precision_quantization_config_buffer"] = \
+            text.decode() if isinstance(text, bytes) else str(text)
+
+    def nnadapter_mixed_precision_quantization_config_buffer(self) -> str:
+        return str(self._options.get("nnadapter_mixed_precision_quantization_config_buffer", ""))
+
+    def set_nnadapter_dynamic_shape_info(self, info: Mapping[str, Sequence[Sequence[int]]]) -> None:
+        """Per input name, the shapes the device model must serve. Device models are compiled per input
+        shape on first use, so these shapes are compiled as they come; the table is validated and kept."""
+        if not isinstance(info, Mapping):
+            raise ConfigError(f"set_nnadapter_dynamic_shape_info: give {{input name: [shape, ...]}}, got {info!r}")
+        table: dict[str, list[list[int]]] = {}
+        for name, shapes in info.items():
+            try:
+                table[str(name)] = [[int(d) for d in s] for s in shapes]
+            except (TypeError, ValueError):
+                raise ConfigError(f"set_nnadapter_dynamic_shape_info: input {name!r}: expected a list of shapes "
+                                  f"(lists of ints), got {shapes!r}") from None
+        self._options["nnadapter_dynamic_shape_info"] = table
+
+    def nnadapter_dynamic_shape_info(self) -> dict[str, list[list[int]]]:
+        return dict(self._options.get("nnadapter_dynamic_shape_info", {}))
+
+    def set_nnadapter_model_cache_buffers(self, model_cache_token: str, model_cache_buffer: Any) -> None:
+        """A compiled device model from memory, by its cache token. Kept with the config; pdlite's devices
+        compile from the model itself (or reuse set_nnadapter_model_cache_dir's files)."""
+        buffers = dict(self._options.get("nnadapter_model_cache_buffers", {}))
+        buffers[str(model_cache_token)] = bytes(model_cache_buffer)
+        self._options["nnadapter_model_cache_buffers"] = buffers
+
+    def nnadapter_model_cache_buffers(self) -> dict[str, bytes]:
+        return dict(self._options.get("nnadapter_model_cache_buffers", {}))
+
+    # -- OpenCL and Metal: pdlite has neither target ------------------------------------------
+    def _no_target(self, call: str, target: str) -> None:
+        raise ConfigError(f"{type(self).__name__}.{call}(): pdlite has no {target} target; run on the host "
+                          "(Place(TargetType.X86)), on a GPU through the CUDA target (Place(TargetType.CUDA)), or "
+                          "through an NNAdapter device (set_nnadapter_device_names(['intel_openvino']))")
+
+    def set_opencl_binary_path_name(self, path: str, name: str) -> None:
+        self._no_target("set_opencl_binary_path_name", "OpenCL")
+
+    def set_opencl_tune(self, tune_mode: Any = None, path: str = "", name: str = "", lws_repeats: int = 4) -> None:
+        self._no_target("set_opencl_tune", "OpenCL")
+
+    def set_opencl_precision(self, precision: Any = None) -> None:
+        self._no_target("set_opencl_precision", "OpenCL")
+
+    def set_metal_lib_path(self, path: str) -> None:
+        self._no_target("set_metal_lib_path", "Metal")
+
+    def set_metal_use_mps(self, flag: bool = True) -> None:
+        self._no_target("set_metal_use_mps", "Metal")
+
+    def set_metal_use_aggressive(self, flag: bool = True) -> None:
+        self._no_target("set_metal_use_aggressive", "Metal")
+
+    def set_metal_use_memory_reuse(self, flag: bool = True) -> None:
+        self._no_target("set_metal_use_memory_reuse", "Metal")
+
+    def set_metal_device(self, device: Any) -> None:
+        self._no_target("set_metal_device", "Metal")
+
+    # x86 math threads (paddlelite's name for the same count)
+    def set_x86_math_num_threads(self, threads: int) -> None:
+        self.set_threads(threads)
+
+    def x86_math_num_threads(self) -> int:
+        return self.threads()
+
+
+def model_and_params(model: Any, args: tuple[Any, ...], call: str) -> tuple[bytes, bytes | None]:
+    """The (model, params) bytes of set_model_buffer(model, params) or set_model_buffer(model, size, params, size)."""
+    if len(args) == 3:
+        msize, params, psize = args
+        model, params = model[:int(msize)], (params[:int(psize)] if params is not None else None)
+    elif len(args) <= 1:
+        params = args[0] if args else None
+    else:
+        raise ConfigError(f"{call}: give (model, params) or (model, model_size, params, params_size)")
+    as_bytes = lambda b: b.encode("latin-1") if isinstance(b, str) else bytes(b)  # noqa: E731
+    if not isinstance(model, (bytes, bytearray, memoryview, str)):
+        raise ConfigError(f"{call}: the model buffer must be bytes, got {type(model).__name__}")
+    if params is not None and not isinstance(params, (bytes, bytearray, memoryview, str)):
+        raise ConfigError(f"{call}: the params buffer must be bytes, got {type(params).__name__}")
+    return as_bytes(model), (as_bytes(params) if params is not None and len(params) else None)
+
 
 class CxxConfig(ConfigBase):
     """Config of the full predictor: loads any Paddle model format and runs the analysis phase."""
@@ -139,11 +263,10 @@ class CxxConfig(ConfigBase):
     def param_file(self) -> str:
         return self._param_file
 
-    def set_model_buffer(self, model_buffer: bytes, param_buffer: bytes | None = None) -> None:
-        if not isinstance(model_buffer, (bytes, bytearray, memoryview)):
-            raise ConfigError(f"set_model_buffer: model_buffer must be bytes, got {type(model_buffer).__name__}")
-        self._model_buffer = bytes(model_buffer)
-        self._param_buffer = bytes(param_buffer) if param_buffer is not None else None
+    def set_model_buffer(self, model_buffer: bytes, *args: Any) -> None:
+        """set_model_buffer(model, params) or paddlelite's set_model_buffer(model, model_size, params, params_size)."""
+        model, params = model_and_params(model_buffer, args, "CxxConfig.set_model_buffer")
+        self._model_buffer, self._param_buffer = model, params
 
     def is_model_from_memory(self) -> bool:
         return self._model_buffer is not None
@@ -161,6 +284,14 @@ class CxxConfig(ConfigBase):
     def set_passes(self, passes: Sequence[str]) -> None:
         """Override the analysis pipeline (an ordered list of pass names; see `pdlite.default_passes()`)."""
         self._passes = list(passes)
+
+    def set_passes_internal(self, passes: Sequence[str] = ()) -> None:
+        """paddlelite's name: run these passes (an empty list: the default pipeline)."""
+        self._passes = list(passes) if passes else None
+
+    def add_discarded_pass(self, name: str) -> None:
+        """Leave one pass out of the pipeline."""
+        self._passes = [p for p in self.passes() if p != name]
 
     def passes(self) -> list[str]:
         from pdlite.optimizer.pipeline import default_passes

@@ -7,10 +7,13 @@ params as views into the file's buffer.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from pdlite.api.base import PredictorBase
-from pdlite.api.config import ConfigBase
+from pdlite.api.config import ConfigBase, model_and_params
+from pdlite.core.types import Place
 from pdlite.errors import ConfigError, ModelFormatError
+from pdlite.model_parser.naive_buffer import MAGIC as NB_MAGIC
 from pdlite.model_parser.naive_buffer import NaiveBufferModel, load_naive_buffer, load_naive_buffer_bytes
 from pdlite.registries import load_registries
 from pdlite.runtime.build import runtime_from_keys
@@ -47,7 +50,19 @@ class MobileConfig(ConfigBase):
     def set_model_dir(self, model_dir: str | os.PathLike) -> None:
         """Old paddlelite API: a folder holding `model.nb` (or the `.nb` file itself)."""
         p = os.fspath(model_dir)
+        self._model_dir = p
         self.set_model_from_file(os.path.join(p, "model.nb") if os.path.isdir(p) else p)
+
+    def model_dir(self) -> str:
+        return getattr(self, "_model_dir", "")
+
+    def set_model_buffer(self, model_buffer: bytes, *args: Any) -> None:
+        """paddlelite's deprecated set_model_buffer(model, model_size, params, params_size) (or (model, params)):
+        an optimized `.nb` in `model`, or a Paddle program and its params, optimized for the host here."""
+        model, params = model_and_params(model_buffer, args, "MobileConfig.set_model_buffer")
+        if model[:len(NB_MAGIC)] != NB_MAGIC:
+            model = optimize_to_nb(model, params, self.options)
+        self.set_model_from_buffer(model)
 
     def load(self) -> NaiveBufferModel:
         """Read and check the configured `.nb` (ModelFormatError when it is not a valid one)."""
@@ -59,6 +74,25 @@ class MobileConfig(ConfigBase):
             raise ConfigError("MobileConfig has no model: call set_model_from_file(path.nb) or "
                               "set_model_from_buffer(bytes)")
         return load_naive_buffer(self._model_file, use_mmap=bool(self.option("mmap", False)), verify=verify)
+
+
+def optimize_to_nb(model: bytes, params: bytes | None, options: dict[str, Any]) -> bytes:
+    """A Paddle program (+ params) in memory, analysed for the host and written as `.nb` bytes."""
+    import tempfile
+
+    from pdlite.model_parser import load_model
+    from pdlite.model_parser.naive_buffer import save_optimized_model
+    from pdlite.optimizer.analysis import analyse
+    from pdlite.optimizer.pipeline import default_passes
+
+    loaded = load_model(model_buffer=model, param_buffer=params)
+    arrays = {k: t.array for k, t in loaded.params.items()}
+    analysis = analyse(loaded.program, arrays, [Place()], default_passes(), dict(options))
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "model.nb")
+        save_optimized_model(analysis, path, {"passes": default_passes(), "source": "<model buffer>"})
+        with open(path, "rb") as f:
+            return f.read()
 
 
 class LightPredictor(PredictorBase):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -204,6 +205,18 @@ def _load(model_dir: str, model_file: str, param_file: str) -> Any:
     return load_model(model_dir=model_dir or None, model_file=model_file or None, param_file=param_file or None)
 
 
+def write_model_info(analysis: Any, out: str) -> None:
+    """The op types and kernel keys the optimized model uses, one per line, beside `out`."""
+    folder = os.path.dirname(os.path.abspath(out))
+    ops = sorted({i.op.type for i in analysis.runtime.instructions})
+    kernels = sorted({str(i.kernel_def.key) for i in analysis.runtime.instructions if i.kernel_def is not None})
+    for name, lines in ((".tailored_ops_list", ops), (".tailored_kernels_list", kernels)):
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+QUANT_TYPES = ("QUANT_INT8", "QUANT_INT16")
+
 # -- Opt ----------------------------------------------------------------------------------------
 
 class Opt:
@@ -220,6 +233,12 @@ class Opt:
         self._options: dict[str, Any] = {}
         self._progress = progress
         self.last_report: dict[str, Any] = {}
+        self.quant_model = False  # set_quant_model / set_quant_type (weight quantization)
+        self.quant_type = "QUANT_INT16"
+        self.fp16 = False
+        self.sparse_model = False
+        self.sparse_threshold = 0.6
+        self.record_info = False
 
     # -- settings (paddlelite names) ----------------------------------------------------------
     def set_model_dir(self, model_dir: str | os.PathLike) -> None:
@@ -284,7 +303,7 @@ class Opt:
         ops_before = sum(1 for b in model.program.blocks for op in b.ops if op.type not in ("feed", "fetch"))
         self._say(f"  {ops_before} ops, {len(params)} params ({1e3 * (t1 - t0):.0f} ms); "
                   f"running {len(passes)} passes for [{', '.join(p.target.name for p in self._places)}] ...")
-        analysis = analyse(model.program, params, self._places, passes, self._options)
+        analysis = analyse(model.program, params, self.places_for_run(), passes, self._options)
         t2 = time.perf_counter()
         ops_after = len(analysis.graph.op_nodes())
         self._say(f"  {ops_after} ops after optimization ({1e3 * (t2 - t1):.0f} ms); writing {out} ...")
@@ -297,6 +316,8 @@ class Opt:
         else:
             out, nbytes = save_optimized_protobuf(analysis, out)
         t3 = time.perf_counter()
+        if self.record_info:
+            write_model_info(analysis, out)
         self.last_report = dict(path=out, ops_before=ops_before, ops_after=ops_after, bytes=nbytes,
                                 load_ms=1e3 * (t1 - t0), optimize_ms=1e3 * (t2 - t1), write_ms=1e3 * (t3 - t2))
         return out
@@ -317,6 +338,78 @@ class Opt:
         if optimize_out:
             self.set_optimize_out(optimize_out)
         return self.run()
+
+    # -- more paddlelite settings ---------------------------------------------------------------
+    def enable_fp16(self) -> None:
+        """fp16 kernels where pdlite has them (the CUDA target); host kernels stay fp32."""
+        self.fp16 = True
+
+    def places_for_run(self) -> list[Place]:
+        """The valid places, with fp16 ones put first for the CUDA places when enable_fp16() was called."""
+        if not self.fp16:
+            return list(self._places)
+        if not any(p.target == TargetType.CUDA for p in self._places):
+            warnings.warn("Opt.enable_fp16(): pdlite has fp16 kernels only on the CUDA target; the valid places "
+                          f"{self._places} run fp32", RuntimeWarning, stacklevel=3)
+        out: list[Place] = []
+        for p in self._places:
+            if p.target == TargetType.CUDA and p.precision == PrecisionType.FP32:
+                out.append(dataclasses.replace(p, precision=PrecisionType.FP16))
+            out.append(p)
+        return list(dict.fromkeys(out))
+
+    def set_quant_model(self, quant_model: bool) -> None:
+        """Quantize the weights when optimizing (kind: set_quant_type)."""
+        self.quant_model = bool(quant_model)
+
+    def set_quant_type(self, quant_type: str) -> None:
+        """"QUANT_INT8" or "QUANT_INT16" (paddle_lite_opt's --quant_type)."""
+        if quant_type not in QUANT_TYPES:
+            raise ConfigError(f"set_quant_type({quant_type!r}): expected one of {', '.join(QUANT_TYPES)}")
+        self.quant_type = quant_type
+
+    def set_sparse_model(self, sparse_model: bool) -> None:
+        """Accepted (paddle_lite_opt --sparse_model): pdlite's kernels are dense; the flag is kept."""
+        self.sparse_model = bool(sparse_model)
+
+    def set_sparse_threshold(self, threshold: float) -> None:
+        self.sparse_threshold = float(threshold)
+
+    def record_model_info(self, record_strip_info: bool = True) -> None:
+        """Also write the model's op types and picked kernels beside the output (.tailored_ops_list,
+        .tailored_kernels_list), as paddle_lite_opt --record_tailoring_info does."""
+        self.record_info = bool(record_strip_info)
+
+    def version(self) -> str:
+        from pdlite import __version__
+
+        return __version__
+
+    def help(self) -> str:
+        text = (f"pdlite {self.version()} Opt: set_model_dir / set_model_file + set_param_file, set_valid_places "
+                "('x86,host'), set_optimize_out, set_model_type ('naive_buffer' | 'protobuf'), run(); "
+                "print_all_ops, print_supported_ops, print_model_ops, check_if_model_supported, "
+                "display_kernels_info. The CLI: pdlite-opt --help\n")
+        print(text, end="")
+        return text
+
+    executablebin_help = help
+
+    def check_if_model_supported(self, print_ops_info: bool = True) -> bool:
+        """Whether every op of the configured model runs on the valid places (or the host fallback)."""
+        report = self.model_ops()
+        if print_ops_info:
+            print(report.text(), end="")
+        return not report.unsupported()
+
+    def display_kernels_info(self) -> str:
+        """Every registered kernel: op type and key (target/precision/layout/alias)."""
+        load_kernels_of(None)
+        _, kernels = _registries()
+        rows = sorted([k.op_type, k.target.name, k.precision.name, k.layout.name, k.alias] for k in kernels)
+        text = _table(["op_type", "target", "precision", "layout", "alias"], rows) + f"{len(rows)} kernels\n"
+        print(text, end="")
+        return text
 
     # -- what is supported --------------------------------------------------------------------
     def print_all_ops(self) -> str:

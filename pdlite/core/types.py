@@ -64,21 +64,37 @@ class PowerMode(enum.IntEnum):
     LITE_POWER_RAND_LOW = 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Place:
-    """Where and how a kernel runs: (target, precision, layout)."""
+    """Where and how a kernel runs: (target, precision, layout), and paddlelite's device index.
+
+    Built as paddlelite's `Place(target, precision=FP32, layout=NCHW, device=0)`; the keyword
+    `percision` (paddlelite's spelling) is accepted too.
+    """
 
     target: TargetType = TargetType.Host
     precision: PrecisionType = PrecisionType.FP32
     layout: DataLayoutType = DataLayoutType.NCHW
+    device: int = 0
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "target", TargetType(self.target))
-        object.__setattr__(self, "precision", PrecisionType(self.precision))
-        object.__setattr__(self, "layout", DataLayoutType(self.layout))
+    def __init__(self, target: TargetType | int = TargetType.Host, precision: PrecisionType | int = PrecisionType.FP32,
+                 layout: DataLayoutType | int = DataLayoutType.NCHW, device: int = 0, *,
+                 percision: PrecisionType | int | None = None) -> None:
+        if percision is not None:
+            precision = percision
+        object.__setattr__(self, "target", TargetType(target))
+        object.__setattr__(self, "precision", PrecisionType(precision))
+        object.__setattr__(self, "layout", DataLayoutType(layout))
+        object.__setattr__(self, "device", int(device))
+
+    def is_valid(self) -> bool:
+        """paddlelite's Place.is_valid: target, precision and layout are all known."""
+        return (self.target != TargetType.Unk and self.precision != PrecisionType.Unk
+                and self.layout != DataLayoutType.Unk)
 
     def __repr__(self) -> str:
-        return f"Place({self.target.name}, {self.precision.name}, {self.layout.name})"
+        dev = f", device={self.device}" if self.device else ""
+        return f"Place({self.target.name}, {self.precision.name}, {self.layout.name}{dev})"
 
 
 HOST = TargetType.Host
