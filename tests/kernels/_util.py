@@ -168,7 +168,7 @@ def run(op_type, inputs, attrs, outputs):
                     fetch += vs
             block.append_op(type=op_type, inputs=ins, outputs=outs, attrs=attrs)
         exe = paddle.static.Executor(paddle.CPUPlace())
-        res = exe.run(main, feed=feed, fetch_list=fetch)
+        res = exe.run(main, feed=feed, fetch_list=fetch, return_numpy=False)  # LoD outputs too
         it = iter(res)
         return {slot: [np.asarray(next(it)) for _ in range(n)] for slot, n in outputs.items() if slot not in ("XShape", "Mask")}
     finally:

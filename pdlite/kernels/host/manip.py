@@ -12,7 +12,7 @@ import numpy as np
 
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.errors import KernelError
-from pdlite.kernels.host.extra import ANY, Ins, Outs, generic
+from pdlite.kernels.host.extra import ANY, Ins, Outs, generic, present
 from pdlite.kernels.registry import Kernel
 from pdlite.operators.creation import assign_values
 from pdlite.operators.manip import slice_shape
@@ -69,7 +69,7 @@ class Unique(Kernel):
         it = numpy_dtype(int(a["dtype"]), "unique.dtype")
         if not a["is_sorted"]:
             out, inv = _first_order_unique(x.reshape(-1))
-            return {"Out": [out], "Index": [inv.astype(it)]}
+            return present(self.op, {"Out": [out], "Index": [inv.astype(it)]})
         axis = [int(v) for v in a["axis"]]
         if not axis:
             out, first, inv, counts = np.unique(x.reshape(-1), return_index=True, return_inverse=True,
@@ -77,8 +77,8 @@ class Unique(Kernel):
             inv = inv.reshape(-1)
         else:
             out, first, inv, counts = unique_along(x, axis[0] + x.ndim if axis[0] < 0 else axis[0])
-        return {"Out": [out], "Indices": [first.astype(it)], "Index": [inv.astype(it)],
-                "Counts": [counts.astype(it)]}
+        return present(self.op, {"Out": [out], "Indices": [first.astype(it)], "Index": [inv.astype(it)],
+                                 "Counts": [counts.astype(it)]})
 
 
 # --- set_value ------------------------------------------------------------------------------------

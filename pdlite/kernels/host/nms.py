@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from pdlite.errors import KernelError
-from pdlite.kernels.host.extra import ANY, Ins, Outs
+from pdlite.kernels.host.extra import ANY, Ins, Outs, present
 from pdlite.kernels.registry import Kernel, register_kernel
 
 
@@ -212,8 +212,8 @@ class MulticlassNms(Kernel):
         else:  # Paddle's "no detection" LoD form
             out = np.full((1, 1), -1, boxes.dtype)
             nums = [1] + [0] * (len(nums) - 1)
-        return {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
-                "NmsRoisNum": [np.array(nums, np.int32)]}
+        return present(self.op, {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
+                                 "NmsRoisNum": [np.array(nums, np.int32)]})
 
 
 register_kernel("multiclass_nms")(MulticlassNms)
@@ -329,5 +329,5 @@ class MatrixNms(Kernel):
                 index.append(n * m + int(all_idx[p]))
             nums.append(num)
         out = np.stack(rows) if rows else np.zeros((0, boxes.shape[2] + 2), boxes.dtype)
-        return {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
-                "RoisNum": [np.array(nums, np.int32)]}
+        return present(self.op, {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
+                                 "RoisNum": [np.array(nums, np.int32)]})

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from pdlite.errors import KernelError
-from pdlite.kernels.host.extra import ANY, Ins, Outs
+from pdlite.kernels.host.extra import ANY, Ins, Outs, present
 from pdlite.kernels.host.nms import jaccard
 from pdlite.kernels.registry import Kernel, register_kernel
 
@@ -113,9 +113,9 @@ class GenerateProposals(Kernel):
             rois.append(r)
             probs.append(p)
             nums.append(len(r))
-        return {"RpnRois": [np.concatenate(rois).astype(scores.dtype)],
-                "RpnRoiProbs": [np.concatenate(probs).astype(scores.dtype)],
-                "RpnRoisNum": [np.array(nums, np.int32)]}
+        return present(self.op, {"RpnRois": [np.concatenate(rois).astype(scores.dtype)],
+                                 "RpnRoiProbs": [np.concatenate(probs).astype(scores.dtype)],
+                                 "RpnRoisNum": [np.array(nums, np.int32)]})
 
 
 register_kernel("generate_proposals", inputs={"ImInfo": ANY}, outputs={"RpnRoisNum": ANY})(GenerateProposals)
@@ -147,7 +147,8 @@ class DistributeFpnProposals(Kernel):
         image = np.repeat(np.arange(len(counts)), counts)
         multi = [rois[lvl == v] for v in range(lo, hi + 1)]
         nums = [np.bincount(image[lvl == v], minlength=len(counts)).astype(np.int32) for v in range(lo, hi + 1)]
-        return {"MultiFpnRois": multi, "RestoreIndex": [restore.reshape(-1, 1)], "MultiLevelRoIsNum": nums}
+        return present(self.op, {"MultiFpnRois": multi, "RestoreIndex": [restore.reshape(-1, 1)],
+                                 "MultiLevelRoIsNum": nums})
 
 
 def _fpn_area(b: np.ndarray, pixel_offset: bool) -> np.ndarray:
@@ -180,7 +181,7 @@ class CollectFpnProposals(Kernel):
         order = np.argsort(-all_scores, kind="stable")[:top]
         order = order[np.argsort(image[order], kind="stable")]
         per_image = _paddle_rois_num(image[order], batch)
-        return {"FpnRois": [all_rois[order]], "RoisNum": [per_image]}
+        return present(self.op, {"FpnRois": [all_rois[order]], "RoisNum": [per_image]})
 
 
 def _paddle_rois_num(images: np.ndarray, batch: int) -> np.ndarray:

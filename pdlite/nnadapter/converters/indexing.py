@@ -57,7 +57,15 @@ def _index_select(ctx: ConvertContext, op: OpDesc) -> None:
             axis=int(op.attrs.get("dim", 0)))
 
 
-@register_converter("gather_nd")
+def _gather_nd_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    """ONNX GatherND needs 1 <= Index.shape[-1]; Paddle's empty index (last dim 0) stays on the host."""
+    shape = info.shape(op.input("Index") or "")
+    if not shape or shape[-1] < 1:
+        return "gather_nd needs a known, non-empty last dim of Index"
+    return None
+
+
+@register_converter("gather_nd", supports=_gather_nd_refusal)
 def _gather_nd(ctx: ConvertContext, op: OpDesc) -> None:
     idx_name = op.input("Index")
     assert idx_name is not None
