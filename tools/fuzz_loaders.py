@@ -533,8 +533,8 @@ class _Hang(BaseException):
     pass
 
 
-def _load(fmt: str, d: Path, variant: int, fname: str) -> tuple[list[str], Any]:
-    """Load the model in `d` the way `variant` says; returns (names an error must mention, touch)."""
+def _load(fmt: str, d: Path, variant: int) -> None:
+    """Load the model in `d` the way `variant` says (folder, files, buffers; .nb: read, mmap, buffer)."""
     from pdlite.model_parser import load_model, serialize_program
     from pdlite.model_parser.naive_buffer import load_naive_buffer, load_naive_buffer_bytes
 
@@ -547,7 +547,7 @@ def _load(fmt: str, d: Path, variant: int, fname: str) -> tuple[list[str], Any]:
         for a in m.params.values():
             a.tobytes()
         m.valid_places()
-        return ["<nb buffer>" if variant == 2 else str(p)], m
+        return
     model, params = {"pdmodel": ("inference.pdmodel", "inference.pdiparams"), "combined": ("__model__", "__params__"),
                      "pir": ("inference.json", "inference.pdiparams")}.get(fmt, ("__model__", None))
     if variant == 0 or fmt == "noncombined":
@@ -560,13 +560,34 @@ def _load(fmt: str, d: Path, variant: int, fname: str) -> tuple[list[str], Any]:
         t.array.tobytes()
     if fmt != "pir":
         serialize_program(m.program)
-    if variant == 2:
-        return ["<model buffer>", "<params buffer>", "<PIR model buffer>"], m
-    return [str(d / fname)], m
 
 
-def run_one(mut: dict[str, Any], seeds: Path, scratch: Path, per_timeout: float) -> dict[str, Any]:
-    """Write the mutated file into a copy of its seed model, load it, classify the outcome."""
+def _predict(fmt: str, d: Path) -> None:
+    """Stage "predictor": make the predictor a user would (analysis or .nb rebuild) and run it once."""
+    import numpy as np
+
+    from pdlite.api import CxxConfig, MobileConfig, create_paddle_predictor
+
+    if fmt == "nb":
+        cfg: Any = MobileConfig()
+        cfg.set_model_from_file(str(d / "model.nb"))
+    else:
+        cfg = CxxConfig()
+        cfg.set_model_dir(str(d))
+    pred = create_paddle_predictor(cfg)
+    for n in pred.get_input_names():
+        shape, dtype = pred._feed_specs[n]
+        shape = [s if 0 < s < 64 else 2 for s in shape]
+        if dtype is None or dtype.kind not in "biuf":
+            dtype = np.dtype(np.float32)
+        pred.get_input_by_name(n).from_numpy(np.ones(shape, dtype))
+    pred.run()
+
+
+def run_one(mut: dict[str, Any], seeds: Path, scratch: Path, per_timeout: float,
+            stage: str = "load") -> dict[str, Any]:
+    """Write the mutated file into a copy of its seed model, load it (stage "predictor": also make a
+    predictor and run it), classify the outcome."""
     from pdlite.errors import ModelFormatError, PdliteError
 
     d = scratch / mut["fmt"] / mut["model"]
@@ -578,22 +599,26 @@ def run_one(mut: dict[str, Any], seeds: Path, scratch: Path, per_timeout: float)
     os.replace(tmp, target)  # a new file: an earlier mmap of the old one stays valid
     rec = {k: mut[k] for k in ("i", "fmt", "model", "file", "how", "variant")}
     signal.setitimer(signal.ITIMER_REAL, per_timeout)
+    loaded = False
     try:
-        names, m = _load(mut["fmt"], d, mut["variant"], mut["file"])
-        del m
-        rec["out"] = "ok"
+        _load(mut["fmt"], d, mut["variant"])
+        loaded = True
         if mut["fmt"] == "nb" and not mut["how"].startswith("nb-"):
             rec["out"] = "silent"  # a corrupted .nb must never load
+        elif stage == "predictor":
+            _predict(mut["fmt"], d)
+        rec.setdefault("out", "ok")
     except _Hang:
         rec.update(out="hang", msg=f"no result after {per_timeout} s", where=_where())
     except PdliteError as e:
-        rec.update(out="error", cls=type(e).__name__, msg=str(e)[:300])
-        if isinstance(e, ModelFormatError) and not any(n in str(e) for n in _names(mut, d)):
+        rec.update(out="error", cls=type(e).__name__, msg=str(e)[:300], stage="predictor" if loaded else "load")
+        if not loaded and isinstance(e, ModelFormatError) and not any(n in str(e) for n in _names(mut, d)):
             rec["out"] = "unnamed"
     except MemoryError:
         rec.update(out="memory", cls="MemoryError", where=_where())
     except Exception as e:  # noqa: BLE001 - what the fuzzer looks for
-        rec.update(out="escape", cls=type(e).__name__, msg=str(e)[:300], where=_where())
+        rec.update(out="escape", cls=type(e).__name__, msg=str(e)[:300], where=_where(),
+                   stage="predictor" if loaded else "load")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     orig = seeds / mut["fmt"] / mut["model"] / mut["file"]
@@ -624,10 +649,17 @@ def _limit_memory(mem_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def worker(seed: int, fmt: str, start: int, stop: int, seeds: Path, mem_mb: int, per_timeout: float) -> None:
+def worker(seed: int, fmt: str, start: int, stop: int, seeds: Path, mem_mb: int, per_timeout: float,
+           stage: str = "load") -> None:
     """Run mutations [start, stop) of `fmt`, one JSON line each on stdout."""
     import pdlite.api  # noqa: F401 - imports before the memory limit
-    import pdlite.model_parser.pir_mapping  # noqa: F401
+    import pdlite.model_parser.pir  # noqa: F401
+
+    if stage == "predictor":
+        import pdlite.optimizer.analysis  # noqa: F401
+        from pdlite.registries import load_registries
+
+        load_registries()
 
     def alarm(*_: Any) -> None:
         raise _Hang
@@ -639,7 +671,7 @@ def worker(seed: int, fmt: str, start: int, stop: int, seeds: Path, mem_mb: int,
         sys.stdout.write('{"ready": true}\n')
         for i in range(start, stop):
             mut = make_mutation(seed, fmt, i, seeds)
-            rec = run_one(mut, seeds, Path(scratch), per_timeout)
+            rec = run_one(mut, seeds, Path(scratch), per_timeout, stage)
             rec["bytes"] = len(mut["data"])
             sys.stdout.write(json.dumps(rec) + "\n")
             sys.stdout.flush()
@@ -654,7 +686,7 @@ def _run_batch(seed: int, fmt: str, start: int, stop: int, a: argparse.Namespace
     while nxt < stop:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--seed", str(seed), "--format", fmt,
                "--start", str(nxt), "--stop", str(stop), "--seeds-dir", str(a.seeds_dir), "--mem-mb",
-               str(a.mem_mb), "--per-timeout", str(a.per_timeout)]
+               str(a.mem_mb), "--per-timeout", str(a.per_timeout), "--stage", a.stage]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
                              preexec_fn=(lambda: os.nice(a.nice)) if a.nice else None)
         sel = selectors.DefaultSelector()
@@ -732,13 +764,13 @@ def summary(results: list[dict[str, Any]], seconds: float, a: argparse.Namespace
             rows.append(f"| {f} | {n} | {c['ok']} | {c['error']} | " + " | ".join(str(c[x]) for x in FAILURES) + " |")
     classes = Counter(r.get("cls") for r in results if r["out"] == "error")
     hows = Counter(r["how"] for r in results)
-    lines = [f"seed {a.seed}, {len(results)} mutations in {seconds:.1f} s ({a.jobs} workers, "
+    lines = [f"seed {a.seed}, stage {a.stage}, {len(results)} mutations in {seconds:.1f} s ({a.jobs} workers, "
              f"memory limit +{a.mem_mb} MiB, timeout {a.per_timeout} s per mutation)", "", *rows, "",
              "pdlite errors by class: " + ", ".join(f"{k} {v}" for k, v in classes.most_common()),
              "mutations by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(hows.items()))]
     bad = [r for r in results if r["out"] in FAILURES]
     for r in bad[:40]:
-        lines.append(f"FAIL {r['out']}: --format {r['fmt']} --only {r['i']} ({r['model']}/{r['file']}, {r['how']}, "
+        lines.append(f"FAIL {r['out']} ({r.get('stage', 'load')}): --format {r['fmt']} --only {r['i']} ({r['model']}/{r['file']}, {r['how']}, "
                      f"variant {r['variant']}): {r.get('cls', '')} {r.get('msg', '')[:200]} at {r.get('where', '?')}")
     return "\n".join(lines)
 
@@ -750,9 +782,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", action="append", choices=FORMATS, help="only these formats (repeatable)")
     ap.add_argument("--jobs", type=int, default=2, help="worker subprocesses at a time")
     ap.add_argument("--batch", type=int, default=250, help="mutations per worker subprocess")
-    ap.add_argument("--mem-mb", type=int, default=512, help="address space a worker may add after its imports")
+    ap.add_argument("--mem-mb", type=int, default=256, help="address space a worker may add after its imports")
     ap.add_argument("--per-timeout", type=float, default=10.0, help="seconds one mutation may take")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds without output before a worker is killed")
+    ap.add_argument("--stage", choices=("load", "predictor"), default="load",
+                    help="load: the model loaders; predictor: also make the predictor (analysis) and run it once")
     ap.add_argument("--nice", type=int, default=0, help="run the workers at this niceness")
     ap.add_argument("--seeds-dir", type=Path, help="seed models (built from the fixtures if absent)")
     ap.add_argument("--json", type=Path, help="write every result (one JSON object a line) here")
@@ -763,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
-        worker(a.seed, a.format[0], a.start, a.stop, a.seeds_dir, a.mem_mb, a.per_timeout)
+        worker(a.seed, a.format[0], a.start, a.stop, a.seeds_dir, a.mem_mb, a.per_timeout, a.stage)
         return 0
     with tempfile.TemporaryDirectory(prefix="pdlite-fuzz-seeds-") as tmp:
         if a.seeds_dir is None or not a.seeds_dir.is_dir():
@@ -794,8 +828,11 @@ def _replay(a: argparse.Namespace) -> int:
         shutil.copytree(a.seeds_dir / fmt / mut["model"], d)
         (d / mut["file"]).write_bytes(mut["data"])
         try:
-            _load(fmt, d, mut["variant"], mut["file"])
+            _load(fmt, d, mut["variant"])
             print("loaded")
+            if a.stage == "predictor":
+                _predict(fmt, d)
+                print("predictor made and run")
         except Exception:  # noqa: BLE001
             traceback.print_exc()
     return 0

@@ -401,9 +401,33 @@ def parse_naive_buffer(buf: Any, source: str = "<buffer>", *, verify: bool = Tru
     for t in _get(meta, "tensors", list, source):
         name, arr = _tensor_view(t, base, base_off, data_size, source)
         params[name] = arr
-    return NaiveBufferModel(program, keys, params, [str(x) for x in _get(meta, "feed_names", list, source)],
-                            [str(x) for x in _get(meta, "fetch_names", list, source)], meta, source,
+    feeds, fetches = _get(meta, "feed_names", list, source), _get(meta, "fetch_names", list, source)
+    _check_against_program(program, params, feeds, fetches, source)
+    return NaiveBufferModel(program, keys, params, list(feeds), list(fetches), meta, source,
                             [tuple(r) for r in release])
+
+
+def _check_against_program(program: Program, params: dict[str, np.ndarray], feeds: list, fetches: list,
+                           source: str) -> None:
+    """Feed and fetch names are variables of block 0; each param has the shape its variable declares."""
+    for kind, names in (("feed", feeds), ("fetch", fetches)):
+        for n in names:
+            if not isinstance(n, str) or n not in program.main.vars:
+                raise _fail(source, f"meta section: {kind} name {n!r:.80} is not a variable of block 0")
+    declared = {}
+    for b in program.blocks:
+        for v in b.vars.values():
+            declared.setdefault(v.name, v)
+    for name, arr in params.items():
+        v = declared.get(name)
+        if v is None or not v.shape:
+            continue
+        want, got = list(v.shape), list(arr.shape)
+        if len(want) == len(got) and all(w < 0 or w == g for w, g in zip(want, got)):
+            continue
+        if arr.size == 1 and len(got) <= 1 and want in ([], [1]):
+            continue  # a 0-D param stored as [1] or the other way round
+        raise _fail(source, f"param {name!r} has shape {got} in the tensor table, but the program declares {want}")
 
 
 def _get(meta: dict, key: str, typ: type, source: str) -> Any:

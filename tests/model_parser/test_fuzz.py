@@ -117,29 +117,35 @@ def fuzz(tmp_path_factory):
     return mod, seeds
 
 
-def test_fuzz_campaign_every_format(fuzz, tmp_path):
-    """FUZZ_N seeded mutations over .pdmodel, .pdiparams, __model__/__params__, non-combined files,
-    PIR inference.json and .nb, in worker subprocesses with a memory limit and a timeout: each one
-    loads or raises a pdlite error naming the file; no other exception, crash, hang, MemoryError, or
-    corrupted .nb accepted."""
+@pytest.mark.parametrize("stage,n", [("load", FUZZ_N), ("predictor", FUZZ_N // 10)])
+def test_fuzz_campaign_every_format(fuzz, tmp_path, stage, n):
+    """`n` seeded mutations over .pdmodel, .pdiparams, __model__/__params__, non-combined files, PIR
+    inference.json and .nb, in worker subprocesses with a memory limit and a timeout: each one loads
+    or raises a pdlite error naming the file; no other exception, crash, hang, MemoryError, or
+    corrupted .nb accepted. Stage "predictor" also makes a predictor of each loaded model (analysis,
+    or the .nb's rebuild) and runs it once: again pdlite errors only."""
     mod, seeds = fuzz
     out = tmp_path / "results.jsonl"
-    cmd = [sys.executable, str(REPO / "tools" / "fuzz_loaders.py"), "-n", str(FUZZ_N), "--seed", str(FUZZ_SEED),
-           "--jobs", "2", "--seeds-dir", str(seeds), "--json", str(out)]
+    cmd = [sys.executable, str(REPO / "tools" / "fuzz_loaders.py"), "-n", str(n), "--seed", str(FUZZ_SEED),
+           "--jobs", "2", "--seeds-dir", str(seeds), "--json", str(out), "--stage", stage]
+    if stage == "predictor":
+        cmd += ["--mem-mb", "1024"]  # kernels' and passes' imports and work buffers
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert out.is_file(), p.stdout[-2000:] + p.stderr[-2000:]
     results = [json.loads(line) for line in out.read_text().splitlines()]
     bad = [r for r in results if r["out"] not in ("ok", "error")]
     assert not bad, p.stdout[-4000:]
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert len(results) == FUZZ_N
+    assert len(results) == n
     for fmt in mod.FORMATS:  # every format fuzzed, and both outcomes reached (not all rejected up front)
         outs = Counter(r["out"] for r in results if r["fmt"] == fmt)
-        assert sum(outs.values()) >= FUZZ_N // len(mod.FORMATS), (fmt, outs)
+        assert sum(outs.values()) >= n // len(mod.FORMATS), (fmt, outs)
         assert outs["error"] > 0 and outs["ok"] > 0, (fmt, outs)
-    hows = Counter(r["how"] for r in results)
-    for how in ("flip", "replace", "truncate", "extend", "dup", "proto", "tensor", "json", "nb-meta", "nb-header"):
-        assert hows[how] > 0, hows
+    if stage == "load":
+        hows = Counter(r["how"] for r in results)
+        for how in ("flip", "replace", "truncate", "extend", "dup", "proto", "tensor", "json", "nb-meta",
+                    "nb-header", "nb-program"):
+            assert hows[how] > 0, hows
 
 
 def test_fuzz_harness_reports_escapes_and_silent_corruption(fuzz, monkeypatch, tmp_path):
