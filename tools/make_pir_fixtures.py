@@ -8,10 +8,20 @@ dynamic batch. References come from Paddle Inference on the saved files, as for
 
 Usage: python tools/make_pir_fixtures.py [--out tests/fixtures/pir] [names...]
        python tools/make_pir_fixtures.py --from-legacy SRC_MODEL_DIR DST_DIR [SRC DST ...]
+       python tools/make_pir_fixtures.py --conformance [names...]
 
 `--from-legacy` re-saves legacy (ProgramDesc) models as PIR JSON (Paddle's program translator +
 save_inference_model), e.g. the ../shared/models zoo, to check pdlite on PIR programs that were
 not written by jit.save (pd_op.feed, shape + slice + combine dynamic reshapes, ...).
+
+`--conformance` makes the PIR twin of every conformance model (tests/fixtures/conformance/<name>,
+legacy programs) in tests/fixtures/pir_conformance/<name>: Paddle's translator
+(`paddle.pir.translate_to_pir`) + save_inference_model, and case.npz with the legacy case's inputs
+and Paddle Inference's outputs on the PIR twin (Paddle's translator is not always faithful: it can
+drop reduce_all or round an int64 constant through float32, so the twin's reference is Paddle's own
+run of the twin). meta.json lists the outputs where that run differs from the legacy reference
+(`differs_from_legacy`); models the translator refuses (or whose translation Paddle itself cannot run)
+are listed in UNTRANSLATABLE.json with Paddle's message.
 """
 from __future__ import annotations
 
@@ -277,12 +287,139 @@ def from_legacy(src: Path, dst: Path) -> Path:
     return dst
 
 
+CONFORMANCE = REPO / "tests" / "fixtures" / "conformance"
+TWINS = REPO / "tests" / "fixtures" / "pir_conformance"
+
+
+def _run_inference(model_dir: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Paddle Inference's outputs (in fetch order) for a PIR or legacy model folder."""
+    from paddle import inference
+
+    model = model_dir / "inference.json"
+    if not model.is_file():
+        model = model_dir / "inference.pdmodel"
+    params = model_dir / "inference.pdiparams"
+    config = inference.Config(str(model), str(params) if params.is_file() else "")
+    config.switch_ir_optim(False)
+    config.disable_mkldnn()
+    config.set_cpu_math_library_num_threads(1)
+    config.disable_glog_info()
+    pred = inference.create_predictor(config)
+    for name in pred.get_input_names():
+        pred.get_input_handle(name).copy_from_cpu(feeds[name])
+    pred.run()
+    return [pred.get_output_handle(n).copy_to_cpu() for n in pred.get_output_names()]
+
+
+def _run_executor(model_dir: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The outputs of paddle.static.Executor on a PIR model folder (when Paddle Inference refuses it)."""
+    import paddle
+
+    paddle.enable_static()
+    try:
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        with paddle.static.scope_guard(paddle.static.Scope()):
+            prog, names, fetches = paddle.static.load_inference_model(str(model_dir / "inference"), exe)
+            return [np.asarray(o) for o in exe.run(prog, feed={n: feeds[n] for n in names}, fetch_list=fetches)]
+    finally:
+        paddle.disable_static()
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind in "biu":
+        return bool(np.array_equal(a, b))
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    return bool(np.all(np.abs(a.astype(np.float64) - b) <= 1e-5 * max(scale, 1e-30)) or np.array_equal(a, b))
+
+
+def conformance_twin(name: str, out_root: Path = TWINS) -> tuple[Path | None, str]:
+    """The PIR twin of conformance model `name` (None and Paddle's message when it cannot translate)."""
+    import json
+
+    src = CONFORMANCE / name
+    dst = out_root / name
+    z = np.load(src / "case.npz")
+    feeds = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
+    legacy = [(k[4:], z[k]) for k in z.files if k.startswith("out:")]
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            from_legacy(src, Path(tmp))
+        except Exception as e:  # noqa: BLE001 (Paddle raises ValueError / SystemError / RuntimeError)
+            return None, " ".join(str(e).split())[:300]
+        reference = "paddle.inference"
+        try:
+            outs = _run_inference(Path(tmp), feeds)
+        except RuntimeError as e:  # e.g. "fetch_name_1 is not found in the scope" on some twins
+            print(f"{name}: Paddle Inference refuses the twin ({' '.join(str(e).split())[:120]}); "
+                  "reference from paddle.static.Executor")
+            reference = "paddle.static.Executor"
+            outs = _run_executor(Path(tmp), feeds)
+            if any(not isinstance(o, np.ndarray) or o.dtype == object for o in outs):
+                return None, f"Paddle cannot run its own translation ({' '.join(str(e).split())[:200]})"
+        if dst.exists():
+            shutil.rmtree(dst)
+        dst.mkdir(parents=True)
+        for f in ("inference.json", "inference.pdiparams"):
+            if (Path(tmp) / f).is_file():
+                shutil.copy(Path(tmp) / f, dst / f)
+    if len(outs) != len(legacy):
+        raise SystemExit(f"{name}: the PIR twin has {len(outs)} outputs, the legacy model {len(legacy)}")
+    differs = [n for (n, ref), o in zip(legacy, outs) if not _same(o, ref)]
+    np.savez_compressed(dst / "case.npz", **{f"in:{k}": v for k, v in feeds.items()},
+                        **{f"out:{n}": o for (n, _), o in zip(legacy, outs)})
+    (dst / "meta.json").write_text(json.dumps({"legacy": f"tests/fixtures/conformance/{name}", "reference": reference,
+                                               "differs_from_legacy": differs}, indent=1) + "\n")
+    return dst, ""
+
+
+def make_conformance_twins(names: list[str]) -> int:
+    import json
+
+    import paddle
+
+    all_names = sorted(p.name for p in CONFORMANCE.iterdir() if (p / "case.npz").is_file())
+    refused_file = TWINS / "UNTRANSLATABLE.json"
+    refused = json.loads(refused_file.read_text()) if refused_file.is_file() and names else {}
+    for name in names or all_names:
+        path, why = conformance_twin(name)
+        refused.pop(name, None)
+        if path is None:
+            refused[name] = why
+            if (TWINS / name).exists():
+                shutil.rmtree(TWINS / name)
+            print(f"{name}: not translatable: {why}")
+        else:
+            meta = json.loads((path / "meta.json").read_text())
+            note = f" (Paddle's PIR run differs from legacy on {meta['differs_from_legacy']})" \
+                if meta["differs_from_legacy"] else ""
+            print(f"{path}: {sum(f.stat().st_size for f in path.iterdir()) / 1e3:.1f} kB{note}")
+    TWINS.mkdir(parents=True, exist_ok=True)
+    refused = {k: v for k, v in sorted(refused.items()) if k in all_names}
+    refused_file.write_text(json.dumps(refused, indent=1) + "\n")
+    (TWINS / "README.txt").write_text(
+        "PIR twins of tests/fixtures/conformance (legacy programs), made by tools/make_pir_fixtures.py "
+        f"--conformance with paddle {paddle.__version__}: paddle.pir.translate_to_pir + save_inference_model.\n"
+        "case.npz: the legacy case's inputs, Paddle Inference's outputs on the twin (switch_ir_optim(False), "
+        "mkldnn off, 1 thread; meta.json reference: paddle.static.Executor where Paddle Inference refuses the "
+        "twin), keyed by the legacy fetch names in fetch order.\n"
+        "meta.json differs_from_legacy: outputs where Paddle's run of the twin differs from the legacy reference "
+        "(Paddle's translator drops reduce_all on reductions over every axis and rounds int64 constants through "
+        "float32).\nUNTRANSLATABLE.json: models Paddle's translator refuses, or whose translation Paddle cannot "
+        "run, with its message.\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "tests" / "fixtures" / "pir")
     ap.add_argument("--from-legacy", action="store_true", help="names are SRC DST pairs of legacy models to re-save")
+    ap.add_argument("--conformance", action="store_true", help="make the PIR twins of the conformance zoo")
     ap.add_argument("names", nargs="*", help="models to make (default: all)")
     args = ap.parse_args(argv)
+    if args.conformance:
+        return make_conformance_twins(args.names)
     if args.from_legacy:
         if len(args.names) % 2:
             ap.error("--from-legacy takes SRC DST pairs")
