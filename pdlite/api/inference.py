@@ -29,9 +29,9 @@ from pdlite.api.predictor import create_paddle_predictor
 from pdlite.api.tensor import Tensor as LiteTensor
 from pdlite.errors import ConfigError, InputError
 
-__all__ = ["Config", "DataType", "PassBuilder", "PlaceType", "PrecisionType", "Predictor", "PredictorPool",
+__all__ = ["Config", "DataType", "InternalUtils", "PassBuilder", "PlaceType", "PrecisionType", "Predictor", "PredictorPool",
            "Tensor", "convert_to_mixed_precision", "create_predictor", "get_num_bytes_of_data_type",
-           "get_trt_compile_version", "get_trt_runtime_version", "get_version"]
+           "get_trt_compile_version", "get_trt_runtime_version", "get_version", "XpuConfig"]
 
 
 class DataType(enum.IntEnum):
@@ -92,6 +92,30 @@ def convert_to_mixed_precision(*args: Any, **kwargs: Any) -> None:
                       "config.enable_openvino_engine(PrecisionType.Half)")
 
 
+class XpuConfig:
+    """paddle.inference.XpuConfig: pdlite has no XPU target."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise ConfigError("XpuConfig(): pdlite has no XPU target; run on the CPU (the default), on a GPU with "
+                          "config.enable_use_gpu(...), or through config.enable_openvino_engine() / enable_onnxruntime()")
+
+
+class InternalUtils:
+    """paddle.inference.InternalUtils (TensorRT and XPU internals): every call refuses, naming it."""
+
+    @staticmethod
+    def _refuse(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise ConfigError(f"InternalUtils.{name}(): a Paddle Inference internal (TensorRT / XPU tuning) with no "
+                              "pdlite counterpart; drop the call")
+
+        return call
+
+
+for _n in ("disable_tensorrt_half_ops", "set_transformer_maskid", "set_transformer_posid"):
+    setattr(InternalUtils, _n, staticmethod(InternalUtils._refuse(_n)))
+
+
 class _Name(str):
     """A tensor's name, readable as `t.name` and as `t.name()`."""
 
@@ -115,6 +139,10 @@ class Tensor:
     def share_external_data(self, data: np.ndarray) -> None:
         """Zero-copy opt-in: the predictor reads `data` itself (do not change it until run() returns)."""
         self._t.share_data(data)
+
+    def share_external_data_by_ptr_name(self, *args: Any) -> None:
+        raise ConfigError("Tensor.share_external_data_by_ptr_name(): pdlite tensors are NumPy arrays, not device "
+                          "pointers: use share_external_data(array) (zero-copy) or copy_from_cpu(array)")
 
     def copy_to_cpu(self) -> np.ndarray:
         """A new array holding the data (a later run does not change it)."""
