@@ -230,7 +230,7 @@ def test_nb_meta_edits_behind_the_checksums(fuzz, tmp_path):
     }
     for name, new_meta in cases.items():
         p = tmp_path / f"{name}.nb"
-        p.write_bytes(mod._nb_build(new_meta, prog, body))
+        p.write_bytes(mod.nb_build(new_meta, prog, body))
         with pytest.raises(ModelFormatError, match=f"{name}.nb"):
             nbf.load_naive_buffer(p)
 
