@@ -10,8 +10,8 @@ import pytest
 
 from pdlite.errors import InputError, KernelError
 from pdlite.kernels.host.nms import heap_partial_sort, poly_iou
-from tests.kernels._checks import check
-from tests.kernels._util import make_op, paddle_legacy
+from tests.kernels._checks import check, infer
+from tests.kernels._util import paddle_legacy
 from tests.kernels._util import run_op as _run_op
 
 
@@ -147,10 +147,9 @@ def test_heap_partial_sort_orders_the_best_first() -> None:
 
 
 def test_nms_shape_errors_name_the_op() -> None:
-    with pytest.raises(InputError, match="multiclass_nms3"):
-        from pdlite.operators.registry import OPS, ShapeContext
-
-        op = make_op("multiclass_nms3", {"BBoxes": np.zeros((2, 5, 4), np.float32),
-                                         "Scores": np.zeros((2, 3, 6), np.float32)}, {}, NMS_OUTS)
-        OPS["multiclass_nms3"].infer_shape(ShapeContext(op, {"BBoxes": [np.zeros((2, 5, 4))],
-                                                             "Scores": [np.zeros((2, 3, 6))]}))
+    with pytest.raises(InputError, match="multiclass_nms3.*BBoxes"):
+        infer("multiclass_nms3", {"BBoxes": np.zeros((2, 5, 4), np.float32),
+                                  "Scores": np.zeros((2, 3, 6), np.float32)}, {}, NMS_OUTS)
+    with pytest.raises(InputError, match="matrix_nms"):
+        infer("matrix_nms", {"BBoxes": np.zeros((5, 3, 4), np.float32), "Scores": np.zeros((5, 3), np.float32)},
+              {}, {"Out": 1, "Index": 1})

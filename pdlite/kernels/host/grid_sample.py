@@ -4,8 +4,8 @@ Grid coordinates in [-1, 1] are unnormalized per axis of size S:
     align_corners: (g + 1) * (S - 1) / 2;  else (g + 1) * S / 2 - 0.5
 then padded: border clips to [0, S - 1]; reflection reflects over [0, S - 1] (align_corners) or
 over [-0.5, S - 0.5] and clips. bilinear: the 2^d corner values (0 outside [0, S - 1]) weighted by
-the distances; nearest: the value at the rounded position (half away from zero), 0 outside. The
-4-D nearest path rounds before its bounds check, the 5-D one after (Paddle's order, kept).
+the distances; nearest: the value at the rounded position (half away from zero; the bounds are
+checked after rounding, in 4-D and 5-D alike), 0 outside.
 All in the input dtype, as Paddle's Eigen code.
 """
 from __future__ import annotations
@@ -71,14 +71,7 @@ class GridSampler(Kernel):
         sizes = x.shape[2:][::-1]
         coords = [_unnormalize_pad(grid[..., i], sizes[i], align, padding) for i in range(len(sizes))]
         if mode == "nearest":
-            if x.ndim == 4:
-                coords = [_round(c) for c in coords]
-                return {"Output": [_gather(x, coords)]}
-            ok = np.ones(coords[0].shape, bool)
-            for c, s in zip(coords, sizes):
-                ok &= (c >= 0) & (c <= s - 1)
-            out = _gather(x, [_round(c) for c in coords])
-            return {"Output": [np.where(ok[:, None], out, np.zeros((), x.dtype))]}
+            return {"Output": [_gather(x, [_round(c) for c in coords])]}
         dt = x.dtype.type
         lo = [np.floor(c) for c in coords]
         out = np.zeros(x.shape[:2] + coords[0].shape[1:], x.dtype)

@@ -258,9 +258,10 @@ class DensityPriorBox(Kernel):
         cy = (np.float32(np.arange(fh) + off) * np.float32(step_h)).astype(np.float64).reshape(fh, 1, 1)
         x = (cx + rel_a[..., 0]).astype(np.float32).astype(np.float64)  # center_x_temp is a float
         y = (cy + rel_a[..., 1]).astype(np.float32).astype(np.float64)
-        boxes = np.stack([np.maximum((x - rel_a[..., 2]) / iw, 0.0), np.maximum((y - rel_a[..., 3]) / ih, 0.0),
-                          np.minimum((x + rel_a[..., 2]) / iw, 1.0), np.minimum((y + rel_a[..., 3]) / ih, 1.0)],
-                         axis=-1).astype(np.float32)
+        boxes = np.stack(np.broadcast_arrays(
+            np.maximum((x - rel_a[..., 2]) / iw, 0.0), np.maximum((y - rel_a[..., 3]) / ih, 0.0),
+            np.minimum((x + rel_a[..., 2]) / iw, 1.0), np.minimum((y + rel_a[..., 3]) / ih, 1.0)), axis=-1
+        ).astype(np.float32)
         if a["clip"]:
             np.clip(boxes, 0.0, 1.0, out=boxes)
         if a["flatten_to_2d"]:
