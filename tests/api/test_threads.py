@@ -1,0 +1,223 @@
+"""Predictors under threads (clone, one predictor shared, BLAS thread counts) and copy semantics."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from pdlite.lite import CxxConfig, MobileConfig, create_paddle_predictor
+from pdlite.runtime import threads as rt_threads
+from tests.conftest import assert_close_rel, load_case, model_dir
+
+NAME = "ppocr_cls_v2"
+
+
+def _cxx(name: str = NAME, **options):
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir(name)))
+    for k, v in options.items():
+        if k == "devices":
+            cfg.set_nnadapter_device_names(v)
+        else:
+            cfg.set_option(k, v)
+    return create_paddle_predictor(cfg)
+
+
+def _light(tmp_path, name: str = NAME):
+    nb = _cxx(name).save_optimized_model(str(tmp_path / "m"))
+    cfg = MobileConfig()
+    cfg.set_model_from_file(nb)
+    return create_paddle_predictor(cfg)
+
+
+def _inputs(n: int, seed: int = 0) -> list[np.ndarray]:
+    x = load_case(NAME)[0]["x"]
+    rng = np.random.default_rng(seed)
+    return [(x + 0.2 * rng.standard_normal(x.shape)).astype(np.float32) for _ in range(n)]
+
+
+def _on_threads(n: int, work: Callable[[int], None]) -> None:
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _handles_run(pred, x: np.ndarray) -> np.ndarray:
+    pred.get_input(0).from_numpy(x)
+    pred.run()
+    return pred.get_output(0).numpy()
+
+
+@pytest.mark.parametrize("kind", ["cxx", "light", "onnxruntime", "intel_openvino"])
+def test_clones_share_and_run_concurrently_bit_exact(kind, tmp_path):
+    """4 clones on 4 threads give exactly the serial outputs (Cxx, Light, and NNAdapter subgraph kernels, which
+    keep per-run device state and are entered one run at a time)."""
+    if kind in ("onnxruntime", "intel_openvino"):
+        pytest.importorskip("openvino" if kind == "intel_openvino" else "onnxruntime")
+        base = _cxx(devices=[kind])
+        assert any(i.op.type == "subgraph" for i in base.runtime_program.instructions)
+    else:
+        base = _cxx() if kind == "cxx" else _light(tmp_path)
+    xs = [_inputs(3, seed=i) for i in range(4)]
+    serial = [[_handles_run(base, x) for x in xs[i]] for i in range(4)]
+    clones = [base.clone() for _ in range(4)]
+    for c in clones:
+        assert c._params is base._params and c.runtime_program is base.runtime_program
+        assert c.get_input(0) is not base.get_input(0)
+    got: list[list[np.ndarray]] = [[] for _ in range(4)]
+    barrier = threading.Barrier(4)
+
+    def work(i: int) -> None:
+        barrier.wait()
+        for _ in range(2):
+            got[i] = [_handles_run(clones[i], x) for x in xs[i]]
+
+    _on_threads(4, work)
+    for i in range(4):
+        for g, s in zip(got[i], serial[i]):
+            assert np.array_equal(g, s), f"{kind} clone {i} differs from the serial run"
+
+
+def test_one_predictor_shared_by_threads_is_never_silently_wrong():
+    """Four threads set inputs, run and read outputs on ONE predictor at once: each gets its own result."""
+    pred = _cxx()
+    xs = _inputs(4, seed=7)
+    want = [_handles_run(pred, x) for x in xs]
+    got: dict[int, list[np.ndarray]] = {}
+    barrier = threading.Barrier(4)
+
+    def work(i: int) -> None:
+        got[i] = []
+        for _ in range(2):  # every thread sets its input before any runs, and runs before any reads
+            pred.get_input(0).from_numpy(xs[i])
+            barrier.wait()
+            pred.run()
+            barrier.wait()
+            got[i].append(pred.get_output(0).numpy())
+        got[i] += [pred.predict({"x": xs[i]})[0] for _ in range(2)]
+
+    _on_threads(4, work)
+    for i in range(4):
+        for g in got[i]:
+            assert np.array_equal(g, want[i]), f"thread {i} got another thread's result"
+
+
+def test_handles_set_in_one_thread_are_seen_from_another():
+    """A predictor made and fed in one thread can be run and read from another (single user, handed over)."""
+    pred = _cxx()
+    x = _inputs(1)[0]
+    want = _handles_run(pred, x)
+    pred.get_input(0).from_numpy(x)
+    out: list[np.ndarray] = []
+    _on_threads(1, lambda i: (pred.run(), out.append(pred.get_output(0).numpy())))
+    assert np.array_equal(out[0], want)
+    assert np.array_equal(pred.get_output(0).numpy(), want)  # the run's outputs, read back in this thread
+
+
+def test_blas_threads_per_run_and_restored_after():
+    tpc = pytest.importorskip("threadpoolctl")
+    if not rt_threads.blas_thread_control():
+        pytest.skip("NumPy's BLAS thread count cannot be set here")
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir(NAME)))
+    cfg.set_threads(1)
+    cfg.set_option("host_native", False)  # the NumPy kernels: BLAS runs the GEMMs with set_threads' count
+    pred = create_paddle_predictor(cfg)
+    seen: set[int | None] = set()
+    pred.set_hook(lambda inst, dt, scope: seen.add(rt_threads.get_blas_threads()))
+    with tpc.threadpool_limits(limits=2, user_api="blas"):
+        assert rt_threads.get_blas_threads() == 2
+        pred.predict(load_case(NAME)[0])
+        assert seen == {1}, "BLAS did not run with the predictor's thread count"
+        assert rt_threads.get_blas_threads() == 2, "the user's BLAS thread count was not restored"
+        # overlapping runs on threads: the count the user had comes back once the last run ends
+        clones = [pred.clone() for _ in range(3)]
+        _on_threads(3, lambda i: [clones[i].predict(load_case(NAME)[0]) for _ in range(2)])
+        assert rt_threads.get_blas_threads() == 2
+
+
+def test_run_threads_restores_when_overlapping():
+    if not rt_threads.blas_thread_control():
+        pytest.skip("NumPy's BLAS thread count cannot be set here")
+    before = rt_threads.get_blas_threads()
+    with rt_threads.run_threads(1):
+        assert rt_threads.get_blas_threads() == 1
+        with rt_threads.run_threads(2, native_gemm=True):
+            assert rt_threads.get_blas_threads() == 1
+        assert rt_threads.get_blas_threads() == 1  # a run is still in progress
+    assert rt_threads.get_blas_threads() == before
+
+
+# -- copy semantics -------------------------------------------------------------------------------
+
+def test_from_numpy_copies_and_outputs_are_not_overwritten(tmp_path):
+    for pred in (_cxx(), _light(tmp_path)):
+        a, b = _inputs(2, seed=3)
+        want_a, want_b = _handles_run(pred, a), _handles_run(pred, b)
+        x = a.copy()
+        pred.get_input(0).from_numpy(x)
+        x[...] = 0  # changing the array after from_numpy does not change the run
+        pred.run()
+        first = pred.get_output(0).numpy()
+        assert np.array_equal(first, want_a)
+        held = pred.get_output(0).raw()
+        predicted = pred.predict([a])[0]
+        pred.get_input(0).from_numpy(b)
+        pred.run()  # a later run writes new arrays: what was handed out before keeps its values
+        assert np.array_equal(first, want_a) and np.array_equal(held, want_a) and np.array_equal(predicted, want_a)
+        assert np.array_equal(pred.get_output(0).numpy(), want_b)
+        out = pred.get_output(0).numpy()
+        out[...] = -1  # numpy() is a copy: the handle keeps the run's values
+        assert np.array_equal(pred.get_output(0).numpy(), want_b)
+
+
+def test_outputs_sharing_memory_with_params_or_inputs_are_copied():
+    pred = _cxx()
+    param = next(iter(pred._params.values()))
+    x = np.arange(6, dtype=np.float32)
+    fed = {id(x)}
+    assert pred._private(param.reshape(-1), set()) is not param  # a view of a weight: copied
+    assert np.shares_memory(pred._private(param.reshape(-1), set()), param) is False
+    assert not np.shares_memory(pred._private(x[1:], fed), x)  # a view of an input: copied
+    fresh = np.ones(4, dtype=np.float32)
+    assert pred._private(fresh, fed) is fresh  # made by the run: handed over as it is
+    ro = np.frombuffer(b"\0" * 16, dtype=np.float32)
+    assert pred._private(ro, set()) is not ro  # memory the run does not own (a file buffer): copied
+
+
+def test_typed_data_setters_and_getters():
+    """paddlelite's set_float_data / float_data and friends (resize first, as paddlelite requires)."""
+    pred = _cxx()
+    x = load_case(NAME)[0]["x"]
+    t = pred.get_input(0)
+    t.resize(list(x.shape))
+    t.set_float_data(x.reshape(-1).tolist())
+    pred.run()
+    want = _handles_run(_cxx(), x)
+    assert_close_rel(np.asarray(pred.get_output(0).float_data()).reshape(want.shape), want, 1e-6)
+    t2 = _cxx().get_input(0)
+    with pytest.raises(Exception, match="resize"):
+        t2.set_float_data([1.0, 2.0])  # the declared shape has free dims
+    t2.resize([2, 2])
+    t2.set_int32_data([1, 2, 3, 4])
+    assert t2.int32_data() == [1, 2, 3, 4] and t2.numpy().dtype == np.int32
+    t2.set_uint8_data([1, 2, 3, 250])
+    assert t2.uint8_data() == [1, 2, 3, 250]
+    t2.set_int8_data([-1, 2, 3, 4])
+    assert t2.int8_data() == [-1, 2, 3, 4]
+    with pytest.raises(Exception, match="4 values"):
+        t2.set_float_data([1.0, 2.0, 3.0])
