@@ -40,6 +40,8 @@ def _unique(ctx: ShapeContext) -> Shapes:
     if axis:
         ctx.require(-len(x) <= axis[0] < len(x), f"axis {axis[0]} out of range for X {list(x)}")
     ctx.require(int(ctx.attrs["dtype"]) in (2, 3), f"dtype must be int32 (2) or int64 (3), got {ctx.attrs['dtype']}")
+    ctx.require(bool(ctx.attrs["is_sorted"]) or len(x) <= 1,
+                f"X must be 0-D or 1-D when is_sorted is false (Paddle's rule), got {list(x)}")
     return {}
 
 
