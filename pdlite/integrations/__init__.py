@@ -22,6 +22,11 @@ def predictor_from_path(model: str | os.PathLike, params: str | os.PathLike | No
     program file with its PARAMS file. `threads` is the predictor's compute thread count; `options`
     are pdlite options (`config.set_option`)."""
     path = os.fspath(model)
+    if params is not None and not os.path.isfile(path):
+        raise ConfigError(f"params {os.fspath(params)!r} given with model {path!r}: a params file goes with a "
+                          "program file (a model folder or a .nb holds its own)")
+    if params is not None and path.endswith(".nb"):
+        raise ConfigError(f"params {os.fspath(params)!r} given with the optimized model {path!r}, which holds its own")
     if path.endswith(".nb"):
         if not os.path.isfile(path):
             raise ConfigError(f"model {path!r} not found (an optimized .nb file)")

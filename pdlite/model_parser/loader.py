@@ -64,6 +64,8 @@ def _check_shape(var: VarDesc, t: LoDTensor, source: str) -> None:
         return
     if t.array.size == 1 and len(got) <= 1 and expected in ([], [1]):
         return  # a 0-D tensor saved as [1] or the other way round
+    if [d for d in expected if d != 1] == [d for d in got if d != 1] and all(e > 0 for e in expected):
+        return  # only size-1 dims differ (Paddle's quantization saves [C] scales as [1, C]); Paddle reads these
     raise ModelFormatError(
         f"{source}: parameter {var.name!r} has shape {got}, but the program declares shape {expected}"
     )

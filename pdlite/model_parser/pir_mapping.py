@@ -377,6 +377,23 @@ TABLE: dict[str, Any] = {
     "pd_op.set_value_with_tensor": _set_value(op_map("set_value", ("Input", "ValueTensor"), args={
         2: IntArg("starts", None, "StartsTensorList"), 3: IntArg("ends", None, "EndsTensorList"),
         4: IntArg("steps", None, "StepsTensorList")})),
+    # quantization (pdlite.operators.quant)
+    **{f"pd_op.{n}": op_map(n, ("X", "Scale", "ZeroPoint", "InAccum", "InState"), ("Y", "OutState", "OutAccum",
+                                                                                 "OutScale"))
+       for n in ("quantize_linear", "dequantize_linear")},
+    **{f"pd_op.{n}": op_map(n, ("X", "InScale", "InAccum", "InState"), ("Out", "OutScale", "OutState", "OutAccum"))
+       for n in ("fake_quantize_moving_average_abs_max", "fake_quantize_dequantize_moving_average_abs_max")},
+    **{f"pd_op.{n}": op_map(n, ("X",), ("Out", "OutScale")) for n in (
+        "fake_quantize_abs_max", "fake_quantize_dequantize_abs_max", "fake_channel_wise_quantize_abs_max",
+        "fake_channel_wise_quantize_dequantize_abs_max")},
+    "pd_op.fake_quantize_range_abs_max": op_map("fake_quantize_range_abs_max", ("X", "InScale", "Iter"),
+                                                ("Out", "OutScale", "OutScales")),
+    "pd_op.fake_dequantize_max_abs": op_map("fake_dequantize_max_abs", ("X", "Scale")),
+    "pd_op.fake_channel_wise_dequantize_max_abs": op_map("fake_channel_wise_dequantize_max_abs", ("X", "Scales")),
+    "pd_op.moving_average_abs_max_scale": op_map("moving_average_abs_max_scale", ("X", "InAccum", "InState"),
+                                                 ("Out", "OutScale", "OutState", "OutAccum")),
+    "pd_op.dequantize_abs_max": op_map("dequantize_abs_max", ("X", "Scale")),
+    "pd_op.dequantize_log": op_map("dequantize_log", ("X", "Dict")),
 }
 TABLE.update({f"pd_op.{n}": op_map(n) for n in _UNARY_SAME})
 TABLE.update({f"pd_op.{n}": op_map(legacy, ("X", "Y"), fixed={"axis": -1}) for n, legacy in _BINARY.items()})

@@ -29,7 +29,9 @@ OPSET = 17
 IR_VERSION = 8
 # ops never evaluated at conversion time, whatever their inputs
 _NO_FOLD = frozenset({"uniform_random", "gaussian_random", "randint", "randperm", "bernoulli", "multinomial",
-                      "dropout", "feed", "fetch", "subgraph"})
+                      "dropout", "feed", "fetch", "subgraph",
+                      # int8 weights stay int8 initializers read by DequantizeLinear (converters/quant.py)
+                      "dequantize_linear"})
 FOLD_MAX_ELEMENTS = 4096
 
 Shape = tuple[int, ...]

@@ -19,6 +19,7 @@ DEFAULT_PASSES: list[str] = [
     "identity_dropout_eliminate_pass",
     "identity_scale_eliminate_pass",
     "identity_assign_eliminate_pass",
+    "quant_state_alias_pass",  # quant ops' in-place scale outputs -> their (constant) inputs
     "constant_folding_pass",
     # -- fusions ----------------------------------------------------------------------------
     "fc_fuse_pass",

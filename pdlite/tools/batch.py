@@ -257,6 +257,8 @@ def main(args: argparse.Namespace) -> int:
     prep = ImagePrep(resize=(int(resize[0]), int(resize[1])) if resize else None,
                      mean=_floats(args.mean, "--mean", 3) or (0.0, 0.0, 0.0),
                      std=_floats(args.std, "--std", 3) or (1.0, 1.0, 1.0), scale=args.scale, bgr=args.bgr)
+    if 0.0 in prep.std or (prep.resize and min(prep.resize) < 1):
+        raise ConfigError(f"--std {args.std!r} / --resize {args.resize!r}: std must be non-zero and sizes >= 1")
     total = len(list_inputs(args.inputs))
     with Progress(total, "pdlite batch") as bar:
         n = run_batch(args.model, args.inputs, args.output, params=args.params, workers=args.workers,

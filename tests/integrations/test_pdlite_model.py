@@ -83,7 +83,7 @@ def test_default_data_column_for_single_input_models():
     assert "data" not in out  # input columns are not kept
 
 
-def test_optimized_nb_and_pir_models(tmp_path):
+def test_nb_program_file_and_pir_models(tmp_path):
     cls = str(model_dir("ppocr_cls_v2"))
     cfg = CxxConfig()
     cfg.set_model_dir(cls)
@@ -92,6 +92,8 @@ def test_optimized_nb_and_pir_models(tmp_path):
     out = PdliteModel(nb)({"x": list(xs)})
     for got, ref in zip(out[OUT], _reference(cls, xs)):
         assert_close_rel(got, ref, 1e-5, ".nb vs source model")
+    files = PdliteModel(f"{cls}/inference.pdmodel", f"{cls}/inference.pdiparams")({"x": list(xs)})
+    assert all(np.array_equal(g, r) for g, r in zip(files[OUT], _reference(cls, xs)))
 
     ins, outs = load_case("mobilenet_v3_small_pir")
     (name,) = ins
@@ -126,6 +128,8 @@ def test_errors_name_the_row_and_what_was_expected(tmp_path):
         PdliteModel(cls, stack=True, add_batch_axis=False)
     with pytest.raises(ConfigError, match="not found"):
         PdliteModel(str(tmp_path / "missing"))
+    with pytest.raises(ConfigError, match="a params file goes with a program file"):
+        PdliteModel(cls, params=str(tmp_path / "p.pdiparams"))
     with pytest.raises(InputError, match=f"output column '{OUT}'"):
         PdliteModel(cls)({"x": [np.zeros((3, 48, 192), np.float32)], OUT: np.zeros(1)})
 

@@ -22,6 +22,7 @@ from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     pool,
     pool3d,
     proposals,
+    quant,
     rnn,
     tensor,
     type_cast,

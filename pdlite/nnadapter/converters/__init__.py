@@ -10,5 +10,6 @@ from pdlite.nnadapter.converters import (  # noqa: F401
     math,
     norm,
     pool,
+    quant,
     tensor,
 )

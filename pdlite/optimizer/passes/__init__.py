@@ -14,6 +14,7 @@ from pdlite.optimizer.passes import (  # noqa: F401
     graph_visualize,
     kernel_pick,
     memory_optimize,
+    quant_state,
     scale_fuse,
     type_cast,
 )

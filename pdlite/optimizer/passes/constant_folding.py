@@ -20,6 +20,7 @@ from pdlite.core.graph import Graph, Node
 from pdlite.core.types import DataLayoutType, Place, PrecisionType, TargetType
 from pdlite.errors import PdliteError
 from pdlite.kernels.registry import KernelContext
+from pdlite.operators.quant import INT8_WEIGHT_OPS
 from pdlite.operators.registry import OPS
 from pdlite.optimizer.pass_registry import Pass, PassContext, register_pass
 from pdlite.optimizer.passes.eliminate import SIDE_EFFECT_OPS, has_sub_block
@@ -75,6 +76,8 @@ class ConstantFoldingPass(Pass):
         for v in node.outputs:
             if v.persistable or v.name in ctx.params or v.name in feeds or versions(graph, v.name) > 1:
                 return False
+        if op.type in INT8_WEIGHT_OPS and ctx.options.get("nnadapter_device_names"):
+            return False  # NNAdapter devices read the int8 weights (pdlite/nnadapter/converters/quant.py)
         if op.type == "shape":
             return len(node.inputs) == 1 and (node.inputs[0].name in ctx.params
                                               or _static_shape(node.inputs[0]) is not None)

@@ -1,0 +1,199 @@
+"""Quantization ops: Paddle's QDQ pair (`quantize_linear` / `dequantize_linear`) and the older
+`fake_quantize_*` / `fake_channel_wise_*` / `fake_dequantize_*` family, plus `dequantize_abs_max`
+and `dequantize_log` (Paddle-Lite's weight formats).
+
+Every op keeps its input's shape (the state outputs OutScale/OutState/OutAccum are 1 element or one
+per channel). Attribute defaults are those of Paddle's op makers: the QDQ pair rounds half to even
+(`round_type` 0), the fake_* ops half away from zero (`round_type` 1). Paddle ignores `ZeroPoint`
+(symmetric quantization only); so does pdlite.
+
+Paddle Inference (the oracle) runs every one of these ops with `is_test` true whatever the program
+says (checked on 3.3.1: training-mode state outputs are never written, moving-average ops use InScale),
+so the definitions fix `is_test` to true; the training-only state outputs are accepted and left unset.
+"""
+from __future__ import annotations
+
+from pdlite.operators.registry import Shape, ShapeContext, register_op
+
+# Paddle 3 quantizes the QDQ pair to [-qmax - 1, qmax] with qmax an attribute (default 127): bit_length is
+# not read (checked on 3.3.1: bit_length 4 and 16 give the int8 results).
+_QDQ_DEFAULTS = {"quant_axis": 0, "bit_length": 8, "qmin": -128, "qmax": 127, "round_type": 0,
+                 "only_observer": False, "moving_rate": 0.9}
+_FAKE_DEFAULTS = {"bit_length": 8, "round_type": 1}
+_TEST = {"is_test": True}
+# ops that turn int8 weights into float: the host folds them into float params, devices keep them int8
+INT8_WEIGHT_OPS = frozenset({"dequantize_linear"})
+
+
+def bin_count(bits: int) -> int:
+    """The largest quantized magnitude for `bits` signed bits: 2^(bits-1) - 1 (127 for int8)."""
+    return (1 << (int(bits) - 1)) - 1
+
+
+def _check_axis(ctx: ShapeContext, slot: str = "X") -> None:
+    axis = int(ctx.attrs.get("quant_axis", -1))
+    rank = len(ctx.shape(slot))
+    if axis >= 0:
+        ctx.require(axis in (0, 1) and axis < rank,
+                    f"quant_axis must be -1 (per tensor), 0 or 1 and within {slot}'s rank {rank}, got {axis}")
+
+
+def _check_bits(ctx: ShapeContext, attr: str = "bit_length") -> None:
+    bits = ctx.attrs.get(attr)
+    for b in bits if isinstance(bits, (list, tuple)) else [bits]:
+        ctx.require(2 <= int(b) <= 16, f"attribute {attr} must be in [2, 16], got {bits}")
+
+
+def _check_qmax(ctx: ShapeContext) -> None:
+    qmax = int(ctx.attrs["qmax"])
+    ctx.require(0 < qmax < 1 << 24, f"attribute qmax must be in [1, 2^24), got {qmax}")
+
+
+def _scale_outputs(ctx: ShapeContext, out_slot: str, per_channel: bool) -> dict[str, list[Shape]]:
+    """Out has X's shape; an abs-max op also writes OutScale (1 value, or one per channel)."""
+    x = ctx.shape("X")
+    res: dict[str, list[Shape]] = {out_slot: [x]}
+    if per_channel and ctx.op.outputs.get("OutScale"):
+        res["OutScale"] = [(x[int(ctx.attrs.get("quant_axis", 0))],)]
+    elif ctx.op.type.endswith("_abs_max") and ctx.op.outputs.get("OutScale"):
+        res["OutScale"] = [(1,)]
+    return res
+
+
+@register_op("quantize_linear", inputs=["X", "Scale"], outputs=["Y"],
+             optional_inputs=["ZeroPoint", "InAccum", "InState"],
+             optional_outputs=["OutState", "OutAccum", "OutScale"], defaults=_QDQ_DEFAULTS, fixed=_TEST)
+def _quantize_linear_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Y = clip(round(X * qmax / Scale), -qmax-1, qmax) (per tensor, or per channel along quant_axis)."""
+    _check_axis(ctx)
+    _check_qmax(ctx)
+    return _qdq_shape(ctx)
+
+
+@register_op("dequantize_linear", inputs=["X", "Scale"], outputs=["Y"],
+             optional_inputs=["ZeroPoint", "InAccum", "InState"],
+             optional_outputs=["OutState", "OutAccum", "OutScale"], defaults=_QDQ_DEFAULTS, fixed=_TEST)
+def _dequantize_linear_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Y = X * Scale / qmax (per tensor, or per channel along quant_axis); X may be int8 or float."""
+    _check_axis(ctx)
+    _check_qmax(ctx)
+    return _qdq_shape(ctx)
+
+
+def _qdq_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    x = ctx.shape("X")
+    axis = int(ctx.attrs["quant_axis"])
+    n = 1
+    for d in ctx.shape("Scale"):
+        n *= d
+    if axis >= 0 and not ctx.attrs["only_observer"]:
+        ctx.require(n == x[axis], f"Scale has {n} values but X {list(x)} has {x[axis]} channels on quant_axis {axis}")
+    return {"Y": [x]}
+
+
+@register_op("fake_quantize_abs_max", inputs=["X"], outputs=["Out"], optional_outputs=["OutScale"],
+             defaults=_FAKE_DEFAULTS, fixed=_TEST)
+def _fq_abs_max_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Scale = max|X|; Out = round(X * bin_cnt / Scale) (integers stored as float)."""
+    _check_bits(ctx)
+    return _scale_outputs(ctx, "Out", False)
+
+
+@register_op("fake_quantize_dequantize_abs_max", inputs=["X"], outputs=["Out"], optional_outputs=["OutScale"],
+             defaults=_FAKE_DEFAULTS, fixed=_TEST)
+def _fqdq_abs_max_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Scale = max|X|; Out = round(X * bin_cnt / Scale) * Scale / bin_cnt."""
+    _check_bits(ctx)
+    return _scale_outputs(ctx, "Out", False)
+
+
+@register_op("fake_quantize_range_abs_max", inputs=["X", "InScale"], outputs=["Out"],
+             optional_inputs=["Iter"], optional_outputs=["OutScale", "OutScales"],
+             defaults={**_FAKE_DEFAULTS, "window_size": 10000}, fixed=_TEST)
+def _fq_range_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = round(clip(X) * bin_cnt / InScale) (training would keep a window of scales); OutScale = InScale."""
+    _check_bits(ctx)
+    return _in_place_state(ctx)
+
+
+@register_op("fake_quantize_moving_average_abs_max", inputs=["X", "InScale"], outputs=["Out"],
+             optional_inputs=["InAccum", "InState"], optional_outputs=["OutScale", "OutState", "OutAccum"],
+             defaults={**_FAKE_DEFAULTS, "moving_rate": 0.9}, fixed=_TEST,
+             aliases=["fake_quantize_dequantize_moving_average_abs_max"])
+def _fq_moving_average_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = the quantized (or quantized and dequantized) X with scale InScale; the state outputs alias
+    the state inputs (Paddle's in-place outputs)."""
+    _check_bits(ctx)
+    return _in_place_state(ctx)
+
+
+def _in_place_state(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    res: dict[str, list[Shape]] = {"Out": [ctx.shape("X")]}
+    for out, src in (("OutScale", "InScale"), ("OutAccum", "InAccum"), ("OutState", "InState")):
+        if ctx.op.outputs.get(out) and ctx.has(src):
+            res[out] = [ctx.shape(src)]
+    return res
+
+
+@register_op("fake_channel_wise_quantize_abs_max", inputs=["X"], outputs=["Out"], optional_outputs=["OutScale"],
+             defaults={**_FAKE_DEFAULTS, "quant_axis": 0}, fixed=_TEST, aliases=["fake_channel_wise_quantize_dequantize_abs_max"])
+def _fcq_abs_max_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Scale[c] = max|X| over channel c of quant_axis; Out = the quantized (or quantized and dequantized) X."""
+    _check_bits(ctx)
+    _check_axis(ctx)
+    return _scale_outputs(ctx, "Out", True)
+
+
+@register_op("fake_dequantize_max_abs", inputs=["X", "Scale"], outputs=["Out"], defaults={"max_range": 127.0})
+def _fdq_max_abs_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = X * Scale / max_range."""
+    ctx.require(float(ctx.attrs["max_range"]) != 0.0, "max_range must not be 0")
+    return {"Out": [ctx.shape("X")]}
+
+
+@register_op("fake_channel_wise_dequantize_max_abs", inputs=["X", "Scales"], outputs=["Out"],
+             defaults={"quant_bits": [8], "quant_axis": 0, "x_num_col_dims": 1})
+def _fcdq_max_abs_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """One scale (weights): Out = X * s[c] / (2^(b0-1)-1) along quant_axis; two scales (an op's output):
+    Out = X * s0[c] * s1 / ((2^(b0-1)-1)(2^(b1-1)-1)) along dim x_num_col_dims."""
+    n = ctx.count("Scales")
+    ctx.require(n in (1, 2), f"Scales must hold 1 or 2 tensors, got {n}")
+    bits = list(ctx.attrs["quant_bits"])
+    ctx.require(len(bits) >= n, f"quant_bits {bits} must have one entry per scale ({n})")
+    _check_bits(ctx, "quant_bits")
+    x = ctx.shape("X")
+    if n == 1:
+        _check_axis(ctx)
+        axis = int(ctx.attrs["quant_axis"])
+        ch = x[axis]
+    else:
+        cols = int(ctx.attrs["x_num_col_dims"])
+        ctx.require(1 <= cols < len(x), f"x_num_col_dims {cols} out of range for X {list(x)}")
+        ch = x[cols]
+    got = 1
+    for d in ctx.shape("Scales", 0):
+        got *= d
+    ctx.require(got == ch, f"Scales[0] has {got} values, X {list(x)} has {ch} channels")
+    return {"Out": [x]}
+
+
+@register_op("moving_average_abs_max_scale", inputs=["X"], outputs=[],
+             optional_inputs=["InAccum", "InState"], optional_outputs=["Out", "OutScale", "OutState", "OutAccum"],
+             defaults={"moving_rate": 0.9}, fixed=_TEST)
+def _ma_scale_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = X (an observer of max|X| in training)."""
+    return {"Out": [ctx.shape("X")]} if ctx.op.outputs.get("Out") else {}
+
+
+@register_op("dequantize_abs_max", inputs=["X", "Scale"], outputs=["Out"], defaults={"max_range": 127.0})
+def _dq_abs_max_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out (float32) = Scale * X / max_range; X int8 (Paddle-Lite's weight format)."""
+    ctx.require(float(ctx.attrs["max_range"]) != 0.0, "max_range must not be 0")
+    return {"Out": [ctx.shape("X")]}
+
+
+@register_op("dequantize_log", inputs=["X", "Dict"], outputs=["Out"])
+def _dq_log_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out (float32) = Dict[X] for X >= 0, -Dict[X + 128] for X < 0; X int8, Dict 128 floats."""
+    ctx.require(ctx.dtype("X").kind == "i", f"X must be an int8 tensor, got {ctx.dtype('X')}")
+    return {"Out": [ctx.shape("X")]}
