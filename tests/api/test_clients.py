@@ -84,3 +84,11 @@ def test_paddledetection_style_client(name, tmp_path):
     _client("ppdet_predictor.py", "--model_dir", str(d), "--enable_mkldnn", "--input_npz", str(d / "case.npz"),
             "--save_output", "out.npy", cwd=tmp_path)
     assert_close_rel(np.load(tmp_path / "out.npy"), _ref(name), REL, f"ppdet client {name}")
+
+
+@pytest.mark.parametrize("name", ["ppocr_det_v4", "mobilenet_v3_small_pir"])
+def test_rapidocr_style_client(name, tmp_path):
+    d = model_dir(name)
+    _client("rapidocr_session.py", "--model_dir", str(d), "--input_npz", str(d / "case.npz"), "--save_output",
+            "out.npy", cwd=tmp_path)
+    assert_close_rel(np.load(tmp_path / "out.npy"), _ref(name), REL, f"rapidocr client {name}")
