@@ -342,8 +342,12 @@ def _ptq_fixture(d: Path, fp32: Path, feeds: dict[str, np.ndarray], calib: list[
     _ptq(fp32, d, calib, feed, onnx_format, algo, ops)
     ref32 = paddle_reference(fp32, feeds)
     opt = paddle_reference(d, feeds, ir_optim=True)
-    _write_case(d, feeds, {**{f"fp32:{k}": v for k, v in ref32.items()}, **{f"opt:{k}": v for k, v in opt.items()}})
-    np.savez(d / "calib.npz", **{f"{feed}_{i}": b[:2] for i, b in enumerate(calib[:2])})
+    ref = paddle_reference(d, feeds)
+    # opt:<fetch> only where IR optimisation changes the numbers (Paddle 3.3.1 CPU: it never did here)
+    _write_case(d, feeds, {**{f"fp32:{k}": v for k, v in ref32.items()},
+                           **{f"opt:{k}": v for k, v in opt.items() if not np.array_equal(v, ref[k])}})
+    if feeds[feed][0].size <= 4096:  # calibration batches for the `pdlite quantize` tests (small models only)
+        np.savez(d / "calib.npz", **{f"{feed}_{i}": b[:2] for i, b in enumerate(calib[:2])})
     if pir:
         _pir_copy(d, Path(str(d) + "_pir"), feeds)
 
