@@ -298,3 +298,30 @@ def test_surface_and_enums_match_paddle_inference():
     for ours, theirs in ((inference.PrecisionType, pi.PrecisionType), (inference.DataType, pi.DataType),
                          (inference.PlaceType, pi.PlaceType)):
         assert {k: int(v) for k, v in ours.__members__.items()} == {k: int(v) for k, v in theirs.__members__.items()}
+
+
+def test_enable_use_gpu_maps_to_the_cuda_target(monkeypatch):
+    """enable_use_gpu puts the CUDA places first (FP16 first for PrecisionType.Half) and names the device; here the
+    CUDA kernels run on torch's CPU device (cuda_device option, as CI tests that target), with Paddle's outputs."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    from pdlite.core.types import PrecisionType as P
+    from pdlite.core.types import TargetType
+
+    c = inference.Config(str(model_dir("ppocr_cls_v2")))
+    c.enable_use_gpu(100, 0, inference.PrecisionType.Half)
+    assert c.use_gpu() and c.gpu_device_id() == 0 and c.memory_pool_init_size_mb() == 100
+    lite = c.to_lite()
+    assert [(p.target, p.precision) for p in lite.valid_places()] == [
+        (TargetType.CUDA, P.FP16), (TargetType.CUDA, P.FP32), (TargetType.Host, P.FP32)]
+    assert lite.option("cuda_device") == "cuda:0"
+    c = inference.Config(str(model_dir("ppocr_cls_v2")))
+    c.enable_use_gpu(100, 0)
+    c.set_option("cuda_device", "cpu")  # pdlite option: the same CUDA kernels on torch's CPU device
+    pred = inference.create_predictor(c)
+    assert any(i.kernel_def.key.target == TargetType.CUDA for i in pred.lite.runtime_program.instructions)
+    _check(pred.run([load_case("ppocr_cls_v2")[0]["x"]]), "ppocr_cls_v2")
+    c.disable_gpu()
+    assert not c.use_gpu() and c.to_lite().valid_places()[0].target == TargetType.Host

@@ -62,7 +62,7 @@ def _handles_run(pred, x: np.ndarray) -> np.ndarray:
     return pred.get_output(0).numpy()
 
 
-@pytest.mark.parametrize("kind", ["cxx", "light", "onnxruntime", "intel_openvino"])
+@pytest.mark.parametrize("kind", ["cxx", "light", "onnxruntime", "intel_openvino", "cuda_kernels_on_cpu"])
 def test_clones_share_and_run_concurrently_bit_exact(kind, tmp_path):
     """4 clones on 4 threads give exactly the serial outputs (Cxx, Light, and NNAdapter subgraph kernels, which
     keep per-run device state and are entered one run at a time)."""
@@ -70,6 +70,15 @@ def test_clones_share_and_run_concurrently_bit_exact(kind, tmp_path):
         pytest.importorskip("openvino" if kind == "intel_openvino" else "onnxruntime")
         base = _cxx(devices=[kind])
         assert any(i.op.type == "subgraph" for i in base.runtime_program.instructions)
+    elif kind == "cuda_kernels_on_cpu":  # the CUDA target's kernels (torch), on torch's CPU device
+        pytest.importorskip("torch")
+        from pdlite.lite import Place, TargetType
+
+        cfg = CxxConfig()
+        cfg.set_model_dir(str(model_dir(NAME)))
+        cfg.set_valid_places([Place(TargetType.CUDA), Place(TargetType.Host)])
+        cfg.set_cuda_device("cpu")
+        base = create_paddle_predictor(cfg)
     else:
         base = _cxx() if kind == "cxx" else _light(tmp_path)
     xs = [_inputs(3, seed=i) for i in range(4)]
