@@ -3,6 +3,7 @@
 Contenders (each skipped with a note when its package is absent):
   pdlite-host           pdlite, host target (NumPy)
   pdlite-<device>       pdlite + an NNAdapter device (intel_openvino, onnxruntime)
+  pdlite-auto           pdlite's `auto` device: the fastest of host and the devices, measured on this input
   paddle-inference      Paddle Inference, IR optimisation + oneDNN on (the optimized configuration)
   onnxruntime           ONNX Runtime on the model exported by `pdlite export-onnx`
   openvino              OpenVINO reading the .pdmodel directly
@@ -71,9 +72,16 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
     cfg.set_model_dir(str(d))
     cfg.set_threads(threads)
     if device:
+        cfg.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={threads};"
+                                             f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads}")
+    if device == "auto":  # what a user gets by default: measured on this input, the fastest kept
+        from pdlite.api.auto import choose_device
+
+        choice = choose_device(cfg, feeds, candidates=["host", "intel_openvino", "onnxruntime"], use_cache=False)
+        print(f"  {d.name} b{len(next(iter(feeds.values())))} t{threads}: {choice.describe()}", file=sys.stderr)
+        device = None if choice.device == "host" else choice.device
+    if device:
         cfg.set_nnadapter_device_names([device])
-        key = "INTEL_OPENVINO_INFERENCE_NUM_THREADS" if device == "intel_openvino" else "ONNXRUNTIME_INTRA_OP_NUM_THREADS"
-        cfg.set_nnadapter_context_properties(f"{key}={threads}")
         cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
     pred = create_paddle_predictor(cfg)
     for k, v in feeds.items():
@@ -224,7 +232,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6, help="blocks per contender")
     ap.add_argument("--block", type=int, default=5, help="runs per block")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
-    ap.add_argument("--devices", default="intel_openvino,onnxruntime", help="pdlite NNAdapter devices to include")
+    ap.add_argument("--devices", default="intel_openvino,onnxruntime,auto",
+                    help="pdlite NNAdapter devices to include (auto: pdlite's measured choice, the CLI default)")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
     args = ap.parse_args()
     cpu = platform.processor() or platform.machine()
@@ -257,8 +266,8 @@ def main() -> int:
                         print(f"  ({k} unavailable for {name} b{batch} t{threads}: {str(e)[:120]})", file=sys.stderr)
                 if not header_done:
                     cols = list(makers)
-                    print("| model | batch | threads | " + " | ".join(cols) + " |")
-                    print("|---|---|---|" + "---|" * len(cols))
+                    print("| model | batch | threads | " + " | ".join(cols) + " | auto / best peer |")
+                    print("|---|---|---|" + "---|" * (len(cols) + 1))
                     header_done = True
                 try:
                     med = bench_cell(workers, args.rounds, args.block, args.pause)
@@ -274,7 +283,9 @@ def main() -> int:
                         cells.append(f"{med[k]:.2f} ({med[k] / base:.2f}x)")
                     else:
                         cells.append(f"{med[k]:.2f}")
-                print(f"| {name} | {batch} | {threads} | " + " | ".join(cells) + " |", flush=True)
+                peers = [med[k] for k in ("paddle-inference", "onnxruntime", "openvino") if k in med]
+                vs = f"{med['pdlite-auto'] / min(peers):.2f}x" if peers and "pdlite-auto" in med else "n/a"
+                print(f"| {name} | {batch} | {threads} | " + " | ".join(cells) + f" | {vs} |", flush=True)
     return 0
 
 
