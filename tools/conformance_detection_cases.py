@@ -223,3 +223,103 @@ def define(m: Any) -> None:  # noqa: C901 (one builder per case)
             sv({"ValueTensor": v[0:2], "StartsTensorList": [n], "EndsTensorList": [n + 2]},
                {"axes": [1], "starts": [0], "ends": [0], "steps": [1]}),
         ]
+
+    # -- the rest of the legacy op surface --
+    @model("unary_more", ("x", [-1, 3, 4], F32, (-0.9, 0.9)), ("p", [-1, 3, 4], F32, (0.02, 0.98)),
+           ("g", [-1, 3, 4], F32, (1.1, 3.0)), batch=2)
+    def _(x, p, g):
+        outs = [m.u(t, x) for t in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "expm1")]
+        outs += [m.u("acosh", g), m.u("trunc", x * 4.0), m.u("logit", p, eps=1e-6), m.u("logit", x, eps=0.1),
+                 m.u("stanh", x, scale_a=0.8, scale_b=1.5)]
+        return outs
+
+    @model("bitwise_predicates", ("a", [-1, 5], "int32", (-9, 9)), ("b", [5], "int32", (-9, 9)),
+           ("x", [-1, 5], F32, None), ("y", [-1, 1], F32, None), batch=3)
+    def _(a, b, x, y):
+        nanx = paddle.where(x > 0.8, paddle.full_like(x, float("nan")), x)
+        infx = paddle.where(x < -0.8, paddle.full_like(x, float("inf")), nanx)
+        outs = [_op(t, {"X": a, "Y": b}) for t in ("bitwise_and", "bitwise_or", "bitwise_xor")]
+        outs += [_op("bitwise_not", {"X": a}), _op("bitwise_and", {"X": a > 0, "Y": b > 0}, {}, {"Out": "bool"}),
+                 _op("bitwise_not", {"X": a > 0}, {}, {"Out": "bool"})]
+        outs += [_op(t, {"X": infx}, {}, {"Out": "bool"}) for t in ("isnan_v2", "isinf_v2", "isfinite_v2")]
+        outs += [_op(t, {"X": nanx, "Y": y}, {"axis": -1}) for t in ("elementwise_fmax", "elementwise_fmin")]
+        outs.append(_op("elementwise_heaviside", {"X": m.u("round", x), "Y": y}, {"axis": -1}))
+        return outs
+
+    @model("roi_ops", m.img(c=8, h=9, w=10), ("raw", [5, 4], F32, (0.0, 1.0)), batch=2)
+    def _(x, raw):
+        rois = paddle.concat([raw[:, :2] * 12.0 - 1.0, raw[:, :2] * 12.0 + raw[:, 2:] * 8.0], axis=1)
+        rois_num = paddle.assign(np.array([3, 2], np.int32))
+        outs = list(_op("roi_pool", {"X": x, "ROIs": rois, "RoisNum": rois_num},
+                        {"pooled_height": 3, "pooled_width": 2, "spatial_scale": 0.7},
+                        {"Out": F32, "Argmax": "int64"}))
+        outs.append(_op("psroi_pool", {"X": x, "ROIs": rois, "RoisNum": rois_num},
+                        {"pooled_height": 2, "pooled_width": 2, "output_channels": 2, "spatial_scale": 0.6}))
+        return outs
+
+    @model("vision_more", ("theta", [2, 2, 3], F32, None), ("theta3", [1, 3, 4], F32, None),
+           m.img(c=6, h=3, w=4), batch=4)
+    def _(theta, theta3, x):
+        outs = [_op("affine_grid", {"Theta": theta}, {"output_shape": [2, 1, 3, 5], "align_corners": al},
+                    {"Output": F32}) for al in (True, False)]
+        outs.append(_op("affine_grid", {"Theta": theta, "OutputShape": paddle.assign(np.array([2, 3, 4, 2],
+                                                                                               np.int32))},
+                        {"align_corners": False}, {"Output": F32}))
+        outs.append(_op("affine_grid", {"Theta": theta3}, {"output_shape": [1, 1, 2, 3, 4], "align_corners": True},
+                        {"Output": F32}))
+        scale, bias = paddle.create_parameter([6], F32), paddle.create_parameter([6], F32)
+        outs.append(_op("affine_channel", {"X": x, "Scale": scale, "Bias": bias}, {"data_layout": "NCHW"}))
+        outs.append(_op("affine_channel", {"X": paddle.transpose(x, [0, 2, 3, 1]), "Scale": scale, "Bias": bias},
+                        {"data_layout": "NHWC"}))
+        outs.append(_op("temporal_shift", {"X": x}, {"seg_num": 2, "shift_ratio": 0.25, "data_format": "NCHW"}))
+        outs.append(_op("temporal_shift", {"X": paddle.transpose(x, [0, 2, 3, 1])},
+                        {"seg_num": 4, "shift_ratio": 0.2, "data_format": "NHWC"}))
+        outs += _op("lrn", {"X": x}, {"n": 5, "k": 2.0, "alpha": 1e-2, "beta": 0.75}, {"Out": F32, "MidOut": F32})
+        outs += _op("lrn", {"X": x}, {"n": 3, "k": 1.0, "alpha": 0.5, "beta": 0.5}, {"Out": F32, "MidOut": F32})
+        return outs
+
+    @model("linalg_more", ("a", [3, 4, 5], F32, None), ("sq", [2, 3, 3], F32, None), ("v", [4], F32, None))
+    def _(a, sq, v):
+        eye3 = _ops("eye", {}, {"num_rows": 3, "num_columns": 3, "dtype": 5}, {"Out": (F32, 1)})["Out"][0]
+        outs = [_op("einsum", {"Operands": [a, sq[0, :, :]]}, {"equation": "ijk,il->jlk"},
+                    {"Out": F32, "InnerCache": F32, "XShape": F32})[0],
+                _op("einsum", {"Operands": [a]}, {"equation": "ijk->kj"}, {"Out": F32, "InnerCache": F32,
+                                                                             "XShape": F32})[0],
+                _op("inverse", {"Input": sq + eye3 * 3.0}, {}, {"Output": F32}),
+                _op("kron", {"X": sq[0], "Y": v}),
+                _op("trace", {"Input": a}, {"offset": 1, "axis1": 1, "axis2": 2}),
+                _op("trace", {"Input": a}, {"offset": -1, "axis1": 0, "axis2": -1}),
+                _op("diag_v2", {"X": v}, {"offset": 1, "padding_value": 0.5}),
+                _op("diag_v2", {"X": a[0]}, {"offset": -1, "padding_value": 0.0}),
+                _op("logsumexp", {"X": a}, {"axis": [1], "keepdim": False, "reduce_all": False}),
+                _op("logsumexp", {"X": a}, {"axis": [0, 2], "keepdim": True, "reduce_all": False}),
+                _op("logsumexp", {"X": a}, {"axis": [], "keepdim": False, "reduce_all": True}),
+                _op("cumprod", {"X": a}, {"dim": 1}),
+                _op("frobenius_norm", {"X": a}, {"dim": [1, 2], "keep_dim": False, "reduce_all": False}),
+                _op("frobenius_norm", {"X": a}, {"dim": [0], "keep_dim": True, "reduce_all": False}),
+                _op("squared_l2_norm", {"X": a})]
+        return outs
+
+    @model("index_mask_ops", ("x", [4, 6], F32, None), ("ids", [4, 3], "int64", (0, 6)), ("lens", [3], "int64",
+                                                                                           (0, 6)),
+           ("upd", [5, 6], F32, None), ("pos", [5, 1], "int64", (0, 4)), ("k", [1], "int32", (1, 4)))
+    def _(x, ids, lens, upd, pos, k):
+        outs = [_op("index_sample", {"X": x, "Index": ids}),
+                _op("masked_select", {"X": x, "Mask": x > 0.0}, {}, {"Y": F32}),
+                _op("masked_select", {"X": x, "Mask": x[:1] > 0.0}, {}, {"Y": F32}),
+                _op("crop_tensor", {"X": x}, {"shape": [2, -1], "offsets": [1, 2]}),
+                _op("crop_tensor", {"X": x, "Shape": paddle.assign(np.array([3, 2], np.int32)),
+                                    "Offsets": paddle.assign(np.array([0, 4], np.int32))}),
+                _op("sequence_mask", {"X": lens}, {"maxlen": -1, "out_dtype": 3}, {"Y": "int64"}),
+                _op("sequence_mask", {"X": lens}, {"maxlen": 7, "out_dtype": 5}, {"Y": F32}),
+                _op("scatter_nd_add", {"X": x, "Index": pos, "Updates": upd}),
+                _op("scatter_nd_add", {"X": x, "Index": paddle.concat([pos[:3], ids[:3, :1]], axis=1),
+                                       "Updates": upd[:3, 0]})]
+        outs += _op("top_k", {"X": x}, {"k": 3}, {"Out": F32, "Indices": "int64"})
+        outs += _op("top_k", {"X": x, "K": k}, {"k": 1}, {"Out": F32, "Indices": "int64"})
+        outs += [_op("lod_reset", {"X": x}, {"target_lod": [0, 2, 4], "append": False}),
+                 _op("increment", {"X": lens[:1]}, {"step": 3.0}),
+                 _op("fill_any", {"X": x}, {"value_float": 2.5, "value_int": 0}),
+                 _op("label_smooth", {"X": x}, {"epsilon": 0.1}),
+                 _op("shard_index", {"X": ids[:, :1]}, {"index_num": 6, "nshards": 3, "shard_id": 1, "ignore_value": -1})]
+        return outs

@@ -46,6 +46,19 @@ UNARY_OPS: dict[str, dict] = {
     "thresholded_relu": {"threshold": 1.0, "value": 0.0},
     "brelu": {"t_min": 0.0, "t_max": 24.0},
     "hardtanh": {"t_min": 0.0, "t_max": 24.0},  # phi's name for brelu
+    "tan": {},
+    "asin": {},
+    "acos": {},
+    "atan": {},
+    "sinh": {},
+    "cosh": {},
+    "asinh": {},
+    "acosh": {},
+    "atanh": {},
+    "expm1": {},
+    "trunc": {},
+    "logit": {"eps": 1e-6},
+    "stanh": {"scale_a": 0.67, "scale_b": 1.7159},
 }
 _FLT_MAX = 3.4028234663852886e38
 # Attributes Paddle Inference 3.x (our oracle) ignores: its phi kernels hard-code relu6's 6, swish's

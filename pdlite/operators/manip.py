@@ -1,10 +1,14 @@
-"""Tensor manipulation ops: tril_triu, reverse, unique, set_value, partial_sum, partial_concat.
+"""Tensor manipulation ops: tril_triu, reverse, unique, set_value, partial_sum, partial_concat,
+index_sample, masked_select, crop_tensor, sequence_mask, scatter_nd_add, top_k (v1), lod_reset,
+increment, fill_any, label_smooth, shard_index.
 
 Shapes follow Paddle's InferMeta / InferShape; `unique`'s sizes depend on the values (the kernel
 decides them). set_value's slice rules are Python's (negative starts/ends count from the end,
 out-of-range bounds clamp), as Paddle's CheckAndUpdateSliceAttrs.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from pdlite.operators.registry import Shape, ShapeContext, register_op
 
@@ -114,3 +118,99 @@ def _partial_concat(ctx: ShapeContext) -> Shapes:
     """Out = concat over inputs of X[:, start:start + length] along axis 1."""
     n, _, length = _partial_geometry(ctx)
     return {"Out": [(n, length * ctx.count("X"))]}
+
+
+# --- indexing and masking -------------------------------------------------------------------------
+@register_op("index_sample", inputs=["X", "Index"])
+def _index_sample(ctx: ShapeContext) -> Shapes:
+    """Out[n, k] = X[n, Index[n, k]]."""
+    x, idx = ctx.shape("X"), ctx.shape("Index")
+    ctx.require(len(x) == 2 and len(idx) == 2 and idx[0] == x[0], f"expected X [N, D] and Index [N, K], got "
+                                                                     f"{list(x)} and {list(idx)}")
+    return {"Out": [idx]}
+
+
+@register_op("masked_select", inputs=["X", "Mask"], outputs=["Y"], value_dependent=True)
+def _masked_select(ctx: ShapeContext) -> Shapes:
+    """Y (1-D) = the elements of X where the broadcast Mask is true."""
+    try:
+        np.broadcast_shapes(ctx.shape("X"), ctx.shape("Mask"))
+    except ValueError:
+        ctx.fail(f"X {list(ctx.shape('X'))} and Mask {list(ctx.shape('Mask'))} do not broadcast")
+    return {}
+
+
+def crop_bounds(ctx_or_attrs, x: Shape, ins: dict | None = None) -> tuple[list[int], list[int]]:
+    """(offsets, sizes) of crop_tensor: tensors first, then attributes; size -1 = up to the end."""
+
+    def get(tensor: str, tensor_list: str, attr: str) -> list[int]:
+        if ins is not None:
+            if ins.get(tensor):
+                return [int(v) for v in np.asarray(ins[tensor][0]).reshape(-1)]
+            if ins.get(tensor_list):
+                return [int(np.asarray(t).reshape(-1)[0]) for t in ins[tensor_list]]
+        return [int(v) for v in ctx_or_attrs.get(attr) or []]
+
+    sizes = get("Shape", "ShapeTensor", "shape")
+    offsets = get("Offsets", "OffsetsTensor", "offsets") or [0] * len(x)
+    sizes = [x[i] - offsets[i] if s == -1 else s for i, s in enumerate(sizes)]
+    return offsets, sizes
+
+
+@register_op("crop_tensor", inputs=["X"], optional_inputs=["Shape", "ShapeTensor", "Offsets", "OffsetsTensor"],
+             defaults={"shape": [], "offsets": []}, value_dependent=True)
+def _crop_tensor(ctx: ShapeContext) -> Shapes:
+    """Out = X[offsets[i] : offsets[i] + shape[i]] on every axis."""
+    x = ctx.shape("X")
+    ins = {s: [ctx.value(s, i) for i in range(ctx.count(s))] for s in ("Shape", "ShapeTensor", "Offsets",
+                                                                         "OffsetsTensor") if ctx.has(s)}
+    offsets, sizes = crop_bounds(ctx.attrs, x, ins)
+    ctx.require(len(offsets) == len(sizes) == len(x), f"offsets {offsets} and shape {sizes} need {len(x)} values")
+    ctx.require(all(o >= 0 and s > 0 and o + s <= d for o, s, d in zip(offsets, sizes, x)),
+                f"crop offsets {offsets} and shape {sizes} do not fit X {list(x)}")
+    return {"Out": [tuple(sizes)]}
+
+
+@register_op("sequence_mask", inputs=["X"], outputs=["Y"], optional_inputs=["MaxLenTensor"],
+             defaults={"maxlen": -1, "out_dtype": 3}, value_dependent=True)
+def _sequence_mask(ctx: ShapeContext) -> Shapes:
+    """Y[..., j] = j < X[...] for j < maxlen (maxlen -1: max(X))."""
+    return {}
+
+
+@register_op("scatter_nd_add", inputs=["X", "Index", "Updates"])
+def _scatter_nd_add(ctx: ShapeContext) -> Shapes:
+    """Out = X with Updates added at the index tuples of Index (repeats accumulate)."""
+    x, idx, up = ctx.shape("X"), ctx.shape("Index"), ctx.shape("Updates")
+    ctx.require(len(idx) >= 1 and idx[-1] <= len(x) and tuple(up) == tuple(idx[:-1]) + tuple(x[idx[-1]:]),
+                f"Updates {list(up)} must be Index[:-1] + X[Index[-1]:] for X {list(x)}, Index {list(idx)}")
+    return {"Out": [x]}
+
+
+@register_op("top_k", inputs=["X"], outputs=["Out", "Indices"], optional_inputs=["K"], defaults={"k": 1},
+             value_dependent=True)
+def _top_k_v1(ctx: ShapeContext) -> Shapes:
+    """The k largest along the last axis, sorted (the v1 op; K tensor overrides k)."""
+    x = ctx.shape("X")
+    k = int(ctx.value("K").reshape(-1)[0]) if ctx.has("K") else int(ctx.attrs["k"])
+    ctx.require(len(x) >= 1 and 0 < k <= x[-1], f"k {k} must be in [1, {x[-1] if x else 0}] for X {list(x)}")
+    return {"Out": [(*x[:-1], k)], "Indices": [(*x[:-1], k)]}
+
+
+@register_op("lod_reset", inputs=["X"], optional_inputs=["Y"], defaults={"target_lod": [], "append": False})
+@register_op("increment", inputs=["X"], defaults={"step": 1.0})
+@register_op("fill_any", inputs=["X"], defaults={"value_float": 0.0, "value_int": 0})
+@register_op("label_smooth", inputs=["X"], optional_inputs=["PriorDist"], defaults={"epsilon": 0.0})
+def _same_shape(ctx: ShapeContext) -> Shapes:
+    """Out has X's shape (lod_reset only changes the LoD, which pdlite does not carry)."""
+    return {"Out": [ctx.shape("X")]}
+
+
+@register_op("shard_index", inputs=["X"], defaults={"index_num": 0, "nshards": 1, "shard_id": 0, "ignore_value": -1})
+def _shard_index(ctx: ShapeContext) -> Shapes:
+    """Out = X - shard_id * shard_size where X falls in this shard, else ignore_value."""
+    x = ctx.shape("X")
+    ctx.require(len(x) >= 2 and x[-1] == 1, f"X must be [..., 1], got {list(x)}")
+    ctx.require(int(ctx.attrs["nshards"]) > 0 and 0 <= int(ctx.attrs["shard_id"]) < int(ctx.attrs["nshards"]),
+                f"shard_id {ctx.attrs['shard_id']} must be in [0, nshards {ctx.attrs['nshards']})")
+    return {"Out": [x]}

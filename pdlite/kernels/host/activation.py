@@ -180,6 +180,13 @@ def _softshrink(x: np.ndarray, lam: float) -> np.ndarray:
     return np.where(x > lam, x - lam, np.where(x < -lam, x + lam, _c(x, 0.0)))
 
 
+def _logit(x: np.ndarray, eps: float) -> np.ndarray:
+    """log(x / (1 - x)) with x clipped to [eps, 1 - eps] unless eps is 0 (Paddle's LogitFunctor)."""
+    if eps:
+        x = np.clip(x, _c(x, eps), _c(x, 1.0 - eps))
+    return np.log(x / (_c(x, 1.0) - x))
+
+
 # op type -> f(x, attrs); all return a new array of x's dtype and shape.
 FUNCS: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
     "relu": lambda x, a: np.maximum(x, _c(x, 0.0)),
@@ -222,6 +229,19 @@ FUNCS: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
     "thresholded_relu": lambda x, a: np.where(x > _c(x, a["threshold"]), x, _c(x, a.get("value", 0.0))),
     "brelu": lambda x, a: np.minimum(np.maximum(x, _c(x, a["t_min"])), _c(x, a["t_max"])),
     "hardtanh": lambda x, a: np.minimum(np.maximum(x, _c(x, a["t_min"])), _c(x, a["t_max"])),
+    "tan": lambda x, a: np.tan(x),
+    "asin": lambda x, a: np.arcsin(x),
+    "acos": lambda x, a: np.arccos(x),
+    "atan": lambda x, a: np.arctan(x),
+    "sinh": lambda x, a: np.sinh(x),
+    "cosh": lambda x, a: np.cosh(x),
+    "asinh": lambda x, a: np.arcsinh(x),
+    "acosh": lambda x, a: np.arccosh(x),
+    "atanh": lambda x, a: np.arctanh(x),
+    "expm1": lambda x, a: np.expm1(x),
+    "trunc": lambda x, a: np.trunc(x),
+    "logit": lambda x, a: _logit(x, a["eps"]),
+    "stanh": lambda x, a: _c(x, a["scale_b"]) * np.tanh(_c(x, a["scale_a"]) * x),
 }
 
 

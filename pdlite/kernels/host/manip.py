@@ -13,9 +13,9 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.errors import KernelError
 from pdlite.kernels.host.extra import ANY, Ins, Outs, generic, present
-from pdlite.kernels.registry import Kernel
+from pdlite.kernels.registry import Kernel, register_kernel
 from pdlite.operators.creation import assign_values
-from pdlite.operators.manip import slice_shape
+from pdlite.operators.manip import crop_bounds, slice_shape
 
 
 @generic("tril_triu")
@@ -146,3 +146,108 @@ class PartialSum(Kernel):
 class PartialConcat(Kernel):
     def run(self, ins: Ins) -> Outs:
         return {"Out": [np.concatenate(_partial(self.attrs, ins["X"]), axis=1)]}
+
+
+# --- indexing and masking -------------------------------------------------------------------------
+@generic("index_sample", Index=ANY)
+class IndexSample(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x, idx = ins["X"][0], ins["Index"][0].astype(np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= x.shape[1]):
+            raise KernelError(f"index_sample: Index values must be in [0, {x.shape[1]}), got "
+                              f"[{idx.min()}, {idx.max()}]")
+        return {"Out": [np.take_along_axis(x, idx, axis=1)]}
+
+
+@generic("masked_select", Mask=ANY)
+class MaskedSelect(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x, mask = np.broadcast_arrays(ins["X"][0], ins["Mask"][0].astype(bool))
+        return {"Y": [np.ascontiguousarray(x[mask])]}
+
+
+@generic("crop_tensor", Shape=ANY, ShapeTensor=ANY, Offsets=ANY, OffsetsTensor=ANY)
+class CropTensor(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        offsets, sizes = crop_bounds(self.attrs, x.shape, ins)
+        return {"Out": [np.ascontiguousarray(x[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))])]}
+
+
+@generic("sequence_mask", MaxLenTensor=ANY)
+class SequenceMask(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        maxlen = (int(np.asarray(ins["MaxLenTensor"][0]).reshape(-1)[0]) if ins.get("MaxLenTensor")
+                  else int(self.attrs["maxlen"]))
+        if maxlen < 0:
+            maxlen = int(x.max()) if x.size else 0
+        y = np.arange(maxlen) < x[..., None]
+        return {"Y": [y.astype(numpy_dtype(int(self.attrs["out_dtype"]), "sequence_mask.out_dtype"))]}
+
+
+@generic("scatter_nd_add", Index=ANY, Updates=ANY)
+class ScatterNdAdd(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x, idx, up = ins["X"][0], ins["Index"][0].astype(np.int64), ins["Updates"][0]
+        out = x.copy()
+        k = idx.shape[-1]
+        for i in range(k):
+            if idx.size and (idx[..., i].min() < -x.shape[i] or idx[..., i].max() >= x.shape[i]):
+                raise KernelError(f"scatter_nd_add: Index[..., {i}] out of range for X {list(x.shape)}")
+        np.add.at(out, tuple(idx[..., i] for i in range(k)), up.astype(x.dtype, copy=False))
+        return {"Out": [out]}
+
+
+@generic("top_k", K=ANY)
+class TopKV1(Kernel):
+    """The k largest along the last axis, by value then index (Paddle's CPU full sort)."""
+
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        k = int(np.asarray(ins["K"][0]).reshape(-1)[0]) if ins.get("K") else int(self.attrs["k"])
+        idx = np.argsort(-x, axis=-1, kind="stable")[..., :k]
+        return {"Out": [np.take_along_axis(x, idx, -1)], "Indices": [idx.astype(np.int64)]}
+
+
+@generic("lod_reset", Y=ANY)
+class LodReset(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        return {"Out": [ins["X"][0]]}
+
+
+@generic("increment")
+class Increment(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        return {"Out": [(x + np.asarray(self.attrs["step"]).astype(x.dtype)).astype(x.dtype)]}
+
+
+@generic("fill_any")
+class FillAny(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        v = self.attrs["value_float"] if x.dtype.kind == "f" else self.attrs["value_int"]
+        return {"Out": [np.full(x.shape, v, x.dtype)]}
+
+
+@register_kernel("label_smooth", inputs={"PriorDist": ANY})
+class LabelSmooth(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        eps = x.dtype.type(self.attrs["epsilon"])
+        if ins.get("PriorDist"):
+            prior = ins["PriorDist"][0].reshape(-1)
+            return {"Out": [(x.dtype.type(1) - eps) * x + eps * prior]}
+        return {"Out": [(x.dtype.type(1) - eps) * x + eps / x.dtype.type(x.shape[-1])]}
+
+
+@generic("shard_index")
+class ShardIndex(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        a = self.attrs
+        n, shards, sid = int(a["index_num"]), int(a["nshards"]), int(a["shard_id"])
+        size = (n + shards - 1) // shards
+        out = np.where(x // size == sid, x - sid * size, int(a["ignore_value"]))
+        return {"Out": [out.astype(x.dtype)]}
