@@ -15,33 +15,25 @@ from pdlite.core.types import DataLayoutType, PrecisionType, TargetType
 from pdlite.delegate.api import Delegate, DelegateModel, Kernel
 from pdlite.kernels.registry import KERNELS, KernelKey
 from pdlite.operators.fused import split_activation
+from pdlite.operators.geometry import conv_out_sizes, raiser, resolve_padding, spatial
 from pdlite.operators.registry import OPS
 
 CONV_TYPES = ("conv2d", "depthwise_conv2d")
+_fail = raiser("reference delegate conv2d")
 
 
 def conv2d_nchw(x: np.ndarray, w: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
     """NCHW convolution by summing kernel taps (einsum per tap): paddings, SAME/VALID, strides, dilations, groups."""
-    sh, sw = attrs.get("strides", [1, 1])
-    dh, dw = attrs.get("dilations", [1, 1])
-    g = int(attrs.get("groups", 1) or 1)
     n, c, h, wd = x.shape
     oc, icg, kh, kw = w.shape
-    algo = attrs.get("padding_algorithm", "EXPLICIT")
-    p = list(attrs.get("paddings", [0, 0]))
-    if len(p) == 2:
-        p = [p[0], p[0], p[1], p[1]]
-    if algo == "VALID":
-        p = [0, 0, 0, 0]
-    elif algo == "SAME":
-        p = []
-        for size, s, k, d in ((h, sh, kh, dh), (wd, sw, kw, dw)):
-            o = -(-size // s)
-            total = max((o - 1) * s + (k - 1) * d + 1 - size, 0)
-            p += [total // 2, total - total // 2]
+    strides = spatial(attrs["strides"], 2, "strides", _fail)
+    p, (dh, dw) = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], (h, wd), strides, (kh, kw),
+                                  spatial(attrs["dilations"], 2, "dilations", _fail), _fail)
+    assert p is not None
+    sh, sw = strides
+    g = int(attrs["groups"] or 1)
     xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])))
-    oh = (xp.shape[2] - (dh * (kh - 1) + 1)) // sh + 1
-    ow = (xp.shape[3] - (dw * (kw - 1) + 1)) // sw + 1
+    oh, ow = conv_out_sizes((h, wd), (kh, kw), (dh, dw), p, strides)
     out = np.zeros((n, oc, oh, ow), np.float64)
     ocg = oc // g
     xg = xp.reshape(n, g, icg, xp.shape[2], xp.shape[3])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from pdlite.operators.geometry import conv_out_size
 from pdlite.operators.registry import Shape, ShapeContext, register_op
 
 Shapes = dict[str, list[Shape]]
@@ -191,7 +192,7 @@ def _roi_align(ctx: ShapeContext) -> Shapes:
 
 
 def deform_out_size(size: int, k: int, s: int, p: int, d: int) -> int:
-    return (size + 2 * p - (d * (k - 1) + 1)) // s + 1
+    return conv_out_size(size, k, d, p, p, s)
 
 
 @register_op("deformable_conv", inputs=["Input", "Offset", "Filter"], outputs=["Output"], optional_inputs=["Mask"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from pdlite.operators.elementwise import BroadcastError, aligned_shapes
+from pdlite.operators.geometry import conv_out_size
 from pdlite.operators.registry import Shape, ShapeContext, register_op
 from pdlite.operators.tensor import ints
 
@@ -237,8 +238,8 @@ def unfold_geometry(attrs: dict, h: int, w: int) -> tuple[list[int], list[int], 
     p = [int(v) for v in attrs["paddings"]]
     p = p * 2 if len(p) == 2 else p
     d = [int(v) for v in attrs["dilations"]]
-    oh = (h + p[0] + p[2] - (d[0] * (k[0] - 1) + 1)) // s[0] + 1
-    ow = (w + p[1] + p[3] - (d[1] * (k[1] - 1) + 1)) // s[1] + 1
+    oh = conv_out_size(h, k[0], d[0], p[0], p[2], s[0])
+    ow = conv_out_size(w, k[1], d[1], p[1], p[3], s[1])
     return k, s, p, d, oh, ow
 
 

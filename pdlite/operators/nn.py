@@ -17,23 +17,24 @@ Paddle rules kept here:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
-from pdlite.errors import InputError
+from pdlite.operators.geometry import (
+    Fail,
+    conv_out_size,
+    conv_transpose_out_size,
+    pool_out_sizes,
+    raiser,
+    resolve_padding,
+    spatial,
+)
 from pdlite.operators.registry import Shape, ShapeContext, register_op
 
-Fail = Callable[[str], NoReturn]
-
-
-def _raiser(op_type: str) -> Fail:
-    def fail(msg: str) -> NoReturn:
-        raise InputError(f"op {op_type}: {msg}")
-
-    return fail
+_raiser = raiser
 
 
 def is_channel_last(fmt: str) -> bool:
@@ -52,36 +53,6 @@ def split_nchw(shape: Sequence[int], channel_last: bool) -> tuple[int, int, int,
 
 def join_nchw(n: int, c: int, h: int, w: int, channel_last: bool) -> Shape:
     return (n, h, w, c) if channel_last else (n, c, h, w)
-
-
-def expand_paddings(paddings: Sequence[int], fail: Fail, nd: int = 2) -> list[int]:
-    """[before, after] per spatial axis ([top, bottom, left, right] for 2-D) from Paddle's `paddings`
-    of nd (symmetric) or 2*nd values."""
-    p = [int(v) for v in paddings]
-    if len(p) == nd:
-        return [v for v in p for _ in range(2)]
-    if len(p) == 2 * nd:
-        return p
-    fail(f"paddings must have {nd} or {2 * nd} values, got {list(paddings)}")
-
-
-def same_paddings(in_hw: Sequence[int], strides: Sequence[int], k_hw: Sequence[int]) -> list[int]:
-    """Paddle's SAME paddings [top, bottom, left, right]."""
-    pads: list[int] = []
-    for size, s, k in zip(in_hw, strides, k_hw):
-        out = (size + s - 1) // s
-        pad_sum = max((out - 1) * s + k - size, 0)
-        pads += [pad_sum // 2, pad_sum - pad_sum // 2]
-    return pads
-
-
-def _pair(v: Any, name: str, fail: Fail) -> tuple[int, int]:
-    vals = [int(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
-    if len(vals) == 1:
-        vals = vals * 2
-    if len(vals) != 2:
-        fail(f"{name} must have 2 values, got {v!r}")
-    return vals[0], vals[1]
 
 
 @dataclass(frozen=True)
@@ -120,19 +91,14 @@ def _conv_common(
     cl = is_channel_last(attrs.get("data_format", "NCHW"))
     n, c, h, w = split_nchw(x_shape, cl)
     kh, kw = int(w_shape[2]), int(w_shape[3])
-    sh, sw = _pair(attrs.get("strides", [1, 1]), "strides", fail)
-    dh, dw = _pair(attrs.get("dilations", [1, 1]), "dilations", fail)
-    groups = int(attrs.get("groups", 1) or 1)
+    sh, sw = spatial(attrs["strides"], 2, "strides", fail)
+    dh, dw = spatial(attrs["dilations"], 2, "dilations", fail)
+    groups = int(attrs["groups"] or 1)
     if sh <= 0 or sw <= 0 or dh <= 0 or dw <= 0 or groups <= 0:
         fail(f"strides {sh, sw}, dilations {dh, dw} and groups {groups} must be positive")
-    algo = str(attrs.get("padding_algorithm", "EXPLICIT"))
-    if algo == "SAME":
-        pads = same_paddings((h, w), (sh, sw), (kh, kw))
-        dh = dw = 1
-    elif algo == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = expand_paddings(attrs.get("paddings", [0, 0]), fail)
+    pads, (dh, dw) = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], (h, w), (sh, sw), (kh, kw),
+                                     (dh, dw), fail)
+    assert pads is not None
     return n, c, h, w, kh, kw, sh, sw, pads, dh, dw, groups, cl
 
 
@@ -152,7 +118,7 @@ def conv2d_geometry(
         fail(f"filter output channels {oc} are not divisible by groups={groups}")
     out = []
     for size, k, d, p0, p1, s in ((h, kh, dh, pads[0], pads[1], sh), (w, kw, dw, pads[2], pads[3], sw)):
-        o = (size + p0 + p1 - (d * (k - 1) + 1)) // s + 1
+        o = conv_out_size(size, k, d, p0, p1, s)
         if o <= 0:
             fail(
                 f"output size {o} <= 0 for input {size}, kernel {k}, dilation {d}, paddings {p0, p1}, "
@@ -186,7 +152,7 @@ def conv2d_transpose_geometry(
     out = []
     dims = ((h, kh, dh, pads[0], pads[1], sh), (w, kw, dw, pads[2], pads[3], sw))
     for i, (size, k, d, p0, p1, s) in enumerate(dims):
-        o = (size - 1) * s - p0 - p1 + d * (k - 1) + 1
+        o = conv_transpose_out_size(size, k, d, p0, p1, s)
         if output_size:
             if not o <= output_size[i] < o + s:
                 fail(f"output_size[{i}]={output_size[i]} must be in [{o}, {o + s}) for input {tuple(x_shape)}")
@@ -238,19 +204,15 @@ def pool2d_geometry(attrs: dict[str, Any], x_shape: Sequence[int], fail: Fail | 
         fail("attribute 'ksize' is required")
     cl = is_channel_last(attrs.get("data_format", "NCHW"))
     n, c, h, w = split_nchw(x_shape, cl)
-    kh, kw = _pair(attrs["ksize"], "ksize", fail)
-    sh, sw = _pair(attrs.get("strides", [1, 1]), "strides", fail)
-    glob = bool(attrs.get("global_pooling", False))
-    adaptive = bool(attrs.get("adaptive", False))
+    kh, kw = spatial(attrs["ksize"], 2, "ksize", fail)
+    sh, sw = spatial(attrs["strides"], 2, "strides", fail)
+    glob = bool(attrs["global_pooling"])
+    adaptive = bool(attrs["adaptive"])
     if glob:
         kh, kw = h, w
-    algo = str(attrs.get("padding_algorithm", "EXPLICIT"))
-    if algo == "SAME":
-        pads = same_paddings((h, w), (sh, sw), (kh, kw))
-    elif algo == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = expand_paddings(attrs.get("paddings", [0, 0]), fail)
+    pads = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], (h, w), (sh, sw), (kh, kw),
+                           fail=fail)[0]
+    assert pads is not None
     if glob or adaptive:
         pads = [0, 0, 0, 0]
     if adaptive:
@@ -258,12 +220,7 @@ def pool2d_geometry(attrs: dict[str, Any], x_shape: Sequence[int], fail: Fail | 
     else:
         if sh <= 0 or sw <= 0 or kh <= 0 or kw <= 0:
             fail(f"ksize {kh, kw} and strides {sh, sw} must be positive")
-        ceil = bool(attrs.get("ceil_mode", False))
-        out = []
-        for size, k, p0, p1, s in ((h, kh, pads[0], pads[1], sh), (w, kw, pads[2], pads[3], sw)):
-            num = size - k + p0 + p1 + (s - 1 if ceil else 0)
-            out.append(num // s + 1 if num >= 0 else -((-num) // s) + 1)  # C++ truncating division
-        oh, ow = out
+        oh, ow = pool_out_sizes((h, w), (kh, kw), pads, (sh, sw), bool(attrs["ceil_mode"]))
     if oh <= 0 or ow <= 0:
         fail(f"output size {oh, ow} <= 0 for input shape {tuple(x_shape)}")
     return PoolGeometry(

@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.operators.nn import Fail, _raiser, expand_paddings, is_channel_last, same_paddings
+from pdlite.operators.geometry import Fail, conv_out_size, pool_out_sizes, resolve_padding, spatial
+from pdlite.operators.geometry import raiser as _raiser
+from pdlite.operators.nn import is_channel_last
 from pdlite.operators.registry import Shape, ShapeContext, register_op
 
 Int3 = tuple[int, int, int]
@@ -39,22 +41,8 @@ def join_ncdhw(n: int, c: int, dhw: Sequence[int], channel_last: bool) -> Shape:
 
 
 def _triple(v: Any, name: str, fail: Fail) -> Int3:
-    vals = [int(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
-    if len(vals) == 1:
-        vals = vals * 3
-    if len(vals) != 3:
-        fail(f"{name} must have 3 values, got {v!r}")
-    return vals[0], vals[1], vals[2]
-
-
-def _paddings(attrs: dict[str, Any], dhw: Int3, strides: Int3, k: Int3, fail: Fail) -> tuple[int, ...]:
-    """[front, back, top, bottom, left, right] after padding_algorithm."""
-    algo = str(attrs.get("padding_algorithm", "EXPLICIT"))
-    if algo == "SAME":
-        return tuple(same_paddings(dhw, strides, k))
-    if algo == "VALID":
-        return (0,) * 6
-    return tuple(expand_paddings(attrs.get("paddings", [0, 0, 0]), fail, nd=3))
+    a, b, c = spatial(v, 3, name, fail)
+    return a, b, c
 
 
 @dataclass(frozen=True)
@@ -90,16 +78,16 @@ def conv3d_geometry(
     cl = is_channel_last(attrs.get("data_format", "NCDHW"))
     n, c, dhw = split_ncdhw(x_shape, cl)
     k = (int(w_shape[2]), int(w_shape[3]), int(w_shape[4]))
-    strides = _triple(attrs.get("strides", [1, 1, 1]), "strides", fail)
-    dil = _triple(attrs.get("dilations", [1, 1, 1]), "dilations", fail)
-    groups = int(attrs.get("groups", 1) or 1)
+    strides = _triple(attrs["strides"], "strides", fail)
+    dil = _triple(attrs["dilations"], "dilations", fail)
+    groups = int(attrs["groups"] or 1)
     if min(strides) <= 0 or min(dil) <= 0 or groups <= 0:
         fail(f"strides {strides}, dilations {dil} and groups {groups} must be positive")
-    pads = _paddings(attrs, dhw, strides, k, fail)
+    p, d = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], dhw, strides, k, dil, fail)
+    assert p is not None
+    pads, dil = tuple(p), (d[0], d[1], d[2])
     if min(pads) < 0:
         fail(f"paddings must be >= 0, got {list(pads)}")
-    if str(attrs.get("padding_algorithm", "EXPLICIT")) == "SAME":
-        dil = (1, 1, 1)
     oc = int(w_shape[0])
     if int(w_shape[1]) * groups != c:
         fail(
@@ -110,7 +98,7 @@ def conv3d_geometry(
         fail(f"filter output channels {oc} are not divisible by groups={groups}")
     out = []
     for i in range(3):
-        o = (dhw[i] + pads[2 * i] + pads[2 * i + 1] - (dil[i] * (k[i] - 1) + 1)) // strides[i] + 1
+        o = conv_out_size(dhw[i], k[i], dil[i], pads[2 * i], pads[2 * i + 1], strides[i])
         if o <= 0:
             fail(
                 f"output size {o} <= 0 on spatial axis {i} for input shape {tuple(x_shape)}, kernel {k}, "
@@ -155,25 +143,21 @@ def pool3d_geometry(attrs: dict[str, Any], x_shape: Sequence[int], fail: Fail | 
     cl = is_channel_last(attrs.get("data_format", "NCDHW"))
     n, c, dhw = split_ncdhw(x_shape, cl)
     k = _triple(attrs["ksize"], "ksize", fail)
-    strides = _triple(attrs.get("strides", [1, 1, 1]), "strides", fail)
-    glob = bool(attrs.get("global_pooling", False))
-    adaptive = bool(attrs.get("adaptive", False))
+    strides = _triple(attrs["strides"], "strides", fail)
+    glob = bool(attrs["global_pooling"])
+    adaptive = bool(attrs["adaptive"])
     if glob:
         k = dhw
-    pads = _paddings(attrs, dhw, strides, k, fail)
-    if glob or adaptive:
-        pads = (0,) * 6
+    p = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], dhw, strides, k, fail=fail)[0]
+    assert p is not None
+    pads = (0,) * 6 if glob or adaptive else tuple(p)
     if adaptive:
         out = k
     else:
         if min(strides) <= 0 or min(k) <= 0:
             fail(f"ksize {k} and strides {strides} must be positive")
-        ceil = bool(attrs.get("ceil_mode", False))
-        sizes = []
-        for i in range(3):
-            num = dhw[i] - k[i] + pads[2 * i] + pads[2 * i + 1] + (strides[i] - 1 if ceil else 0)
-            sizes.append(num // strides[i] + 1 if num >= 0 else -((-num) // strides[i]) + 1)  # C++ division
-        out = (sizes[0], sizes[1], sizes[2])
+        o = pool_out_sizes(dhw, k, pads, strides, bool(attrs["ceil_mode"]))
+        out = (o[0], o[1], o[2])
     if min(out) <= 0:
         fail(f"output size {out} <= 0 for input shape {tuple(x_shape)}")
     return Pool3dGeometry(n, c, dhw, out, k, strides, pads, ptype, glob, adaptive,

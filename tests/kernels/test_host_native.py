@@ -189,8 +189,9 @@ GEMM_CASES = [
 
 def _pads(xs, ws, attrs):
     from pdlite.operators.nn import conv2d_geometry
+    from pdlite.operators.registry import OPS
 
-    g = conv2d_geometry(dict(attrs), xs, ws)
+    g = conv2d_geometry({**OPS["conv2d"].defaults, **attrs}, xs, ws)  # geometry reads attached attributes
     return g.pads, (g.sh, g.sw), (g.dh, g.dw), g.groups
 
 

@@ -16,7 +16,8 @@ from pdlite.nnadapter.convert import ConvertContext, TensorInfo
 from pdlite.nnadapter.converters.common import activation_refusal, convert_fused, pair
 from pdlite.nnadapter.registry import ConversionError, register_converter
 from pdlite.operators.fused import CONV_TYPES, base_desc, split_activation
-from pdlite.operators.nn import expand_paddings, is_channel_last, same_paddings
+from pdlite.operators.geometry import conv_transpose_out_size, resolve_padding
+from pdlite.operators.nn import is_channel_last
 
 TRANSPOSED = ("conv2d_transpose", "depthwise_conv2d_transpose")
 
@@ -40,20 +41,13 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
 
 def _pads(ctx: ConvertContext, op: OpDesc, k_hw: list[int], strides: list[int]) -> dict[str, Any]:
     """ONNX pads / auto_pad (and the dilations Paddle actually uses) of a (transposed) convolution."""
-    algo = str(op.attrs.get("padding_algorithm", "EXPLICIT"))
-    dil = pair(op.attrs.get("dilations", [1, 1]))
     xs = ctx.shape(op.input("Input") or "")
-    if algo == "SAME":
-        dil = [1, 1]
-        if xs is not None and all(d >= 0 for d in xs[2:]):
-            p = same_paddings(xs[2:], strides, k_hw)
-        else:
-            return {"auto_pad": "SAME_UPPER", "dilations": dil}
-    elif algo == "VALID":
-        p = [0, 0, 0, 0]
-    else:
-        p = expand_paddings(op.attrs.get("paddings", [0, 0]), _raise)
-    return {"pads": [p[0], p[2], p[1], p[3]], "dilations": dil}
+    a = op.attrs
+    p, dil = resolve_padding(a["padding_algorithm"], a["paddings"], xs[2:] if xs is not None else None, strides,
+                             k_hw, pair(a["dilations"]), _raise)
+    if p is None:  # SAME with an unknown input size: ONNX's SAME_UPPER is Paddle's rule
+        return {"auto_pad": "SAME_UPPER", "dilations": list(dil)}
+    return {"pads": [p[0], p[2], p[1], p[3]], "dilations": list(dil)}
 
 
 def _raise(msg: str) -> Any:
@@ -80,16 +74,16 @@ def _bias(ctx: ConvertContext, op: OpDesc) -> list[str]:
 @register_converter("conv2d", "depthwise_conv2d", supports=_refusal)
 def _conv(ctx: ConvertContext, op: OpDesc) -> None:
     k = _kernel_hw(ctx, op)
-    strides = pair(op.attrs.get("strides", [1, 1]))
+    strides = pair(op.attrs["strides"])
     ins = [ctx.input(op, "Input"), ctx.input(op, "Filter"), *_bias(ctx, op)]
     ctx.add("Conv", ins, [ctx.output(op, "Output")], kernel_shape=k, strides=strides,
-            group=int(op.attrs.get("groups", 1) or 1), **_pads(ctx, op, k, strides))
+            group=int(op.attrs["groups"] or 1), **_pads(ctx, op, k, strides))
 
 
 @register_converter(*TRANSPOSED, supports=_refusal)
 def _conv_transpose(ctx: ConvertContext, op: OpDesc) -> None:
     k = _kernel_hw(ctx, op)
-    strides = pair(op.attrs.get("strides", [1, 1]))
+    strides = pair(op.attrs["strides"])
     pads = _pads(ctx, op, k, strides)
     extra = [int(v) for v in op.attrs.get("output_padding") or []]
     out_size = [int(v) for v in op.attrs.get("output_size") or []]
@@ -100,9 +94,9 @@ def _conv_transpose(ctx: ConvertContext, op: OpDesc) -> None:
         p, d = pads["pads"], pads["dilations"]
         extra = []
         for i in range(2):
-            base = (xs[2 + i] - 1) * strides[i] - p[i] - p[i + 2] + d[i] * (k[i] - 1) + 1
-            extra.append(out_size[i] - base)
-    group = int(op.attrs.get("groups", 1) or 1)
+            # ONNX pads are [top, left, bottom, right]
+            extra.append(out_size[i] - conv_transpose_out_size(xs[2 + i], k[i], d[i], p[i], p[i + 2], strides[i]))
+    group = int(op.attrs["groups"] or 1)
     ins = [ctx.input(op, "Input"), ctx.input(op, "Filter"), *_bias(ctx, op)]
     ctx.add("ConvTranspose", ins, [ctx.output(op, "Output")], kernel_shape=k, strides=strides, group=group,
             output_padding=extra if extra and any(extra) else None, **pads)

@@ -16,7 +16,8 @@ from pdlite.core.program import OpDesc
 from pdlite.nnadapter.convert import ConvertContext, TensorInfo
 from pdlite.nnadapter.converters.common import pair
 from pdlite.nnadapter.registry import ConversionError, register_converter
-from pdlite.operators.nn import expand_paddings, is_channel_last, same_paddings
+from pdlite.operators.geometry import resolve_padding
+from pdlite.operators.nn import is_channel_last
 
 
 def _spatial(info: TensorInfo, x: str | None) -> list[int] | None:
@@ -32,12 +33,9 @@ def _raise(msg: str) -> list[int]:
 
 def _explicit_pads(op: OpDesc, hw: list[int] | None) -> list[int] | None:
     """[top, bottom, left, right], or None for SAME with an unknown input size."""
-    algo = str(op.attrs.get("padding_algorithm", "EXPLICIT"))
-    if algo == "SAME":
-        return same_paddings(hw, pair(op.attrs.get("strides", [1, 1])), pair(op.attrs["ksize"])) if hw else None
-    if algo == "VALID":
-        return [0, 0, 0, 0]
-    return expand_paddings(op.attrs.get("paddings", [0, 0]), _raise)
+    a = op.attrs
+    return resolve_padding(a["padding_algorithm"], a["paddings"], hw, pair(a["strides"]), pair(a["ksize"]),
+                           fail=_raise)[0]
 
 
 def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
@@ -73,6 +71,11 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
             return "avg pooling with exclusive=False and asymmetric (or unknown SAME) paddings"
     if a.get("ceil_mode") and str(a.get("padding_algorithm")) == "SAME" and _spatial(info, x) is None:
         return "SAME padding with ceil_mode needs the input size"
+    if a.get("ceil_mode"):
+        p = _explicit_pads(op, _spatial(info, x))
+        sh, sw = pair(a["strides"])
+        if p is not None and (p[1] + sh - 1 >= kh or p[3] + sw - 1 >= kw):
+            return "ceil_mode with an end padding of a whole window (ONNX pads must be smaller than the kernel)"
     return None
 
 
@@ -93,7 +96,7 @@ def _pool2d(ctx: ConvertContext, op: OpDesc) -> None:
         k = [hw[0] // kh, hw[1] // kw]
         ctx.add("AveragePool", [xo], [out], kernel_shape=k, strides=k, pads=[0, 0, 0, 0], count_include_pad=0)
         return
-    strides = pair(a.get("strides", [1, 1]))
+    strides = pair(a["strides"])
     p = _explicit_pads(op, hw)
     kw_args: dict = {"kernel_shape": [kh, kw], "strides": strides}
     if p is None:
