@@ -169,6 +169,8 @@ def _randomize(layer, rng: np.random.Generator) -> None:
             v = rng.normal(0, 0.5, shape)
         p.set_value(paddle.to_tensor(v.astype(np.float32)))
     for name, b in layer.named_buffers():
+        if b.dtype != paddle.float32:  # e.g. an LSTM's uint8 dropout state
+            continue
         shape = b.shape
         v = rng.uniform(0.5, 1.5, shape) if "variance" in name else rng.normal(0, 0.2, shape)
         b.set_value(paddle.to_tensor(v.astype(np.float32)))

@@ -215,6 +215,22 @@ def _cast(c: PirConverter, op: PirOp) -> None:
     c.emit("cast", ins, c.outputs(op, ("Out",)), attrs)
 
 
+@register_pir("pd_op.arange", produces=("range", "cast"))
+def _arange(c: PirConverter, op: PirOp) -> None:
+    """arange(start, end, step, dtype) -> range, computing in `dtype` as Paddle's kernel does (legacy
+    range computes in Start's dtype): operands of another dtype are cast first."""
+    dtype = vartype(c, op, op.attrs.get("dtype"))
+    ins: dict[str, list[str]] = {}
+    for slot, vid in zip(("Start", "End", "Step"), op.inputs):
+        name = c.name(op, vid)
+        if dtype >= 0 and c.var_dtype(name) not in (-1, dtype):
+            cast = c.temp(name, dtype)
+            c.emit("cast", {"X": [name]}, {"Out": [cast]}, {"in_dtype": c.var_dtype(name), "out_dtype": dtype})
+            name = cast
+        ins[slot] = [name]
+    c.emit("range", ins, c.outputs(op, ("Out",)))
+
+
 @register_pir("pd_op.add_n", produces="sum")
 def _add_n(c: PirConverter, op: PirOp) -> None:
     """add_n (a vector operand) -> sum (legacy add_n)."""
@@ -261,7 +277,6 @@ TABLE: dict[str, Any] = {
     "pd_op.share_data_": op_map("share_data"),
     "pd_op.full_batch_size_like": op_map("fill_constant_batch_size_like", ("Input",)),
     "pd_op.eye": op_map("eye", (), args={0: ScalarArg("num_rows", conv=int), 1: ScalarArg("num_columns", conv=int)}),
-    "pd_op.arange": op_map("range", ("Start", "End", "Step"), attrs={"dtype": None}),
     "pd_op.linspace": op_map("linspace", ("Start", "Stop", "Num")),
     # activations
     "pd_op.relu6": op_map("relu6", fixed={"threshold": 6.0}),

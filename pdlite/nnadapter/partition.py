@@ -7,6 +7,11 @@ contracting them would then create a cycle. Groups are tracked as nodes of a con
 search that only visits groups able to reach the target (their first op comes before the
 target's last op in topological order).
 
+Groups that only compute shapes (their non-constant inputs are read by `shape` ops alone, so
+their outputs are small integer tensors that depend on input shapes, not values, e.g. PP-LiteSeg's
+`shape -> slice` feeding an interpolate) are not formed: a device gains nothing from them, and
+some cannot build or run a model whose outputs do not depend on its input values.
+
 Also here: the partition config that keeps chosen ops off the device (Paddle-Lite's format).
 """
 from __future__ import annotations
@@ -83,8 +88,25 @@ class _Contracted:
         return keep
 
 
+SHAPE_OPS = frozenset({"shape", "shape64"})
+
+
+def shape_only(members: list[Node]) -> bool:
+    """True when the group's non-constant inputs are read only by its shape ops (or it has none):
+    its outputs depend on input shapes, not on input values."""
+    ids = {m.id for m in members}
+    for m in members:
+        for v in m.inputs:
+            p = v.producer()
+            if (p is None or p.id not in ids) and not v.persistable and m.op is not None \
+                    and m.op.type not in SHAPE_OPS:
+                return False
+    return True
+
+
 def partition(graph: Graph, supported: set[int], min_size: int = 1) -> list[list[Node]]:
-    """Groups of supported op nodes (by id), each in topological order, of at least `min_size` ops.
+    """Groups of supported op nodes (by id), each in topological order, of at least `min_size` ops,
+    leaving out groups that only compute shapes (`shape_only`).
 
     Contracting every returned group into one node leaves the graph acyclic.
     """
@@ -101,7 +123,7 @@ def partition(graph: Graph, supported: set[int], min_size: int = 1) -> list[list
                 dag.merge(a, b)
     groups = []
     for g in dag.groups.values():
-        if g.members[0].id in supported and len(g.members) >= max(1, min_size):
+        if g.members[0].id in supported and len(g.members) >= max(1, min_size) and not shape_only(g.members):
             groups.append(sorted(g.members, key=lambda m: dag.pos[m.id]))
     groups.sort(key=lambda ms: dag.pos[ms[0].id])
     return groups

@@ -4,9 +4,11 @@ Per distinct input signature (shapes and dtypes of the data inputs) the kernel c
 sub-block's ops with those concrete shapes, builds the model with the driver (through the
 on-disk model cache when one is configured) and keeps it; later runs with that signature go
 straight to `driver.run` with the input arrays as they are (no conversion, no copies).
-If converting or building fails, the kernel warns once (naming the device and the reason)
-and runs the sub-block's original ops with host kernels: the "original runtime program",
-analysed lazily with host places the first time it is needed.
+If converting, building or the first run of a newly built model fails (a device may accept a
+model it then cannot run), the kernel warns once (naming the device and the reason) and runs the
+sub-block's original ops with host kernels for that signature: the "original runtime program",
+analysed lazily with host places the first time it is needed. A device never fails a run that
+the host would have done.
 """
 from __future__ import annotations
 
@@ -104,6 +106,8 @@ class SubgraphKernel(Kernel):
         entry = self._entries.get(key)
         if entry is None:
             entry = self._build(key, vals, data)
+            if entry is not _FALLBACK:
+                return {"Outputs": self._first_run(key, entry, vals, data)}
         if entry is not _FALLBACK:
             return {"Outputs": self._driver.run(entry.model, [np.ascontiguousarray(a) for a in data])}
         return {"Outputs": self._run_host(vals)}
@@ -126,6 +130,19 @@ class SubgraphKernel(Kernel):
         if len(self._entries) > MAX_SIGNATURES:
             self._entries.popitem(last=False)
         return entry
+
+    def _first_run(self, key: tuple, entry: _Compiled, vals: list[Any], data: list[Any]) -> list[Any]:
+        """Run a newly built model once, as the last step of building it: if the device cannot run
+        it (or returns the wrong number of outputs), this signature falls back to the host."""
+        try:
+            outs = self._driver.run(entry.model, [np.ascontiguousarray(a) for a in data])
+            if len(outs) != len(self.out_names):
+                raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
+            return outs
+        except Exception as e:
+            self._warn(e)
+            self._entries[key] = _FALLBACK
+            return self._run_host(vals)
 
     def onnx_model(self, vals: list[Any], data: list[Any]) -> Any:
         """The ONNX model of this subgraph for these input values (params) and data shapes."""
