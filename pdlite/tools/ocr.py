@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT.jsonl", help="write one JSON line per image (boxes, texts, scores)")
     p.add_argument("--draw", metavar="OUT_DIR", help="write each image with its boxes and texts side by side")
     p.add_argument("--device", default="host", choices=["host", "intel_openvino", "onnxruntime", "auto"],
-                   help="where the networks run (auto: try the installed devices on the first image, keep the "
-                        "fastest); default host")
+                   help="where the networks run (auto: pdlite measures host and the installed devices on each "
+                        "network's first input and keeps the fastest; the first image pays for it); default host")
     p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     p.add_argument("--no-cls", action="store_true", help="skip the text direction classifier")
     p.add_argument("--scores", action="store_true", help="print each line's recognition score")
@@ -90,8 +90,8 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if jsonl:
             jsonl.close()
-    if many or ocr.auto_report:
-        _report(ocr, len(paths), t_load, t_images - ocr.auto_seconds)
+    if many or args.device == "auto":
+        _report(ocr, len(paths), t_load, t_images)
     return 0
 
 
@@ -111,14 +111,14 @@ def _draw(img, lines, path: str, out_dir: str, font: str | None) -> None:
 def _report(ocr, n: int, t_load: float, t_images: float) -> None:
     """Per-stage timings on stderr (stdout stays the text)."""
     err = sys.stderr
-    if ocr.auto_report:
-        tried = ", ".join(f"{d} {1e3 * s:.0f} ms" for d, s in ocr.auto_report.items())
-        print(f"device auto: {tried} per run of the first image -> {ocr.device} "
-              f"(choosing took {ocr.auto_seconds:.2f} s, not counted below)", file=err)
+    for stage, model in ocr.models().items():
+        if model.choice is not None:
+            print(f"{stage}: {model.choice.describe()}", file=err)
     st = ocr.timings
-    print(f"{n} image(s) in {t_images:.2f} s ({n / t_images if t_images else 0:.2f} images/s) on {ocr.device}, "
-          f"{ocr.threads} thread(s); models loaded in {t_load:.2f} s", file=err)
-    print("stage   total s  ms/image", file=err)
+    devices = ", ".join(f"{k} on {d}" for k, d in ocr.devices().items())
+    print(f"{n} image(s) in {t_images:.2f} s ({n / t_images if t_images else 0:.2f} images/s; {devices}; "
+          f"{ocr.threads} thread(s)); models loaded in {t_load:.2f} s", file=err)
+    print("stage   total s  ms/image   (cls includes the perspective crops)", file=err)
     for k in ("det", "cls", "rec"):
         print(f"{k:<6}{st[k]:>9.2f}{1e3 * st[k] / max(n, 1):>10.1f}", file=err)
     other = max(t_images - sum(st.values()), 0.0)

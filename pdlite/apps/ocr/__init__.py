@@ -5,7 +5,7 @@ Needs the `ocr` extra (`pip install pdlite[ocr]`: OpenCV, pyclipper, Pillow); th
 """
 from __future__ import annotations
 
-from pdlite.apps.ocr.engine import DEVICES, installed_devices
+from pdlite.apps.ocr.engine import DEVICES
 from pdlite.apps.ocr.pipeline import OCR, OCRLine, load_image
 
-__all__ = ["DEVICES", "OCR", "OCRLine", "installed_devices", "load_image"]
+__all__ = ["DEVICES", "OCR", "OCRLine", "load_image"]

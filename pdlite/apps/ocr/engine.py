@@ -1,14 +1,16 @@
-"""The three networks on pdlite's public API: one predictor per model, on the host or an NNAdapter device."""
+"""The three networks on pdlite's public API: one predictor per model, on the host, an NNAdapter device, or
+`auto` (pdlite.api.auto: every installed device measured on the model's first real input, the fastest kept)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from pdlite.api.auto import apply_device, choose_device, installed_devices
 from pdlite.errors import ConfigError
-from pdlite.lite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
+from pdlite.lite import CxxConfig, create_paddle_predictor
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 DET_MODEL_DIR = MODELS_DIR / "ch_PP-OCRv4_det_infer"
@@ -16,21 +18,17 @@ REC_MODEL_DIR = MODELS_DIR / "ch_PP-OCRv4_rec_infer"
 CLS_MODEL_DIR = MODELS_DIR / "ch_ppocr_mobile_v2.0_cls_infer"
 REC_CHAR_DICT_PATH = MODELS_DIR / "ppocr_keys_v1.txt"
 
-DEVICES = ("host", "intel_openvino", "onnxruntime")
-# the Python package each NNAdapter device runs on, and the property that sets its CPU threads
-_DEVICE_PACKAGE = {"intel_openvino": "openvino", "onnxruntime": "onnxruntime"}
-_THREADS_PROPERTY = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
-                     "onnxruntime": "ONNXRUNTIME_INTRA_OP_NUM_THREADS"}
-
-
-def installed_devices() -> list[str]:
-    """The devices whose runtime package is importable here (the host always is)."""
-    return ["host"] + [d for d, pkg in _DEVICE_PACKAGE.items()
-                       if importlib.util.find_spec(pkg) is not None and importlib.util.find_spec("onnx") is not None]
+DEVICES = ("host", "intel_openvino", "onnxruntime", "auto")
+AUTO_CANDIDATES = ("host", "intel_openvino", "onnxruntime")  # auto measures these (when installed), no others
+# each NNAdapter driver reads the properties with its own prefix
+_THREAD_PROPERTIES = ("INTEL_OPENVINO_INFERENCE_NUM_THREADS", "ONNXRUNTIME_INTRA_OP_NUM_THREADS")
 
 
 class Model:
-    """A Paddle inference model (folder with inference.pdmodel/.pdiparams) run by a pdlite predictor."""
+    """A Paddle inference model (folder with inference.pdmodel/.pdiparams) run by a pdlite predictor.
+
+    With device="auto" the predictor is made on the first call, on the device `choose_device` finds fastest
+    for that input (the choice is cached by pdlite per model, shapes and threads)."""
 
     def __init__(self, model_dir: str | os.PathLike, device: str = "host", threads: int = 1,
                  what: str = "model") -> None:
@@ -40,19 +38,31 @@ class Model:
                               "saved with paddle.jit.save / export_model.py)")
         if device not in DEVICES:
             raise ConfigError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
-        config = CxxConfig()
-        config.set_model_dir(str(model_dir))
-        config.set_threads(threads)
-        if device != "host":
-            config.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place()])
-            config.set_nnadapter_device_names([device])
-            config.set_nnadapter_context_properties(f"{_THREADS_PROPERTY[device]}={int(threads)}")
+        self.config = CxxConfig()
+        self.config.set_model_dir(str(model_dir))
+        self.config.set_threads(threads)
+        self.config.set_nnadapter_context_properties(";".join(f"{p}={int(threads)}" for p in _THREAD_PROPERTIES))
         self.device = device
-        self.predictor = create_paddle_predictor(config)
+        self.choice: Any = None  # the AutoChoice, with device="auto"
+        self.predictor: Any = None
+        self._input_name: str | None = None
+        if device != "auto":
+            self._create(device)
+
+    def _create(self, device: str) -> None:
+        apply_device(self.config, device)
+        self.device = device
+        self.predictor = create_paddle_predictor(self.config)
         self._input = self.predictor.get_input(0)
         self._output = self.predictor.get_output(0)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.predictor is None:  # auto: choose on this input
+            names = create_paddle_predictor(self.config).get_input_names()
+            installed = installed_devices()
+            cands = [d for d in AUTO_CANDIDATES if d == "host" or d in installed]
+            self.choice = choose_device(self.config, {names[0]: x}, candidates=cands)
+            self._create(self.choice.device)
         self._input.from_numpy(x)
         self.predictor.run()
         return self._output.numpy()

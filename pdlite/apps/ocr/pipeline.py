@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,12 +19,11 @@ from pdlite.apps.ocr.engine import (
     REC_CHAR_DICT_PATH,
     REC_MODEL_DIR,
     Model,
-    installed_devices,
 )
 from pdlite.apps.ocr.rec import TextRecognizer, load_dictionary
 from pdlite.errors import ConfigError, InputError
 
-STAGES = ("det", "cls", "rec")
+STAGES = ("det", "cls", "rec")  # "cls" includes the perspective crops
 
 
 class OCRLine(NamedTuple):
@@ -118,8 +116,8 @@ class OCR:
                  drop_score: float = 0.5, use_cls: bool | None = None) -> None:
         if use_cls is not None:
             use_angle_cls = use_cls
-        if device not in DEVICES + ("auto",):
-            raise ConfigError(f"device {device!r}: expected one of {', '.join(DEVICES + ('auto',))}")
+        if device not in DEVICES:
+            raise ConfigError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
         if int(threads) < 1:
             raise ConfigError(f"threads must be >= 1, got {threads}")
         self.threads = int(threads)
@@ -138,13 +136,6 @@ class OCR:
         self._cls_args = (_shape(cls_image_shape, "cls_image_shape"), int(cls_batch_num), float(cls_thresh),
                           list(label_list))
         self.timings = {k: 0.0 for k in STAGES}  # seconds spent per stage, summed over calls
-        self.auto_report: dict[str, float] = {}  # with device="auto": seconds per image of each device tried
-        self.auto_seconds = 0.0  # with device="auto": time spent choosing
-        self.device = device
-        if device != "auto":
-            self._build(device)
-
-    def _build(self, device: str) -> None:
         self.device = device
         self.det = Model(self._model_dirs["det"], device, self.threads, "det_model_dir")
         self.rec_model = Model(self._model_dirs["rec"], device, self.threads, "rec_model_dir")
@@ -153,23 +144,6 @@ class OCR:
         if self.use_angle_cls:
             self.cls_model = Model(self._model_dirs["cls"], device, self.threads, "cls_model_dir")
             self.text_classifier = TextClassifier(self.cls_model, *self._cls_args)
-
-    def _pick_device(self, img: np.ndarray) -> None:
-        """device="auto": run the image on each installed device (a warm-up run, then a timed run) and keep the
-        fastest; the results are the same on every device up to float rounding."""
-        t_start = time.perf_counter()
-        best = None
-        for dev in installed_devices():
-            self._build(dev)
-            self._run(img)
-            t0 = time.perf_counter()
-            self._run(img)
-            self.auto_report[dev] = time.perf_counter() - t0
-            if best is None or self.auto_report[dev] < self.auto_report[best]:
-                best = dev
-        self._build(best)
-        self.timings = {k: 0.0 for k in STAGES}
-        self.auto_seconds = time.perf_counter() - t_start
 
     def detect(self, img: np.ndarray) -> np.ndarray:
         """Text boxes [K, 4, 2] (float32 integer pixels) of a BGR image, in the detector's order."""
@@ -198,12 +172,13 @@ class OCR:
 
     def __call__(self, image: str | os.PathLike | bytes | np.ndarray) -> list[OCRLine]:
         """Text lines of an image (path, encoded bytes, or HWC uint8 BGR array) in reading order."""
-        img = load_image(image)
-        if self.device == "auto":
-            self._pick_device(img)
-        return self._run(img)
+        return self._run(load_image(image))
 
-    def describe(self) -> dict[str, Any]:
-        """The device, threads and models in use."""
-        return {"device": self.device, "threads": self.threads, "use_angle_cls": self.use_angle_cls,
-                **{f"{k}_model_dir": str(Path(v)) for k, v in self._model_dirs.items()}}
+    def models(self) -> dict[str, Model]:
+        """The networks in use by stage (det, cls when use_angle_cls, rec)."""
+        out = {"det": self.det, "cls": getattr(self, "cls_model", None), "rec": self.rec_model}
+        return {k: m for k, m in out.items() if m is not None}
+
+    def devices(self) -> dict[str, str]:
+        """The device each network runs on ("auto" until its first input when device="auto")."""
+        return {k: m.device for k, m in self.models().items()}
