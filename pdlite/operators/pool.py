@@ -9,27 +9,36 @@ from __future__ import annotations
 
 from typing import Any
 
+from pdlite.operators.geometry import pool_out_sizes
 from pdlite.operators.registry import Shape, ShapeContext, register_op
+
+
+def _with_index_geometry(attrs: dict[str, Any], x_shape: tuple[int, ...], nd: int) -> tuple[list[int], list[int],
+                                                                                        list[int], list[int]]:
+    """(kernel, strides, paddings before each axis, output size) of max_pool{nd}d_with_index (Paddle's infermeta:
+    symmetric pads, the first of each pair when 2*nd are given)."""
+    in_size = [int(v) for v in x_shape[2:2 + nd]]
+    if attrs.get("ksize") is None:  # a required attribute: no default
+        raise ValueError("attribute 'ksize' is required")
+    k = [int(v) for v in attrs["ksize"]]
+    s = [int(v) for v in attrs["strides"]]
+    p = [int(v) for v in attrs["paddings"]]
+    if len(p) == 2 * nd:
+        p = p[::2]
+    if attrs["global_pooling"]:
+        k, p = list(in_size), [0] * nd
+    if len(k) != nd or len(s) != nd or len(p) != nd:
+        raise ValueError(f"ksize {k}, strides {s}, paddings {p} must have {nd} values each")
+    if attrs["adaptive"]:
+        return k, s, p, list(k)
+    out = pool_out_sizes(in_size, k, [v for b in p for v in (b, b)], s, bool(attrs["ceil_mode"]))
+    return k, s, p, out
 
 
 def max_pool_with_index_geometry(attrs: dict[str, Any], x_shape: tuple[int, ...]) -> tuple[list[int], list[int],
                                                                                        list[int], list[int]]:
-    """(kernel, strides, paddings [top, left], output size) of max_pool2d_with_index (Paddle's infermeta)."""
-    h, w = x_shape[2], x_shape[3]
-    k = [int(v) for v in attrs.get("ksize", [])]
-    s = [int(v) for v in attrs.get("strides", [1, 1])]
-    p = [int(v) for v in attrs.get("paddings", [0, 0])]
-    if len(p) == 4:
-        p = [p[0], p[2]]
-    if attrs.get("global_pooling"):
-        k, p = [h, w], [0, 0]
-    if len(k) != 2 or len(s) != 2 or len(p) != 2:
-        raise ValueError(f"ksize {k}, strides {s}, paddings {p} must have 2 values each")
-    if attrs.get("adaptive"):
-        return k, s, p, list(k)
-    ceil = bool(attrs.get("ceil_mode"))
-    out = [((n + 2 * pad - kk + (st - 1 if ceil else 0)) // st) + 1 for n, kk, st, pad in zip((h, w), k, s, p)]
-    return k, s, p, out
+    """(kernel, strides, paddings [top, left], output size) of max_pool2d_with_index."""
+    return _with_index_geometry(attrs, x_shape, 2)
 
 
 @register_op("max_pool2d_with_index", inputs=["X"], outputs=["Out"], optional_outputs=["Mask"],
@@ -50,22 +59,8 @@ def _max_pool_with_index(ctx: ShapeContext) -> dict[str, list[Shape]]:
 
 def max_pool3d_with_index_geometry(attrs: dict[str, Any], x_shape: tuple[int, ...]) -> tuple[list[int], list[int],
                                                                                           list[int], list[int]]:
-    """(kernel, strides, paddings [front, top, left], output size) of max_pool3d_with_index (same infermeta)."""
-    dhw = list(x_shape[2:5])
-    k = [int(v) for v in attrs.get("ksize", [])]
-    s = [int(v) for v in attrs.get("strides", [1, 1, 1])]
-    p = [int(v) for v in attrs.get("paddings", [0, 0, 0])]
-    if len(p) == 6:
-        p = [p[0], p[2], p[4]]
-    if attrs.get("global_pooling"):
-        k, p = list(dhw), [0, 0, 0]
-    if len(k) != 3 or len(s) != 3 or len(p) != 3:
-        raise ValueError(f"ksize {k}, strides {s}, paddings {p} must have 3 values each")
-    if attrs.get("adaptive"):
-        return k, s, p, list(k)
-    ceil = bool(attrs.get("ceil_mode"))
-    out = [((n + 2 * pad - kk + (st - 1 if ceil else 0)) // st) + 1 for n, kk, st, pad in zip(dhw, k, s, p)]
-    return k, s, p, out
+    """(kernel, strides, paddings [front, top, left], output size) of max_pool3d_with_index."""
+    return _with_index_geometry(attrs, x_shape, 3)
 
 
 @register_op("max_pool3d_with_index", inputs=["X"], outputs=["Out"], optional_outputs=["Mask"],
