@@ -90,7 +90,8 @@ def output_paths(files: Sequence[str], out: str) -> dict[str, str]:
 
 
 def load_item(path: str, prep: ImagePrep | None = None) -> dict[str, np.ndarray]:
-    """The columns of one input file: "data" (a .npy or an image) or the input names of a .npz."""
+    """The columns of one input file: "data" (a .npy, an image, a .npz of one array) or the input names of a
+    .npz (its `in:NAME` keys, else all but `out:` keys). PdliteModel feeds "data" to a single-input model."""
     low = path.lower()
     try:
         if low.endswith(".npy"):
@@ -100,6 +101,8 @@ def load_item(path: str, prep: ImagePrep | None = None) -> dict[str, np.ndarray]
                 keys = [k for k in z.files if k.startswith("in:")] or [k for k in z.files if not k.startswith("out:")]
                 if not keys:
                     raise InputError(f"{path}: the .npz holds no inputs (keys {z.files})")
+                if len(keys) == 1:  # one array: like a .npy, whatever its key (arr_0 from np.savez)
+                    return {"data": z[keys[0]]}
                 return {k.removeprefix("in:"): z[k] for k in keys}
     except (OSError, ValueError) as e:
         if isinstance(e, PdliteError):

@@ -62,10 +62,11 @@ def test_pdlite_batch_on_ray_equals_process_pool(local_ray, tmp_path):
     inputs.mkdir()
     for i in range(6):
         np.save(inputs / f"item{i}.npy", rng.standard_normal((1, 3, 48, 96 + 32 * (i % 3))).astype(np.float32))
+    np.savez(inputs / "item6.npz", x=rng.standard_normal((1, 3, 48, 64)).astype(np.float32))  # .npz beside .npy
     n = run_batch(cls, str(inputs), str(tmp_path / "ray"), ray_address="auto", workers=2, batch_size=2)
-    assert n == 6
+    assert n == 7
     run_batch(cls, str(inputs), str(tmp_path / "local"), workers=1)
-    for i in range(6):
+    for i in range(7):
         got, ref = np.load(tmp_path / "ray" / f"item{i}.npz"), np.load(tmp_path / "local" / f"item{i}.npz")
         assert got.files == ref.files == [OUT]
         assert np.array_equal(got[OUT], ref[OUT])
