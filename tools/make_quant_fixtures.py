@@ -322,8 +322,10 @@ def _ptq(fp32: Path, d: Path, calib: list[np.ndarray], feed: str, onnx_format: b
     exe = paddle.static.Executor(paddle.CPUPlace())
     scope = paddle.static.Scope()
     with paddle.static.scope_guard(scope):
+        names = (("inference.pdmodel", "inference.pdiparams") if (fp32 / "inference.pdmodel").is_file()
+                 else ("__model__", "__params__"))
         ptq = PostTrainingQuantization(
-            exe, model_dir=str(fp32), model_filename="inference.pdmodel", params_filename="inference.pdiparams",
+            exe, model_dir=str(fp32), model_filename=names[0], params_filename=names[1],
             data_loader=lambda: ({feed: b} for b in calib), batch_nums=len(calib), algo=algo,
             onnx_format=onnx_format, quantizable_op_type=ops, scope=scope)
         ptq.quantize()

@@ -303,7 +303,12 @@ class Opt:
         ops_before = sum(1 for b in model.program.blocks for op in b.ops if op.type not in ("feed", "fetch"))
         self._say(f"  {ops_before} ops, {len(params)} params ({1e3 * (t1 - t0):.0f} ms); "
                   f"running {len(passes)} passes for [{', '.join(p.target.name for p in self._places)}] ...")
-        analysis = analyse(model.program, params, self.places_for_run(), passes, self._options)
+        options = self._options
+        if self.quant_model:  # weight-only quantization (paddle_lite_opt --quant_model --quant_type)
+            from pdlite.optimizer.passes.weight_quant import with_weight_quantization
+
+            passes, options = with_weight_quantization(list(passes)), {**options, "quant_type": self.quant_type}
+        analysis = analyse(model.program, params, self.places_for_run(), passes, options)
         t2 = time.perf_counter()
         ops_after = len(analysis.graph.op_nodes())
         self._say(f"  {ops_after} ops after optimization ({1e3 * (t2 - t1):.0f} ms); writing {out} ...")

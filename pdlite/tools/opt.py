@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                        ("print_supported_ops", "print the ops each of --valid_targets supports"),
                        ("print_model_ops", "print which of the model's ops each target supports")):
         p.add_argument(f"--{flag}", nargs="?", const=True, default=False, type=_bool, metavar="BOOL", help=what)
+    p.add_argument("--quant_model", nargs="?", const=True, default=False, type=_bool, metavar="BOOL",
+                   help="weight-only quantization of conv/fc/matmul weights (smaller .nb, dequantized at load)")
+    p.add_argument("--quant_type", default="QUANT_INT16", choices=["QUANT_INT8", "QUANT_INT16"],
+                   help="weight type with --quant_model (default QUANT_INT16, as paddle_lite_opt)")
     p.add_argument("--quiet", action="store_true", help="no progress lines (they only show on a terminal)")
     p.add_argument("--version", action="version", version=f"pdlite-opt {__version__}")
     return p
@@ -83,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\npdlite-opt: give --model_dir (or --model_file) and --optimize_out, or a --print_* option",
                   file=sys.stderr)
             return 2
+        opt.set_quant_model(args.quant_model)
+        opt.set_quant_type(args.quant_type)
         opt.set_model_type(args.optimize_out_type)
         opt.set_optimize_out(args.optimize_out)
         if args.passes:

@@ -116,9 +116,20 @@ class QuantizeLinear(_QuantKernel):
 
 @_kernel("dequantize_linear", "X", "ZeroPoint", "InAccum", "InState")
 class DequantizeLinear(_QuantKernel):
-    """Y = (X * Scale) / qmax, per tensor or per channel; X may hold int8 weights."""
+    """Y = (X * Scale) / qmax, per tensor or per channel; X may hold int8 weights. Weights (X and Scale
+    parameters) are dequantized once, when the program is prepared."""
+
+    _weight: np.ndarray | None = None
+
+    def prepare(self, params) -> None:
+        names = (self.op.input("X"), self.op.input("Scale"))
+        if all(n in params for n in names):
+            self._weight = self.run({"X": [np.asarray(params[names[0]])], "Scale": [np.asarray(params[names[1]])]},
+                                    )["Y"][0]
 
     def run(self, ins: Ins) -> Outs:
+        if self._weight is not None:
+            return {"Y": [self._weight]}
         x = self._x(ins)
         if self.attrs["only_observer"]:
             return {"Y": [x.astype(F32, copy=True)]}

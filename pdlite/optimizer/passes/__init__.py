@@ -17,4 +17,5 @@ from pdlite.optimizer.passes import (  # noqa: F401
     quant_state,
     scale_fuse,
     type_cast,
+    weight_quant,
 )

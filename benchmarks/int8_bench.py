@@ -1,0 +1,125 @@
+"""int8 vs fp32 on the NNAdapter devices: speed-up and accuracy change of quantized models.
+
+For each model of ../shared/models (classifiers and PP-OCR det) the script makes an int8 QDQ model
+(`--quantizer paddle`: Paddle's PostTrainingQuantization, abs_max, onnx_format; `--quantizer pdlite`:
+`pdlite quantize`, abs_max) from calibration inputs (the case input plus noise), then, per device,
+builds one predictor for the fp32 model and one for the int8 model and times them interleaved
+(A B A B ..., batch 1, 2 threads, medians of `--rounds` runs after warm-up).
+
+Accuracy change, on `--samples` inputs different from the calibration ones:
+- classifiers: top-1 agreement between the fp32 and the int8 model on the same device;
+- PP-OCR det: agreement of the text masks (probability > 0.3) and the mean |difference| of the maps.
+
+Usage: python benchmarks/int8_bench.py [--models mobilenet_v1 ...] [--devices intel_openvino onnxruntime]
+Prints a Markdown table (for BENCHMARKS.md).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "models"
+CLASSIFIERS = ("mobilenet_v1", "mobilenet_v2", "resnet18")
+DETECTORS = ("ppocr_det_v4",)
+
+
+def _inputs(model: str, n: int, seed: int) -> list[np.ndarray]:
+    x = np.load(SHARED / model / "case.npz")["in:x"]
+    rng = np.random.default_rng(seed)
+    return [np.clip(x + rng.normal(0, 0.3, x.shape), -3, 3).astype(np.float32) for _ in range(n)]
+
+
+def quantize(model: str, out: Path, quantizer: str, calib: list[np.ndarray]) -> Path:
+    """An int8 QDQ model of ../shared/models/<model> in `out` (made once, then reused)."""
+    if (out / "inference.pdmodel").is_file():
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(Path(tmp) / "calib.npz", **{f"x_{i}": c for i, c in enumerate(calib)})
+        if quantizer == "pdlite":
+            cmd = [sys.executable, "-m", "pdlite", "quantize", str(SHARED / model), "--calib",
+                   str(Path(tmp) / "calib.npz"), "--algo", "abs_max", "-o", str(out)]
+        else:
+            code = ("import os, sys; os.environ['FLAGS_enable_pir_api'] = '0'; sys.path.insert(0, sys.argv[1])\n"
+                    "import numpy as np; from pathlib import Path; import make_quant_fixtures as M\n"
+                    "z = np.load(sys.argv[3]); calib = [z[k] for k in z.files]\n"
+                    "M._ptq(Path(sys.argv[2]), Path(sys.argv[4]), calib, 'x', True, 'abs_max', M.CNN_OPS)\n")
+            cmd = [sys.executable, "-c", code, str(REPO / "tools"), str(SHARED / model),
+                   str(Path(tmp) / "calib.npz"), str(out)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def predictor(model_dir: Path, device: str, threads: int):
+    from pdlite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir))
+    cfg.set_nnadapter_device_names([device])
+    cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place()])
+    cfg.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={threads};"
+                                         f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads}")
+    return create_paddle_predictor(cfg)
+
+
+def interleaved(a, b, x: np.ndarray, rounds: int) -> tuple[float, float]:
+    for p in (a, b, a, b):
+        p.predict({"x": x})
+    ta, tb = [], []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        a.predict({"x": x})
+        ta.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        b.predict({"x": x})
+        tb.append(time.perf_counter() - t)
+    return float(np.median(ta)) * 1e3, float(np.median(tb)) * 1e3
+
+
+def accuracy(model: str, a, b, samples: list[np.ndarray]) -> str:
+    fa = [np.asarray(a.predict({"x": s})[0]) for s in samples]
+    fb = [np.asarray(b.predict({"x": s})[0]) for s in samples]
+    if model in DETECTORS:
+        agree = np.mean([((p > 0.3) == (q > 0.3)).mean() for p, q in zip(fa, fb)])
+        diff = np.mean([np.abs(p - q).mean() for p, q in zip(fa, fb)])
+        return f"mask agreement {agree * 100:.2f}%, mean abs map diff {diff:.4f}"
+    top1 = np.mean([int(p.argmax(-1)[0] == q.argmax(-1)[0]) for p, q in zip(fa, fb)])
+    return f"top-1 agreement {top1 * 100:.1f}% ({len(samples)} inputs)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=[*CLASSIFIERS, *DETECTORS])
+    ap.add_argument("--devices", nargs="*", default=["intel_openvino", "onnxruntime"])
+    ap.add_argument("--quantizer", choices=["paddle", "pdlite"], default="paddle")
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "pdlite_int8_bench"))
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--samples", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    print("| model | device | fp32 ms | int8 ms | speed-up | accuracy change (int8 vs fp32, same device) |")
+    print("|---|---|---|---|---|---|")
+    for model in args.models:
+        q = quantize(model, Path(args.work) / f"{model}_{args.quantizer}", args.quantizer,
+                     _inputs(model, 4, seed=1))
+        samples = _inputs(model, args.samples, seed=2)
+        x = np.load(SHARED / model / "case.npz")["in:x"]
+        for device in args.devices:
+            a, b = predictor(SHARED / model, device, args.threads), predictor(q, device, args.threads)
+            ms_a, ms_b = interleaved(a, b, x, args.rounds)
+            print(f"| {model} | {device} | {ms_a:.1f} | {ms_b:.1f} | {ms_a / ms_b:.2f}x | "
+                  f"{accuracy(model, a, b, samples)} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
