@@ -114,31 +114,37 @@ def load_item(path: str, prep: ImagePrep | None = None) -> dict[str, np.ndarray]
 
 
 # -- one worker: a PdliteModel and where its outputs go ---------------------------------------------
-_STATE: dict[str, Any] = {}
+_STATE: dict[str, Any] = {}  # the state of a pool process (set by its initializer)
+
+
+def _worker_state(model_kwargs: dict[str, Any], outs: dict[str, str], prep: ImagePrep | None) -> dict[str, Any]:
+    """A worker's model and output paths; an error building the model is kept and raised by the tasks,
+    so that the parent sees the pdlite error rather than a broken pool."""
+    from pdlite.integrations.ray import PdliteModel
+
+    state: dict[str, Any] = dict(outs=outs, prep=prep)
+    try:
+        state["model"] = PdliteModel(**model_kwargs)
+    except PdliteError as e:
+        state["error"] = e
+    return state
 
 
 def _init_worker(model_kwargs: dict[str, Any], outs: dict[str, str], prep: ImagePrep | None) -> None:
-    """Process-pool initializer: build this process's predictor once (an error is kept and raised by the tasks,
-    so that the parent sees the pdlite error rather than a broken pool)."""
-    from pdlite.integrations.ray import PdliteModel
-
-    _STATE.clear()
-    _STATE.update(outs=outs, prep=prep)
-    try:
-        _STATE["model"] = PdliteModel(**model_kwargs)
-    except PdliteError as e:
-        _STATE["error"] = e
+    """Process-pool initializer: build this process's predictor once."""
+    _STATE.update(_worker_state(model_kwargs, outs, prep))
 
 
-def _process(paths: Sequence[str]) -> int:
+def _process(paths: Sequence[str], state: dict[str, Any] | None = None) -> int:
     """Run the worker's model on each file and write its outputs; returns how many were written."""
-    if "error" in _STATE:
-        raise _STATE["error"]
-    model = _STATE["model"]
+    state = _STATE if state is None else state
+    if "error" in state:
+        raise state["error"]
+    model = state["model"]
     for p in paths:
-        item = load_item(p, _STATE["prep"])
+        item = load_item(p, state["prep"])
         res = model({"path": np.array([p]), **{k: [v] for k, v in item.items()}})
-        write_outputs(_STATE["outs"][p], {n: res[n][0] for n in model.output_names})
+        write_outputs(state["outs"][p], {n: res[n][0] for n in model.output_names})
     return len(paths)
 
 
@@ -168,12 +174,9 @@ def run_batch(model: str, inputs: str, out: str, *, params: str | None = None, w
         return len(files)
     chunks = [files[i:i + batch_size] for i in range(0, len(files), batch_size)]
     if workers == 1:
-        _init_worker(model_kwargs, outs, prep)
-        try:
-            for c in chunks:
-                tick(_process(c))
-        finally:
-            _STATE.clear()
+        state = _worker_state(model_kwargs, outs, prep)
+        for c in chunks:
+            tick(_process(c, state))
         return len(files)
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker,
                              initargs=(model_kwargs, outs, prep)) as pool:
