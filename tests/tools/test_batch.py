@@ -49,9 +49,18 @@ def test_pool_and_in_process_equal_a_plain_predictor(folder, tmp_path):
     assert_close_rel(np.load(tmp_path / "two" / "case.npz")[OUT], outs[OUT], 1e-4, "case.npz vs Paddle Inference")
 
 
-def test_cli_writes_one_npz_per_input(folder, tmp_path, capsys):
+def test_cli_writes_one_npz_per_input(folder, tmp_path, capsys, monkeypatch):
+    import io
+
+    import pdlite.tools.batch as batch
+    from pdlite.tools.progress import Progress
+
+    tty = io.StringIO()
+    tty.isatty = lambda: True  # the progress bar draws only on a terminal
+    monkeypatch.setattr(batch, "Progress", lambda total, label: Progress(total, label, stream=tty))
     cls = str(model_dir("ppocr_cls_v2"))
     assert main(["batch", cls, str(folder), "-o", str(tmp_path / "out"), "--batch-size", "4"]) == 0
+    assert "pdlite batch [" in tty.getvalue() and "6/6" in tty.getvalue()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["case.npz"] + [f"f{i}.npz" for i in range(5)]
     assert "6 input(s)" in capsys.readouterr().out
 
