@@ -357,7 +357,10 @@ def conformance_twin(name: str, out_root: Path = TWINS) -> tuple[Path | None, st
             print(f"{name}: Paddle Inference refuses the twin ({' '.join(str(e).split())[:120]}); "
                   "reference from paddle.static.Executor")
             reference = "paddle.static.Executor"
-            outs = _run_executor(Path(tmp), feeds)
+            try:
+                outs = _run_executor(Path(tmp), feeds)
+            except RuntimeError as e2:  # e.g. Paddle cannot read back the JSON it wrote
+                return None, f"Paddle cannot run its own translation ({' '.join(str(e2).split())[:200]})"
             if any(not isinstance(o, np.ndarray) or o.dtype == object for o in outs):
                 return None, f"Paddle cannot run its own translation ({' '.join(str(e).split())[:200]})"
         if dst.exists():

@@ -237,6 +237,16 @@ def _add_n(c: PirConverter, op: PirOp) -> None:
     c.emit("sum", {"X": c.names_of(op, operand(op, 0))}, c.outputs(op, ("Out",)))
 
 
+@register_pir("pd_op.fill", produces="fill_any")
+def _fill_any(c: PirConverter, op: PirOp) -> None:
+    """fill(x, value) -> fill_any: the Scalar value as value_float and value_int."""
+    attrs: dict[str, Any] = {}
+    ins = inputs(c, op, ("X",))
+    scalar_arg(c, op, 1, ScalarArg("value"), attrs, ins)
+    value = attrs.pop("value", 0.0)
+    c.emit("fill_any", ins, c.outputs(op, ("Out",)), {"value_float": float(value), "value_int": int(value)})
+
+
 def _set_value(base: Any) -> Any:
     """set_value(_with_tensor): PIR's `values` (Scalars) also as the legacy typed list of Input's dtype."""
 
@@ -266,6 +276,7 @@ _BINARY = {"add": "elementwise_add", "subtract": "elementwise_sub", "multiply": 
            "divide": "elementwise_div", "maximum": "elementwise_max", "minimum": "elementwise_min",
            "elementwise_pow": "elementwise_pow", "floor_divide": "elementwise_floordiv",
            "remainder": "elementwise_mod", "fmax": "elementwise_fmax", "fmin": "elementwise_fmin",
+           "heaviside": "elementwise_heaviside",
            "equal": "equal", "not_equal": "not_equal", "less_than": "less_than",
            "less_equal": "less_equal", "greater_than": "greater_than", "greater_equal": "greater_equal",
            "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
@@ -309,11 +320,17 @@ TABLE: dict[str, Any] = {
     "pd_op.increment": op_map("increment", attrs={"value": "step"}),
     # linear algebra
     "pd_op.matmul": op_map("matmul_v2", ("X", "Y"), attrs={"transpose_x": "trans_x", "transpose_y": "trans_y"}),
-    "pd_op.bmm": op_map("matmul_v2", ("X", "Y"), fixed={"trans_x": False, "trans_y": False}),
+    "pd_op.bmm": op_map("bmm", ("X", "Y")),
+    "pd_op.einsum": op_map("einsum", ("Operands",), ("Out", "InnerCache", "XShape")),
+    "pd_op.inverse": op_map("inverse", ("Input",), ("Output",)),
+    "pd_op.kron": op_map("kron", ("X", "Y")),
+    "pd_op.trace": op_map("trace", ("Input",)),
+    "pd_op.diag": op_map("diag_v2"),
+    "pd_op.frobenius_norm": op_map("frobenius_norm", attrs={"keepdim": "keep_dim"}, args={1: IntArg("dim")}),
+    "pd_op.squared_l2_norm": op_map("squared_l2_norm"),
     "pd_op.matmul_with_flatten": op_map("mul", ("X", "Y")),
     "pd_op.fc": op_map("fc", ("Input", "W", "Bias")),
     "pd_op.embedding": op_map("lookup_table_v2", ("Ids", "W"), attrs={"sparse": None}),
-    "pd_op.lookup_table": op_map("lookup_table", ("W", "Ids")),
     "pd_op.p_norm": op_map("p_norm"),
     "pd_op.norm": op_map("norm", outs=("Out", "Norm")),
     "pd_op.cumsum": op_map("cumsum", args={1: ScalarArg("axis", conv=int)}),
@@ -383,6 +400,11 @@ TABLE: dict[str, Any] = {
     "pd_op.triu": op_map("tril_triu", fixed={"lower": False}),
     "pd_op.tril_triu": op_map("tril_triu"),
     "pd_op.one_hot": op_map("one_hot_v2", args={1: ScalarArg("depth", "depth_tensor", int)}),
+    "pd_op.crop": op_map("crop_tensor", args={1: IntArg("shape", "Shape", "ShapeTensor"),
+                                              2: IntArg("offsets", "Offsets", "OffsetsTensor")}),
+    "pd_op.sequence_mask": op_map("sequence_mask", outs=("Y",), args={1: ScalarArg("maxlen", "MaxLenTensor", int)}),
+    "pd_op.label_smooth": op_map("label_smooth", ("X", "PriorDist")),
+    "pd_op.shard_index": op_map("shard_index"),
     "pd_op.repeat_interleave": op_map("repeat_interleave", attrs={"repeats": "Repeats", "axis": "dim"}),
     "pd_op.repeat_interleave_with_tensor_index": op_map("repeat_interleave", ("X", "RepeatsTensor"),
                                                         attrs={"axis": "dim"}),

@@ -110,6 +110,7 @@ TABLE: dict[str, Any] = {
     "pd_op.instance_norm": op_map("instance_norm", ("X", "Scale", "Bias"), ("Y", "SavedMean", "SavedVariance")),
     "pd_op.affine_channel": op_map("affine_channel", ("X", "Scale", "Bias"), attrs={"data_format": "data_layout"}),
     "pd_op.lrn": op_map("lrn", outs=("Out", "MidOut")),
+    "pd_op.temporal_shift": op_map("temporal_shift"),
     # resampling, padding, rearranging
     "pd_op.nearest_interp": _interp("nearest"),
     "pd_op.bilinear_interp": _interp("bilinear"),
@@ -146,6 +147,8 @@ TABLE: dict[str, Any] = {
         attrs={"post_nms_topn": "post_nms_topN"}),
     "pd_op.roi_align": op_map("roi_align", ("X", "ROIs", "RoisNum")),
     "pd_op.roi_pool": op_map("roi_pool", ("X", "ROIs", "RoisNum"), ("Out", "Argmax")),
+    "pd_op.psroi_pool": op_map("psroi_pool", ("X", "ROIs", "RoisNum")),
+    "pd_op.box_clip": op_map("box_clip", ("Input", "ImInfo"), ("Output",)),
     "pd_op.bipartite_match": op_map("bipartite_match", ("DistMat",), ("ColToRowMatchIndices",
                                                                        "ColToRowMatchDist")),
 }
