@@ -11,7 +11,7 @@ from pdlite.errors import PdliteError
 COMMANDS = ["pdlite.tools.run", "pdlite.tools.bench", "pdlite.tools.inspect_model", "pdlite.tools.graph",
             "pdlite.tools.plugins", "pdlite.tools.export_onnx",
             "pdlite.tools.check", "pdlite.tools.doctor", "pdlite.tools.ops",
-            "pdlite.tools.batch", "pdlite.tools.ocr"]
+            "pdlite.tools.batch", "pdlite.tools.ocr", "pdlite.tools.quantize"]
 
 
 def _build_line() -> str:

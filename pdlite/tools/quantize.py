@@ -1,0 +1,166 @@
+"""`pdlite quantize MODEL --calib DIR|FILE.npz -o OUT`: post-training static int8 quantization.
+
+Runs the float model on the host over the calibration batches, computes each quantized op's activation
+scale (abs_max, hist or KL; pdlite.optimizer.quantization), quantizes conv / depthwise / transpose conv /
+mul / matmul weights per channel, and writes OUT/inference.pdmodel + inference.pdiparams in Paddle's QDQ
+format (quantize_linear / dequantize_linear, int8 weights), which Paddle Inference, OpenVINO and pdlite
+load. Then it prints how far the int8 model is from the float one on the calibration batches.
+
+Calibration inputs: an .npz file whose arrays are batches for the model's input (single-input models;
+any key names) or `<feed>_<i>` / `<feed>:<i>` keys (batch i of each feed); or a folder of such .npz files
+and of .npy files (single-input models: one batch each).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pdlite.errors import ConfigError, InputError
+from pdlite.tools.common import source_config
+from pdlite.tools.progress import Progress
+
+ESSENTIAL = ["feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_cast_pass"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("quantize", help="post-training int8 quantization into Paddle's QDQ format")
+    p.add_argument("model", help="float model folder or program file")
+    p.add_argument("--params", help="params file (default: found beside the program file)")
+    p.add_argument("--calib", required=True, help="calibration inputs: a .npz file or a folder of .npz / .npy files")
+    p.add_argument("-o", "--output", required=True, help="output folder (inference.pdmodel + inference.pdiparams)")
+    p.add_argument("--algo", default="KL", choices=["abs_max", "hist", "KL"],
+                   help="activation calibration (default KL, as Paddle's PostTrainingQuantization)")
+    p.add_argument("--batches", type=int, default=0, help="use at most this many calibration batches (0: all)")
+    p.add_argument("--skip", action="append", default=[], metavar="VAR",
+                   help="keep the op writing VAR in float (repeatable)")
+    p.set_defaults(func=main)
+
+
+def read_calibration(path: str, feeds: list[str]) -> list[dict[str, np.ndarray]]:
+    """Calibration batches, each a {feed name: array} dict (see the module docstring for the layouts)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix in (".npz", ".npy"))
+    elif p.is_file():
+        files = [p]
+    else:
+        raise InputError(f"--calib {path!r}: no such file or folder")
+    batches: list[dict[str, np.ndarray]] = []
+    for f in files:
+        if f.suffix == ".npy":
+            if len(feeds) != 1:
+                raise InputError(f"{f}: a .npy batch needs a single-input model; this one has inputs {feeds}")
+            batches.append({feeds[0]: np.load(f)})
+            continue
+        z = np.load(f)
+        if set(feeds) <= set(z.files):  # one batch, by feed name
+            batches.append({n: z[n] for n in feeds})
+            continue
+        indexed: dict[int, dict[str, np.ndarray]] = {}
+        for k in z.files:
+            m = re.fullmatch(r"(.+?)[_:](\d+)", k)
+            if m and m.group(1) in feeds:
+                indexed.setdefault(int(m.group(2)), {})[m.group(1)] = z[k]
+            elif len(feeds) == 1:
+                indexed.setdefault(len(indexed) + 100000, {})[feeds[0]] = z[k]
+            else:
+                raise InputError(f"{f}: key {k!r} names no input of the model {feeds} (use <input>_<i>)")
+        for i in sorted(indexed):
+            missing = [n for n in feeds if n not in indexed[i]]
+            if missing:
+                raise InputError(f"{f}: batch {i} has no {missing}")
+            batches.append(indexed[i])
+    if not batches:
+        raise InputError(f"--calib {path!r}: no .npz or .npy batches found")
+    return batches
+
+
+def _predictor(config: Any, passes: list[str] | None = None) -> Any:
+    from pdlite.api.predictor import create_paddle_predictor
+
+    if passes is not None:
+        config.set_passes(passes)
+    return create_paddle_predictor(config)
+
+
+def calibrate(args: argparse.Namespace, batches: list[dict[str, np.ndarray]], wanted: set[str]) -> dict[str, float]:
+    """Activation scales of `wanted` vars over the batches, with a progress bar over the batches."""
+    from pdlite.optimizer.quantization import make_observer
+
+    observers = {n: make_observer(args.algo) for n in wanted}
+    two_pass = any(o.two_pass for o in observers.values())
+    pred = _predictor(source_config(args.model, args.params, "quantize"), ESSENTIAL)
+    second = False
+
+    def see(name: str, value: Any) -> None:
+        o = observers.get(name)
+        if o is not None and isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            o.update_hist(value) if second else o.update(value)
+
+    pred.set_hook(lambda inst, _dt, scope: [see(n, scope.get(n)) for n in inst.op.output_names()])
+    rounds = 2 if two_pass else 1
+    with Progress(rounds * len(batches), f"calibrating ({args.algo})") as bar:
+        for r in range(rounds):
+            second = r == 1
+            for b in batches:
+                for n, v in b.items():
+                    see(n, v)
+                pred.predict(b)
+                bar.update()
+    return {n: o.scale() for n, o in observers.items()}
+
+
+def report(float_outs: list[list[np.ndarray]], quant_outs: list[list[np.ndarray]], names: list[str]) -> str:
+    """How far the int8 model is from the float one (per output: max and mean |diff| / max|float|, top-1)."""
+    lines = ["accuracy of the int8 model against the float model on the calibration batches:"]
+    for i, name in enumerate(names):
+        f = [np.asarray(o[i], np.float64) for o in float_outs]
+        q = [np.asarray(o[i], np.float64) for o in quant_outs]
+        scale = max(float(np.abs(a).max()) for a in f) or 1.0
+        mx = max(float(np.abs(a - b).max()) for a, b in zip(f, q)) / scale
+        mean = float(np.mean([np.abs(a - b).mean() for a, b in zip(f, q)])) / scale
+        line = f"  {name}: max |diff| {mx:.4g}, mean |diff| {mean:.4g} (of max |float| {scale:.4g})"
+        if f[0].ndim == 2 and f[0].shape[1] > 1:
+            agree = np.concatenate([a.argmax(-1) == b.argmax(-1) for a, b in zip(f, q)])
+            line += f", top-1 agreement {100 * agree.mean():.1f}% of {agree.size}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    from pdlite.model_parser import LoDTensor, load_model, save_model
+    from pdlite.optimizer.quantization import insert_qdq, quant_targets
+
+    cfg = source_config(args.model, args.params, "quantize")
+    model = load_model(**cfg.model_source())
+    params = {k: t.array for k, t in model.params.items()}
+    feeds = model.program.feed_names()
+    batches = read_calibration(args.calib, feeds)
+    if args.batches > 0:
+        batches = batches[:args.batches]
+    targets = quant_targets(model.program, params, set(args.skip))
+    if not targets:
+        raise ConfigError(f"{args.model}: no op to quantize (conv2d, depthwise_conv2d, conv2d_transpose, mul, "
+                          "matmul, matmul_v2 with float weights)")
+    scales = calibrate(args, batches, {t.activation for t in targets})
+    program, new_params = insert_qdq(model.program, params, scales, targets)
+    out = Path(args.output)
+    os.makedirs(out, exist_ok=True)
+    persist = set(program.persistable_names())
+    save_model(program, {n: LoDTensor(np.ascontiguousarray(v)) for n, v in new_params.items() if n in persist},
+               out / "inference.pdmodel", out / "inference.pdiparams")
+    w = len({t.weight for t in targets})
+    print(f"wrote {out}/inference.pdmodel + inference.pdiparams: {len(targets)} ops quantized "
+          f"({w} int8 weights, {len(scales)} activation scales, {args.algo} over {len(batches)} batches)")
+    fpred = _predictor(source_config(args.model, args.params, "quantize"))
+    qpred = _predictor(source_config(str(out), None, "quantize"))
+    check = batches[:8]
+    fo = [fpred.predict(b) for b in check]
+    qo = [qpred.predict(b) for b in check]
+    print(report(fo, qo, fpred.get_output_names()))
+    return 0

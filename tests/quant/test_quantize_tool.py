@@ -1,0 +1,138 @@
+"""`pdlite quantize MODEL --calib ... -o OUT`: post-training int8 quantization into Paddle's QDQ format.
+
+The output must load in pdlite, Paddle Inference and OpenVINO's own Paddle frontend. Tolerances: pdlite
+vs Paddle Inference on the written model max|diff| <= 2e-2 * max|ref| (the same program; float noise can
+flip a quantizer's rounding, see test_ptq_models.FLIP_PRONE), OpenVINO likewise; the int8 model keeps the
+float model's top-1 class on the test input.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdlite.errors import InputError
+from pdlite.tools.cli import main as cli
+from tests.quant._util import max_rel_err, run
+
+CLS = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "ppocr_cls_v2"
+
+
+@pytest.fixture(scope="module")
+def calib(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    x = np.load(CLS / "case.npz")["in:x"]
+    rng = np.random.default_rng(3)
+    d = tmp_path_factory.mktemp("calib")
+    np.savez(d / "calib.npz", **{f"x_{i}": np.clip(x + rng.normal(0, 0.1, x.shape), -1, 1).astype(np.float32)
+                                 for i in range(3)})
+    return d / "calib.npz", x
+
+
+@pytest.fixture(scope="module", params=["abs_max", "hist", "KL"])
+def quantized(request, calib, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp(f"q_{request.param}")
+    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", request.param, "-o", str(out)]) == 0
+    return out
+
+
+def test_writes_paddle_qdq_with_int8_weights(quantized: Path, calib, capsys) -> None:
+    from pdlite.model_parser import load_model
+
+    m = load_model(quantized)
+    types = [op.type for op in m.program.main.ops]
+    convs = sum(t in ("conv2d", "depthwise_conv2d") for t in types)
+    assert types.count("quantize_linear") >= convs > 10
+    assert types.count("dequantize_linear") >= 2 * convs
+    weights = [op.input("Filter") for op in m.program.main.ops if op.type in ("conv2d", "depthwise_conv2d")]
+    for w in weights:
+        src = w.replace(".quantized.dequantized", "")
+        assert m.params[src].array.dtype == np.int8, src
+    size = (quantized / "inference.pdiparams").stat().st_size
+    assert size < 0.45 * (CLS / "inference.pdiparams").stat().st_size
+
+
+def test_report_and_accuracy(quantized: Path, calib) -> None:
+    _, x = calib
+    got = run(quantized, {"x": x})
+    ref = np.load(CLS / "case.npz")
+    for k, g in got.items():
+        r = ref[f"out:{k}"]
+        assert np.array_equal(g.argmax(-1), r.argmax(-1))
+        assert max_rel_err(g, r) < 0.1
+
+
+def test_paddle_inference_loads_it(quantized: Path, calib) -> None:
+    pytest.importorskip("paddle")
+    from paddle import inference
+
+    _, x = calib
+    c = inference.Config(str(quantized / "inference.pdmodel"), str(quantized / "inference.pdiparams"))
+    c.switch_ir_optim(False)
+    c.disable_mkldnn()
+    c.disable_glog_info()
+    p = inference.create_predictor(c)
+    p.get_input_handle("x").copy_from_cpu(x)
+    p.run()
+    ref = {n: p.get_output_handle(n).copy_to_cpu() for n in p.get_output_names()}
+    got = run(quantized, {"x": x})
+    for k, r in ref.items():
+        assert max_rel_err(got[k], r) <= 2e-2 and np.array_equal(got[k].argmax(-1), r.argmax(-1))
+
+
+def test_openvino_loads_it(quantized: Path, calib) -> None:
+    ov = pytest.importorskip("openvino")
+    _, x = calib
+    core = ov.Core()
+    cm = core.compile_model(core.read_model(str(quantized / "inference.pdmodel")), "CPU",
+                            {"INFERENCE_PRECISION_HINT": "f32"})
+    out = cm({"x": x})[cm.outputs[0]]
+    (got,) = run(quantized, {"x": x}).values()
+    assert max_rel_err(out, got) <= 2e-2 and np.array_equal(out.argmax(-1), got.argmax(-1))
+    precisions = {op.get_rt_info()["runtimePrecision"].astype(str) for op in cm.get_runtime_model().get_ops()
+                  if op.get_rt_info()["layerType"].astype(str) == "Convolution"}
+    assert precisions & {"u8", "i8"}, f"OpenVINO ran the convolutions in {precisions}, not int8"
+
+
+def test_prints_report(calib, tmp_path: Path, capsys) -> None:
+    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "abs_max", "--batches", "1",
+                "-o", str(tmp_path / "q")]) == 0
+    out = capsys.readouterr().out
+    assert "ops quantized" in out and "top-1 agreement" in out and "abs_max over 1 batches" in out
+
+
+def test_calibration_layouts(tmp_path: Path) -> None:
+    from pdlite.tools.quantize import read_calibration
+
+    a = np.ones((1, 3), np.float32)
+    np.save(tmp_path / "b0.npy", a)
+    np.savez(tmp_path / "b1.npz", x=a * 2)
+    got = read_calibration(str(tmp_path), ["x"])
+    assert [float(b["x"][0, 0]) for b in got] == [1.0, 2.0]
+    np.savez(tmp_path / "multi.npz", x_0=a, y_0=a, x_1=a, y_1=a)
+    assert len(read_calibration(str(tmp_path / "multi.npz"), ["x", "y"])) == 2
+    np.savez(tmp_path / "bad.npz", z_0=a)
+    with pytest.raises(InputError, match="key 'z_0' names no input"):
+        read_calibration(str(tmp_path / "bad.npz"), ["x", "y"])
+    with pytest.raises(InputError, match="no such file"):
+        read_calibration(str(tmp_path / "nope.npz"), ["x"])
+
+
+def test_observers() -> None:
+    from pdlite.optimizer.quantization import make_observer
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 1, 200_000).astype(np.float32)
+    x[:3] = [40.0, -50.0, 45.0]  # outliers
+    scales = {}
+    for algo in ("abs_max", "hist", "KL"):
+        o = make_observer(algo)
+        for part in np.split(x, 4):
+            o.update(part)
+        if o.two_pass:
+            for part in np.split(x, 4):
+                o.update_hist(part)
+        scales[algo] = o.scale()
+    assert scales["abs_max"] == 50.0
+    assert 3.0 < scales["hist"] < 50.0  # the 0.99999 quantile ignores the three outliers
+    assert 2.0 < scales["KL"] < 20.0
