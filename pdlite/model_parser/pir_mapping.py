@@ -439,5 +439,15 @@ for _name, _fn in TABLE.items():
 
 
 def mapping_table() -> list[tuple[str, str]]:
-    """(PIR op, what it becomes) for every entry, for docs and `pdlite` tools."""
-    return [(k, (fn.__doc__ or fn.__name__).strip()) for k, fn in sorted(PIR_OPS.items())]
+    """(PIR op, the legacy ops it becomes) for every entry, for docs and `pdlite` tools."""
+    from pdlite.model_parser import pir_mapping_nn  # noqa: F401 (the table's second half)
+    from pdlite.model_parser.pir_convert import produced_by
+
+    return [(k, ", ".join(produced_by(fn)) or "(structure)") for k, fn in sorted(PIR_OPS.items())]
+
+
+def mapping_markdown() -> str:
+    """The mapping table as Markdown rows (docs/pir.md holds it between the table markers)."""
+    rows = ["| PIR op | pdlite op(s) |", "|---|---|"]
+    rows += [f"| {k} | {v} |" for k, v in mapping_table()]
+    return "\n".join(rows) + "\n"
