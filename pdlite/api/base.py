@@ -26,7 +26,7 @@ from pdlite import __version__
 from pdlite.api.tensor import Tensor
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import Program
-from pdlite.errors import InputError, PdliteError
+from pdlite.errors import InputError, ModelFormatError, PdliteError
 from pdlite.runtime.instruction import Instruction, check_feed
 from pdlite.runtime.profiler import HookChain, PrecisionProfiler, Profiler
 from pdlite.runtime.runtime_program import Hook, RuntimeProgram
@@ -192,6 +192,9 @@ class PredictorBase:
                                  f"(give at least one row): {e}") from e
             raise
         fed = {id(_root(v)) for v in feeds.values()}
+        missing = [t.name for t in self._outputs if t.name not in scope]
+        if missing:
+            raise ModelFormatError(f"the program fetches {missing}, but none of its ops computes them")
         for t in self._outputs:
             t._set(self._private(scope[t.name], fed))
 

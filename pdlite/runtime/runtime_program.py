@@ -5,9 +5,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pdlite.errors import KernelError, PdliteError
 from pdlite.kernels.registry import KernelContext
 from pdlite.runtime import threads
-from pdlite.runtime.instruction import Instruction
+from pdlite.runtime.instruction import Instruction, describe
 
 # profiler hook: called with (instruction, seconds, outputs scope) after each instruction
 Hook = Callable[[Instruction, float, dict[str, Any]], None]
@@ -32,7 +33,15 @@ class RuntimeProgram:
     def prepare(self, params: dict[str, Any]) -> None:
         for inst in self.instructions:
             if not inst.prepared:
-                inst.kernel.prepare({n: params[n] for n in inst.op.input_names() if n in params})
+                weights = {n: params[n] for n in inst.op.input_names() if n in params}
+                try:
+                    inst.kernel.prepare(weights)
+                except PdliteError:
+                    raise
+                except Exception as e:  # a kernel's weight re-layout on weights that do not fit its op
+                    detail = ", ".join(f"{n}={describe(v)}" for n, v in weights.items())
+                    raise KernelError(f"op {inst.op.type}: its kernel could not prepare the weights {detail}: "
+                                      f"{type(e).__name__}: {e}") from e
                 inst.prepared = True
 
     def run(self, scope: dict[str, Any], hook: Hook | None = None) -> None:

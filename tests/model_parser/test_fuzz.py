@@ -244,3 +244,50 @@ def test_lod_tensor_with_a_zero_dim_and_huge_dims():
     blob = _U32.pack(0) + _U64.pack(0) + _U32.pack(0) + _I32.pack(len(desc)) + desc
     with pytest.raises(ModelFormatError, match=r"t\.bin: variable 'w': invalid dims"):
         read_lod_tensor(blob, 0, "t.bin", "w")
+
+
+def _edited_model(tmp_path: Path, name: str, edit) -> Path:
+    """A copy of a conformance model with its program changed by `edit(program)`."""
+    from pdlite.model_parser import load_model, save_model
+
+    m = load_model(REPO / "tests" / "fixtures" / "conformance" / name)
+    edit(m.program)
+    save_model(m.program, m.params, tmp_path / "inference.pdmodel", tmp_path / "inference.pdiparams")
+    return tmp_path
+
+
+def test_fetch_of_a_variable_no_op_computes(tmp_path):
+    """Found by `fuzz_loaders --stage predictor`: a fetch op reading a declared variable that no op
+    writes was a KeyError after the run; now a ModelFormatError naming it."""
+    from pdlite.api import CxxConfig, create_paddle_predictor
+    from pdlite.core.program import VarDesc
+
+    def edit(program):
+        b = program.main
+        fetch = next(op for op in b.ops if op.type == "fetch")
+        src = b.vars[fetch.inputs["X"][0]]
+        b.vars["ghost"] = VarDesc("ghost", src.type, src.dtype, list(src.shape))
+        fetch.inputs["X"] = ["ghost"]
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(_edited_model(tmp_path, "fc_linear", edit)))
+    pred = create_paddle_predictor(cfg)
+    with pytest.raises(ModelFormatError, match=r"the program fetches \['ghost'\], but none of its ops computes"):
+        pred.predict({"x": np.ones((2, 5, 8), np.float32)})
+
+
+def test_kernel_prepare_failure_is_a_kernel_error(tmp_path):
+    """Found by `fuzz_loaders --stage predictor`: conv2d with groups=128 for a [4, 4, 3, 2] filter made
+    the kernel's weight re-layout raise a bare ValueError; now a KernelError naming op and weights."""
+    from pdlite.api import CxxConfig, create_paddle_predictor
+    from pdlite.errors import KernelError
+
+    def edit(program):
+        conv = [op for op in program.main.ops if op.type == "conv2d"][2]
+        conv.attrs["groups"] = 128
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(_edited_model(tmp_path, "conv_variants", edit)))
+    with pytest.raises(KernelError, match=r"op conv2d: its kernel could not prepare the weights "
+                                          r"conv2d_2\.w_0=float32\[4, 4, 3, 2\]: ValueError"):
+        create_paddle_predictor(cfg)
