@@ -2,7 +2,7 @@
 
 Each net is a small paddle.nn.Layer shaped like a toolkit model (PP-LiteSeg's dynamic-size
 upsampling head with argmax, PP-LCNet's depthwise + SE blocks, PicoDet's anchor-free head with
-arange/meshgrid anchor points and multiclass_nms3 post-processing, a net of op forms whose attributes arrive as tensors, and a net of constants with no feed), with
+arange/meshgrid anchor points and multiclass_nms3 post-processing, RPN post-processing (generate_proposals, roi_align, matrix_nms), a net of op forms whose attributes arrive as tensors, and a net of constants with no feed), with
 seeded random weights, exported natively: `pir/` by `paddle.jit.save` under PIR (inference.json)
 and, where Paddle 3.3 can still trace the net in legacy static mode (it cannot for sigmoid, exp,
 argmax, LSTM, ...), `legacy/` by `paddle.jit.save` with FLAGS_enable_pir_api=0 (inference.pdmodel,
@@ -111,6 +111,37 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
             out, _, num = paddle._C_ops.multiclass_nms3(boxes / sf, scores, None, 0.3, 50, 20, 0.5, False, 1.0, -1)
             return out, num
 
+    class Proposals(nn.Layer):
+        """Faster R-CNN-like RPN post-processing: generate_proposals (v2) over constant anchors, roi_align
+        of the proposals, matrix_nms over per-class scores of the proposals."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.feat = nn.Sequential(conv_bn(3, 8, s=2), nn.ReLU(), conv_bn(8, 8, s=2), nn.ReLU())
+            self.obj = nn.Conv2D(8, 3, 1)
+            self.delta = nn.Conv2D(8, 12, 1)
+            self.cls = nn.Linear(8 * 4, 2)
+            ys, xs = np.meshgrid(np.arange(8) * 4.0 + 2.0, np.arange(8) * 4.0 + 2.0, indexing="ij")
+            sizes = np.array([4.0, 8.0, 12.0])
+            self.anchors_np = np.stack([xs[..., None] - sizes, ys[..., None] - sizes, xs[..., None] + sizes,
+                                        ys[..., None] + sizes], -1).astype(np.float32)  # [8, 8, 3, 4]
+
+        def forward(self, image, im_shape):
+            f = self.feat(image)
+            anchors = paddle.to_tensor(self.anchors_np)
+            variances = paddle.ones_like(anchors)
+            rois, probs, num = paddle.vision.ops.generate_proposals(
+                F.sigmoid(self.obj(f)), self.delta(f) * 0.1, im_shape, anchors, variances, pre_nms_top_n=60,
+                post_nms_top_n=12, nms_thresh=0.6, min_size=1.0, eta=1.0, pixel_offset=False, return_rois_num=True)
+            pooled = paddle.vision.ops.roi_align(f, rois, num, output_size=2, spatial_scale=0.25, sampling_ratio=2,
+                                                 aligned=True)
+            cls = F.softmax(self.cls(paddle.flatten(pooled, 1)), -1)               # [R, 2]
+            out, _, keep = paddle.vision.ops.matrix_nms(
+                rois.unsqueeze(0), cls.transpose([1, 0]).unsqueeze(0), score_threshold=0.05, post_threshold=0.1,
+                nms_top_k=20, keep_top_k=10, use_gaussian=True, gaussian_sigma=2.0, background_label=-1,
+                normalized=False, return_index=True, return_rois_num=True)
+            return rois, probs, num, pooled, out, keep
+
     class OpForms(nn.Layer):
         """Attributes arriving as tensors and 0-D results: one_hot depth from a tensor, linspace from
         computed start/stop, full_like with a computed value, reductions over every axis (0-D),
@@ -161,6 +192,9 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
         "lcnet_like": (LCNet, img, images(32, 32)),
         "picodet_like": (PicoDet, [("image", [-1, 3, -1, -1], "float32"), ("scale_factor", [-1, 2], "float32")],
                          det_inputs),
+        "proposals_like": (Proposals, [("image", [-1, 3, 32, 32], "float32"), ("im_shape", [-1, 2], "float32")],
+                           lambda rng: {"image": rng.normal(0, 1, (1, 3, 32, 32)).astype(np.float32),
+                                        "im_shape": np.array([[32.0, 32.0]], np.float32)}),
         "op_forms": (OpForms, [("x", [-1, 6], "float32"), ("ids", [-1, 3], "int64")], form_inputs),
         "constants_only": (Constants, [], lambda rng: {}),
     }

@@ -58,16 +58,17 @@ def test_pir_and_legacy_give_the_same_numbers(name: str) -> None:
 
 def test_the_nets_cover_what_they_claim() -> None:
     """The fixtures hold the forms this suite is for: a feedless program, tensor-valued attributes,
-    0-D results, multiclass_nms3, an integer shape subgraph in a legacy program."""
+    0-D results, multiclass_nms3, RPN post-processing, an integer shape subgraph in a legacy program."""
     import json
 
     names = {c.split("/")[0] for c in CASES}
-    assert {"constants_only", "op_forms", "picodet_like", "liteseg_like", "lcnet_like"} <= names
+    assert {"constants_only", "op_forms", "picodet_like", "proposals_like", "liteseg_like", "lcnet_like"} <= names
     ops = {n: {o["#"] for o in json.loads((ROOT / n / "pir" / "inference.json").read_text())["program"]["regions"][0]
                ["blocks"][0]["ops"]} for n in names}
     assert "1.data" not in ops["constants_only"]
     assert {"1.one_hot", "1.linspace", "1.full_like", "1.add_n", "1.p_norm", "1.eye"} <= ops["op_forms"]
     assert {"1.multiclass_nms3", "1.arange", "1.meshgrid"} <= ops["picodet_like"]
+    assert {"1.generate_proposals", "1.roi_align", "1.matrix_nms"} <= ops["proposals_like"]
     _, ref = case(ROOT / "op_forms" / "pir")
     assert any(r.ndim == 0 for _, r in ref)
     assert "liteseg_like/legacy" in CASES
