@@ -287,6 +287,10 @@ TABLE: dict[str, Any] = {
     "pd_op.assign_out_": op_map("assign", ("X", None)),
     "pd_op.share_data_": op_map("share_data"),
     "pd_op.full_batch_size_like": op_map("fill_constant_batch_size_like", ("Input",)),
+    # empty: any values are a valid result; zeros are deterministic
+    "pd_op.empty": op_map("fill_constant", (), fixed={"value": 0.0, "shape": []},
+                          args={0: IntArg("shape", "ShapeTensor", "ShapeTensorList")}),
+    "pd_op.empty_like": op_map("fill_any_like", fixed={"value": 0.0}),
     "pd_op.eye": op_map("eye", (), args={0: ScalarArg("num_rows", conv=int), 1: ScalarArg("num_columns", conv=int)}),
     "pd_op.linspace": op_map("linspace", ("Start", "Stop", "Num")),
     # activations
