@@ -351,17 +351,43 @@ def _ptq_fixture(d: Path, fp32: Path, feeds: dict[str, np.ndarray], calib: list[
     if feeds[feed][0].size <= 4096:  # calibration batches for the `pdlite quantize` tests (small models only)
         np.savez(d / "calib.npz", **{f"{feed}_{i}": b[:2] for i, b in enumerate(calib[:2])})
     if pir:
-        _pir_copy(d, Path(str(d) + "_pir"), feeds)
+        _pir_copy(d, Path(str(d) + "_pir"), feeds, legacy_ref=ref if onnx_format else None)
 
 
-def _pir_copy(src: Path, dst: Path, feeds: dict[str, np.ndarray]) -> None:
-    """Re-save a legacy fixture as PIR JSON (Paddle's translator, in a PIR-mode subprocess) with its reference."""
+def _float_weights(src: Path, dst: Path) -> Path:
+    """A copy of a QDQ model whose int8 weights are stored as float32 (the same integers): Paddle's PIR
+    executor runs dequantize_linear on float inputs only."""
+    from dataclasses import replace
+
+    from pdlite.core.dtypes import VarType
+    from pdlite.model_parser import LoDTensor, load_model, save_model
+
+    m = load_model(src)
+    block = m.program.main
+    for name, t in list(m.params.items()):
+        if t.array.dtype == np.int8:
+            m.params[name] = LoDTensor(t.array.astype(np.float32))
+            block.vars[name] = replace(block.vars[name], dtype=VarType.FP32)
+    dst.mkdir(parents=True, exist_ok=True)
+    save_model(m.program, m.params, dst / "inference.pdmodel", dst / "inference.pdiparams")
+    return dst
+
+
+def _pir_copy(src: Path, dst: Path, feeds: dict[str, np.ndarray],
+              legacy_ref: dict[str, np.ndarray] | None = None) -> None:
+    """Re-save a legacy fixture as PIR JSON (Paddle's translator, in a PIR-mode subprocess) with its reference.
+
+    `legacy_ref`: use the legacy program's outputs as the reference (under the PIR fetch names), for QDQ
+    programs: Paddle 3.3.1's PIR executor returns a saturated softmax (values ~1e-28) on the translated
+    QDQ classifier, while pdlite on the PIR program equals the legacy executor's fp32 simulation."""
     import subprocess
 
     shutil.rmtree(dst, ignore_errors=True)
     env = {**os.environ, "FLAGS_enable_pir_api": "1"}
-    subprocess.run([sys.executable, str(REPO / "tools" / "make_pir_fixtures.py"), "--from-legacy", str(src), str(dst)],
-                   check=True, env=env)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = _float_weights(src, Path(tmp) / "m")
+        subprocess.run([sys.executable, str(REPO / "tools" / "make_pir_fixtures.py"), "--from-legacy", str(src),
+                        str(dst)], check=True, env=env)
     np.savez(dst / "feeds.npz", **feeds)
     code = ("import sys, numpy as np; from paddle import inference; d = sys.argv[1]\n"
             "c = inference.Config(d + '/inference.json', d + '/inference.pdiparams'); c.switch_ir_optim(False)\n"
@@ -372,6 +398,13 @@ def _pir_copy(src: Path, dst: Path, feeds: dict[str, np.ndarray]) -> None:
             "**{'out:' + n: p.get_output_handle(n).copy_to_cpu() for n in p.get_output_names()})\n")
     subprocess.run([sys.executable, "-c", code, str(dst)], check=True, env=env)
     (dst / "feeds.npz").unlink()
+    if legacy_ref is not None:
+        z = dict(np.load(dst / "case.npz"))
+        outs = sorted(k for k in z if k.startswith("out:"))
+        assert len(outs) == len(legacy_ref) == 1, "legacy_ref supports single-output models"
+        z[outs[0]] = next(iter(legacy_ref.values()))
+        z["ref:legacy_executor"] = np.array(1)
+        np.savez(dst / "case.npz", **z)
 
 
 CNN_OPS = ["conv2d", "depthwise_conv2d", "mul", "matmul", "matmul_v2"]
@@ -379,12 +412,12 @@ CNN_OPS = ["conv2d", "depthwise_conv2d", "mul", "matmul", "matmul_v2"]
 
 @fixture("ptq_cnn_qdq")
 def _ptq_cnn_qdq(d: Path, rng: np.random.Generator) -> None:
-    """The narrow classifier, QDQ format, histogram calibration."""
+    """The narrow classifier, QDQ format, histogram calibration; also as PIR JSON (weights as float integers)."""
     with tempfile.TemporaryDirectory() as tmp:
         _save_fp32(Path(tmp), _cnn, [3, 32, 32], rng)
         calib = [rng.normal(0, 1, (4, 3, 32, 32)).astype(np.float32) for _ in range(4)]
         feeds = {"x": rng.normal(0, 1, (8, 3, 32, 32)).astype(np.float32)}
-        _ptq_fixture(d, Path(tmp), feeds, calib, True, "hist", CNN_OPS)
+        _ptq_fixture(d, Path(tmp), feeds, calib, True, "hist", CNN_OPS, pir=True)
 
 
 @fixture("ptq_cnn_fake")
