@@ -118,12 +118,18 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)]) + "\n"
 
 
-def all_ops_table() -> str:
-    """paddle_lite_opt --print_all_ops: every op, and on which targets it has kernels."""
+def all_ops_table_rows() -> list[list[str]]:
+    """[header, *rows]: every op, and "Y" under each target that has a kernel for it."""
     load_kernels_of(None)
     targets = kernel_targets()
-    rows = [[op, *("Y" if op_supported(op, t) else "" for t in targets)] for op in all_ops()]
-    return _table(["OP_name", *(t.name for t in targets)], rows) + f"{len(rows)} ops\n"
+    return [["OP_name", *(t.name for t in targets)],
+            *([op, *("Y" if op_supported(op, t) else "" for t in targets)] for op in all_ops())]
+
+
+def all_ops_table() -> str:
+    """paddle_lite_opt --print_all_ops: every op, and on which targets it has kernels."""
+    header, *rows = all_ops_table_rows()
+    return _table(header, rows) + f"{len(rows)} ops\n"
 
 
 def supported_ops_text(places: Sequence[Place]) -> str:
@@ -239,6 +245,7 @@ class Opt:
         self.sparse_model = False
         self.sparse_threshold = 0.6
         self.record_info = False
+        self._modelset_dir = ""
 
     # -- settings (paddlelite names) ----------------------------------------------------------
     def set_model_dir(self, model_dir: str | os.PathLike) -> None:
@@ -293,6 +300,8 @@ class Opt:
         from pdlite.optimizer.analysis import analyse
         from pdlite.optimizer.pipeline import default_passes
 
+        if self._modelset_dir:
+            return self._run_model_set()
         out = self.output_path()
         passes = self._passes if self._passes is not None else default_passes()
         t0 = time.perf_counter()
@@ -384,6 +393,43 @@ class Opt:
         """Also write the model's op types and picked kernels beside the output (.tailored_ops_list,
         .tailored_kernels_list), as paddle_lite_opt --record_tailoring_info does."""
         self.record_info = bool(record_strip_info)
+
+    def set_modelset_dir(self, model_set_dir: str | os.PathLike) -> None:
+        """paddle_lite_opt --model_set: optimize every model folder inside `model_set_dir` (run() writes
+        `<optimize_out>/<folder name>.nb` for each)."""
+        self._modelset_dir = os.fspath(model_set_dir)
+
+    def _run_model_set(self) -> str:
+        folder = self._modelset_dir
+        if not os.path.isdir(folder):
+            raise ConfigError(f"set_modelset_dir: {folder!r} is not a folder")
+        out_dir = self._optimize_out or folder + "_opt"
+        names = sorted(n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n)))
+        if not names:
+            raise ConfigError(f"set_modelset_dir: {folder!r} holds no model folders")
+        saved = (self._model_dir, self._model_file, self._param_file, self._optimize_out, self._modelset_dir)
+        try:
+            self._modelset_dir = ""
+            for n in names:
+                self._model_dir, self._model_file, self._param_file = os.path.join(folder, n), "", ""
+                self._optimize_out = os.path.join(out_dir, n)
+                self.run()
+        finally:
+            self._model_dir, self._model_file, self._param_file, self._optimize_out, self._modelset_dir = saved
+        return out_dir
+
+    def print_all_ops_in_md_dormat(self) -> str:
+        """paddlelite's (sic) markdown table of every op and its targets."""
+        header, *rows = all_ops_table_rows()
+        md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        md += ["| " + " | ".join(r) + " |" for r in rows]
+        text = "\n".join(md) + "\n"
+        print(text, end="")
+        return text
+
+    def visualize_optimized_nb_model(self, model_path: str, output_dir: str = "") -> None:
+        raise ConfigError("Opt.visualize_optimized_nb_model(): draw it with the CLI instead: "
+                          f"`pdlite graph {model_path} -o graph.svg` (or -o graph.dot)")
 
     def version(self) -> str:
         from pdlite import __version__

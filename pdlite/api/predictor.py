@@ -1,6 +1,7 @@
 """Predictors, as paddlelite's: `create_paddle_predictor(config)` -> CxxPredictor or LightPredictor."""
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -54,6 +55,17 @@ class CxxPredictor(PredictorBase):
         out = str(path) + ".nb"
         save_optimized_model(self.analysis, out, {"passes": list(self.config.passes())})
         return out
+
+    def save_optimized_pb_model(self, output_dir: str) -> str:
+        """paddlelite's protobuf form: `output_dir/inference.pdmodel` + `.pdiparams` (pdlite's fused ops kept,
+        so pdlite loads it; Paddle may not). Returns the .pdmodel path."""
+        from pdlite.api.opt import save_optimized_protobuf
+
+        os.makedirs(output_dir, exist_ok=True)
+        return save_optimized_protobuf(self.analysis, os.path.join(output_dir, "inference"))[0]
+
+    def Synchronize(self) -> None:  # noqa: N802 - paddlelite's name
+        """Runs are synchronous (outputs are on the host when run() returns): nothing to wait for."""
 
 
 def create_paddle_predictor(config: Any) -> PredictorBase:

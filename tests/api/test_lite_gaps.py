@@ -47,7 +47,8 @@ BINDING = {
           "set_optimize_out", "set_model_type", "set_quant_model", "set_quant_type", "set_sparse_model",
           "set_sparse_threshold", "record_model_info", "set_passes_internal", "run", "run_optimize", "version",
           "help", "executablebin_help", "print_supported_ops", "display_kernels_info", "print_all_ops",
-          "check_if_model_supported"],
+          "check_if_model_supported", "set_modelset_dir", "print_all_ops_in_md_dormat",
+          "visualize_optimized_nb_model"],
 }
 TENSOR = ["resize", "numpy", "shape", "target", "precision", "lod", "set_lod", "from_numpy", "set_int8_data",
           "int8_data", "set_uint8_data", "uint8_data", "set_int32_data", "int32_data", "set_float_data", "float_data"]
@@ -66,7 +67,8 @@ def test_every_binding_method_exists():
         missing = [n for n in names if not hasattr(cls, n)]
         assert not missing, f"{cls.__name__} lacks {missing}"
     pred = create_paddle_predictor(_cxx())
-    assert not [n for n in PREDICTOR + ["save_optimized_model", "clone"] if not hasattr(pred, n)]
+    cxx_only = ["save_optimized_model", "save_optimized_pb_model", "Synchronize", "clone"]
+    assert not [n for n in PREDICTOR + cxx_only if not hasattr(pred, n)]
     assert not [n for n in TENSOR if not hasattr(pred.get_input(0), n)]
     assert {m.name for m in CLTuneMode} == {"CL_TUNE_NONE", "CL_TUNE_RAPID", "CL_TUNE_NORMAL", "CL_TUNE_EXHAUSTIVE"}
     assert {m.name for m in CLPrecisionType} == {"CL_PRECISION_AUTO", "CL_PRECISION_FP32", "CL_PRECISION_FP16"}
@@ -195,3 +197,27 @@ def test_tensor_from_numpy_takes_a_place():
     pred.run()
     assert_close_rel(pred.get_output(0).numpy(), next(iter(outs.values())), REL)
     assert np.array_equal(np.asarray(pred.get_output(0).float_data()), pred.get_output(0).numpy().reshape(-1))
+
+
+def test_protobuf_save_model_set_and_markdown(tmp_path, capsys):
+    ins, outs = load_case(NAME)
+    pred = create_paddle_predictor(_cxx())
+    pred.Synchronize()
+    pdmodel = pred.save_optimized_pb_model(str(tmp_path / "pb"))
+    cfg = CxxConfig()
+    cfg.set_model_file(pdmodel)
+    cfg.set_param_file(str(tmp_path / "pb" / "inference.pdiparams"))
+    assert_close_rel(create_paddle_predictor(cfg).predict(ins)[0], next(iter(outs.values())), REL)
+    # a model set: every model folder inside one folder, each written as <out>/<name>.nb
+    models = tmp_path / "set"
+    models.mkdir()
+    (models / "cls").symlink_to(model_dir(NAME), target_is_directory=True)
+    opt = Opt()
+    opt.set_modelset_dir(str(models))
+    opt.set_optimize_out(str(tmp_path / "set_opt"))
+    assert opt.run() == str(tmp_path / "set_opt")
+    assert (tmp_path / "set_opt" / "cls.nb").is_file()
+    md = opt.print_all_ops_in_md_dormat()
+    assert md.startswith("| OP_name |") and "| conv2d |" in md
+    with pytest.raises(ConfigError, match="pdlite graph"):
+        opt.visualize_optimized_nb_model(str(tmp_path / "set_opt" / "cls.nb"), str(tmp_path))
