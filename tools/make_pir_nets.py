@@ -145,7 +145,7 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
     class OpForms(nn.Layer):
         """Attributes arriving as tensors and 0-D results: one_hot depth from a tensor, linspace from
         computed start/stop, full_like with a computed value, reductions over every axis (0-D),
-        add_n, p_norm, eye, expand to a computed shape, flip, cumsum."""
+        add_n, p_norm (finite and infinite order), eye, expand to a computed shape, flip, cumsum."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -159,7 +159,7 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
             fl = paddle.full_like(y, paddle.mean(y))
             total = paddle.sum(y) + paddle.mean(x)                            # 0-D
             an = paddle.add_n([y, x, fl])
-            pn = paddle.linalg.norm(y, p=3, axis=-1)
+            pn = paddle.linalg.norm(y, p=3, axis=-1) + paddle.linalg.norm(y, p=float("inf"), axis=-1)  # porder "VD": "INF"
             ey = paddle.eye(6) * paddle.max(x)
             ex = paddle.expand(paddle.sum(y, 0, keepdim=True), paddle.shape(x))
             return oh, ls, total, an, pn, paddle.matmul(y, ey), paddle.flip(ex, [1]), paddle.cumsum(y, 1)

@@ -40,6 +40,9 @@ SCALAR_TYPES = {
 }  # fmt: skip
 
 
+_SPECIAL_FLOATS = ("inf", "-inf", "nan")  # a float attribute {"#": "0.a_f32", "VD": "INF" | "-INF" | "NaN"}
+
+
 class DType(str):
     """A dtype attribute's value ("float32"), told apart from string attributes."""
 
@@ -133,6 +136,9 @@ def decode_attr(a: Any) -> Any:
             raise _Bad(f"attribute {aid}: data should be an integer, got {d!r}")
         return d
     if short in ("a_f32", "a_f64"):
+        vd = a.get("VD") if isinstance(a, dict) and "D" not in a else None
+        if isinstance(vd, str) and vd.lower() in _SPECIAL_FLOATS:  # JSON has no inf / nan: Paddle writes "VD"
+            return float(vd)
         if not isinstance(d, (int, float)) or isinstance(d, bool):
             raise _Bad(f"attribute {aid}: data should be a number, got {d!r}")
         return float(d)

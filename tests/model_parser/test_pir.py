@@ -446,3 +446,16 @@ def test_translated_legacy_models_match_paddle(name, translated_models):
     assert len(got) == len(outs)
     for (fetch, ref), g in zip(outs.items(), got):
         assert_close_rel(g, ref, REL, f"{name} (PIR translation) {fetch}")
+
+
+def test_special_float_attributes_decode():
+    """JSON has no inf / nan: Paddle writes such float attributes as {"VD": "INF" | "-INF" | "NaN"}."""
+    from pdlite.model_parser.pir_decode import decode_attr
+
+    assert decode_attr({"#": "0.a_f32", "VD": "INF"}) == float("inf")
+    assert decode_attr({"#": "0.a_f64", "VD": "-INF"}) == float("-inf")
+    assert np.isnan(decode_attr({"#": "0.a_f32", "VD": "NaN"}))
+    with pytest.raises(Exception, match="should be a number"):
+        parse_pir_program(json.dumps({"base_code": {"magic": "pir"}, "program": {"regions": [{"blocks": [{"ops": [
+            {"#": "1.full", "I": [], "O": [], "A": [{"N": "value", "AT": {"#": "0.a_f32", "VD": "HUGE"}}]}]}]}]}}),
+            "bad.json")
