@@ -28,6 +28,8 @@ X = np.concatenate(
     ]
 ).reshape(2, 7, -1)
 POS = np.abs(X) + np.float32(1e-3)
+UNIT = (np.tanh(X) * np.float32(0.99)).astype(np.float32)  # inside (-1, 1)
+PROB = (np.float32(0.5) + UNIT / np.float32(2)).astype(np.float32)  # inside (0, 1)
 
 _erf64 = np.vectorize(math.erf)
 
@@ -65,6 +67,19 @@ REF64 = {
     "logsigmoid": ({}, lambda x: -np.logaddexp(0, -x), X),
     "tanh_shrink": ({}, lambda x: x - np.tanh(x), X),
     "pow": ({"factor": 2.5}, lambda x: x**2.5, POS),
+    "tan": ({}, np.tan, np.clip(X / 4, -1.4, 1.4)),
+    "asin": ({}, np.arcsin, UNIT),
+    "acos": ({}, np.arccos, UNIT),
+    "atan": ({}, np.arctan, X),
+    "sinh": ({}, np.sinh, X / 4),
+    "cosh": ({}, np.cosh, X / 4),
+    "asinh": ({}, np.arcsinh, X),
+    "acosh": ({}, np.arccosh, POS + np.float32(1)),
+    "atanh": ({}, np.arctanh, UNIT),
+    "expm1": ({}, np.expm1, X / 4),
+    "logit": ({"eps": 1e-3}, lambda x: np.log(np.clip(x, 1e-3, 1 - 1e-3) / (1 - np.clip(x, 1e-3, 1 - 1e-3))),
+              PROB),
+    "stanh": ({"scale_a": 0.5, "scale_b": 2.0}, lambda x: 2.0 * np.tanh(0.5 * x), X),
 }
 
 
@@ -118,6 +133,7 @@ EXACT = {
     "thresholded_relu": ({"threshold": 0.7}, lambda x: np.where(x > _f32(0.7), x, 0)),
     "brelu": ({"t_min": -1.5, "t_max": 2.0}, lambda x: np.clip(x, _f32(-1.5), _f32(2))),
     "hardtanh": ({"t_min": -1.0, "t_max": 1.0}, lambda x: np.clip(x, _f32(-1), _f32(1))),
+    "trunc": ({}, np.trunc),
 }
 
 
