@@ -132,17 +132,29 @@ class SubgraphKernel(Kernel):
         return entry
 
     def _first_run(self, key: tuple, entry: _Compiled, vals: list[Any], data: list[Any]) -> list[Any]:
-        """Run a newly built model once, as the last step of building it: if the device cannot run
-        it (or returns the wrong number of outputs), this signature falls back to the host."""
+        """Run a newly built model once, as the last step of building it, beside the host ops: if the
+        device cannot run it, or returns other output counts, shapes or dtypes than the host kernels
+        (which the ops after the subgraph expect), this signature falls back to the host."""
         try:
             outs = self._driver.run(entry.model, [np.ascontiguousarray(a) for a in data])
             if len(outs) != len(self.out_names):
                 raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
-            return outs
         except Exception as e:
             self._warn(e)
             self._entries[key] = _FALLBACK
             return self._run_host(vals)
+        try:
+            host = self._run_host(vals)
+        except PdliteError:  # no host kernels for these ops: nothing to check the device against
+            return outs
+        for name, d, h in zip(self.out_names, outs, host):
+            d, h = np.asarray(d), np.asarray(h)
+            if d.shape != h.shape or d.dtype != h.dtype:
+                self._warn(PdliteError(f"output {name!r} is {d.dtype}{list(d.shape)} on the device, "
+                                       f"{h.dtype}{list(h.shape)} with host kernels"))
+                self._entries[key] = _FALLBACK
+                return host
+        return outs
 
     def onnx_model(self, vals: list[Any], data: list[Any]) -> Any:
         """The ONNX model of this subgraph for these input values (params) and data shapes."""

@@ -7,7 +7,8 @@
   output equal to the host's (floats to 1e-3 * max|host|, the NNAdapter tests' bar; integers exactly;
   the NMS boxes [M, 6] as a set of rows, since two boxes whose scores tie to ~1e-6 may swap places
   when the device reorders fp32 arithmetic before the host NMS).
-- A device that builds a model but fails its first run falls back to the host with a warning
+- A device that builds a model but fails its first run, or whose first run gives outputs of other
+  shapes or dtypes than the host kernels, falls back to the host with a warning
   (NNAdapterFallbackWarning) for that input signature, and the outputs are the host's.
 """
 from __future__ import annotations
@@ -137,3 +138,24 @@ def test_first_run_failure_falls_back_to_host(device: str, monkeypatch) -> None:
         warnings.simplefilter("error", NNAdapterFallbackWarning)  # warned once; later runs stay on the host
         _same([np.array(o, copy=True) for o in pred.predict(dict(ins))], host, f"fallback on {device}, run 2")
     assert subgraph_kernels(pred)
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+def test_first_run_with_wrong_dtypes_falls_back_to_host(device: str, monkeypatch) -> None:
+    need(device)
+    from pdlite.nnadapter.registry import get_driver
+
+    folder = NETS / "lcnet_like" / "pir"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is missing (tools/make_pir_nets.py)")
+    ins = _inputs(folder)
+    host = [np.array(o, copy=True) for o in _predictor(folder, None).predict(dict(ins))]
+    real_run = get_driver(device).run
+
+    def float64_outputs(self, compiled, inputs):
+        return [np.asarray(o, dtype=np.float64) for o in real_run(self, compiled, inputs)]
+
+    monkeypatch.setattr(get_driver(device), "run", float64_outputs)
+    pred = _predictor(folder, device)
+    with pytest.warns(NNAdapterFallbackWarning, match=f"{device}.*float64.*float32.*with host kernels"):
+        _same([np.array(o, copy=True) for o in pred.predict(dict(ins))], host, f"dtype fallback on {device}")
