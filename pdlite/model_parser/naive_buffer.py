@@ -34,6 +34,8 @@ from pdlite.core.program import BlockDesc, OpDesc, Program
 from pdlite.core.types import DataLayoutType, Place, PrecisionType, TargetType
 from pdlite.errors import ModelFormatError
 from pdlite.kernels.registry import KernelKey
+from pdlite.operators.registry import complete_program
+from pdlite.registries import load_registries
 
 if TYPE_CHECKING:
     from pdlite.optimizer.analysis import AnalysisResult
@@ -403,6 +405,8 @@ def parse_naive_buffer(buf: Any, source: str = "<buffer>", *, verify: bool = Tru
         params[name] = arr
     feeds, fetches = _get(meta, "feed_names", list, source), _get(meta, "fetch_names", list, source)
     _check_against_program(program, params, feeds, fetches, source)
+    load_registries()
+    complete_program(program)  # the ops come back attached (files written before a default was added too)
     return NaiveBufferModel(program, keys, params, list(feeds), list(fetches), meta, source,
                             [tuple(r) for r in release])
 

@@ -5,6 +5,7 @@ read attributes from `OpInfo.attrs`, already completed with these defaults.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,14 +96,32 @@ class OpDef:
         for slot in self.outputs:
             if not desc.outputs.get(slot):
                 raise PdliteError(f"op {desc.type}: required output slot {slot!r} is missing or empty")
-        op = desc.copy()
+        return self.complete(desc.copy())
+
+    def complete(self, desc: OpDesc) -> OpDesc:
+        """Fill in `desc`'s missing attributes with their defaults (and the fixed ones), in place."""
         for k, v in self.defaults.items():
-            op.attrs.setdefault(k, v)
-        op.attrs.update(self.fixed)
-        return op
+            if k not in desc.attrs:
+                desc.attrs[k] = copy.copy(v)  # a list default must not be shared between ops
+        desc.attrs.update(self.fixed)
+        return desc
 
 
 OPS: Registry[str, OpDef] = Registry("op")
+
+
+def complete_program(program: Any) -> None:
+    """Attach the definitions' attribute defaults to every op of every block of `program`, in place.
+
+    Every front end calls this when it builds a Program (legacy and PIR loaders, the `.nb` reader,
+    and the analysis for programs built by hand), so that kernels, converters, delegates and passes
+    read `op.attrs[k]` and never carry defaults of their own. Ops without a definition are left as
+    they are (the kernel pick names them)."""
+    for block in program.blocks:
+        for op in block.ops:
+            opdef = OPS.get(op.type)
+            if opdef is not None:
+                opdef.complete(op)
 
 
 def register_op(

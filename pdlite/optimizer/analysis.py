@@ -8,6 +8,7 @@ from typing import Any
 from pdlite.core.graph import Graph
 from pdlite.core.program import Program
 from pdlite.core.types import Place
+from pdlite.operators.registry import complete_program
 from pdlite.optimizer.optimizer import Optimizer, PassRecord
 from pdlite.optimizer.pass_registry import PassContext
 from pdlite.registries import load_registries
@@ -30,6 +31,7 @@ def analyse(program: Program, params: dict[str, Any], places: Sequence[Place], p
             options: dict[str, Any] | None = None) -> AnalysisResult:
     """Run the pass pipeline over block 0 of `program` and generate the runtime program."""
     load_registries(p.target for p in places)
+    complete_program(program)  # programs built by hand reach here without a front end
     options = dict(options or {})
     ctx = PassContext(list(places), params, options)
     ctx.meta["program"] = program
