@@ -2,7 +2,7 @@
 
 `run_threads(n, native_gemm)` wraps a predictor's run: pdlite's native kernel pool runs `n`
 threads, and the BLAS NumPy uses runs `n` (or 1 while the native pool runs the GEMMs, so that
-the two pools do not compete) through threadpoolctl's limiter. When the last run in progress
+the two pools do not compete) through threadpoolctl's controllers. When the last run in progress
 (over all threads of the process) ends, BLAS gets back the thread count it had before, so a
 user's own NumPy code is not left single-threaded. Without threadpoolctl, the same is done on
 NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
@@ -21,40 +21,40 @@ from pdlite.kernels.host import blas, native
 
 _lock = threading.Lock()
 _active = 0  # predictor runs in progress, over every thread
-_restore: Any = None  # what undoes the first run's BLAS limit: a threadpoolctl limiter or ("count", n)
-_controller: Any = None
+_restore: list[tuple[Any, int]] = []  # (controller, count) to put back when the last run in progress ends
+_controllers: list[Any] | None = None
 _native_now: int | None = None
 
 
-def _threadpool_controller() -> Any:
-    """threadpoolctl's controller over the loaded BLAS libraries (made once; None without threadpoolctl)."""
-    global _controller
-    if _controller is None:
+def _blas_controllers() -> list[Any]:
+    """What sets BLAS thread counts: threadpoolctl's controller of each loaded BLAS library (made once), or,
+    without threadpoolctl, pdlite.kernels.host.blas over NumPy's OpenBLAS. Each has get/set_num_threads."""
+    global _controllers
+    if _controllers is None:
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:
-            _controller = False
+            found: list[Any] = []
         else:
-            _controller = ThreadpoolController().select(user_api="blas")
-    return _controller or None
+            found = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        _controllers = found or ([blas] if blas.found() else [])
+    return _controllers
 
 
-def _limit_blas(n: int) -> Any:
-    """Set BLAS to `n` threads; returns what restores the previous count."""
-    ctl = _threadpool_controller()
-    if ctl is not None:
-        return ctl.limit(limits=n)
-    before = blas.get_num_threads()
-    blas.set_num_threads(n)
-    return ("count", before)
+def _limit_blas(n: int) -> list[tuple[Any, int]]:
+    """Set every BLAS to `n` threads; returns the (controller, previous count) of those that changed."""
+    changed = []
+    for c in _blas_controllers():
+        before = c.get_num_threads()
+        if before is not None and before != n:
+            c.set_num_threads(n)
+            changed.append((c, int(before)))
+    return changed
 
 
-def _undo(saved: Any) -> None:
-    if isinstance(saved, tuple):
-        if saved[1] is not None:
-            blas.set_num_threads(saved[1])
-    elif saved is not None:
-        saved.restore_original_limits()
+def _undo(changed: list[tuple[Any, int]]) -> None:
+    for c, before in changed:
+        c.set_num_threads(before)
 
 
 def _set_native(n: int) -> None:
@@ -73,8 +73,8 @@ def run_threads(n: int, native_gemm: bool = False) -> Iterator[None]:
     with _lock:
         if _active == 0:
             _restore = _limit_blas(want)
-        elif get_blas_threads() != want:
-            _limit_blas(want)  # a later run's count while runs overlap; the first run's limiter restores
+        else:
+            _limit_blas(want)  # a later run's count while runs overlap; the first run's record restores
         _active += 1
         _set_native(n)
     try:
@@ -83,7 +83,7 @@ def run_threads(n: int, native_gemm: bool = False) -> Iterator[None]:
         with _lock:
             _active -= 1
             if _active == 0:
-                saved, _restore = _restore, None
+                saved, _restore = _restore, []
                 _undo(saved)
 
 
@@ -94,16 +94,13 @@ def use_native_gemm(on: bool) -> None:
 
 def blas_thread_control() -> bool:
     """True when pdlite can set the BLAS thread count."""
-    ctl = _threadpool_controller()
-    return blas.found() or bool(ctl is not None and ctl.lib_controllers)
+    return bool(_blas_controllers())
 
 
 def get_blas_threads() -> int | None:
-    """BLAS's current thread count (None when unknown)."""
-    ctl = _threadpool_controller()
-    if ctl is not None and ctl.lib_controllers:
-        return int(ctl.lib_controllers[0].num_threads)
-    return blas.get_num_threads()
+    """The thread count of (the first) BLAS (None when unknown)."""
+    ctls = _blas_controllers()
+    return int(ctls[0].get_num_threads()) if ctls else None
 
 
 def blas_library() -> Any:
