@@ -262,10 +262,14 @@ def _where() -> str:
 
 
 def _limit_memory(mem_mb: int) -> None:
+    """RLIMIT_AS = this process's size now + mem_mb (Linux; elsewhere no limit is set)."""
     import resource
 
-    with open("/proc/self/statm") as f:
-        vsize = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    try:
+        with open("/proc/self/statm") as f:
+            vsize = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return
     limit = vsize + mem_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 

@@ -443,12 +443,13 @@ def _get(meta: dict, key: str, typ: type, source: str) -> Any:
 
 def _tensor_view(t: Any, base: memoryview, base_off: int, data_size: int, source: str) -> tuple[str, np.ndarray]:
     try:
-        name = str(t["name"])
+        name, shape, off, nbytes = t["name"], t["shape"], t["offset"], t["nbytes"]
         dt = np.dtype(t["dtype"])
-        shape = [int(d) for d in t["shape"]]
-        off, nbytes = int(t["offset"]), int(t["nbytes"])
     except (KeyError, TypeError, ValueError) as e:
-        raise _fail(source, f"tensor table entry {t!r} is invalid: {e}") from None
+        raise _fail(source, f"tensor table entry {t!r:.200} is invalid: {e}") from None
+    if not (isinstance(name, str) and isinstance(shape, list) and all(type(x) is int for x in [*shape, off, nbytes])):
+        raise _fail(source, f"tensor table entry {t!r:.200} is invalid: expected a string name, a list of integer "
+                            "dims and integer offset and nbytes")
     if dt.kind not in "biufc" or len(shape) > MAX_RANK or any(not 0 <= d < 2**62 for d in shape):
         raise _fail(source, f"tensor {name!r}: invalid dtype {dt} or shape {shape}")
     if math.prod(shape) * dt.itemsize != nbytes:

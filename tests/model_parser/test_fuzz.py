@@ -117,6 +117,7 @@ def fuzz(tmp_path_factory):
     return mod, seeds
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="the fuzz workers use POSIX signals and rlimits")
 @pytest.mark.parametrize("stage,n", [("load", FUZZ_N), ("predictor", FUZZ_N // 10)])
 def test_fuzz_campaign_every_format(fuzz, tmp_path, stage, n):
     """`n` seeded mutations over .pdmodel, .pdiparams, __model__/__params__, non-combined files, PIR
@@ -148,6 +149,7 @@ def test_fuzz_campaign_every_format(fuzz, tmp_path, stage, n):
             assert hows[how] > 0, hows
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="the fuzz harness uses POSIX signals")
 def test_fuzz_harness_reports_escapes_and_silent_corruption(fuzz, monkeypatch, tmp_path):
     """The harness itself: a non-pdlite exception, a ModelFormatError not naming the file and a
     corrupted .nb that loads are each reported as failures."""
