@@ -3,11 +3,26 @@ from __future__ import annotations
 
 import enum
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pdlite.core.types import DataLayoutType, Place, PowerMode, PrecisionType, TargetType
 from pdlite.errors import ConfigError
+
+_CPU_TARGETS = frozenset({TargetType.Host, TargetType.X86, TargetType.Any})
+_warned_targets: set[TargetType] = set()
+
+
+def warn_host_fallback(places: Sequence[Place], kernel_targets: set[TargetType]) -> None:
+    """Say once per target that places naming a target without pdlite kernels (ARM, XPU, ...) run on the host."""
+    for p in places:
+        t = p.target
+        if t in _CPU_TARGETS or t in kernel_targets or t in _warned_targets:
+            continue
+        _warned_targets.add(t)
+        warnings.warn(f"Place({t.name}, ...): pdlite has no {t.name} kernels for this model; its ops run on the "
+                      "host (x86) kernels", RuntimeWarning, stacklevel=3)
 
 
 class CLTuneMode(enum.IntEnum):

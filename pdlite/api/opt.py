@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pdlite.api.config import warn_host_fallback
 from pdlite.core.types import DataLayoutType, Place, PrecisionType, TargetType
 from pdlite.errors import ConfigError, ModelFormatError, PdliteError
 
@@ -330,6 +331,8 @@ class Opt:
         else:
             out, nbytes = save_optimized_protobuf(analysis, out)
         t3 = time.perf_counter()
+        warn_host_fallback(self._places, {i.kernel_def.key.target for i in analysis.runtime.instructions
+                                          if i.kernel_def is not None})
         if self.record_info:
             write_model_info(analysis, out)
         self.last_report = dict(path=out, ops_before=ops_before, ops_after=ops_after, bytes=nbytes,

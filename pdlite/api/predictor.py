@@ -2,30 +2,14 @@
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any
 
 from pdlite.api.base import PredictorBase
-from pdlite.api.config import CxxConfig
+from pdlite.api.config import CxxConfig, warn_host_fallback
 from pdlite.api.mobile import LightPredictor, MobileConfig
-from pdlite.core.types import TargetType
 from pdlite.errors import ConfigError
 
 __all__ = ["CxxPredictor", "LightPredictor", "PredictorBase", "create_paddle_predictor"]
-
-_CPU_TARGETS = frozenset({TargetType.Host, TargetType.X86, TargetType.Any})
-_warned_targets: set[TargetType] = set()
-
-
-def warn_host_fallback(places: Any, kernel_targets: set[TargetType]) -> None:
-    """Say once per target that places naming a target without pdlite kernels (ARM, XPU, ...) run on the host."""
-    for p in places:
-        t = p.target
-        if t in _CPU_TARGETS or t in kernel_targets or t in _warned_targets:
-            continue
-        _warned_targets.add(t)
-        warnings.warn(f"Place({t.name}, ...): pdlite has no {t.name} kernels for this model; its ops run on the "
-                      "host (x86) kernels", RuntimeWarning, stacklevel=3)
 
 
 class CxxPredictor(PredictorBase):

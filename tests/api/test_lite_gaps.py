@@ -143,9 +143,9 @@ def test_passes_internal_and_discarded_pass():
 
 
 def test_arm_place_on_host_kernels_warns_once():
-    from pdlite.api import predictor as predictor_mod
+    from pdlite.api import config as config_mod
 
-    predictor_mod._warned_targets.discard(TargetType.XPU)
+    config_mod._warned_targets.discard(TargetType.XPU)
     ins, outs = load_case(NAME)
     for expect in (1, 0):
         cfg = _cxx()
