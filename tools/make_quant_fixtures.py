@@ -245,6 +245,21 @@ def _ops_fake(d: Path, rng: np.random.Generator) -> None:
     _op_program(d, rng, build, {"x": _x(rng)})
 
 
+@fixture("ops_dequant_lite")
+def _ops_dequant_lite(d: Path, rng: np.random.Generator) -> None:
+    """Paddle-Lite's weight formats: dequantize_abs_max (int8 * scale / max_range) and dequantize_log
+    (a 128-entry table, sign from the int8), feeding a matmul with the feed."""
+    def build(x):
+        w = _param("w8", rng.integers(-128, 128, (5, 4)).astype(np.int8))
+        (a,) = _op("dequantize_abs_max", {"X": w, "Scale": _param("ws", np.array([0.7], np.float32))},
+                   {"max_range": 127.0}, {"Out": F32})
+        table = _param("dict", np.sort(rng.uniform(0, 2, 128)).astype(np.float32))
+        (b,) = _op("dequantize_log", {"X": w, "Dict": table}, {}, {"Out": F32})
+        return [a, b, *(_op("matmul_v2", {"X": x, "Y": v}, {}, {"Out": F32})[0] for v in (a, b))]
+
+    _op_program(d, rng, build, {"x": rng.normal(0, 1, (2, 5)).astype(np.float32)})
+
+
 # ---------------------------------------------------------------------------------------------- PTQ fixtures
 def _save_fp32(d: Path, build: Callable[[Any], list[Any]], shape: list[int], rng: np.random.Generator) -> None:
     """A float model from a static builder, seeded weights, random BN statistics, saved to d."""

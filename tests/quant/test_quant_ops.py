@@ -32,7 +32,7 @@ def test_quant_ops_match_paddle(name: str, passes: list[str] | None) -> None:
 
 
 def test_fixtures_present() -> None:
-    assert {"ops_qdq", "ops_qdq_ties", "ops_fake"} <= set(OPS)
+    assert {"ops_qdq", "ops_qdq_ties", "ops_fake", "ops_dequant_lite"} <= set(OPS)
 
 
 def test_bad_per_channel_scale_is_a_clear_error(tmp_path) -> None:
