@@ -12,6 +12,7 @@ min/max side rescaling (RapidOCR extras). Images are decoded once with cv2 and h
 
 Writes (small, committed):
 - reference.json: {image: [{"box", "text", "score"}]} of Paddle Inference + PaddleOCR processing;
+- reference_rapidocr_defaults.json: the same from rapidocr_paddle at its own defaults (for OCR.like_rapidocr());
 - db_case.npz: one det probability map (float16-rounded, from Paddle Inference) with the boxes and scores that
   PaddleOCR's DBPostProcess (RapidOCR's copy, PaddleOCR's parameters) gives for it;
 - ctc_case.npz: recognition outputs rebuilt from (argmax, max prob) of real Paddle Inference rec outputs, with the
@@ -83,6 +84,16 @@ def main() -> None:
         ref[name] = run_reference(eng, img)
     with open(os.path.join(args.out, "reference.json"), "w", encoding="utf-8") as f:
         json.dump(ref, f, ensure_ascii=False, indent=0)
+    import rapidocr_paddle
+
+    plain = rapidocr_paddle.RapidOCR(cpu_math_library_num_threads=1)
+    ref_plain = {}
+    for name in names:
+        res, _ = plain(cv2.imread(os.path.join(args.images, name), cv2.IMREAD_COLOR))
+        ref_plain[name] = [{"box": np.round(np.asarray(b)).astype(int).tolist(), "text": t, "score": float(s)}
+                           for b, t, s in (res or [])]
+    with open(os.path.join(args.out, "reference_rapidocr_defaults.json"), "w", encoding="utf-8") as f:
+        json.dump(ref_plain, f, ensure_ascii=False, indent=0)
 
     # DB post-processing case: the det map of the receipt, rounded to float16 so the fixture stays small
     det = eng.text_det

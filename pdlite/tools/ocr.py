@@ -28,10 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scores", action="store_true", help="print each line's recognition score")
     p.add_argument("--quiet", action="store_true", help="print no text (with --json or --draw)")
     p.add_argument("--drop-score", type=float, default=0.5, help="drop lines scored below this (default 0.5)")
-    p.add_argument("--det-limit-side-len", type=int, default=960,
+    p.add_argument("--det-limit-side-len", type=int,
                    help="detection resizes so the longer side is at most this (default 960)")
-    p.add_argument("--det-db-box-thresh", type=float, default=0.6, help="DB box score threshold (default 0.6)")
-    p.add_argument("--det-db-unclip-ratio", type=float, default=1.5, help="DB box growth ratio (default 1.5)")
+    p.add_argument("--det-db-box-thresh", type=float, help="DB box score threshold (default 0.6)")
+    p.add_argument("--det-db-unclip-ratio", type=float, help="DB box growth ratio (default 1.5)")
+    p.add_argument("--preset", default="paddleocr", choices=["paddleocr", "rapidocr"],
+                   help="paddleocr: PaddleOCR's predict_system defaults (default); rapidocr: RapidOCR 1.4's defaults "
+                        "and image preparation, to compare with its results (the det options above then default "
+                        "to RapidOCR's)")
     p.add_argument("--font", help="font for --draw (default: a system font with CJK glyphs when there is one)")
     p.set_defaults(func=main)
 
@@ -57,9 +61,12 @@ def main(args: argparse.Namespace) -> int:
 
     paths = collect_images(args.images)
     t0 = time.perf_counter()
-    ocr = OCR(device=args.device, threads=args.threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
-              det_limit_side_len=args.det_limit_side_len, det_db_box_thresh=args.det_db_box_thresh,
-              det_db_unclip_ratio=args.det_db_unclip_ratio)
+    det = {k: v for k, v in (("det_limit_side_len", args.det_limit_side_len),
+                              ("det_db_box_thresh", args.det_db_box_thresh),
+                              ("det_db_unclip_ratio", args.det_db_unclip_ratio)) if v is not None}
+    make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
+    ocr = make(device=args.device, threads=args.threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
+               **det)
     t_load = time.perf_counter() - t0
     if args.draw:
         os.makedirs(args.draw, exist_ok=True)

@@ -67,6 +67,35 @@ def test_matches_paddle_inference(results: dict[str, list[OCRLine]]) -> None:
     assert same / total >= 0.98
 
 
+def test_like_rapidocr_matches_rapidocr_defaults() -> None:
+    """OCR.like_rapidocr() against rapidocr_paddle at RapidOCR's own defaults (Paddle Inference): same text on
+    >= 98% of lines (here: all), boxes within 2 px."""
+    ref_all = json.loads((FIXTURES / "reference_rapidocr_defaults.json").read_text(encoding="utf-8"))
+    ocr = OCR.like_rapidocr()
+    total = same = 0
+    for name, ref in ref_all.items():
+        got = ocr(IMAGES / name)
+        assert len(got) == len(ref), name
+        for g, r in zip(got, ref):
+            total += 1
+            same += g.text == r["text"]
+            assert np.abs(np.array(g.box) - np.array(r["box"])).max() <= 2, (name, g, r)
+    assert same / total >= 0.98
+
+
+def test_rapidocr_preparation() -> None:
+    from pdlite.apps.ocr import rapidocr_compat as rc
+
+    wide = np.zeros((40, 400, 3), np.uint8)  # 10x wider than high: black letterbox above and below
+    out, rec = rc.prepare(wide)
+    assert out.shape == (100, 400, 3) and rec["top"] == 30
+    boxes = rc.to_origin(np.array([[[10, 35], [50, 35], [50, 60], [10, 60]]]), rec, 40, 400)
+    np.testing.assert_array_equal(boxes[0], [[10, 5], [50, 5], [50, 30], [10, 30]])
+    big, rec = rc.prepare(np.zeros((1000, 2600, 3), np.uint8))  # longer side to 2000, multiples of 32
+    assert big.shape == (768, 1984, 3) and rec["ratio_w"] == pytest.approx(2600 / 1984)  # 2000 / 32 = 62.5 -> 62
+    assert rc.det_limit(960, "max", 1200) == 1500 and rc.det_limit(736, "min", 5000) == 736
+
+
 def test_result_shape(results: dict[str, list[OCRLine]]) -> None:
     line = results["sample_en.png"][0]
     box, text, score = line

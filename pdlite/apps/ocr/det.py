@@ -5,6 +5,7 @@ Mirrors PaddleOCR 2.x `ppocr/data/imaug/operators.py`, `ppocr/postprocess/db_pos
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -186,12 +187,13 @@ def order_points_clockwise(pts: np.ndarray) -> np.ndarray:
     return rect
 
 
-def filter_tag_det_res(dt_boxes: np.ndarray, image_shape: tuple[int, ...]) -> np.ndarray:
+def filter_tag_det_res(dt_boxes: np.ndarray, image_shape: tuple[int, ...],
+                       order: Callable[[np.ndarray], np.ndarray] = order_points_clockwise) -> np.ndarray:
     """Order each box's corners, clip them into the image (integer pixels), drop boxes of 3 px or less."""
     img_height, img_width = image_shape[0:2]
     kept = []
     for box in dt_boxes:
-        box = order_points_clockwise(box)
+        box = order(box)
         for pno in range(box.shape[0]):
             box[pno, 0] = int(min(max(box[pno, 0], 0), img_width - 1))
             box[pno, 1] = int(min(max(box[pno, 1], 0), img_height - 1))

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pdlite.apps.ocr import rapidocr_compat
 from pdlite.apps.ocr._deps import require
 from pdlite.apps.ocr.cls import TextClassifier
 from pdlite.apps.ocr.det import DBPostProcess, det_normalize, det_resize, filter_tag_det_res
@@ -113,7 +114,10 @@ class OCR:
                  det_db_score_mode: str = "fast", rec_image_shape: str | Sequence[int] = "3, 48, 320",
                  rec_batch_num: int = 6, cls_image_shape: str | Sequence[int] = "3, 48, 192",
                  cls_batch_num: int = 6, cls_thresh: float = 0.9, label_list: Sequence[str] = ("0", "180"),
-                 drop_score: float = 0.5, use_cls: bool | None = None) -> None:
+                 drop_score: float = 0.5, use_cls: bool | None = None, compat: str = "paddleocr") -> None:
+        if compat not in ("paddleocr", "rapidocr"):
+            raise ConfigError(f"compat must be 'paddleocr' or 'rapidocr', got {compat!r}")
+        self.compat = compat
         if use_cls is not None:
             use_angle_cls = use_cls
         if device not in DEVICES:
@@ -145,14 +149,31 @@ class OCR:
             self.cls_model = Model(self._model_dirs["cls"], device, self.threads, "cls_model_dir")
             self.text_classifier = TextClassifier(self.cls_model, *self._cls_args)
 
+    @classmethod
+    def like_rapidocr(cls, **kwargs: object) -> OCR:
+        """RapidOCR 1.4's defaults and image preparation (see rapidocr_compat), for comparing with its results;
+        keyword arguments override as in OCR()."""
+        return cls(**{**rapidocr_compat.PARAMS, "compat": "rapidocr", **kwargs})
+
     def detect(self, img: np.ndarray) -> np.ndarray:
         """Text boxes [K, 4, 2] (float32 integer pixels) of a BGR image, in the detector's order."""
+        if self.compat == "rapidocr":
+            limit = rapidocr_compat.det_limit(self.det_limit_side_len, self.det_limit_type, max(img.shape[:2]))
+            x = rapidocr_compat.det_input(img, limit, self.det_limit_type)
+            if x is None:
+                return np.zeros((0, 4, 2), np.float32)
+            boxes, _ = self.postprocess_op(self.det(x), np.array([img.shape[0], img.shape[1], 1.0, 1.0]))
+            return filter_tag_det_res(boxes, img.shape, rapidocr_compat.order_points_imutils)
         resized, shape = det_resize(img, self.det_limit_side_len, self.det_limit_type)
         pred = self.det(det_normalize(resized))
         boxes, _ = self.postprocess_op(pred, shape)
         return filter_tag_det_res(boxes, img.shape)
 
     def _run(self, img: np.ndarray) -> list[OCRLine]:
+        raw_h, raw_w = img.shape[:2]
+        record = None
+        if self.compat == "rapidocr":
+            img, record = rapidocr_compat.prepare(img)
         t0 = time.perf_counter()
         dt_boxes = self.detect(img)
         t1 = time.perf_counter()
@@ -167,7 +188,9 @@ class OCR:
         self.timings["cls"] += t2 - t1
         rec_res = self.text_recognizer(crops)
         self.timings["rec"] += time.perf_counter() - t2
-        return [OCRLine(b.astype(int).tolist(), text, score)
+        if record is not None:
+            boxes = list(rapidocr_compat.to_origin(np.array(boxes), record, raw_h, raw_w))
+        return [OCRLine(np.round(b).astype(int).tolist(), text, score)
                 for b, (text, score) in zip(boxes, rec_res) if score >= self.drop_score]
 
     def __call__(self, image: str | os.PathLike | bytes | np.ndarray) -> list[OCRLine]:
