@@ -7,7 +7,8 @@ several fonts (DejaVu Sans/Serif/Mono, Noto Sans/Serif CJK, WenQuanYi Micro Hei)
 backgrounds, a whole-image rotation, lines upside down (the direction classifier's job), a perspective "photo"
 with blur, noise and JPEG compression. ground_truth.json maps each file to its lines in reading order:
 {"text": ..., "box": [[x, y] x4] (the line's ink box in the final image), "clean": bool}; "clean" marks lines
-rendered upright on a plain background with no degradation (the tests expect these read exactly).
+rendered upright on a plain background with no degradation. tests/apps/test_ocr.py expects every line read
+character for character (spaces aside: PP-OCRv4's recogniser drops some between English words).
 Fonts: apt-get install fonts-dejavu-core fonts-noto-cjk fonts-wqy-microhei.
 """
 from __future__ import annotations
