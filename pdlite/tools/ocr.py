@@ -1,4 +1,4 @@
-"""`pdlite ocr IMAGE|DIR...`: read the text in images with PP-OCR (the models ship with pdlite[ocr])."""
+"""`pdlite ocr IMAGE|DIR...`: read the text in images with PP-OCR (models inside pdlite; needs pdlite[ocr])."""
 from __future__ import annotations
 
 import argparse
