@@ -50,6 +50,45 @@ def support_table(op_types: list[str]) -> tuple[list[str], dict[str, dict[str, b
     return cols, table
 
 
+def placement(prog, params: dict) -> dict[str, tuple[int, int, Counter]]:
+    """Per op type: (ops, ops an NNAdapter device can take, Counter of why the others stay on the host).
+
+    The reasons are the ONNX converters' own refusals (no converter, an attribute or input form they cannot
+    express, a shape they need and do not know), judged on the declared shapes and the parameters.
+    """
+    from pdlite.nnadapter.convert import TensorInfo, refusal
+
+    out: dict[str, tuple[int, int, Counter]] = {}
+    for block in prog.blocks:
+        info = TensorInfo.from_vars(block.vars, params)
+        for op in block.ops:
+            if op.type in ("feed", "fetch"):
+                continue
+            n, k, why = out.get(op.type, (0, 0, Counter()))
+            reason = refusal(op, info)
+            if reason is None:
+                k += 1
+            else:
+                why[reason] += 1
+            out[op.type] = (n + 1, k, why)
+    return out
+
+
+def print_placement(prog, params: dict, host_types: set[str]) -> None:
+    """Where each op type runs: host kernel, and how many of its ops an NNAdapter device takes (and why not)."""
+    try:
+        table = placement(prog, params)
+    except ImportError:
+        return
+    print("\nplacement (host: a host kernel exists; device: ops an NNAdapter device (ONNX converters) takes;")
+    print("the subgraph partitioner may still keep small or constant-only groups on the host):")
+    print(f"  {'op type':<28} {'host':>5} {'device':>8}  why not on a device")
+    for t in sorted(table):
+        n, k, why = table[t]
+        reasons = "; ".join(f"{r}" + (f" (x{c})" if c > 1 else "") for r, c in why.most_common())
+        print(f"  {t:<28} {('yes' if t in host_types else 'NO'):>5} {f'{k}/{n}':>8}  {reasons}")
+
+
 def main(args: argparse.Namespace) -> int:
     m = _load(args.model, args.params)
     prog = m.program
@@ -77,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"  {'op type':<28} " + " ".join(f"{c:>14}" for c in cols))
     for t in sorted(hist):
         print(f"  {t:<28} " + " ".join(f"{('Y' if table[t][c] else '-'):>14}" for c in cols))
+    host_types = {t for t in hist if table[t].get("Host")}
+    print_placement(prog, {k: t.array for k, t in m.params.items()}, host_types)
     missing = [t for t in hist if not any(table[t].values())]
     if missing:
         print(f"\nunsupported everywhere: {', '.join(sorted(missing))}")
