@@ -83,7 +83,7 @@ class SubgraphKernel(Kernel):
         the config names (`nnadapter_device_names`), else the one the model was optimized for."""
         if self.block is not None:
             return
-        idx = int(self.op.attrs.get("sub_block", -1))
+        idx = int(self.op.attrs["sub_block"])
         if not 0 < idx < len(program.blocks):
             raise ModelFormatError(f"subgraph op points to block {idx}, which the model does not hold")
         opts = NNAdapterOptions.from_options(dict(self.context.options))

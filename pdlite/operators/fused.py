@@ -48,9 +48,12 @@ def activation_attrs(act: OpDesc) -> dict[str, Any]:
 
 
 def split_activation(attrs: dict[str, Any], type_key: str = "act_type") -> tuple[str, dict[str, Any]]:
-    """(activation type, its attributes without the prefix) from a fused op's attributes."""
+    """(activation type, its attributes without the prefix, the activation's defaults filled in) from a
+    fused op's attributes."""
     act = str(attrs.get(type_key) or "")
-    return act, {k[len(ACT_PREFIX):]: v for k, v in attrs.items() if k.startswith(ACT_PREFIX) and k != "act_type"}
+    own = {k[len(ACT_PREFIX):]: v for k, v in attrs.items() if k.startswith(ACT_PREFIX) and k != "act_type"}
+    opdef = OPS.get(act) if act else None
+    return act, ({**opdef.defaults, **own} if opdef is not None else own)
 
 
 def base_desc(op: OpDesc, base_type: str, drop_inputs: tuple[str, ...] = ()) -> OpDesc:

@@ -30,6 +30,7 @@ from pdlite.core.graph import Graph, Node
 from pdlite.core.program import OpDesc, VarDesc
 from pdlite.errors import GraphError, PdliteError
 from pdlite.operators.elementwise import BroadcastError, aligned_shapes
+from pdlite.operators.registry import OPS
 from pdlite.optimizer.pass_registry import Pass, PassContext
 
 AttrCheck = Any  # a value (compared with ==) or a predicate on the value
@@ -274,6 +275,9 @@ def replace_ops(graph: Graph, old_ops: Sequence[Node], new_op: OpDesc, new_input
         if n not in outs_by_name:
             raise GraphError(f"replace_ops: the new {new_op.type} writes {n!r}, which the replaced ops did not write")
         outs.append(outs_by_name[n])
+    opdef = OPS.get(new_op.type)
+    if opdef is not None:
+        opdef.complete(new_op)  # a new op is attached like the loaded ones
     return graph.replace_ops(old_ops, new_op, ins, outs)
 
 

@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own convention
 
 from pdlite.kernels.cuda.base import HOST_ANY, CudaKernel, cuda_kernel, host_floats
-from pdlite.operators.registry import OPS
 
 Attrs = Mapping[str, Any]
 Act = Callable[[torch.Tensor, Attrs], torch.Tensor]
@@ -47,12 +46,11 @@ ACTIVATIONS: dict[str, Act] = {
 
 
 def activation(act: str, attrs: Attrs) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """`x -> act(x)` with the activation's op defaults under `attrs` ("" gives None)."""
+    """`x -> act(x)` with the activation's attributes (defaults attached by `split_activation`; "" gives None)."""
     if not act:
         return None
     fn = ACTIVATIONS[act]
-    full = {**OPS[act].defaults, **attrs}
-    return lambda x: fn(x, full)
+    return lambda x: fn(x, attrs)
 
 
 class Unary(CudaKernel):
@@ -73,9 +71,9 @@ class Scale(CudaKernel):
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
         st = ins.get("ScaleTensor")
-        scale = float(host_floats(st)[0]) if st else float(self.attrs.get("scale", 1.0))
-        bias = float(self.attrs.get("bias", 0.0))
-        if self.attrs.get("bias_after_scale", True):
+        scale = float(host_floats(st)[0]) if st else float(self.attrs["scale"])
+        bias = float(self.attrs["bias"])
+        if self.attrs["bias_after_scale"]:
             out = x * scale if bias == 0.0 else torch.add(x * scale, bias)
         else:
             out = (x + bias) * scale
@@ -88,7 +86,7 @@ class Dropout(CudaKernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
-        if str(self.attrs.get("dropout_implementation", "downgrade_in_infer")) == "upscale_in_train":
+        if str(self.attrs["dropout_implementation"]) == "upscale_in_train":
             return {"Out": [x]}
-        return {"Out": [x * (1.0 - float(self.attrs.get("dropout_prob", 0.5)))]}
+        return {"Out": [x * (1.0 - float(self.attrs["dropout_prob"]))]}
 

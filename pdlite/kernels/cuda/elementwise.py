@@ -62,7 +62,7 @@ class Elementwise(CudaKernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x, y = self.tensor(ins, "X"), self.tensor(ins, "Y")
-        return {"Out": [elementwise(self.op.type, x, y, int(self.attrs.get("axis", -1)))]}
+        return {"Out": [elementwise(self.op.type, x, y, int(self.attrs["axis"]))]}
 
 
 _ALL = list(BINARY_OPS)

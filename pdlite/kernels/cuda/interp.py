@@ -23,7 +23,7 @@ class _Interp(CudaKernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
-        cl = is_channel_last(self.attrs.get("data_layout", "NCHW"))
+        cl = is_channel_last(self.attrs["data_layout"])
         _, _, h, w = split_nchw(x.shape, cl)
         st = [to_numpy(v) for v in ins.get("SizeTensor") or []] or None
         osz, sc = ins.get("OutSize"), ins.get("Scale")
@@ -38,7 +38,7 @@ class _Interp(CudaKernel):
         return {"Out": [from_nchw(self.resize(to_nchw(x, cl), *cache[key]), cl)]}
 
     def ratios(self, h: int, w: int, g: InterpGeometry) -> tuple[Any, Any, bool]:
-        align = bool(self.attrs.get("align_corners", True))
+        align = bool(self.attrs["align_corners"])
         return source_ratio(h, g.out_h, g.scale_h, align), source_ratio(w, g.out_w, g.scale_w, align), align
 
     def tables(self, h: int, w: int, g: InterpGeometry, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -64,7 +64,7 @@ class NearestInterp(_Interp):
 class BilinearInterp(_Interp):
     def tables(self, h: int, w: int, g: InterpGeometry, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         rh, rw, align = self.ratios(h, w, g)
-        flag = int(self.attrs.get("align_mode", 1)) == 0 and not align
+        flag = int(self.attrs["align_mode"]) == 0 and not align
         y0, y1, dy = linear_weights(rh, g.out_h, h, flag)
         x0, x1, dx = linear_weights(rw, g.out_w, w, flag)
         dev, dt = x.device, x.dtype

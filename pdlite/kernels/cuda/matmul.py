@@ -32,19 +32,19 @@ class MatmulV2(CudaKernel):
 
     def prepare_weights(self) -> None:
         y = self.const("Y")
-        if y is not None and self.attrs.get("trans_y", False):
+        if y is not None and self.attrs["trans_y"]:
             self._yt = _t(y).contiguous()
             del self._consts[self.op.input("Y")]
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
-        if self.attrs.get("trans_x", False):
+        if self.attrs["trans_x"]:
             x = _t(x)
         if self._yt is not None and not isinstance(ins["Y"][0], torch.Tensor):
             y = self._yt
         else:
             y = self.tensor(ins, "Y")
-            if self.attrs.get("trans_y", False):
+            if self.attrs["trans_y"]:
                 y = _t(y)
         return {"Out": [torch.matmul(x, y)]}
 
@@ -68,7 +68,7 @@ class FC(CudaKernel):
         else:
             wt = self.tensor(ins, "W").t()
         bias = self.tensor(ins, "Bias")
-        k = int(self.attrs.get("in_num_col_dims", 1))
+        k = int(self.attrs["in_num_col_dims"])
         lead = tuple(x.shape[:k])
         out = F.linear(x.reshape(-1, wt.shape[1]), wt, None if bias is None else bias.reshape(-1))
         out = out.reshape(*lead, wt.shape[0])
@@ -88,7 +88,7 @@ class LookupTableV2(CudaKernel):
         ids = to_torch(ins["Ids"][0], self.device)
         w = self.tensor(ins, "W")
         out = F.embedding(ids.long(), w)
-        pad = int(self.attrs.get("padding_idx", -1))
+        pad = int(self.attrs["padding_idx"])
         if pad != -1:
             out = out.masked_fill((ids == pad).unsqueeze(-1), 0.0)
         return {"Out": [out]}

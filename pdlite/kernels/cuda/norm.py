@@ -30,22 +30,22 @@ class BatchNorm(CudaKernel):
     @property
     def global_stats(self) -> bool:
         a = self.attrs
-        test_mode = bool(a.get("is_test", False)) and not bool(a.get("trainable_statistics", False))
-        return test_mode or bool(a.get("use_global_stats", False))
+        test_mode = bool(a["is_test"]) and not bool(a["trainable_statistics"])
+        return test_mode or bool(a["use_global_stats"])
 
     def prepare(self, params: Mapping[str, Any]) -> None:
         super().prepare(params)
         vals = [params.get(self.op.input(s)) for s in _BN_PARAMS]
         if self.global_stats and all(v is not None for v in vals):
-            a, b = bn_affine(*vals, float(self.attrs.get("epsilon", 1e-5)))
+            a, b = bn_affine(*vals, float(self.attrs["epsilon"]))
             self._affine = (to_torch(a, self.device, self.dtype), to_torch(b, self.device, self.dtype))
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
-        c_axis = x.dim() - 1 if is_channel_last(self.attrs.get("data_layout", "NCHW")) else 1
+        c_axis = x.dim() - 1 if is_channel_last(self.attrs["data_layout"]) else 1
         bshape = [1] * x.dim()
         bshape[c_axis] = x.shape[c_axis]
-        eps = float(self.attrs.get("epsilon", 1e-5))
+        eps = float(self.attrs["epsilon"])
         scale, bias = self.tensor(ins, "Scale").reshape(bshape), self.tensor(ins, "Bias").reshape(bshape)
         if self.global_stats:
             if self._affine is None:  # statistics that are not parameters: per run
@@ -65,9 +65,9 @@ class LayerNorm(CudaKernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
-        axis = int(self.attrs.get("begin_norm_axis", 1))
+        axis = int(self.attrs["begin_norm_axis"])
         norm_shape = tuple(x.shape[axis:])
         scale, bias = self.tensor(ins, "Scale"), self.tensor(ins, "Bias")
         y = F.layer_norm(x, norm_shape, None if scale is None else scale.reshape(norm_shape),
-                         None if bias is None else bias.reshape(norm_shape), float(self.attrs.get("epsilon", 1e-5)))
+                         None if bias is None else bias.reshape(norm_shape), float(self.attrs["epsilon"]))
         return {"Y": [y]}

@@ -34,7 +34,7 @@ class Pool2d(CudaKernel):
         g, div = cache[shape]
         is_max = g.pooling_type == "max"
         x = to_nchw(x, g.channel_last)
-        glob = bool(self.attrs.get("global_pooling", False))
+        glob = bool(self.attrs["global_pooling"])
         if (glob and not g.adaptive) or (g.adaptive and not is_max and (g.oh, g.ow) == (1, 1)):
             out = x.amax(dim=(2, 3), keepdim=True) if is_max else x.mean(dim=(2, 3), keepdim=True)
         elif g.adaptive and not is_max:

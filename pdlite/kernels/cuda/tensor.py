@@ -120,7 +120,7 @@ class Softmax(CudaKernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
-        return {"Out": [torch.softmax(x, dim=int(self.attrs.get("axis", -1)))]}
+        return {"Out": [torch.softmax(x, dim=int(self.attrs["axis"]))]}
 
 
 @register_kernel("shape", target=CUDA, precision=ANY_PRECISION, layout=ANY_LAYOUT, inputs={"Input": ANY_TENSOR},

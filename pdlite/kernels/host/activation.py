@@ -316,7 +316,7 @@ class Prelu(Kernel):
         if mode == "all":
             alpha = alpha.reshape(())
         elif mode == "channel":
-            if self.attrs.get("data_format", "NCHW") == "NCHW" and x.ndim > 1:
+            if self.attrs["data_format"] == "NCHW" and x.ndim > 1:
                 alpha = alpha.reshape((1, -1) + (1,) * (x.ndim - 2))
             else:
                 alpha = alpha.reshape(-1)

@@ -252,7 +252,7 @@ class Conv2d(Kernel):
     def _prepare_weights(self, w: np.ndarray) -> tuple[str, np.ndarray]:
         w = np.asarray(w, dtype=np.float32)
         oc, cg, kh, kw = w.shape
-        groups = int(self.attrs.get("groups", 1) or 1)
+        groups = int(self.attrs["groups"] or 1)
         if cg == 1 and groups > 1:  # depthwise: (Cout, kh*kw), Cout = Cin * multiplier
             return "dw", np.ascontiguousarray(w.reshape(oc, kh * kw))
         if groups == 1:
@@ -402,7 +402,7 @@ class Conv2dTranspose(Kernel):
         """(groups, Cout/g * kh * kw, Cin/g): the transposed per-group filter matrix."""
         w = np.asarray(w, dtype=np.float32)
         cin, ocg, kh, kw = w.shape
-        groups = int(self.attrs.get("groups", 1) or 1)
+        groups = int(self.attrs["groups"] or 1)
         wg = w.reshape(groups, cin // groups, ocg * kh * kw)
         return np.ascontiguousarray(wg.transpose(0, 2, 1))
 

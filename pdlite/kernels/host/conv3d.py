@@ -71,7 +71,7 @@ class Conv3d(Kernel):
         """[groups, Cout/g, Cin/g * kd*kh*kw], cached per Filter array."""
         if w_src is not self._w_src or self._w is None:
             w = np.asarray(w_src, dtype=np.float32)
-            groups = int(self.attrs.get("groups", 1) or 1)
+            groups = int(self.attrs["groups"] or 1)
             self._w = np.ascontiguousarray(w.reshape(groups, w.shape[0] // groups, -1))
             self._w_src = w_src
         return self._w

@@ -41,8 +41,8 @@ class AssignValue(Kernel):
 
     def __init__(self, op) -> None:
         super().__init__(op)
-        dt = numpy_dtype(int(self.attrs.get("dtype", 5)), f"assign_value {op.output_names()}")
-        shape = [int(d) for d in self.attrs.get("shape", [])]
+        dt = numpy_dtype(int(self.attrs["dtype"]), f"assign_value {op.output_names()}")
+        shape = [int(d) for d in self.attrs["shape"]]
         self._value = np.asarray(C.assign_values(self.attrs), dtype=dt).reshape(shape)
 
     def run(self, ins: Ins) -> Outs:
@@ -90,9 +90,9 @@ class FillAnyLike(Kernel):
 
     def run(self, ins: Ins) -> Outs:
         x = ins["X"][0]
-        dt = int(self.attrs.get("dtype", -1))
+        dt = int(self.attrs["dtype"])
         dtype = x.dtype if dt < 0 else numpy_dtype(dt, "fill_any_like.dtype")
-        return {"Out": [_full(x.shape, self.attrs.get("value", 0.0), dtype)]}
+        return {"Out": [_full(x.shape, self.attrs["value"], dtype)]}
 
 
 @any_kernel("fill_zeros_like")
@@ -123,7 +123,7 @@ class Cast(Kernel):
     def run(self, ins: Ins) -> Outs:
         x = ins["X"][0]
         out_vt = int(self.attrs["out_dtype"])
-        if int(self.attrs.get("in_dtype", -1)) == VarType.BF16 and x.dtype == BF16_STORAGE:
+        if int(self.attrs["in_dtype"]) == VarType.BF16 and x.dtype == BF16_STORAGE:
             x = bf16_to_f32(x)
         if out_vt == VarType.BF16:
             return {"Out": [f32_to_bf16(x.astype(np.float32))]}

@@ -81,7 +81,7 @@ class ElementwiseKernel(Kernel):
 
     def run(self, ins: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
         x0, y0 = ins["X"][0], ins["Y"][0]
-        axis = int(self.attrs.get("axis", -1))
+        axis = int(self.attrs["axis"])
         try:
             x, y = broadcast_operands(x0, y0, axis)
             if self.name in _INT_DIVISIONS and _is_int(y) and not np.all(y):

@@ -101,7 +101,7 @@ class FusedConv2d(BasePlusActivation):
         self.fused_act = native.activation(act, act_attrs) if fusable else None
 
     def base_type(self) -> str:
-        conv = str(self.attrs.get("conv_type", "conv2d"))
+        conv = str(self.attrs["conv_type"])
         if conv not in CONV_TYPES:
             raise PdliteError(f"fused_conv2d ({self.op.output('Output')!r}): conv_type must be one of "
                               f"{list(CONV_TYPES)}, got {conv!r}")

@@ -126,12 +126,12 @@ class _Interp(Kernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["X"][0]
-        cl = is_channel_last(self.attrs.get("data_layout", "NCHW"))
+        cl = is_channel_last(self.attrs["data_layout"])
         in_sizes = tuple(int(v) for v in (x.shape[1:-1] if cl else x.shape[2:]))
         g = self.geometry(ins, in_sizes)
         if g.out == in_sizes:
             return {"Out": [x.copy()]}
-        align = bool(self.attrs.get("align_corners", True))
+        align = bool(self.attrs["align_corners"])
         two_d = len(in_sizes) == 2  # Paddle's 2-D kernel zeroes the ratio of a single output
         ratios = [source_ratio(i, o, s, align, two_d) for i, o, s in zip(in_sizes, g.out, g.scales)]
         y = self.resize(to_channels_first(x, cl), g, ratios, align)
@@ -155,7 +155,7 @@ class _Linear(_Interp):
     """Separable linear interpolation along every spatial axis (bilinear: H, W; linear: W; trilinear: D, H, W)."""
 
     def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
-        flag = int(self.attrs.get("align_mode", 1)) == 0 and not align
+        flag = int(self.attrs["align_mode"]) == 0 and not align
         dt = x.dtype
         out = x
         for axis, (r, o) in enumerate(zip(ratios, g.out), start=2):

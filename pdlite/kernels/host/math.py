@@ -71,7 +71,7 @@ class Matmul(Kernel):
         if a["transpose_Y"]:
             y = np.swapaxes(y, -1, -2)
         out = matmul(x, y)
-        alpha = float(a.get("alpha", 1.0))
+        alpha = float(a["alpha"])
         if alpha != 1.0:
             out *= out.dtype.type(alpha)
         return {"Out": [out.reshape(out_shape)]}
@@ -151,7 +151,7 @@ class Dropout(Kernel):
 
     def run(self, ins: Ins) -> Outs:
         x = ins["X"][0]
-        if self.attrs.get("dropout_implementation", "downgrade_in_infer") == "upscale_in_train":
+        if self.attrs["dropout_implementation"] == "upscale_in_train":
             return {"Out": [x]}
         keep = np.float32(1.0) - np.float32(self.attrs["dropout_prob"])  # computed in float, like Paddle
         return {"Out": [np.asarray(x * x.dtype.type(keep), dtype=x.dtype)]}
@@ -177,7 +177,7 @@ class Reduce(Kernel):
         axes = M.reduce_axes(self.attrs, x.ndim)
         keep = bool(self.attrs["keep_dim"])
         op = self.op.type
-        out_vt = int(self.attrs.get("out_dtype", -1))
+        out_vt = int(self.attrs["out_dtype"])
         if out_vt >= 0:
             out_dtype = numpy_dtype(out_vt, f"{op}.out_dtype")
         elif op == "reduce_sum" and x.dtype in (np.bool_, np.int32):
@@ -237,7 +237,7 @@ class ArgMinMax(Kernel):
             idx = self.fn(x.reshape(-1))
         else:
             idx = self.fn(x, axis=norm_axis(int(a["axis"]), x.ndim))
-        dt = int(a.get("dtype", 3))
+        dt = int(a["dtype"])
         out_dtype = np.int64 if dt < 0 else numpy_dtype(dt, f"{self.op.type}.dtype")
         return {"Out": [np.asarray(idx).astype(out_dtype).reshape(shape)]}
 

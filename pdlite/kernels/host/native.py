@@ -114,14 +114,13 @@ def set_default_enabled(on: bool) -> None:
     DEFAULT_ON = bool(on)
 NO_PARAMS = (0.0, 0.0, 0.0)
 
-# activation op type -> (code in _native.c, attrs -> the three float parameters)
+# activation op type -> (code in _native.c, attached attrs -> the three float parameters)
 ACTIVATIONS: dict[str, tuple[int, Any]] = {
     "relu": (1, lambda a: NO_PARAMS),
-    "relu6": (2, lambda a: (float(a.get("threshold", 6.0)), 0.0, 0.0)),
-    "leaky_relu": (3, lambda a: (float(a.get("alpha", 0.02)), 0.0, 0.0)),
-    "hard_swish": (4, lambda a: (float(a.get("offset", 3.0)), float(a.get("threshold", 6.0)),
-                                 float(a.get("scale", 6.0)))),
-    "hard_sigmoid": (5, lambda a: (float(a.get("slope", 0.2)), float(a.get("offset", 0.5)), 0.0)),
+    "relu6": (2, lambda a: (float(a["threshold"]), 0.0, 0.0)),
+    "leaky_relu": (3, lambda a: (float(a["alpha"]), 0.0, 0.0)),
+    "hard_swish": (4, lambda a: (float(a["offset"]), float(a["threshold"]), float(a["scale"]))),
+    "hard_sigmoid": (5, lambda a: (float(a["slope"]), float(a["offset"]), 0.0)),
 }
 
 Act = tuple[int, tuple[float, float, float]]
@@ -182,7 +181,8 @@ def use_native(context: Any) -> bool:
 
 
 def activation(act: str, attrs: Mapping[str, Any]) -> Act | None:
-    """The native (code, params) of an activation op type with its attributes; None if not native."""
+    """The native (code, params) of an activation op type with its attributes (defaults attached, as
+    `split_activation` gives them); None if not native."""
     if not act:
         return NO_ACT
     spec = ACTIVATIONS.get(act)

@@ -43,10 +43,10 @@ class BatchNorm(Kernel):
         self._src: tuple[Any, ...] | None = None
         self._affine: tuple[np.ndarray, np.ndarray] | None = None
         a = self.attrs
-        test_mode = bool(a.get("is_test", False)) and not bool(a.get("trainable_statistics", False))
-        self.global_stats = test_mode or bool(a.get("use_global_stats", False))
-        self.channel_last = is_channel_last(a.get("data_layout", "NCHW"))
-        self.eps = float(a.get("epsilon", 1e-5))
+        test_mode = bool(a["is_test"]) and not bool(a["trainable_statistics"])
+        self.global_stats = test_mode or bool(a["use_global_stats"])
+        self.channel_last = is_channel_last(a["data_layout"])
+        self.eps = float(a["epsilon"])
 
     def prepare(self, params: Mapping[str, Any]) -> None:
         vals = [params.get(self.op.input(s)) for s in _BN_PARAMS]
@@ -86,13 +86,13 @@ class LayerNorm(Kernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["X"][0]
-        axis = int(self.attrs.get("begin_norm_axis", 1))
+        axis = int(self.attrs["begin_norm_axis"])
         left = int(np.prod(x.shape[:axis]))
         x2 = x.reshape(left, -1)
         mean = x2.mean(axis=1, dtype=np.float32)
         d = x2 - mean[:, None]
         var = np.einsum("ij,ij->i", d, d) / np.float32(d.shape[1])
-        inv = np.float32(1.0) / np.sqrt(var + np.float32(self.attrs.get("epsilon", 1e-5)))
+        inv = np.float32(1.0) / np.sqrt(var + np.float32(self.attrs["epsilon"]))
         y = d * inv[:, None].astype(d.dtype, copy=False)
         scale, bias = ins.get("Scale"), ins.get("Bias")
         if scale:

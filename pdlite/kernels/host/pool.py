@@ -127,7 +127,7 @@ class Pool2d(Kernel):
             g = self._geo[shape] = pool2d_geometry(self.attrs, shape)
         is_max = g.pooling_type == "max"
         x = to_nchw(x, g.channel_last)
-        glob = bool(self.attrs.get("global_pooling", False))
+        glob = bool(self.attrs["global_pooling"])
         whole = (g.adaptive and not is_max) or (glob and not g.adaptive)  # adaptive windows over the whole input
         if self._native is None:
             self._native = native.use_native(self.context)

@@ -31,7 +31,7 @@ def _float_only(op: OpDesc, info: TensorInfo) -> str | None:
 
 
 def _round_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    if int(op.attrs.get("decimals", 0) or 0) != 0:
+    if int(op.attrs["decimals"] or 0) != 0:
         return "round with decimals != 0"
     return _float_only(op, info)
 
@@ -161,7 +161,7 @@ def _square(ctx: ConvertContext, op: OpDesc) -> None:
 
 
 def _prelu_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    if op.attrs.get("data_format", "NCHW") != "NCHW":
+    if op.attrs["data_format"] != "NCHW":
         return "prelu with data_format NHWC"
     if op.attrs.get("mode") not in ("all", "channel", "element"):
         return f"prelu mode {op.attrs.get('mode')!r}"
@@ -248,7 +248,7 @@ def _thresholded_relu(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None
     xo = ctx.tensor(x)
     keep = ctx.add("Greater", [xo, scalar(ctx, x, float(op.attrs["threshold"]))])
-    ctx.add("Where", [keep, xo, scalar(ctx, x, float(op.attrs.get("value", 0.0)))], [ctx.output(op, "Out")])
+    ctx.add("Where", [keep, xo, scalar(ctx, x, float(op.attrs["value"]))], [ctx.output(op, "Out")])
 
 
 @register_converter("hard_shrink", "softshrink", supports=_float_only)

@@ -23,7 +23,7 @@ TRANSPOSED = ("conv2d_transpose", "depthwise_conv2d_transpose")
 
 
 def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    if is_channel_last(op.attrs.get("data_format", "NCHW")):
+    if is_channel_last(op.attrs["data_format"]):
         return "data_format NHWC"
     if info.rank(op.input("Input")) not in (None, 4):
         return "input is not 4-D"
@@ -103,7 +103,7 @@ def _conv_transpose(ctx: ConvertContext, op: OpDesc) -> None:
 
 
 def _fused_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    conv_type = str(op.attrs.get("conv_type", "conv2d"))
+    conv_type = str(op.attrs["conv_type"])
     if conv_type not in CONV_TYPES:
         return f"conv_type {conv_type!r}"
     base = base_desc(op, conv_type)
@@ -114,5 +114,5 @@ def _fused_refusal(op: OpDesc, info: TensorInfo) -> str | None:
 @register_converter("fused_conv2d", supports=_fused_refusal)
 def _fused_conv(ctx: ConvertContext, op: OpDesc) -> None:
     act, attrs = split_activation(op.attrs)
-    convert_fused(ctx, base_desc(op, str(op.attrs.get("conv_type", "conv2d"))), "Output", act, attrs)
+    convert_fused(ctx, base_desc(op, str(op.attrs["conv_type"])), "Output", act, attrs)
 

@@ -47,14 +47,14 @@ def _gather_refusal(op: OpDesc, info: TensorInfo) -> str | None:
 
 @register_converter("gather", supports=_gather_refusal)
 def _gather(ctx: ConvertContext, op: OpDesc) -> None:
-    axis = _values(ctx, op, "Axis", "", "axis") if op.input("Axis") else [int(op.attrs.get("axis", 0))]
+    axis = _values(ctx, op, "Axis", "", "axis") if op.input("Axis") else [int(op.attrs["axis"])]
     ctx.add("Gather", [ctx.input(op, "X"), ctx.input(op, "Index")], [ctx.output(op, "Out")], axis=axis[0])
 
 
 @register_converter("index_select")
 def _index_select(ctx: ConvertContext, op: OpDesc) -> None:
     ctx.add("Gather", [ctx.input(op, "X"), ctx.input(op, "Index")], [ctx.output(op, "Out")],
-            axis=int(op.attrs.get("dim", 0)))
+            axis=int(op.attrs["dim"]))
 
 
 def _gather_nd_refusal(op: OpDesc, info: TensorInfo) -> str | None:
@@ -157,7 +157,7 @@ def _unstack(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None
     slot = "Y" if op.type == "unstack" else "Out"
     outs = op.outputs.get(slot) or []
-    axis = int(op.attrs.get("axis", 0)) % max(ctx.rank(x) or 1, 1)
+    axis = int(op.attrs["axis"]) % max(ctx.rank(x) or 1, 1)
     if len(outs) == 1:
         ctx.add("Squeeze", [ctx.tensor(x), ctx.ints([axis])], [ctx.out(outs[0])])
         return
@@ -172,7 +172,7 @@ def _pad(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None
     p = [int(v) for v in op.attrs.get("paddings") or []]
     pads = p[0::2] + p[1::2]
-    ctx.add("Pad", [ctx.tensor(x), ctx.ints(pads), scalar(ctx, x, float(op.attrs.get("pad_value", 0.0)))],
+    ctx.add("Pad", [ctx.tensor(x), ctx.ints(pads), scalar(ctx, x, float(op.attrs["pad_value"]))],
             [ctx.output(op, "Out")], mode="constant")
 
 
@@ -180,9 +180,9 @@ PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
 
 
 def _pad3d_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    if op.attrs.get("mode", "constant") not in PAD_MODES:
+    if op.attrs["mode"] not in PAD_MODES:
         return f"pad3d mode {op.attrs.get('mode')!r}"
-    if op.attrs.get("data_format", "NCDHW") != "NCDHW":
+    if op.attrs["data_format"] != "NCDHW":
         return "pad3d data_format NDHWC"
     if info.rank(op.input("X")) not in (None, 5):
         return "pad3d input is not 5-D"
@@ -197,18 +197,18 @@ def _pad3d(ctx: ConvertContext, op: OpDesc) -> None:
     if len(p) != 6:
         raise ConversionError(f"pad3d needs 6 paddings, got {p}")
     left, right, top, bottom, front, back = p
-    mode = PAD_MODES[op.attrs.get("mode", "constant")]
+    mode = PAD_MODES[op.attrs["mode"]]
     ins = [ctx.tensor(x), ctx.ints([0, 0, front, top, left, 0, 0, back, bottom, right])]
     if mode == "constant":
-        ins.append(scalar(ctx, x, float(op.attrs.get("value", 0.0))))
+        ins.append(scalar(ctx, x, float(op.attrs["value"])))
     ctx.add("Pad", ins, [ctx.output(op, "Out")], mode=mode)
 
 
 def _pixel_shuffle_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    return "pixel_shuffle NHWC" if op.attrs.get("data_format", "NCHW") != "NCHW" else None
+    return "pixel_shuffle NHWC" if op.attrs["data_format"] != "NCHW" else None
 
 
 @register_converter("pixel_shuffle", supports=_pixel_shuffle_refusal)
 def _pixel_shuffle(ctx: ConvertContext, op: OpDesc) -> None:
     ctx.add("DepthToSpace", [ctx.input(op, "X")], [ctx.output(op, "Out")],
-            blocksize=int(op.attrs.get("upscale_factor", 1)), mode="CRD")
+            blocksize=int(op.attrs["upscale_factor"]), mode="CRD")

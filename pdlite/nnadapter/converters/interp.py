@@ -64,7 +64,7 @@ def _geometry(op: OpDesc, info: TensorInfo) -> InterpGeometry | None:
 
 
 def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    if is_channel_last(op.attrs.get("data_layout", "NCHW")):
+    if is_channel_last(op.attrs["data_layout"]):
         return "data_layout NHWC"
     if info.rank(op.input("X")) not in (None, 4):
         return "input is not 4-D"
@@ -102,7 +102,7 @@ def _nearest(ctx: ConvertContext, op: OpDesc) -> None:
     if (g.out_h, g.out_w) == (h, w):
         ctx.add("Identity", [xo], [out])
         return
-    ac = bool(op.attrs.get("align_corners", True))
+    ac = bool(op.attrs["align_corners"])
     ih = nearest_index(source_ratio(h, g.out_h, g.scale_h, ac), g.out_h, h, ac)
     iw = nearest_index(source_ratio(w, g.out_w, g.scale_w, ac), g.out_w, w, ac)
     rows = ctx.add("Gather", [xo, _index(ctx, ih)], axis=2)
@@ -124,8 +124,8 @@ def _bilinear(ctx: ConvertContext, op: OpDesc) -> None:
     if (g.out_h, g.out_w) == (h, w):
         ctx.add("Identity", [xo], [out])
         return
-    ac = bool(op.attrs.get("align_corners", True))
-    align_flag = int(op.attrs.get("align_mode", 1)) == 0 and not ac
+    ac = bool(op.attrs["align_corners"])
+    align_flag = int(op.attrs["align_mode"]) == 0 and not ac
     dt = ctx.dtype(x)
 
     def along(t: str, size: int, out_size: int, scale: float, axis: int) -> str:

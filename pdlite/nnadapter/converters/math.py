@@ -63,7 +63,7 @@ def _fc_refusal(op: OpDesc, info: TensorInfo) -> str | None:
     xr = info.rank(op.input("Input"))
     if xr is None:
         return "fc needs the rank of Input"
-    k = int(op.attrs.get("in_num_col_dims", 1))
+    k = int(op.attrs["in_num_col_dims"])
     if not 0 < k <= max(xr, 1):
         return f"in_num_col_dims {k} for rank {xr}"
     act, attrs = split_activation(op.attrs, "activation_type")
@@ -75,7 +75,7 @@ def _fc(ctx: ConvertContext, op: OpDesc) -> None:
     x, w, out = op.input("Input"), op.input("W"), op.output("Out")
     assert x is not None and w is not None and out is not None
     act, attrs = split_activation(op.attrs, "activation_type")
-    k = int(op.attrs.get("in_num_col_dims", 1))
+    k = int(op.attrs["in_num_col_dims"])
     rank = ctx.rank(x) or 1
     xo = ctx.tensor(x)
     if k != rank - 1:
@@ -111,8 +111,8 @@ def _scale(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None
     xo = ctx.tensor(x)
     st = op.input("ScaleTensor")
-    s = float(op.attrs.get("scale", 1.0))
-    bias = float(op.attrs.get("bias", 0.0))
+    s = float(op.attrs["scale"])
+    bias = float(op.attrs["bias"])
     if st is not None:
         sval = ctx.value(st)
         if sval is not None:
@@ -123,7 +123,7 @@ def _scale(ctx: ConvertContext, op: OpDesc) -> None:
         s_o = None if s == 1.0 else scalar(ctx, x, s)
     b_o = None if bias == 0.0 else scalar(ctx, x, bias)
     out = ctx.output(op, "Out")
-    if op.attrs.get("bias_after_scale", True):
+    if op.attrs["bias_after_scale"]:
         y = ctx.add("Mul", [xo, s_o]) if s_o else xo
         y = ctx.add("Add", [y, b_o]) if b_o else y
     else:
@@ -149,12 +149,12 @@ def _softmax_refusal(op: OpDesc, info: TensorInfo) -> str | None:
 
 @register_converter("softmax", supports=_softmax_refusal)
 def _softmax(ctx: ConvertContext, op: OpDesc) -> None:
-    ctx.add("Softmax", [ctx.input(op, "X")], [ctx.output(op, "Out")], axis=int(op.attrs.get("axis", -1)))
+    ctx.add("Softmax", [ctx.input(op, "X")], [ctx.output(op, "Out")], axis=int(op.attrs["axis"]))
 
 
 @register_converter("log_softmax", supports=_softmax_refusal)
 def _log_softmax(ctx: ConvertContext, op: OpDesc) -> None:
-    ctx.add("LogSoftmax", [ctx.input(op, "X")], [ctx.output(op, "Out")], axis=int(op.attrs.get("axis", -1)))
+    ctx.add("LogSoftmax", [ctx.input(op, "X")], [ctx.output(op, "Out")], axis=int(op.attrs["axis"]))
 
 
 @register_converter("dropout")
@@ -163,10 +163,10 @@ def _dropout(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None
     xo = ctx.tensor(x)
     out = ctx.output(op, "Out")
-    if op.attrs.get("dropout_implementation", "downgrade_in_infer") == "upscale_in_train":
+    if op.attrs["dropout_implementation"] == "upscale_in_train":
         ctx.add("Identity", [xo], [out])
     else:
-        ctx.add("Mul", [xo, scalar(ctx, x, 1.0 - float(op.attrs.get("dropout_prob", 0.5)))], [out])
+        ctx.add("Mul", [xo, scalar(ctx, x, 1.0 - float(op.attrs["dropout_prob"]))], [out])
 
 
 def _lookup(ctx: ConvertContext, op: OpDesc, squeeze_last: bool) -> None:
@@ -214,7 +214,7 @@ def _matmul_v1_refusal(op: OpDesc, info: TensorInfo) -> str | None:
     rx, ry = info.rank(op.input("X")), info.rank(op.input("Y"))
     if rx is None or ry is None or rx < 2 or ry < 2:
         return "legacy matmul with operands of rank < 2 (or unknown)"
-    if int(op.attrs.get("head_number", 1)) != 1:
+    if int(op.attrs["head_number"]) != 1:
         return "head_number != 1"
     if not (is_float(info, op.input("X")) and is_float(info, op.input("Y"))):
         return "integer matmul"
@@ -227,7 +227,7 @@ def _matmul(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None and y is not None
     xo = _swap_last(ctx, x) if op.attrs.get("transpose_X") else ctx.tensor(x)
     yo = _swap_last(ctx, y) if op.attrs.get("transpose_Y") else ctx.tensor(y)
-    alpha = float(op.attrs.get("alpha", 1.0))
+    alpha = float(op.attrs["alpha"])
     if alpha == 1.0:
         ctx.add("MatMul", [xo, yo], [ctx.output(op, "Out")])
     else:
@@ -247,7 +247,7 @@ def _mul_refusal(op: OpDesc, info: TensorInfo) -> str | None:
 def _mul(ctx: ConvertContext, op: OpDesc) -> None:
     x, y = op.input("X"), op.input("Y")
     assert x is not None and y is not None
-    xn, yn = int(op.attrs.get("x_num_col_dims", 1)), int(op.attrs.get("y_num_col_dims", 1))
+    xn, yn = int(op.attrs["x_num_col_dims"]), int(op.attrs["y_num_col_dims"])
     ys = [int(d) for d in ctx.shape(y) or ()]
     x2 = ctx.add("Flatten", [ctx.tensor(x)], axis=xn)
     yv = ctx.value(y)
@@ -297,7 +297,7 @@ def _reduce(ctx: ConvertContext, op: OpDesc) -> None:
 
 
 def _arg_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    if int(op.attrs.get("dtype", 3)) not in (2, 3, -1):
+    if int(op.attrs["dtype"]) not in (2, 3, -1):
         return "arg_max/arg_min output dtype other than int32/int64"
     return None if info.rank(op.input("X")) is not None else "needs the rank of X"
 
@@ -307,17 +307,17 @@ def _arg(ctx: ConvertContext, op: OpDesc) -> None:
     x = op.input("X")
     assert x is not None
     xo = ctx.tensor(x)
-    keep = int(bool(op.attrs.get("keepdims", False)))
+    keep = int(bool(op.attrs["keepdims"]))
     rank = ctx.rank(x) or 0
     if op.attrs.get("flatten"):
         xo = ctx.add("Reshape", [xo, ctx.ints([-1])])
         axis = 0
     else:
-        axis = int(op.attrs.get("axis", -1))
+        axis = int(op.attrs["axis"])
     idx = ctx.add("ArgMax" if op.type == "arg_max" else "ArgMin", [xo], axis=axis, keepdims=keep)
     if op.attrs.get("flatten") and keep:
         idx = ctx.add("Reshape", [idx, ctx.ints([1] * rank)])
-    if int(op.attrs.get("dtype", 3)) == 2:
+    if int(op.attrs["dtype"]) == 2:
         idx = ctx.cast(idx, np.int32)
     ctx.add("Identity", [idx], [ctx.output(op, "Out")])
 
@@ -325,7 +325,7 @@ def _arg(ctx: ConvertContext, op: OpDesc) -> None:
 @register_converter("cumsum")
 def _cumsum(ctx: ConvertContext, op: OpDesc) -> None:
     xo = ctx.input(op, "X")
-    axis = int(op.attrs.get("axis", -1))
+    axis = int(op.attrs["axis"])
     if op.attrs.get("flatten"):
         xo = ctx.add("Reshape", [xo, ctx.ints([-1])])
         axis = 0

@@ -19,10 +19,10 @@ from pdlite.operators.nn import is_channel_last
 
 def _bn_refusal(op: OpDesc, info: TensorInfo) -> str | None:
     a = op.attrs
-    test_mode = bool(a.get("is_test", False)) and not bool(a.get("trainable_statistics", False))
+    test_mode = bool(a["is_test"]) and not bool(a["trainable_statistics"])
     if not (test_mode or a.get("use_global_stats")):
         return "batch_norm with batch statistics (training mode)"
-    if is_channel_last(a.get("data_layout", "NCHW")):
+    if is_channel_last(a["data_layout"]):
         return "data_layout NHWC"
     r = info.rank(op.input("X"))
     if r is not None and r < 2:
@@ -41,14 +41,14 @@ def _batch_norm(ctx: ConvertContext, op: OpDesc) -> None:
             ins.append(ctx.const(val.reshape(-1).astype(ctx.dtype(op.input("X") or ""), copy=False), hint=slot))
         else:
             ins.append(ctx.add("Reshape", [ctx.tensor(name), ctx.ints([-1])]))
-    ctx.add("BatchNormalization", ins, [ctx.output(op, "Y")], epsilon=float(op.attrs.get("epsilon", 1e-5)))
+    ctx.add("BatchNormalization", ins, [ctx.output(op, "Y")], epsilon=float(op.attrs["epsilon"]))
 
 
 def _ln_refusal(op: OpDesc, info: TensorInfo) -> str | None:
     xs = info.shape(op.input("X"))
     if xs is None:
         return "layer_norm needs the rank of X"
-    axis = int(op.attrs.get("begin_norm_axis", 1))
+    axis = int(op.attrs["begin_norm_axis"])
     if not 0 <= axis < len(xs):
         return f"begin_norm_axis {axis} for rank {len(xs)}"
     if any(d < 0 for d in xs[axis:]):
@@ -63,7 +63,7 @@ def _layer_norm(ctx: ConvertContext, op: OpDesc) -> None:
     xs = ctx.shape(x)
     if xs is None:
         raise ConversionError("unknown rank")
-    axis = int(op.attrs.get("begin_norm_axis", 1))
+    axis = int(op.attrs["begin_norm_axis"])
     norm_shape = [int(d) for d in xs[axis:]]
     dt = ctx.dtype(x)
     params = []
@@ -76,7 +76,7 @@ def _layer_norm(ctx: ConvertContext, op: OpDesc) -> None:
             params.append(ctx.const(val.astype(dt, copy=False).reshape(norm_shape), hint=slot))
         else:
             params.append(ctx.add("Reshape", [ctx.tensor(name), ctx.ints(norm_shape)]))
-    eps = float(op.attrs.get("epsilon", 1e-5))
+    eps = float(op.attrs["epsilon"])
     xo = ctx.tensor(x)
     ctx.add("LayerNormalization", [xo, *params], [ctx.output(op, "Y")], axis=axis, epsilon=eps)
     mean_name, var_name = op.output("Mean"), op.output("Variance")
@@ -124,11 +124,11 @@ def _per_channel(ctx: ConvertContext, op: OpDesc, slot: str, default: float, c: 
 def _instance_norm(ctx: ConvertContext, op: OpDesc) -> None:
     c = _channels(ctx.info, op)
     ins = [ctx.input(op, "X"), _per_channel(ctx, op, "Scale", 1.0, c), _per_channel(ctx, op, "Bias", 0.0, c)]
-    ctx.add("InstanceNormalization", ins, [ctx.output(op, "Y")], epsilon=float(op.attrs.get("epsilon", 1e-5)))
+    ctx.add("InstanceNormalization", ins, [ctx.output(op, "Y")], epsilon=float(op.attrs["epsilon"]))
 
 
 def _group_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    if is_channel_last(op.attrs.get("data_layout", "NCHW")):
+    if is_channel_last(op.attrs["data_layout"]):
         return "group_norm NHWC"
     r = info.rank(op.input("X"))
     if r is None or r < 3 or _channels(info, op) is None:
@@ -142,13 +142,13 @@ def _group_norm(ctx: ConvertContext, op: OpDesc) -> None:
     x = op.input("X")
     assert x is not None
     xs = ctx.shape(x) or ()
-    c, g = int(xs[1]), int(op.attrs.get("groups", 1))
+    c, g = int(xs[1]), int(op.attrs["groups"])
     xo = ctx.tensor(x)
     grouped = ctx.add("Reshape", [xo, ctx.ints([0, g, -1])])
     mean = ctx.add("ReduceMean", [grouped], axes=[2], keepdims=1)
     d = ctx.add("Sub", [grouped, mean])
     var = ctx.add("ReduceMean", [ctx.add("Mul", [d, d])], axes=[2], keepdims=1)
-    eps = ctx.const(np.asarray(float(op.attrs.get("epsilon", 1e-5)), dtype=ctx.dtype(x)))
+    eps = ctx.const(np.asarray(float(op.attrs["epsilon"]), dtype=ctx.dtype(x)))
     y = ctx.add("Div", [d, ctx.add("Sqrt", [ctx.add("Add", [var, eps])])])
     y = ctx.add("Reshape", [y, ctx.add("Shape", [xo])])
     bshape = [1, c] + [1] * (len(xs) - 2)

@@ -41,7 +41,7 @@ def _explicit_pads(op: OpDesc, hw: list[int] | None) -> list[int] | None:
 def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
     a = op.attrs
     x = op.input("X")
-    if is_channel_last(a.get("data_format", "NCHW")):
+    if is_channel_last(a["data_format"]):
         return "data_format NHWC"
     if a.get("pooling_type") not in ("max", "avg"):
         return f"pooling_type {a.get('pooling_type')!r}"
@@ -63,7 +63,7 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
         if hw[0] % kh or hw[1] % kw:
             return f"adaptive avg pooling of {hw[0]}x{hw[1]} to {kh}x{kw} (not divisible)"
         return None
-    if a["pooling_type"] == "avg" and not a.get("exclusive", True):
+    if a["pooling_type"] == "avg" and not a["exclusive"]:
         if a.get("ceil_mode"):
             return "avg pooling with exclusive=False and ceil_mode"
         p = _explicit_pads(op, _spatial(info, x))
@@ -110,4 +110,4 @@ def _pool2d(ctx: ConvertContext, op: OpDesc) -> None:
     if is_max:
         ctx.add("MaxPool", [xo], [out], **kw_args)
     else:
-        ctx.add("AveragePool", [xo], [out], count_include_pad=0 if a.get("exclusive", True) else 1, **kw_args)
+        ctx.add("AveragePool", [xo], [out], count_include_pad=0 if a["exclusive"] else 1, **kw_args)

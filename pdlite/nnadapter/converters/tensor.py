@@ -76,7 +76,7 @@ def _flatten_range(ctx: ConvertContext, op: OpDesc) -> None:
     if rank == 0:
         _reshape_to(ctx, x, out, ctx.ints([1]))
         return
-    start, stop = int(op.attrs.get("start_axis", 1)), int(op.attrs.get("stop_axis", -1))
+    start, stop = int(op.attrs["start_axis"]), int(op.attrs["stop_axis"])
     start, stop = start % rank, stop % rank
     tail = [int(d) for d in xs[stop + 1:]]
     if all(d >= 0 for d in tail):
@@ -94,7 +94,7 @@ def _flatten_range(ctx: ConvertContext, op: OpDesc) -> None:
 
 @register_converter("flatten2", "flatten")
 def _flatten(ctx: ConvertContext, op: OpDesc) -> None:
-    ctx.add("Flatten", [ctx.input(op, "X")], [ctx.output(op, "Out")], axis=int(op.attrs.get("axis", 1)))
+    ctx.add("Flatten", [ctx.input(op, "X")], [ctx.output(op, "Out")], axis=int(op.attrs["axis"]))
 
 
 @register_converter("transpose2", "transpose")
@@ -300,7 +300,7 @@ def _split(ctx: ConvertContext, op: OpDesc) -> None:
 def _stack(ctx: ConvertContext, op: OpDesc) -> None:
     names = op.inputs.get("X") or []
     rank = ctx.rank(names[0]) if names else None
-    axis = int(op.attrs.get("axis", 0))
+    axis = int(op.attrs["axis"])
     if axis < 0:
         if rank is None:
             raise ConversionError("stack with a negative axis needs the inputs' rank")
@@ -311,7 +311,7 @@ def _stack(ctx: ConvertContext, op: OpDesc) -> None:
 
 @register_converter("cast")
 def _cast(ctx: ConvertContext, op: OpDesc) -> None:
-    dt = numpy_dtype(int(op.attrs.get("out_dtype", 5)), "cast")
+    dt = numpy_dtype(int(op.attrs["out_dtype"]), "cast")
     ctx.add("Cast", [ctx.input(op, "X")], [ctx.output(op, "Out")], to=ctx.onnx_dtype(dt))
 
 
@@ -335,7 +335,7 @@ def _fill_like(ctx: ConvertContext, op: OpDesc) -> None:
 def _fill_batch_like(ctx: ConvertContext, op: OpDesc) -> None:
     dt, v = fill_value(op)
     shape = [int(d) for d in op.attrs.get("shape") or []]
-    i, o = int(op.attrs.get("input_dim_idx", 0)), int(op.attrs.get("output_dim_idx", 0))
+    i, o = int(op.attrs["input_dim_idx"]), int(op.attrs["output_dim_idx"])
     dim = ctx.add("Slice", [ctx.add("Shape", [ctx.input(op, "Input")]), ctx.ints([i]), ctx.ints([i + 1])])
     parts = ([ctx.ints(shape[:o])] if o else []) + [dim] + ([ctx.ints(shape[o + 1:])] if o + 1 < len(shape) else [])
     spec = ctx.add("Concat", parts, axis=0) if len(parts) > 1 else parts[0]

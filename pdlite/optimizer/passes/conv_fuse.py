@@ -36,7 +36,7 @@ from pdlite.optimizer.pattern import (
 
 def out_channels(conv: OpDesc, w: np.ndarray) -> int:
     if conv.type == "conv2d_transpose":
-        return int(w.shape[1]) * int(conv.attrs.get("groups", 1) or 1)
+        return int(w.shape[1]) * int(conv.attrs["groups"] or 1)
     return int(w.shape[0])
 
 
@@ -44,7 +44,7 @@ def scale_filter(conv: OpDesc, w: np.ndarray, a: np.ndarray) -> np.ndarray:
     """W' with output channel o scaled by a[o] (float64 maths, float32 result)."""
     w64 = np.asarray(w, dtype=np.float64)
     if conv.type == "conv2d_transpose":
-        g = int(conv.attrs.get("groups", 1) or 1)
+        g = int(conv.attrs["groups"] or 1)
         cin, ocg = w.shape[:2]
         w2 = w64.reshape(g, cin // g, ocg, *w.shape[2:]) * a.reshape(g, 1, ocg, 1, 1)
         return w2.reshape(w.shape).astype(np.float32)
@@ -54,7 +54,7 @@ def scale_filter(conv: OpDesc, w: np.ndarray, a: np.ndarray) -> np.ndarray:
 def conv_refusal(graph: Graph, m: Match, ctx: PassContext) -> str | None:
     """Why the matched conv cannot take folded weights (None: it can)."""
     conv = m.op("conv")
-    if str(conv.attrs.get("data_format", "NCHW")) not in ("NCHW", "AnyLayout"):
+    if str(conv.attrs["data_format"]) not in ("NCHW", "AnyLayout"):
         return "conv is not NCHW"
     if conv.inputs.get("ResidualData"):
         return "conv has ResidualData"
@@ -117,7 +117,7 @@ class ConvElementwiseAddFuse(Fuser):
         if w is None or b is None:
             return None
         oc = out_channels(m.op("conv"), w)
-        return broadcast_vector(b, int(m.op("add").attrs.get("axis", -1)), (1, oc, 1, 1), 1)
+        return broadcast_vector(b, int(m.op("add").attrs["axis"]), (1, oc, 1, 1), 1)
 
     def check(self, graph: Graph, m: Match, ctx: PassContext) -> str | None:
         return conv_refusal(graph, m, ctx) or (None if self._bias(m, ctx) is not None
@@ -137,7 +137,7 @@ class ConvBNFuse(Fuser):
 
     def check(self, graph: Graph, m: Match, ctx: PassContext) -> str | None:
         bn = m["bn"]
-        if str(bn.op.attrs.get("data_layout", "NCHW")) not in ("NCHW", "AnyLayout"):
+        if str(bn.op.attrs["data_layout"]) not in ("NCHW", "AnyLayout"):
             return "batch_norm is not NCHW"
         if any(v.outputs or v.name in ctx.meta.get("fetch_names", []) for v in bn.outputs if v is not m["out"]):
             return "a batch_norm statistics output is used"
@@ -150,13 +150,13 @@ class ConvBNFuse(Fuser):
     def rewrite(self, graph: Graph, m: Match, ctx: PassContext) -> None:
         gamma, beta, mean, var = (np.asarray(param_value(ctx, m[k]), dtype=np.float64).reshape(-1)
                                   for k in ("gamma", "beta", "mean", "var"))
-        a = gamma / np.sqrt(var + float(m.op("bn").attrs.get("epsilon", 1e-5)))
+        a = gamma / np.sqrt(var + float(m.op("bn").attrs["epsilon"]))
         fold_affine(graph, m, ctx, a, beta - mean * a, [m["bn"]], m["out"])
 
 
 def _scale_attrs(op: OpDesc) -> tuple[float, float, bool]:
-    return (float(op.attrs.get("scale", 1.0)), float(op.attrs.get("bias", 0.0)),
-            bool(op.attrs.get("bias_after_scale", True)))
+    return (float(op.attrs["scale"]), float(op.attrs["bias"]),
+            bool(op.attrs["bias_after_scale"]))
 
 
 @register_pass("conv_scale_fuse_pass")

@@ -39,8 +39,8 @@ class DropoutEliminate(Fuser):
 
     @staticmethod
     def _is_identity(op: OpDesc) -> bool:
-        return (op.attrs.get("dropout_implementation", "downgrade_in_infer") == "upscale_in_train"
-                or float(op.attrs.get("dropout_prob", 0.5)) == 0.0)
+        return (op.attrs["dropout_implementation"] == "upscale_in_train"
+                or float(op.attrs["dropout_prob"]) == 0.0)
 
     def check(self, graph: Graph, m: Match, ctx: PassContext) -> str | None:
         mask = [v for v in m["dropout"].outputs if v is not m["out"]]
@@ -55,7 +55,7 @@ class DropoutEliminate(Fuser):
         if self._is_identity(op):
             bypass(graph, m["dropout"], m["x"], m["out"], _fetch(ctx))
             return
-        p = float(op.attrs.get("dropout_prob", 0.5))
+        p = float(op.attrs["dropout_prob"])
         scale = OpDesc("scale", {"X": [m["x"].name]}, {"Out": [m["out"].name]},
                        {"scale": 1.0 - p, "bias": 0.0, "bias_after_scale": True})
         replace_ops(graph, [m["dropout"]], scale)

@@ -60,7 +60,7 @@ class FcFuse(Fuser):
         k, w, b = in_num_col_dims(m), param_value(ctx, m["w"]), param_value(ctx, m["b"])
         if isinstance(k, str) or w is None or b is None or w.ndim != 2:
             return None
-        return broadcast_vector(b, int(m.op("add").attrs.get("axis", -1)), (1,) * k + (int(w.shape[1]),), k)
+        return broadcast_vector(b, int(m.op("add").attrs["axis"]), (1,) * k + (int(w.shape[1]),), k)
 
     def check(self, graph: Graph, m: Match, ctx: PassContext) -> str | None:
         k = in_num_col_dims(m)

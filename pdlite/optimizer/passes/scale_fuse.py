@@ -32,8 +32,8 @@ def _pattern(c_slot: str, types: tuple[str, ...]) -> Pattern:
 
 def affine(op: OpDesc) -> tuple[float, float]:
     """(s, t) with scale(X) = s * X + t."""
-    s, b = float(op.attrs.get("scale", 1.0)), float(op.attrs.get("bias", 0.0))
-    return (s, b) if bool(op.attrs.get("bias_after_scale", True)) else (s, s * b)
+    s, b = float(op.attrs["scale"]), float(op.attrs["bias"])
+    return (s, b) if bool(op.attrs["bias_after_scale"]) else (s, s * b)
 
 
 def scale_desc(x: str, out: str, s: float, t: float) -> OpDesc:
