@@ -20,7 +20,8 @@ from collections.abc import Iterable
 
 from pdlite.core.types import TargetType
 
-# In layer order: ops, host kernels, passes, NNAdapter (subgraph kernel and pass, converters, drivers).
+# In layer order: ops, host kernels, passes, NNAdapter (subgraph kernel and pass, converters, drivers),
+# the PIR front end's op table (PIR_OPS, filled by pir_mapping*).
 BUILTIN_MODULES: tuple[str, ...] = (
     "pdlite.operators",
     "pdlite.kernels.host",
@@ -29,6 +30,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "pdlite.nnadapter.subgraph_pass",
     "pdlite.nnadapter.converters",
     "pdlite.nnadapter.drivers",
+    "pdlite.model_parser.pir",
 )
 
 # Kernels of targets whose backend is an optional dependency (torch for CUDA): imported only when

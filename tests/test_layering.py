@@ -39,7 +39,6 @@ LAYERS: dict[str, int] = {
 # Cycles owned by work in progress elsewhere, each with its issue; remove an entry when it is fixed
 # (the test fails on an entry that no longer is a cycle, so the list cannot go stale).
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"pdlite.model_parser.pir", "pdlite.model_parser.pir_mapping"}): "issue 16 item 3 (PIR front end)",
 }
 
 KNOWN_UPWARD: dict[tuple[str, str], str] = {

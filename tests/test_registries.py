@@ -33,13 +33,14 @@ for t, mod in TARGET_KERNEL_MODULES.items():
 load_registries()
 
 from pdlite.kernels.registry import KERNELS
+from pdlite.model_parser.pir_convert import PIR_OPS
 from pdlite.nnadapter.registry import CONVERTERS, DRIVERS
 from pdlite.operators.registry import OPS
 from pdlite.optimizer.pass_registry import PASSES
 
 def snap():
     return {"ops": sorted(OPS), "kernels": sorted(map(str, KERNELS)), "passes": sorted(PASSES),
-            "converters": sorted(CONVERTERS), "drivers": sorted(DRIVERS)}
+            "converters": sorted(CONVERTERS), "drivers": sorted(DRIVERS), "pir_ops": sorted(PIR_OPS)}
 
 before = snap()
 added = {}
@@ -69,7 +70,7 @@ def _snapshot(mode: str) -> dict:
 
 def test_load_registries_alone_registers_everything() -> None:
     only = _snapshot("loader")
-    assert all(only["before"][k] for k in ("ops", "kernels", "passes", "converters", "drivers"))
+    assert all(only["before"][k] for k in ("ops", "kernels", "passes", "converters", "drivers", "pir_ops"))
     assert "subgraph" in only["before"]["ops"], "the subgraph op is registered with the other ops"
     assert "subgraph_detect_pass" in only["before"]["passes"]
     assert any(k.startswith("subgraph/NNAdapter") for k in only["before"]["kernels"])
@@ -82,9 +83,10 @@ def test_load_registries_alone_registers_everything() -> None:
 
 def test_registries_are_registry_objects() -> None:
     from pdlite.kernels.registry import KERNELS
+    from pdlite.model_parser.pir_convert import PIR_OPS
     from pdlite.nnadapter.registry import CONVERTERS, DRIVERS
     from pdlite.operators.registry import OPS
     from pdlite.optimizer.pass_registry import PASSES
 
-    for reg in (OPS, KERNELS, PASSES, CONVERTERS, DRIVERS):
+    for reg in (OPS, KERNELS, PASSES, CONVERTERS, DRIVERS, PIR_OPS):
         assert isinstance(reg, Registry)
