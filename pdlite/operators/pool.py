@@ -46,14 +46,18 @@ def max_pool_with_index_geometry(attrs: dict[str, Any], x_shape: tuple[int, ...]
                        "ceil_mode": False})
 def _max_pool_with_index(ctx: ShapeContext) -> dict[str, list[Shape]]:
     """Out, Mask: max pooling of NCHW X over MaxPoolWithIndex windows (adaptive: output = ksize)."""
+    return _with_index_shapes(ctx, 2)
+
+
+def _with_index_shapes(ctx: ShapeContext, nd: int) -> dict[str, list[Shape]]:
     x = ctx.shape("X")
-    ctx.require(len(x) == 4, f"X must be 4-D (NCHW), got shape {list(x)}")
+    ctx.require(len(x) == nd + 2, f"X must be {nd + 2}-D ({'NCHW' if nd == 2 else 'NCDHW'}), got shape {list(x)}")
     try:
-        k, s, _, out = max_pool_with_index_geometry(ctx.attrs, x)
+        k, s, _, out = _with_index_geometry(ctx.attrs, x, nd)
     except ValueError as e:
         ctx.fail(str(e))
     ctx.require(all(v > 0 for v in (*k, *s, *out)), f"ksize {k}, strides {s} give output {out} for input {list(x)}")
-    shape = (x[0], x[1], out[0], out[1])
+    shape = (x[0], x[1], *out)
     return {"Out": [shape], "Mask": [shape]}
 
 
@@ -68,12 +72,4 @@ def max_pool3d_with_index_geometry(attrs: dict[str, Any], x_shape: tuple[int, ..
                        "ceil_mode": False})
 def _max_pool3d_with_index(ctx: ShapeContext) -> dict[str, list[Shape]]:
     """Out, Mask: 3-D max pooling of NCDHW X; Mask = the argmax as (d * H + h) * W + w."""
-    x = ctx.shape("X")
-    ctx.require(len(x) == 5, f"X must be 5-D (NCDHW), got shape {list(x)}")
-    try:
-        k, s, _, out = max_pool3d_with_index_geometry(ctx.attrs, x)
-    except ValueError as e:
-        ctx.fail(str(e))
-    ctx.require(all(v > 0 for v in (*k, *s, *out)), f"ksize {k}, strides {s} give output {out} for input {list(x)}")
-    shape = (x[0], x[1], *out)
-    return {"Out": [shape], "Mask": [shape]}
+    return _with_index_shapes(ctx, 3)
