@@ -20,6 +20,7 @@ DEFAULT_PASSES: list[str] = [
     "identity_scale_eliminate_pass",
     "identity_assign_eliminate_pass",
     "quant_state_alias_pass",  # quant ops' in-place scale outputs -> their (constant) inputs
+    "fake_quant_to_qdq_pass",  # NNAdapter only: old fake-quant convs as QDQ with int8 weights
     "constant_folding_pass",
     # -- fusions ----------------------------------------------------------------------------
     "fc_fuse_pass",

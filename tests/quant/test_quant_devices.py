@@ -79,3 +79,17 @@ def test_qdq_weights_stay_int8_in_the_device_model(device: str, tmp_path) -> Non
     assert len(int8 & conv_weights) == 9  # every conv weight of the classifier
     floats4d = [i.name for i in m.graph.initializer if i.data_type == onnx.TensorProto.FLOAT and len(i.dims) == 4]
     assert not floats4d, f"float conv weights left: {floats4d}"
+
+
+@pytest.mark.parametrize("model", ["ptq_cnn_fake", "ptq_det_fake", "ptq_cnn_fake_pir"])
+def test_fake_quant_programs_reach_the_device_as_qdq(model: str) -> None:
+    """fake_quant_to_qdq_pass: with devices named, the old format's quantized convs / matmuls become QDQ with
+    int8 weights (the device tests above check the numbers), and no fake_* op is left."""
+    pred = device_predictor(model, "intel_openvino")
+    (kernel,) = [i.kernel for i in pred.runtime_program.instructions if i.op.type == "subgraph"]
+    types = [op.type for op in kernel.block.ops]
+    assert not [t for t in types if t.startswith("fake_")], types
+    weights = [op.input("X") for op in kernel.block.ops if op.type == "dequantize_linear"
+               and op.input("X").endswith("@int8")]
+    assert len(weights) >= 6
+    assert types.count("quantize_linear") >= 5

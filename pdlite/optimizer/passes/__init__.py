@@ -9,6 +9,7 @@ from pdlite.optimizer.passes import (  # noqa: F401
     constant_folding,
     conv_fuse,
     eliminate,
+    fake_to_qdq,
     fc_fuse,
     feed_fetch,
     graph_visualize,
