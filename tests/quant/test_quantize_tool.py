@@ -136,3 +136,21 @@ def test_observers() -> None:
     assert scales["abs_max"] == 50.0
     assert 3.0 < scales["hist"] < 50.0  # the 0.99999 quantile ignores the three outliers
     assert 2.0 < scales["KL"] < 20.0
+
+
+def test_progress_bar_counts_calibration_batches(calib, tmp_path: Path, monkeypatch) -> None:
+    """The bar advances once per batch and pass (KL: a max pass and a histogram pass)."""
+    import io
+
+    import pdlite.tools.quantize as q
+    from pdlite.tools.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    monkeypatch.setattr(q, "Progress", lambda total, label: Progress(total, label, stream))
+    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "KL", "-o", str(tmp_path / "q")]) == 0
+    text = stream.getvalue()
+    assert "calibrating (KL)" in text and "6/6" in text  # 3 batches x 2 passes
