@@ -51,6 +51,11 @@ def define(m: Any) -> None:  # noqa: C901 (one builder per case)
                     nms_outs)
         return outs
 
+    @model("det_nms_standalone", ("boxes", [12, 4], F32, (0.0, 1.0)))
+    def _(boxes):
+        b = boxes_of(boxes)
+        return [_op("nms", {"Boxes": b}, {"iou_threshold": t}, {"KeepBoxesIdxs": "int64"}) for t in (0.2, 0.5)]
+
     @model("det_nms_rois_num", ("boxes", [9, 3, 4], F32, (0.0, 1.0)), ("scores", [9, 3], F32, (0.0, 1.0)))
     def _(boxes, scores):
         b = boxes_of(boxes, 6.0)

@@ -136,6 +136,7 @@ TABLE: dict[str, Any] = {
     "pd_op.multiclass_nms3": op_map("multiclass_nms3", ("BBoxes", "Scores", "RoisNum"),
                                     ("Out", "Index", "NmsRoisNum")),
     "pd_op.matrix_nms": op_map("matrix_nms", ("BBoxes", "Scores"), ("Out", "Index", "RoisNum")),
+    "pd_op.nms": op_map("nms", ("Boxes",), ("KeepBoxesIdxs",), attrs={"threshold": "iou_threshold"}),
     "pd_op.generate_proposals": op_map(
         "generate_proposals_v2", ("Scores", "BboxDeltas", "ImShape", "Anchors", "Variances"),
         ("RpnRois", "RpnRoiProbs", "RpnRoisNum"),

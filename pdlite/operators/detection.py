@@ -208,3 +208,12 @@ def _deformable_conv(ctx: ShapeContext) -> Shapes:
     want = (x[0], 2 * int(a["deformable_groups"]) * w[2] * w[3], ho, wo)
     ctx.require(tuple(off) == want, f"Offset must be {list(want)}, got {list(off)}")
     return {"Output": [(x[0], w[0], ho, wo)]}
+
+
+@register_op("nms", inputs=["Boxes"], outputs=["KeepBoxesIdxs"], defaults={"iou_threshold": 1.0},
+             value_dependent=True)
+def _nms(ctx: ShapeContext) -> Shapes:
+    """KeepBoxesIdxs (int64): greedy NMS over Boxes [N, 4] taken in their given order."""
+    b = ctx.shape("Boxes")
+    ctx.require(len(b) == 2 and b[1] == 4, f"Boxes must be [N, 4], got {list(b)}")
+    return {}

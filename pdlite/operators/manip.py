@@ -214,3 +214,41 @@ def _shard_index(ctx: ShapeContext) -> Shapes:
     ctx.require(int(ctx.attrs["nshards"]) > 0 and 0 <= int(ctx.attrs["shard_id"]) < int(ctx.attrs["nshards"]),
                 f"shard_id {ctx.attrs['shard_id']} must be in [0, nshards {ctx.attrs['nshards']})")
     return {"Out": [x]}
+
+
+# --- legacy (Paddle 2.x) forms --------------------------------------------------------------------
+@register_op("pad2d", inputs=["X"], optional_inputs=["Paddings"], value_dependent=True,
+             defaults={"paddings": [0, 0, 0, 0], "mode": "constant", "pad_value": 0.0, "data_format": "NCHW"})
+def _pad2d(ctx: ShapeContext) -> Shapes:
+    """Out = X padded by [top, bottom, left, right] (constant, reflect or edge)."""
+    x = list(ctx.shape("X"))
+    p = [int(v) for v in (ctx.value("Paddings").reshape(-1) if ctx.has("Paddings") else ctx.attrs["paddings"])]
+    ctx.require(len(x) == 4 and len(p) == 4, f"X must be 4-D and paddings 4 values, got {x} and {p}")
+    ctx.require(ctx.attrs["mode"] in ("constant", "reflect", "edge"), f"mode {ctx.attrs['mode']!r} is not "
+                                                                        "constant, reflect or edge")
+    h, w = (2, 3) if ctx.attrs["data_format"] == "NCHW" else (1, 2)
+    if ctx.attrs["mode"] == "reflect":
+        ctx.require(max(p[:2]) < x[h] and max(p[2:]) < x[w], f"reflect paddings {p} must be smaller than X {x}")
+    x[h] += p[0] + p[1]
+    x[w] += p[2] + p[3]
+    return {"Out": [tuple(x)]}
+
+
+@register_op("one_hot", inputs=["X"], optional_inputs=["depth_tensor"],
+             defaults={"depth": -1, "dtype": 5, "allow_out_of_range": False}, value_dependent=True)
+def _one_hot_v1(ctx: ShapeContext) -> Shapes:
+    """Out [..., depth] from X [..., 1] (the v1 op; v2 drops the trailing 1)."""
+    x = ctx.shape("X")
+    depth = int(ctx.value("depth_tensor").reshape(-1)[0]) if ctx.has("depth_tensor") else int(ctx.attrs["depth"])
+    ctx.require(len(x) >= 1 and x[-1] == 1, f"X must be [..., 1], got {list(x)}")
+    ctx.require(depth > 0, f"depth must be > 0, got {depth}")
+    return {"Out": [(*x[:-1], depth)]}
+
+
+@register_op("expand_as", inputs=["X", "target_tensor"])
+def _expand_as_v1(ctx: ShapeContext) -> Shapes:
+    """Out = X tiled to target_tensor's shape (each target dim a multiple of X's; the v1 op)."""
+    x, t = ctx.shape("X"), ctx.shape("target_tensor")
+    ctx.require(len(x) == len(t) and all(d > 0 and td % d == 0 for d, td in zip(x, t)),
+                f"target_tensor {list(t)} must be X {list(x)} times whole numbers per dim")
+    return {"Out": [t]}

@@ -153,3 +153,12 @@ def test_nms_shape_errors_name_the_op() -> None:
     with pytest.raises(InputError, match="matrix_nms"):
         infer("matrix_nms", {"BBoxes": np.zeros((5, 3, 4), np.float32), "Scores": np.zeros((5, 3), np.float32)},
               {}, {"Out": 1, "Index": 1})
+
+
+@pytest.mark.parametrize("thresh", [0.1, 0.4, 0.8])
+def test_standalone_nms_against_paddle(thresh: float) -> None:
+    rng = np.random.default_rng(int(thresh * 10))
+    boxes = _boxes(rng, (20,))
+    got = run_op("nms", {"Boxes": boxes}, {"iou_threshold": thresh}, {"KeepBoxesIdxs": 1})["KeepBoxesIdxs"][0]
+    ref = paddle_legacy("nms", {"Boxes": boxes}, {"iou_threshold": thresh}, {"KeepBoxesIdxs": 1})["KeepBoxesIdxs"][0]
+    assert got.dtype == np.int64 and got.tolist() == np.asarray(ref).astype(np.int64).tolist()

@@ -184,3 +184,35 @@ def test_gather_nd_empty_index_on_host_and_refused_by_devices() -> None:
     op = OpDesc("gather_nd", {"X": ["x"], "Index": ["i"]}, {"Out": ["y"]}, {})
     assert "non-empty" in (refusal(op, TensorInfo({"x": (2, 3, 4), "i": (2, 0)})) or "")
     assert refusal(op, TensorInfo({"x": (2, 3, 4), "i": (2, 1)})) is None
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_pad2d_matches_pad3d_semantics(mode: str, fmt: str) -> None:
+    """pad2d is gone from Paddle 3: checked against NumPy's pad and pdlite's pad3d (checked against Paddle)."""
+    x = np.random.default_rng(0).normal(0, 1, (2, 3, 4, 5)).astype(F32)
+    if fmt == "NHWC":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    p = [1, 2, 3, 0]
+    got = run_op("pad2d", {"X": x}, {"paddings": p, "mode": mode, "pad_value": 0.5, "data_format": fmt})["Out"][0]
+    x5 = x[:, :, None] if fmt == "NCHW" else x[:, None]
+    mode3 = {"edge": "replicate"}.get(mode, mode)
+    ref = run_op("pad3d", {"X": x5}, {"paddings": [p[2], p[3], p[0], p[1], 0, 0], "mode": mode3, "value": 0.5,
+                                      "data_format": "NCDHW" if fmt == "NCHW" else "NDHWC"})["Out"][0]
+    check(got, ref[:, :, 0] if fmt == "NCHW" else ref[:, 0], "pad2d")
+
+
+def test_one_hot_v1_and_expand_as_v1() -> None:
+    ids = np.array([[[0], [3]], [[2], [5]]], np.int64)
+    got = run_op("one_hot", {"X": ids}, {"depth": 4, "dtype": 5, "allow_out_of_range": True})["Out"][0]
+    ref = np.zeros((2, 2, 4), F32)
+    for (i, j), v in np.ndenumerate(ids[..., 0]):
+        if v < 4:
+            ref[i, j, v] = 1
+    check(got, ref, "one_hot")
+    with pytest.raises(Exception, match="one_hot.*allow_out_of_range"):
+        run_op("one_hot", {"X": ids}, {"depth": 4, "dtype": 5})
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    check(run_op("expand_as", {"X": x, "target_tensor": np.zeros((4, 6), F32)})["Out"][0], np.tile(x, (2, 2)))
+    with pytest.raises(InputError, match="expand_as"):
+        infer("expand_as", {"X": x, "target_tensor": np.zeros((3, 6), F32)}, {})

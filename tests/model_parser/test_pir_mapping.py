@@ -24,6 +24,7 @@ LEGACY_ONLY = {
     "generate_proposals": "generate_proposals_v2", "deformable_conv_v1": "deformable_conv",
     "fill_zeros_like": "fill_any_like", "lookup_table": "lookup_table_v2", "hardtanh": "brelu",
     "top_k": "top_k_v2", "lod_reset": "(LoD is not part of PIR)",
+    "one_hot": "one_hot_v2", "expand_as": "expand_as_v2", "pad2d": "pad3d",
 }
 # Made by pdlite's passes and runtime, never read from a model file.
 INTERNAL = {"calib", "io_copy", "layout", "subgraph", "fused_conv2d", "fusion_scale_activation",

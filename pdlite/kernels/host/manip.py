@@ -251,3 +251,38 @@ class ShardIndex(Kernel):
         size = (n + shards - 1) // shards
         out = np.where(x // size == sid, x - sid * size, int(a["ignore_value"]))
         return {"Out": [out.astype(x.dtype)]}
+
+
+# --- legacy (Paddle 2.x) forms --------------------------------------------------------------------
+@generic("pad2d", Paddings=ANY)
+class Pad2d(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0]
+        a = self.attrs
+        p = [int(v) for v in (np.asarray(ins["Paddings"][0]).reshape(-1) if ins.get("Paddings") else a["paddings"])]
+        hw = [(p[0], p[1]), (p[2], p[3])]
+        pw = [(0, 0), (0, 0), *hw] if a["data_format"] == "NCHW" else [(0, 0), *hw, (0, 0)]
+        if a["mode"] == "constant":
+            return {"Out": [np.pad(x, pw, constant_values=np.asarray(a["pad_value"]).astype(x.dtype))]}
+        return {"Out": [np.pad(x, pw, mode=str(a["mode"]))]}
+
+
+@generic("one_hot", depth_tensor=ANY)
+class OneHotV1(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x = ins["X"][0][..., 0].astype(np.int64)
+        a = self.attrs
+        depth = int(np.asarray(ins["depth_tensor"][0]).reshape(-1)[0]) if ins.get("depth_tensor") else int(a["depth"])
+        bad = (x < 0) | (x >= depth)
+        if bad.any() and not a["allow_out_of_range"]:
+            raise KernelError(f"one_hot: X holds {x[bad][:3].tolist()} outside [0, {depth}) and allow_out_of_range "
+                              "is false")
+        out = (np.arange(depth) == x[..., None]) & ~bad[..., None]
+        return {"Out": [out.astype(numpy_dtype(int(a["dtype"]), "one_hot.dtype"))]}
+
+
+@generic("expand_as", target_tensor=ANY)
+class ExpandAsV1(Kernel):
+    def run(self, ins: Ins) -> Outs:
+        x, t = ins["X"][0], ins["target_tensor"][0]
+        return {"Out": [np.tile(x, [td // d for d, td in zip(x.shape, t.shape)])]}

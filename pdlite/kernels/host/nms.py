@@ -331,3 +331,25 @@ class MatrixNms(Kernel):
         out = np.stack(rows) if rows else np.zeros((0, boxes.shape[2] + 2), boxes.dtype)
         return present(self.op, {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
                                  "RoisNum": [np.array(nums, np.int32)]})
+
+
+@register_kernel("nms", outputs={"KeepBoxesIdxs": ANY})
+class Nms(Kernel):
+    """Paddle's NMSKernel: box i is kept unless an earlier kept box has IoU (no +1 sizes) > iou_threshold."""
+
+    def run(self, ins: Ins) -> Outs:
+        b = ins["Boxes"][0]
+        thresh = b.dtype.type(self.attrs["iou_threshold"])
+        area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+        suppressed = np.zeros(len(b), bool)
+        for i in range(len(b)):
+            if suppressed[i]:
+                continue
+            rest = np.arange(i + 1, len(b))
+            iw = np.minimum(b[i, 2], b[rest, 2]) - np.maximum(b[i, 0], b[rest, 0])
+            ih = np.minimum(b[i, 3], b[rest, 3]) - np.maximum(b[i, 1], b[rest, 1])
+            inter = np.where(iw > 0, iw, 0) * np.where(ih > 0, ih, 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                over = inter / (area[i] + area[rest] - inter) > thresh
+            suppressed[rest[over]] = True
+        return {"KeepBoxesIdxs": [np.flatnonzero(~suppressed).astype(np.int64)]}
