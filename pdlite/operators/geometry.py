@@ -111,3 +111,70 @@ def pool_out_sizes(in_size: Sequence[int], kernel: Sequence[int], pads: Sequence
                    ceil_mode: bool = False) -> list[int]:
     return [pool_out_size(int(in_size[i]), int(kernel[i]), pads[2 * i], pads[2 * i + 1], int(strides[i]), ceil_mode)
             for i in range(len(kernel))]
+
+
+def pool_window(attrs: dict[str, Any], in_size: Sequence[int], fail: Fail) -> tuple[
+        tuple[int, ...], tuple[int, ...], list[int], tuple[int, ...]]:
+    """(kernel, strides, pads [before, after] per axis, output size) of a pool of any rank (Paddle's
+    UpdateKernelSize / UpdatePadding / PoolOutputSize): global_pooling takes the whole input as kernel,
+    global_pooling or adaptive zero the paddings, adaptive output size is `ksize`."""
+    nd = len(in_size)
+    if attrs.get("pooling_type") not in ("max", "avg"):
+        fail(f"pooling_type must be 'max' or 'avg', got {attrs.get('pooling_type')!r}")
+    if attrs.get("ksize") is None:
+        fail("attribute 'ksize' is required")
+    k = spatial(attrs["ksize"], nd, "ksize", fail)
+    strides = spatial(attrs["strides"], nd, "strides", fail)
+    if attrs["global_pooling"]:
+        k = tuple(int(v) for v in in_size)
+    pads = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], in_size, strides, k, fail=fail)[0]
+    assert pads is not None
+    if attrs["global_pooling"] or attrs["adaptive"]:
+        pads = [0] * (2 * nd)
+    if attrs["adaptive"]:
+        out = k
+    else:
+        if min(strides) <= 0 or min(k) <= 0:
+            fail(f"ksize {k} and strides {strides} must be positive")
+        out = tuple(pool_out_sizes(in_size, k, pads, strides, bool(attrs["ceil_mode"])))
+    if min(out) <= 0:
+        fail(f"output size {out} <= 0 for input size {tuple(in_size)}")
+    return k, strides, pads, out
+
+
+def conv_window(attrs: dict[str, Any], in_size: Sequence[int], kernel: Sequence[int], fail: Fail) -> tuple[
+        tuple[int, ...], tuple[int, ...], list[int], int]:
+    """(strides, dilations, pads [before, after] per axis, groups) of a (transposed) convolution of any rank,
+    after `padding_algorithm` (SAME resets the dilations to 1)."""
+    nd = len(kernel)
+    strides = spatial(attrs["strides"], nd, "strides", fail)
+    dil = spatial(attrs["dilations"], nd, "dilations", fail)
+    groups = int(attrs["groups"] or 1)
+    if min(strides) <= 0 or min(dil) <= 0 or groups <= 0:
+        fail(f"strides {strides}, dilations {dil} and groups {groups} must be positive")
+    pads, dil = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], in_size, strides, kernel, dil, fail)
+    assert pads is not None
+    if min(pads) < 0:
+        fail(f"paddings must be >= 0, got {pads}")
+    return strides, dil, pads, groups
+
+
+def conv_channels(c: int, w_shape: Sequence[int], groups: int, fail: Fail) -> int:
+    """Output channels of a convolution with filter [Cout, Cin / groups, *k], checking the input's `c`."""
+    oc = int(w_shape[0])
+    if int(w_shape[1]) * groups != c:
+        fail(f"input has {c} channels but filter {tuple(w_shape)} with groups={groups} expects "
+             f"{int(w_shape[1]) * groups}")
+    if oc % groups:
+        fail(f"filter output channels {oc} are not divisible by groups={groups}")
+    return oc
+
+
+def checked_conv_out_sizes(in_size: Sequence[int], kernel: Sequence[int], dilations: Sequence[int],
+                           pads: Sequence[int], strides: Sequence[int], fail: Fail) -> tuple[int, ...]:
+    """`conv_out_sizes`, failing on an empty output."""
+    out = conv_out_sizes(in_size, kernel, dilations, pads, strides)
+    if min(out) <= 0:
+        fail(f"output size {tuple(out)} <= 0 for input size {tuple(in_size)}, kernel {tuple(kernel)}, dilations "
+             f"{tuple(dilations)}, paddings {list(pads)}, strides {tuple(strides)}")
+    return tuple(out)

@@ -25,12 +25,12 @@ import numpy as np
 
 from pdlite.operators.geometry import (
     Fail,
-    conv_out_size,
+    checked_conv_out_sizes,
+    conv_channels,
     conv_transpose_out_size,
-    pool_out_sizes,
+    conv_window,
+    pool_window,
     raiser,
-    resolve_padding,
-    spatial,
 )
 from pdlite.operators.registry import Shape, ShapeContext, register_op
 
@@ -88,17 +88,10 @@ def _conv_common(
         fail(f"input must be 4-D, got shape {tuple(x_shape)}")
     if len(w_shape) != 4:
         fail(f"filter must be 4-D, got shape {tuple(w_shape)}")
-    cl = is_channel_last(attrs.get("data_format", "NCHW"))
+    cl = is_channel_last(attrs["data_format"])
     n, c, h, w = split_nchw(x_shape, cl)
     kh, kw = int(w_shape[2]), int(w_shape[3])
-    sh, sw = spatial(attrs["strides"], 2, "strides", fail)
-    dh, dw = spatial(attrs["dilations"], 2, "dilations", fail)
-    groups = int(attrs["groups"] or 1)
-    if sh <= 0 or sw <= 0 or dh <= 0 or dw <= 0 or groups <= 0:
-        fail(f"strides {sh, sw}, dilations {dh, dw} and groups {groups} must be positive")
-    pads, (dh, dw) = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], (h, w), (sh, sw), (kh, kw),
-                                     (dh, dw), fail)
-    assert pads is not None
+    (sh, sw), (dh, dw), pads, groups = conv_window(attrs, (h, w), (kh, kw), fail)
     return n, c, h, w, kh, kw, sh, sw, pads, dh, dw, groups, cl
 
 
@@ -108,23 +101,8 @@ def conv2d_geometry(
     """Geometry of conv2d/depthwise_conv2d; filter is [Cout, Cin/groups, kh, kw]."""
     fail = fail or _raiser("conv2d")
     n, c, h, w, kh, kw, sh, sw, pads, dh, dw, groups, cl = _conv_common(attrs, x_shape, w_shape, fail)
-    oc = int(w_shape[0])
-    if int(w_shape[1]) * groups != c:
-        fail(
-            f"input has {c} channels but filter {tuple(w_shape)} with groups={groups} expects "
-            f"{int(w_shape[1]) * groups}"
-        )
-    if oc % groups:
-        fail(f"filter output channels {oc} are not divisible by groups={groups}")
-    out = []
-    for size, k, d, p0, p1, s in ((h, kh, dh, pads[0], pads[1], sh), (w, kw, dw, pads[2], pads[3], sw)):
-        o = conv_out_size(size, k, d, p0, p1, s)
-        if o <= 0:
-            fail(
-                f"output size {o} <= 0 for input {size}, kernel {k}, dilation {d}, paddings {p0, p1}, "
-                f"stride {s} (input shape {tuple(x_shape)})"
-            )
-        out.append(o)
+    oc = conv_channels(c, w_shape, groups, fail)
+    out = checked_conv_out_sizes((h, w), (kh, kw), (dh, dw), pads, (sh, sw), fail)
     return ConvGeometry(n, c, h, w, oc, out[0], out[1], kh, kw, sh, sw, dh, dw, tuple(pads), groups, cl)
 
 
@@ -197,35 +175,13 @@ def pool2d_geometry(attrs: dict[str, Any], x_shape: Sequence[int], fail: Fail | 
     fail = fail or _raiser("pool2d")
     if len(x_shape) != 4:
         fail(f"input must be 4-D, got shape {tuple(x_shape)}")
-    ptype = attrs.get("pooling_type")
-    if ptype not in ("max", "avg"):
-        fail(f"pooling_type must be 'max' or 'avg', got {ptype!r}")
-    if attrs.get("ksize") is None:
-        fail("attribute 'ksize' is required")
-    cl = is_channel_last(attrs.get("data_format", "NCHW"))
+    cl = is_channel_last(attrs["data_format"])
     n, c, h, w = split_nchw(x_shape, cl)
-    kh, kw = spatial(attrs["ksize"], 2, "ksize", fail)
-    sh, sw = spatial(attrs["strides"], 2, "strides", fail)
-    glob = bool(attrs["global_pooling"])
-    adaptive = bool(attrs["adaptive"])
-    if glob:
-        kh, kw = h, w
-    pads = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], (h, w), (sh, sw), (kh, kw),
-                           fail=fail)[0]
-    assert pads is not None
-    if glob or adaptive:
-        pads = [0, 0, 0, 0]
-    if adaptive:
-        oh, ow = kh, kw
-    else:
-        if sh <= 0 or sw <= 0 or kh <= 0 or kw <= 0:
-            fail(f"ksize {kh, kw} and strides {sh, sw} must be positive")
-        oh, ow = pool_out_sizes((h, w), (kh, kw), pads, (sh, sw), bool(attrs["ceil_mode"]))
-    if oh <= 0 or ow <= 0:
-        fail(f"output size {oh, ow} <= 0 for input shape {tuple(x_shape)}")
+    (kh, kw), (sh, sw), pads, (oh, ow) = pool_window(attrs, (h, w), fail)
+    ptype, adaptive = str(attrs["pooling_type"]), bool(attrs["adaptive"])
     return PoolGeometry(
         n, c, h, w, oh, ow, kh, kw, sh, sw, tuple(pads), ptype, adaptive,
-        bool(attrs.get("exclusive", True)), cl,
+        bool(attrs["exclusive"]), cl,
     )
 
 

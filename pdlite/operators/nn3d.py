@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.operators.geometry import Fail, conv_out_size, pool_out_sizes, resolve_padding, spatial
+from pdlite.operators.geometry import Fail, checked_conv_out_sizes, conv_channels, conv_window, pool_window, spatial
 from pdlite.operators.geometry import raiser as _raiser
 from pdlite.operators.nn import is_channel_last
 from pdlite.operators.registry import Shape, ShapeContext, register_op
@@ -75,36 +75,13 @@ def conv3d_geometry(
         fail(f"input must be 5-D, got shape {tuple(x_shape)}")
     if len(w_shape) != 5:
         fail(f"filter must be 5-D, got shape {tuple(w_shape)}")
-    cl = is_channel_last(attrs.get("data_format", "NCDHW"))
+    cl = is_channel_last(attrs["data_format"])
     n, c, dhw = split_ncdhw(x_shape, cl)
     k = (int(w_shape[2]), int(w_shape[3]), int(w_shape[4]))
-    strides = _triple(attrs["strides"], "strides", fail)
-    dil = _triple(attrs["dilations"], "dilations", fail)
-    groups = int(attrs["groups"] or 1)
-    if min(strides) <= 0 or min(dil) <= 0 or groups <= 0:
-        fail(f"strides {strides}, dilations {dil} and groups {groups} must be positive")
-    p, d = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], dhw, strides, k, dil, fail)
-    assert p is not None
-    pads, dil = tuple(p), (d[0], d[1], d[2])
-    if min(pads) < 0:
-        fail(f"paddings must be >= 0, got {list(pads)}")
-    oc = int(w_shape[0])
-    if int(w_shape[1]) * groups != c:
-        fail(
-            f"input has {c} channels but filter {tuple(w_shape)} with groups={groups} expects "
-            f"{int(w_shape[1]) * groups}"
-        )
-    if oc % groups:
-        fail(f"filter output channels {oc} are not divisible by groups={groups}")
-    out = []
-    for i in range(3):
-        o = conv_out_size(dhw[i], k[i], dil[i], pads[2 * i], pads[2 * i + 1], strides[i])
-        if o <= 0:
-            fail(
-                f"output size {o} <= 0 on spatial axis {i} for input shape {tuple(x_shape)}, kernel {k}, "
-                f"dilations {dil}, paddings {pads}, strides {strides}"
-            )
-        out.append(o)
+    ss, dd, p, groups = conv_window(attrs, dhw, k, fail)
+    strides, dil, pads = (ss[0], ss[1], ss[2]), (dd[0], dd[1], dd[2]), tuple(p)
+    oc = conv_channels(c, w_shape, groups, fail)
+    out = checked_conv_out_sizes(dhw, k, dil, pads, strides, fail)
     return Conv3dGeometry(n, c, dhw, oc, (out[0], out[1], out[2]), k, strides, dil, pads, groups, cl)
 
 
@@ -135,33 +112,14 @@ def pool3d_geometry(attrs: dict[str, Any], x_shape: Sequence[int], fail: Fail | 
     fail = fail or _raiser("pool3d")
     if len(x_shape) != 5:
         fail(f"input must be 5-D, got shape {tuple(x_shape)}")
-    ptype = attrs.get("pooling_type")
-    if ptype not in ("max", "avg"):
-        fail(f"pooling_type must be 'max' or 'avg', got {ptype!r}")
-    if attrs.get("ksize") is None:
-        fail("attribute 'ksize' is required")
-    cl = is_channel_last(attrs.get("data_format", "NCDHW"))
+    cl = is_channel_last(attrs["data_format"])
     n, c, dhw = split_ncdhw(x_shape, cl)
-    k = _triple(attrs["ksize"], "ksize", fail)
-    strides = _triple(attrs["strides"], "strides", fail)
-    glob = bool(attrs["global_pooling"])
-    adaptive = bool(attrs["adaptive"])
-    if glob:
-        k = dhw
-    p = resolve_padding(attrs["padding_algorithm"], attrs["paddings"], dhw, strides, k, fail=fail)[0]
-    assert p is not None
-    pads = (0,) * 6 if glob or adaptive else tuple(p)
-    if adaptive:
-        out = k
-    else:
-        if min(strides) <= 0 or min(k) <= 0:
-            fail(f"ksize {k} and strides {strides} must be positive")
-        o = pool_out_sizes(dhw, k, pads, strides, bool(attrs["ceil_mode"]))
-        out = (o[0], o[1], o[2])
-    if min(out) <= 0:
-        fail(f"output size {out} <= 0 for input shape {tuple(x_shape)}")
+    kk, ss, p, oo = pool_window(attrs, dhw, fail)
+    k, strides, out = (kk[0], kk[1], kk[2]), (ss[0], ss[1], ss[2]), (oo[0], oo[1], oo[2])
+    pads = tuple(p)
+    ptype, glob, adaptive = str(attrs["pooling_type"]), bool(attrs["global_pooling"]), bool(attrs["adaptive"])
     return Pool3dGeometry(n, c, dhw, out, k, strides, pads, ptype, glob, adaptive,
-                          bool(attrs.get("exclusive", True)), cl)
+                          bool(attrs["exclusive"]), cl)
 
 
 # ---------------------------------------------------------------------------------------------
