@@ -89,7 +89,7 @@ class _QuantKernel(Kernel):
         return x
 
     def _bits(self) -> int:
-        return bin_count(self.attrs.get("bit_length", 8))
+        return bin_count(self.attrs["bit_length"])
 
     def _fail(self, ins: Ins, msg: str) -> KernelError:
         desc = ", ".join(f"{k} {list(v[0].shape)} {v[0].dtype}" for k, v in ins.items() if v)

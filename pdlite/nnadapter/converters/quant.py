@@ -47,11 +47,11 @@ def _inverse(s: np.ndarray) -> np.ndarray:
 
 def _bins(op: OpDesc) -> int:
     return int(op.attrs["qmax"]) if op.type in ("quantize_linear", "dequantize_linear") else bin_count(
-        op.attrs.get("bit_length", 8))
+        op.attrs["bit_length"])
 
 
 def _axis(op: OpDesc) -> int:
-    return int(op.attrs.get("quant_axis", -1)) if op.type in ("quantize_linear", "dequantize_linear") else -1
+    return int(op.attrs["quant_axis"]) if op.type in ("quantize_linear", "dequantize_linear") else -1
 
 
 def _refusal(scale_slot: str):
@@ -92,7 +92,7 @@ def _quantize(ctx: ConvertContext, op: OpDesc, x: str, slot: str) -> str:
     s, axis = _scales(ctx, op, slot, x)
     b = F32(_bins(op))
     xt = ctx.tensor(x)
-    if int(op.attrs.get("round_type", 0)) == 1:  # Paddle clips x to [-s, s] first
+    if int(op.attrs["round_type"]) == 1:  # Paddle clips x to [-s, s] first
         rank = ctx.rank(x) or 1
         hi = ctx.const(_broadcast(s, axis, rank).astype(F32), hint="qhi")
         lo = ctx.const(-_broadcast(s, axis, rank).astype(F32), hint="qlo")

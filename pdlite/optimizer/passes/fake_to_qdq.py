@@ -76,7 +76,7 @@ class FakeQuantToQdq(Pass):
         op = dq.op
         assert op is not None
         scales = op.inputs.get("Scales") or []
-        if len(scales) != 2 or [int(b) for b in op.attrs.get("quant_bits", [8, 8])][:2] != [8, 8]:
+        if len(scales) != 2 or [int(b) for b in op.attrs["quant_bits"]][:2] != [8, 8]:
             return None
         if any(s not in ctx.params for s in scales) or len(dq.inputs) < 1:
             return None
@@ -93,7 +93,7 @@ class FakeQuantToQdq(Pass):
         fq = _producer(x_in) if x_in is not None else None
         if fq is None or fq.op is None or fq.op.type not in FAKE_QUANT or w_in is None or w_in.name not in ctx.params:
             return None
-        if int(fq.op.attrs.get("bit_length", 8)) != 8 or fq.op.input("InScale") != scales[1]:
+        if int(fq.op.attrs["bit_length"]) != 8 or fq.op.input("InScale") != scales[1]:
             return None
         w = np.asarray(ctx.params[w_in.name])
         if w.dtype != np.float32 or not np.all(w == np.round(w)) or np.abs(w).max(initial=0) > 127:
@@ -101,7 +101,7 @@ class FakeQuantToQdq(Pass):
         out_axis = axis if lin.op.type in ("conv2d", "depthwise_conv2d") else w.ndim - 1
         if np.asarray(ctx.params[scales[0]]).size != w.shape[out_axis]:
             return None
-        cols = int(op.attrs.get("x_num_col_dims", 1))
+        cols = int(op.attrs["x_num_col_dims"])
         if lin.op.type in ("conv2d", "depthwise_conv2d"):
             if cols != 1:  # the rescaling runs along NCHW's channel dim
                 return None
@@ -120,7 +120,7 @@ class FakeQuantToQdq(Pass):
         q = graph.add_var(VarDesc(f"{x.name}@qdq.q", shape=shape))
         d = graph.add_var(VarDesc(f"{x.name}@qdq.dq", shape=shape))
         attrs = {"quant_axis": -1, "bit_length": 8, "qmax": 127, "qmin": -128,
-                 "round_type": int(op.attrs.get("round_type", 1))}
+                 "round_type": int(op.attrs["round_type"])}
         graph.add_op(OpDesc("quantize_linear", {"X": [x.name], "Scale": [s.name]}, {"Y": [q.name]}, dict(attrs)),
                      [x, s], [q])
         graph.add_op(OpDesc("dequantize_linear", {"X": [q.name], "Scale": [s.name]}, {"Y": [d.name]}, dict(attrs)),
