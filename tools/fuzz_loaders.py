@@ -199,6 +199,8 @@ def _predict(fmt: str, d: Path) -> None:
     for n in pred.get_input_names():
         shape, dtype = pred._feed_specs[n]
         shape = [s if 0 < s < 64 else 2 for s in shape]
+        if np.prod(shape, dtype=np.float64) > 2**20:  # a mutated static shape: ones where it is free
+            shape = [s if k == -1 else 1 for s, k in zip(shape, pred._feed_specs[n][0])]
         if dtype is None or dtype.kind not in "biuf":
             dtype = np.dtype(np.float32)
         pred.get_input_by_name(n).from_numpy(np.ones(shape, dtype))

@@ -19,6 +19,7 @@ from pdlite.errors import ModelFormatError
 from pdlite.model_parser import pir_mapping, pir_mapping_nn  # noqa: F401 (they fill PIR_OPS)
 from pdlite.model_parser.pir_convert import PIR_OPS, PirConverter, convert
 from pdlite.model_parser.pir_decode import DTYPE_NAMES, PirOp, PirType, decode_attr, decode_op, decode_program
+from pdlite.model_parser.program_io import check_var_ranks
 
 __all__ = ["DTYPE_NAMES", "PIR_OPS", "PirConverter", "PirOp", "PirType", "decode_attr", "decode_op",
            "decode_program", "load_pir", "parse_pir_program"]
@@ -33,6 +34,7 @@ def parse_pir_program(data: bytes | str, source: str = "<PIR model buffer>") -> 
     version = base.get("version")
     program = convert(ops, nested, source)
     program.extra["pir_version"] = version
+    check_var_ranks(program, source)
     if not program.fetch_names():  # no feed is fine: a program of constants is legal
         raise ModelFormatError(f"{source}: the PIR program has no pd_op.fetch op")
     return program

@@ -29,6 +29,7 @@ from pdlite.core.dtypes import VarType
 from pdlite.core.program import BlockDesc, OpDesc, Program, VarDesc
 from pdlite.errors import ModelFormatError
 from pdlite.model_parser import framework_proto as fp
+from pdlite.model_parser.lod_tensor import MAX_RANK
 
 W = fp.WIRE
 A = fp.ATTR_TYPE  # AttrType numbers by name
@@ -356,8 +357,18 @@ def _op_to_msg(m, op: OpDesc, where: str) -> None:
 # ---------------------------------------------------------------- program
 
 
+def check_var_ranks(prog: Program, source: str) -> None:
+    """No variable declares more dims than a tensor can have (MAX_RANK)."""
+    for i, b in enumerate(prog.blocks):
+        for v in b.vars.values():
+            if len(v.shape) > MAX_RANK:
+                raise ModelFormatError(f"{source}: block {i}: variable {v.name!r} declares {len(v.shape)} dims "
+                                       f"(at most {MAX_RANK})")
+
+
 def _check_program(prog: Program, source: str) -> None:
-    """Structural checks: block indices and parents, BLOCK attrs, ops' variables declared."""
+    """Structural checks: block indices and parents, BLOCK attrs, ops' variables declared, ranks."""
+    check_var_ranks(prog, source)
     n = len(prog.blocks)
     for i, b in enumerate(prog.blocks):
         if b.idx != i:

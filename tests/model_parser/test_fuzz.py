@@ -293,3 +293,25 @@ def test_kernel_prepare_failure_is_a_kernel_error(tmp_path):
     with pytest.raises(KernelError, match=r"op conv2d: its kernel could not prepare the weights "
                                           r"conv2d_2\.w_0=float32\[4, 4, 3, 2\]: ValueError"):
         create_paddle_predictor(cfg)
+
+
+def test_variable_of_absurd_rank(tmp_path):
+    """Found by `fuzz_loaders --stage predictor`: a feed declaring 303 dims loaded; now refused at load
+    (at most lod_tensor.MAX_RANK dims), for ProgramDesc and PIR programs alike."""
+    from pdlite.model_parser import load_model
+    from pdlite.model_parser.lod_tensor import MAX_RANK
+
+    def edit(program):
+        program.main.vars["x"].shape = [-1] + [1] * MAX_RANK
+
+    d = _edited_model(tmp_path, "fc_linear", edit)
+    with pytest.raises(ModelFormatError, match=rf"inference\.pdmodel: block 0: variable 'x' declares {MAX_RANK + 1} "
+                                               rf"dims \(at most {MAX_RANK}\)"):
+        load_model(d)
+    doc = json.loads((REPO / "tests" / "fixtures" / "pir" / "conv" / "inference.json").read_text())
+    data = next(o for o in doc["program"]["regions"][0]["blocks"][0]["ops"] if o["#"] == "1.data")
+    data["O"][0]["TT"]["D"][1] = [1] * 40
+    (tmp_path / "inference.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelFormatError, match=r"inference\.json: block 0: variable '.+' declares 40 dims"):
+        load_model(model_file=tmp_path / "inference.json", param_file=REPO / "tests" / "fixtures" / "pir" / "conv" /
+                   "inference.pdiparams")
