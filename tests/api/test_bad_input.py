@@ -183,15 +183,17 @@ def test_output_before_run(make, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_usable_after_failed_runs(make, kind):
-    """Runs refused before the kernels (dtype) and failing inside them (empty batch): the next correct
-    run gives Paddle's outputs."""
+    """Runs refused before the kernels (dtype, static dim) and failing inside them (empty batch): the
+    outputs of the last good run stay readable, and the next correct run gives Paddle's outputs."""
     pred = make(kind, "fc_linear")
     feeds, refs = _case("fc_linear")
     x = feeds["x"]
+    pred.predict({"x": x})
     for bad in (x.astype(np.float64), np.zeros((0, 5, 8), np.float32), x[:, :4]):
         pred.get_input(0).from_numpy(bad)
         with pytest.raises(PdliteError):
             pred.run()
+        _check_outputs(pred, refs)
         pred.get_input(0).from_numpy(x)
         pred.run()
         _check_outputs(pred, refs)
