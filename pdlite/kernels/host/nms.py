@@ -117,6 +117,8 @@ def nms_fast(boxes: np.ndarray, scores: np.ndarray, attrs: dict) -> list[int]:
         cand = cand[:top_k]
     thresh, eta = dt(attrs["nms_threshold"]), dt(attrs["nms_eta"])
     normalized = bool(attrs["normalized"])
+    if boxes.shape[1] == 4 and not (eta < 1 and thresh > 0.5):
+        return _nms_fixed_threshold(boxes, cand, thresh, normalized)
     keep: list[int] = []
     for i in cand:
         if keep:
@@ -130,6 +132,45 @@ def nms_fast(boxes: np.ndarray, scores: np.ndarray, attrs: dict) -> list[int]:
         if eta < 1 and thresh > 0.5:
             thresh = dt(thresh * eta)
     return keep
+
+
+def _nms_fixed_threshold(boxes: np.ndarray, cand: np.ndarray, thresh: np.floating, normalized: bool) -> list[int]:
+    """NMSFast when the threshold never adapts: each kept box suppresses the later candidates it overlaps
+    (IoU > thresh), one vectorised row per kept box. Same set and order as testing each candidate against
+    the kept boxes, since the IoU is symmetric (a + b == b + a in IEEE arithmetic)."""
+    alive = np.ones(len(cand), bool)
+    keep: list[int] = []
+    over = iou_matrix(boxes[cand], normalized) > thresh if len(cand) <= MATRIX_MAX else None
+    for i in range(len(cand)):
+        if not alive[i]:
+            continue
+        keep.append(int(cand[i]))
+        if over is not None:
+            alive[i + 1:] &= ~over[i, i + 1:]
+            continue
+        rest = i + 1 + np.flatnonzero(alive[i + 1:])
+        if len(rest):
+            alive[rest[jaccard(boxes[cand[i]], boxes[cand[rest]], normalized) > thresh]] = False
+    return keep
+
+
+MATRIX_MAX = 2048  # candidates up to which one class's IoU matrix is computed at once
+
+
+def iou_matrix(b: np.ndarray, normalized: bool) -> np.ndarray:
+    """jaccard of every pair of boxes [K, 4] -> [K, K], elementwise the same float operations."""
+    x0, y0, x1, y1 = (b[:, k] for k in range(4))
+    apart = (x0[None, :] > x1[:, None]) | (x1[None, :] < x0[:, None]) | (y0[None, :] > y1[:, None]) \
+        | (y1[None, :] < y0[:, None])
+    norm = b.dtype.type(0 if normalized else 1)
+    iw = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :]) + norm
+    ih = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :]) + norm
+    inter = iw * ih
+    area = box_area(b, normalized)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iou = inter / (area[:, None] + area[None, :] - inter)
+    iou[apart] = 0
+    return iou
 
 
 def multiclass_nms_image(boxes: np.ndarray, scores: np.ndarray, attrs: dict, per_class_boxes: bool
