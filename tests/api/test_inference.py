@@ -132,6 +132,11 @@ def test_optimized_nb_through_config(tmp_path):
     c = inference.Config(nb)
     assert c.is_optimized_model()
     _check(_run(c, "ppocr_cls_v2"), "ppocr_cls_v2")
+    data = open(nb, "rb").read()
+    c = inference.Config()
+    c.set_model_buffer(data, len(data), b"", 0)  # a .nb from memory: the light predictor too
+    assert c.is_optimized_model() and c.model_from_memory()
+    _check(_run(c, "ppocr_cls_v2"), "ppocr_cls_v2")
 
 
 def test_switch_ir_optim_off_runs_no_fusion_passes():
