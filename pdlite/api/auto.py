@@ -29,6 +29,8 @@ from pdlite.errors import ConfigError, PdliteError
 
 HOST = "host"
 AGREE_REL = 1e-4  # a device must give the host's outputs within this fraction of max|host|
+SLOW_FACTOR = 20.0  # a candidate this many times slower than the fastest after warm-up is not measured further
+SLOW_MARGIN_MS = 1.0  # ... plus this much (sub-millisecond runs are too noisy to judge by one run)
 
 
 @dataclass
@@ -56,12 +58,13 @@ class AutoChoice:
 
 
 def installed_devices() -> list[str]:
-    """The NNAdapter devices whose Python packages are installed (built-in and from plugins)."""
+    """The NNAdapter devices `auto` measures: installed (packages import), built-in or from plugins, and not
+    reference evaluators (a driver with `auto_candidate = False`)."""
     from pdlite.nnadapter.registry import DRIVERS
     from pdlite.registries import load_registries
 
     load_registries()
-    return [name for name in sorted(DRIVERS) if DRIVERS[name].available()]
+    return [name for name in sorted(DRIVERS) if DRIVERS[name].available() and DRIVERS[name].auto_candidate]
 
 
 def apply_device(config: CxxConfig, device: str) -> None:
@@ -75,7 +78,7 @@ def apply_device(config: CxxConfig, device: str) -> None:
     config.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
 
 
-def _copy_config(config: CxxConfig) -> CxxConfig:
+def copy_config(config: CxxConfig) -> CxxConfig:
     """A copy whose device settings can change without touching `config` (model buffers and delegate shared)."""
     cfg = copy.copy(config)
     cfg._options = dict(config._options)
@@ -167,13 +170,20 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], *, rounds:
             return AutoChoice(hit["device"], dict(hit.get("medians_ms", {})), dict(hit.get("refused", {})), True)
     preds: dict[str, Any] = {}
     refused: dict[str, str] = {}
+    first_ms: dict[str, float] = {}
     host_out: list[np.ndarray] | None = None
     for dev in cands:
-        cfg = _copy_config(config)
+        cfg = copy_config(config)
         try:
             apply_device(cfg, dev)
             pred = create_paddle_predictor(cfg)
-            out = [np.array(o, copy=True) for o in pred.predict(dict(feeds))]  # also the warm-up run
+            out = [np.array(o, copy=True) for o in pred.predict(dict(feeds))]  # compiles, warms up
+            quick = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                pred.run()
+                quick.append((time.perf_counter() - t0) * 1e3)
+            first_ms[dev] = min(quick)
         except PdliteError as e:
             if dev == HOST:
                 raise
@@ -188,6 +198,12 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], *, rounds:
                 refused[dev] = why
                 continue
         preds[dev] = pred
+    lead = min(preds, key=first_ms.__getitem__)
+    fastest = first_ms[lead]
+    for dev in list(preds):  # not worth measuring: far slower than the best in its first runs
+        if dev != lead and first_ms[dev] > SLOW_FACTOR * fastest + SLOW_MARGIN_MS:
+            refused[dev] = f"{first_ms[dev]:.1f} ms per run, over {SLOW_FACTOR}x the fastest ({fastest:.1f} ms)"
+            del preds[dev]
     times: dict[str, list[float]] = {d: [] for d in preds}
     for _ in range(max(rounds, 1)):  # interleaved: host, A, B, host, A, B, ...
         for dev, pred in preds.items():

@@ -33,7 +33,7 @@ from pdlite.runtime.runtime_program import Hook, RuntimeProgram
 from pdlite.runtime.threads import run_threads
 
 # attributes each predictor (and each clone) has of its own; everything else is shared by clones
-_PER_PREDICTOR = frozenset({"_inputs", "_outputs", "_lock", "profiler", "precision_profiler", "_hook"})
+PER_PREDICTOR = frozenset({"_inputs", "_outputs", "_lock", "profiler", "precision_profiler", "_hook"})
 
 
 class _Serialised:
@@ -127,7 +127,7 @@ class PredictorBase:
         Costs a few handles (no loading, no analysis, no weight copies); run clones on as many threads as you like.
         """
         new = object.__new__(type(self))
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _PER_PREDICTOR})
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in PER_PREDICTOR})
         new._init_handles()
         return new
 

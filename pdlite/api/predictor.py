@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
-from pdlite.api.base import PredictorBase
+from pdlite.api.base import PER_PREDICTOR, PredictorBase
 from pdlite.api.config import CxxConfig, warn_host_fallback
 from pdlite.api.mobile import LightPredictor, MobileConfig
 from pdlite.errors import ConfigError
 
 __all__ = ["CxxPredictor", "LightPredictor", "PredictorBase", "create_paddle_predictor"]
+
+AUTO = "auto"  # the device name that asks pdlite to measure and pick (pdlite/api/auto.py)
 
 
 class CxxPredictor(PredictorBase):
@@ -20,6 +23,19 @@ class CxxPredictor(PredictorBase):
         from pdlite.optimizer.analysis import analyse
 
         self.config = config
+        # `set_nnadapter_device_names(["auto"])`: built for the host now, the device picked on the first run's
+        # real inputs (pdlite/api/auto.py: measured, checked against the host, cached per model and shape)
+        self._auto: CxxConfig | None = None
+        self._auto_lock = threading.Lock()  # shared by clones: one picks (the others then hit the cache)
+        if config.nnadapter_device_names() == [AUTO]:
+            from pdlite.api.auto import apply_device, copy_config
+
+            self._auto = copy_config(config)
+            config = copy_config(config)
+            apply_device(config, "host")
+        elif AUTO in config.nnadapter_device_names():
+            raise ConfigError(f"set_nnadapter_device_names: 'auto' picks one device by itself; give ['auto'] alone, "
+                              f"got {config.nnadapter_device_names()}")
         src = config.model_source()
         if not any(src.values()):
             raise ConfigError("CxxConfig has no model: call set_model_dir(dir), set_model_file(f) + set_param_file(f), "
@@ -27,10 +43,39 @@ class CxxPredictor(PredictorBase):
         model = load_model(**src)
         params = {k: t.array for k, t in model.params.items()}
         self.analysis = analyse(model.program, params, config.valid_places(), config.passes(), config.options)
+        self.auto_choice: Any = None  # the AutoChoice once the auto device was picked
         self._setup(model.program, self.analysis.runtime, self.analysis.ctx.params, self.analysis.feed_names,
                     self.analysis.fetch_names, config.delegate())
         picked = {i.kernel_def.key.target for i in self.analysis.runtime.instructions if i.kernel_def is not None}
         warn_host_fallback(config.valid_places(), picked)
+
+    def run(self) -> None:
+        if self._auto is not None:
+            self._resolve_auto()
+        super().run()
+
+    def _resolve_auto(self) -> None:
+        """Pick the auto device on this thread's inputs; rebuild on it unless the host won (clones decide alone)."""
+        with self._auto_lock:
+            if self._auto is not None:
+                self._pick_auto(self._auto)
+
+    def _pick_auto(self, base: CxxConfig) -> None:
+        from pdlite.api.auto import apply_device, choose_device
+
+        feeds = {t.name: t.numpy() for t in self._inputs if t.raw() is not None}
+        if len(feeds) < len(self._inputs):
+            return  # base.run() reports the missing input
+        choice = choose_device(base, feeds)
+        if choice.device != "host":
+            cfg = base
+            apply_device(cfg, choice.device)
+            chosen = CxxPredictor(cfg)
+            inputs, outputs = self._inputs, self._outputs
+            self.__dict__.update({k: v for k, v in chosen.__dict__.items() if k not in PER_PREDICTOR})
+            self._inputs, self._outputs = inputs, outputs
+        self.auto_choice = choice
+        self._auto = None
 
     def save_optimized_model(self, path: str) -> str:
         """Write the optimized model to `path + ".nb"` (as paddlelite does) for MobileConfig; returns that path."""

@@ -73,4 +73,41 @@ def test_bench_device_auto_prints_the_choice_and_runner_up(cache, capsys):
     assert main(["bench", str(d), "--input", f"x={d / 'case.npz'}", "--repeats", "2", "--warmup", "1",
                  "--device", "auto"]) == 0
     out = capsys.readouterr().out
-    assert "auto chose " in out and "runner-up" in out
+    assert "auto chose " in out and ("runner-up" in out or "not used" in out), out
+
+
+def test_reference_devices_are_not_candidates():
+    from pdlite.nnadapter.registry import DRIVERS
+
+    names = auto.installed_devices()
+    assert all(DRIVERS[n].auto_candidate for n in names)
+    if "demo_reference" in DRIVERS:  # the example plugin's ONNX reference evaluator
+        assert "demo_reference" not in names
+
+
+def test_a_far_slower_candidate_is_not_measured(cache, monkeypatch):
+    ins, _ = load_case("ppocr_cls_v2")
+    monkeypatch.setattr(auto, "SLOW_FACTOR", 0.0)  # every candidate but the fastest counts as far slower
+    monkeypatch.setattr(auto, "SLOW_MARGIN_MS", 0.0)
+    c = choose_device(_cfg(), ins, candidates=CANDS, rounds=1, use_cache=False)
+    assert list(c.medians_ms) == [c.device] and len(c.refused) == 1
+    assert "x the fastest" in next(iter(c.refused.values()))
+
+
+def test_api_auto_picks_on_the_first_run_and_gives_the_reference(cache):
+    from pdlite.lite import CxxConfig, create_paddle_predictor
+    from tests.conftest import assert_close_rel
+
+    ins, outs = load_case("ppocr_cls_v2")
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir("ppocr_cls_v2")))
+    cfg.set_nnadapter_device_names(["auto"])
+    pred = create_paddle_predictor(cfg)
+    assert pred.auto_choice is None
+    got = pred.predict(ins)
+    assert pred.auto_choice is not None and pred.auto_choice.device in ["host"] + auto.installed_devices()
+    assert_close_rel(got[0], next(iter(outs.values())), 1e-4)
+    assert cfg.nnadapter_device_names() == ["auto"], "the user's config is left as it was"
+    with pytest.raises(ConfigError, match="alone"):
+        cfg.set_nnadapter_device_names(["auto", "onnxruntime"])
+        create_paddle_predictor(cfg)

@@ -92,6 +92,7 @@ def register_device_and_pass() -> None:
 
         packages = ("onnx",)
         extra = "onnx"
+        auto_candidate = False  # a checking runtime: the `auto` device never measures it
         prefix = "DEMO_REFERENCE_"
         properties = {"DEMO_REFERENCE_VERBOSE": "0 or 1"}
 

@@ -32,6 +32,8 @@ class Driver:
     extra: str = ""  # pip extra of pdlite that installs them
     prefix: str = ""  # context property keys of this device start with it
     properties: Mapping[str, str] = {}  # key -> meaning
+    # measured by the `auto` device (pdlite/api/auto.py); False for reference evaluators meant for checking
+    auto_candidate: bool = True
 
     @classmethod
     def available(cls) -> bool:
