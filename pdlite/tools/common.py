@@ -1,40 +1,13 @@
 """What the CLI commands share: opening a model from a path, parsing NAME=VALUE options."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from pdlite.api.config import CxxConfig
+from pdlite.api.from_path import config_for
 from pdlite.errors import ConfigError, InputError
-
-
-def config_for(model: str, params: str | None = None) -> Any:
-    """A config for MODEL: a folder (any layout), a program file (+ params beside it), or an optimized `.nb`."""
-    if model.endswith(".nb"):
-        from pdlite.api.mobile import MobileConfig
-
-        mc = MobileConfig()
-        mc.set_model_from_file(model)
-        return mc
-    cfg = CxxConfig()
-    if os.path.isdir(model):
-        cfg.set_model_dir(model)
-    elif os.path.isfile(model):
-        cfg.set_model_file(model)
-        if params is None:
-            stem, ext = os.path.splitext(model)
-            for cand in (stem + ".pdiparams", os.path.join(os.path.dirname(model), "__params__"),
-                         os.path.join(os.path.dirname(model), "params")):
-                if os.path.isfile(cand):
-                    params = cand
-                    break
-        if params:
-            cfg.set_param_file(params)
-    else:
-        raise ConfigError(f"model {model!r} not found (give a model folder, a program file or a .nb file)")
-    return cfg
 
 
 def source_config(model: str, params: str | None, command: str) -> CxxConfig:
