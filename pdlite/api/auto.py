@@ -29,6 +29,11 @@ from pdlite.errors import ConfigError, PdliteError
 
 HOST = "host"
 AGREE_REL = 1e-4  # a device must give the host's outputs within this fraction of max|host|
+# ... for quantized programs, whose int8 device kernels round otherwise than the host's fp32 simulation (a value
+# on a rounding edge lands one quantization step away and moves a few outputs): 99% of elements within 2e-2
+QUANT_AGREE_REL = 2e-2
+QUANT_AGREE_SHARE = 0.99
+QUANT_OPS = ("quantize_linear", "dequantize_linear", "fake_")
 SLOW_FACTOR = 20.0  # a candidate this many times slower than the fastest after warm-up is not measured further
 SLOW_MARGIN_MS = 1.0  # ... plus this much (sub-millisecond runs are too noisy to judge by one run)
 
@@ -137,7 +142,11 @@ def _store(path: Path, key: str, choice: AutoChoice) -> None:
         pass
 
 
-def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray]) -> str | None:
+def _quantized(program: Any) -> bool:
+    return any(op.type.startswith(QUANT_OPS) for op in program.main.ops)
+
+
+def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray], rel: float, share: float = 1.0) -> str | None:
     for i, (g, r) in enumerate(zip(got, ref)):
         if g.shape != r.shape:
             return f"output {i} has shape {list(g.shape)}, the host gives {list(r.shape)}"
@@ -145,9 +154,11 @@ def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray]) -> str | None:
             continue
         if np.issubdtype(r.dtype, np.floating):
             scale = float(np.max(np.abs(r))) or 1.0
-            err = float(np.max(np.abs(g.astype(np.float64) - r.astype(np.float64))))
-            if not err <= AGREE_REL * scale:
-                return f"output {i} differs from the host's by {err:.3g} (> {AGREE_REL} * {scale:.3g})"
+            diff = np.abs(g.astype(np.float64) - r.astype(np.float64))
+            close = float(np.mean(diff <= rel * scale))
+            if not close >= share:
+                return (f"output {i} differs from the host's by up to {float(diff.max()):.3g}: "
+                        f"{100 * close:.2f}% of it within {rel} * {scale:.3g}, {100 * share:g}% needed")
         elif not np.array_equal(g, r):
             return f"output {i} (integers) differs from the host's"
     return None
@@ -172,6 +183,7 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], *, rounds:
     refused: dict[str, str] = {}
     first_ms: dict[str, float] = {}
     host_out: list[np.ndarray] | None = None
+    rel, share = AGREE_REL, 1.0
     for dev in cands:
         cfg = copy_config(config)
         try:
@@ -191,9 +203,10 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], *, rounds:
             continue
         if dev == HOST:
             host_out = out
+            rel, share = (QUANT_AGREE_REL, QUANT_AGREE_SHARE) if _quantized(pred.program) else (AGREE_REL, 1.0)
         else:
             assert host_out is not None
-            why = _outputs_agree(out, host_out)
+            why = _outputs_agree(out, host_out, rel, share)
             if why is not None:
                 refused[dev] = why
                 continue

@@ -111,3 +111,14 @@ def test_api_auto_picks_on_the_first_run_and_gives_the_reference(cache):
     with pytest.raises(ConfigError, match="alone"):
         cfg.set_nnadapter_device_names(["auto", "onnxruntime"])
         create_paddle_predictor(cfg)
+
+
+def test_quantized_programs_get_the_int8_tolerance(cache):
+    """An int8 device differs from the host's fp32 simulation by rounding: auto must not refuse it for that."""
+    qdir = model_dir("ppocr_cls_v2").parents[1] / "quant" / "ptq_ppocr_det_qdq"  # OpenVINO differs by up to ~0.5
+    if not (qdir / "case.npz").exists():
+        pytest.skip(f"{qdir} not found")
+    z = np.load(qdir / "case.npz")
+    ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
+    c = choose_device(config_for(str(qdir)), ins, candidates=["host", "intel_openvino"], rounds=1, use_cache=False)
+    assert "differs from the host" not in c.refused.get("intel_openvino", ""), c.refused
