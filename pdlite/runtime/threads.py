@@ -7,8 +7,8 @@ the two pools do not compete) through threadpoolctl's controllers. When the last
 user's own NumPy code is not left single-threaded. Without threadpoolctl, the same is done on
 NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
 
-The thread count does not change results: BLAS and the native pool split a GEMM's output, not
-its reductions.
+The native pool's work split does not depend on the thread count; OpenBLAS's does on some CPUs, so
+results across thread counts agree within tolerance, not bit for bit (docs/determinism.md).
 """
 from __future__ import annotations
 
