@@ -77,7 +77,7 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
     if device == "auto":  # what a user gets by default: measured on this input, the fastest kept
         from pdlite.api.auto import choose_device
 
-        choice = choose_device(cfg, feeds, candidates=["host", "intel_openvino", "onnxruntime"], use_cache=False)
+        choice = choose_device(cfg, feeds, create_paddle_predictor, candidates=["host", "intel_openvino", "onnxruntime"], use_cache=False)
         print(f"  {d.name} b{len(next(iter(feeds.values())))} t{threads}: {choice.describe()}", file=sys.stderr)
         device = None if choice.device == "host" else choice.device
     if device:

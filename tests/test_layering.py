@@ -39,9 +39,6 @@ LAYERS: dict[str, int] = {
 # Cycles owned by work in progress elsewhere, each with its issue; remove an entry when it is fixed
 # (the test fails on an entry that no longer is a cycle, so the list cannot go stale).
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # predictor.py imports auto (the `auto` device) and auto.py calls back create_paddle_predictor to measure:
-    # the shared piece (making a predictor from a config) belongs one layer lower, or auto takes the factory
-    frozenset({"pdlite.api.auto", "pdlite.api.predictor"}): "issue 12 (the auto device, pdlite/api/auto.py)",
 }
 
 KNOWN_UPWARD: dict[tuple[str, str], str] = {

@@ -1,6 +1,6 @@
 """The `auto` device: measure the devices that are installed on the real input, keep the fastest.
 
-`choose_device(config, feeds)` builds one predictor per candidate (the host target, then every NNAdapter
+`choose_device(config, feeds, build)` builds one predictor per candidate (the host target, then every NNAdapter
 device whose package imports), checks that each gives the host's outputs (<= 1e-4 * max|host|, else the
 candidate is refused, never silently used), times them interleaved (host, device A, device B, host, ...) for a
 few rounds and keeps the lowest median. The choice is cached per model, input shapes and dtypes, threads and
@@ -15,7 +15,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,11 +164,12 @@ def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray], rel: float, sha
     return None
 
 
-def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], *, rounds: int = 5,
-                  candidates: list[str] | None = None, use_cache: bool = True) -> AutoChoice:
-    """Measure `candidates` (default: host + installed devices) on `feeds`; the fastest that agrees with host."""
-    from pdlite.api.predictor import create_paddle_predictor
+def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Callable[[CxxConfig], Any], *,
+                  rounds: int = 5, candidates: list[str] | None = None, use_cache: bool = True) -> AutoChoice:
+    """Measure `candidates` (default: host + installed devices) on `feeds`; the fastest that agrees with host.
 
+    `build(config)` makes a predictor (`pdlite.lite.create_paddle_predictor`): this module sits below the
+    predictors, which use it for `set_nnadapter_device_names(["auto"])`."""
     if not isinstance(config, CxxConfig):
         raise ConfigError("the auto device needs a CxxConfig (a Paddle model); an optimized .nb keeps its device")
     cands = candidates if candidates is not None else [HOST] + installed_devices()
@@ -188,7 +189,7 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], *, rounds:
         cfg = copy_config(config)
         try:
             apply_device(cfg, dev)
-            pred = create_paddle_predictor(cfg)
+            pred = build(cfg)
             out = [np.array(o, copy=True) for o in pred.predict(dict(feeds))]  # compiles, warms up
             quick = []
             for _ in range(2):

@@ -66,7 +66,7 @@ class CxxPredictor(PredictorBase):
         feeds = {t.name: t.numpy() for t in self._inputs if t.raw() is not None}
         if len(feeds) < len(self._inputs):
             return  # base.run() reports the missing input
-        choice = choose_device(base, feeds)
+        choice = choose_device(base, feeds, CxxPredictor)
         if choice.device != "host":
             cfg = base
             apply_device(cfg, choice.device)

@@ -34,11 +34,12 @@ def add_device_argument(p: Any) -> None:
 def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray]) -> str:
     """Point `cfg` at `device` (auto: measured on `feeds`, choice printed); returns the device used."""
     from pdlite.api.auto import apply_device, choose_device
+    from pdlite.api.predictor import create_paddle_predictor
 
     if device is None:
         device = default_device() if isinstance(cfg, CxxConfig) else "host"
     if device == "auto":
-        choice = choose_device(cfg, feeds)
+        choice = choose_device(cfg, feeds, create_paddle_predictor)
         print(choice.describe())
         device = choice.device
     if device != "host":

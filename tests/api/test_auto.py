@@ -7,6 +7,7 @@ import pytest
 from pdlite.api import auto
 from pdlite.api.auto import choose_device
 from pdlite.errors import ConfigError
+from pdlite.lite import create_paddle_predictor
 from pdlite.tools.cli import main
 from pdlite.tools.common import config_for
 from tests.conftest import load_case, model_dir
@@ -27,37 +28,38 @@ def _cfg():
 
 def test_measures_every_candidate_and_keeps_the_fastest(cache):
     ins, _ = load_case("ppocr_cls_v2")
-    c = choose_device(_cfg(), ins, candidates=CANDS, rounds=3)
+    c = choose_device(_cfg(), ins, create_paddle_predictor, candidates=CANDS, rounds=3)
     assert set(c.medians_ms) == set(CANDS) and not c.refused and not c.cached
     assert c.device == min(c.medians_ms, key=c.medians_ms.get)
     assert cache.exists()
 
 
-def test_choice_is_cached_per_model_and_shape(cache, monkeypatch):
+def test_choice_is_cached_per_model_and_shape(cache):
     ins, _ = load_case("ppocr_cls_v2")
-    first = choose_device(_cfg(), ins, candidates=CANDS, rounds=2)
+    first = choose_device(_cfg(), ins, create_paddle_predictor, candidates=CANDS, rounds=2)
     built = []
-    import pdlite.api.predictor as P
 
-    real = P.create_paddle_predictor
-    monkeypatch.setattr(P, "create_paddle_predictor", lambda cfg: built.append(cfg) or real(cfg))
-    again = choose_device(_cfg(), ins, candidates=CANDS, rounds=2)
+    def counting(cfg):
+        built.append(cfg)
+        return create_paddle_predictor(cfg)
+
+    again = choose_device(_cfg(), ins, counting, candidates=CANDS, rounds=2)
     assert again.cached and again.device == first.device and built == [], "a cache hit builds no predictor"
     wider = {k: np.concatenate([v, v], axis=3) for k, v in ins.items()}  # another input shape: measured anew
-    other = choose_device(_cfg(), wider, candidates=CANDS, rounds=2)
+    other = choose_device(_cfg(), wider, counting, candidates=CANDS, rounds=2)
     assert not other.cached and built
 
 
 def test_a_device_whose_outputs_differ_from_the_host_is_refused(cache, monkeypatch):
     ins, _ = load_case("ppocr_cls_v2")
     monkeypatch.setattr(auto, "AGREE_REL", -1.0)  # nothing can agree: every device must be refused
-    c = choose_device(_cfg(), ins, candidates=CANDS, rounds=1, use_cache=False)
+    c = choose_device(_cfg(), ins, create_paddle_predictor, candidates=CANDS, rounds=1, use_cache=False)
     assert c.device == "host" and "differs from the host" in c.refused["onnxruntime"]
 
 
 def test_a_device_that_cannot_be_built_is_refused_with_its_reason(cache):
     ins, _ = load_case("ppocr_cls_v2")
-    c = choose_device(_cfg(), ins, candidates=["host", "no_such_device"], rounds=1, use_cache=False)
+    c = choose_device(_cfg(), ins, create_paddle_predictor, candidates=["host", "no_such_device"], rounds=1, use_cache=False)
     assert c.device == "host" and "no_such_device" in c.refused["no_such_device"]
 
 
@@ -65,7 +67,7 @@ def test_optimized_models_keep_their_device():
     from pdlite.api.mobile import MobileConfig
 
     with pytest.raises(ConfigError, match="CxxConfig"):
-        choose_device(MobileConfig(), {})
+        choose_device(MobileConfig(), {}, create_paddle_predictor)
 
 
 def test_bench_device_auto_prints_the_choice_and_runner_up(cache, capsys):
@@ -89,7 +91,7 @@ def test_a_far_slower_candidate_is_not_measured(cache, monkeypatch):
     ins, _ = load_case("ppocr_cls_v2")
     monkeypatch.setattr(auto, "SLOW_FACTOR", 0.0)  # every candidate but the fastest counts as far slower
     monkeypatch.setattr(auto, "SLOW_MARGIN_MS", 0.0)
-    c = choose_device(_cfg(), ins, candidates=CANDS, rounds=1, use_cache=False)
+    c = choose_device(_cfg(), ins, create_paddle_predictor, candidates=CANDS, rounds=1, use_cache=False)
     assert list(c.medians_ms) == [c.device] and len(c.refused) == 1
     assert "x the fastest" in next(iter(c.refused.values()))
 
@@ -120,5 +122,5 @@ def test_quantized_programs_get_the_int8_tolerance(cache):
         pytest.skip(f"{qdir} not found")
     z = np.load(qdir / "case.npz")
     ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
-    c = choose_device(config_for(str(qdir)), ins, candidates=["host", "intel_openvino"], rounds=1, use_cache=False)
+    c = choose_device(config_for(str(qdir)), ins, create_paddle_predictor, candidates=["host", "intel_openvino"], rounds=1, use_cache=False)
     assert "differs from the host" not in c.refused.get("intel_openvino", ""), c.refused

@@ -61,7 +61,7 @@ class Model:
             names = create_paddle_predictor(self.config).get_input_names()
             installed = installed_devices()
             cands = [d for d in AUTO_CANDIDATES if d == "host" or d in installed]
-            self.choice = choose_device(self.config, {names[0]: x}, candidates=cands)
+            self.choice = choose_device(self.config, {names[0]: x}, create_paddle_predictor, candidates=cands)
             self._create(self.choice.device)
         self._input.from_numpy(x)
         self.predictor.run()
