@@ -812,20 +812,9 @@ def _strip_callstacks(path: Path) -> None:
 
 def paddle_reference(d: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Outputs of Paddle Inference on the saved model (the zoo's reference convention)."""
-    from paddle import inference
+    from paddle_reference import paddle_reference as run_paddle
 
-    params = d / "inference.pdiparams"
-    config = (inference.Config(str(d / "inference.pdmodel"), str(params)) if params.exists()
-              else inference.Config(str(d / "inference.pdmodel"), ""))
-    config.switch_ir_optim(False)
-    config.disable_mkldnn()
-    config.set_cpu_math_library_num_threads(1)
-    config.disable_glog_info()
-    pred = inference.create_predictor(config)
-    for n in pred.get_input_names():
-        pred.get_input_handle(n).copy_from_cpu(feeds[n])
-    pred.run()
-    return {n: pred.get_output_handle(n).copy_to_cpu() for n in pred.get_output_names()}
+    return run_paddle(d / "inference.pdmodel", d / "inference.pdiparams", feeds)
 
 
 def build(name: str, out_root: Path, seed: int) -> Counter:

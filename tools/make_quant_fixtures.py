@@ -72,18 +72,9 @@ def _op(type_: str, inputs: dict[str, Any], attrs: dict[str, Any], outs: dict[st
 
 
 def paddle_reference(d: Path, feeds: dict[str, np.ndarray], ir_optim: bool = False) -> dict[str, np.ndarray]:
-    from paddle import inference
+    from paddle_reference import paddle_reference as run_paddle
 
-    config = inference.Config(str(d / "inference.pdmodel"), str(d / "inference.pdiparams"))
-    config.switch_ir_optim(ir_optim)
-    config.disable_mkldnn()
-    config.set_cpu_math_library_num_threads(1)
-    config.disable_glog_info()
-    pred = inference.create_predictor(config)
-    for n in pred.get_input_names():
-        pred.get_input_handle(n).copy_from_cpu(feeds[n])
-    pred.run()
-    return {n: pred.get_output_handle(n).copy_to_cpu() for n in pred.get_output_names()}
+    return run_paddle(d / "inference.pdmodel", d / "inference.pdiparams", feeds, ir_optim)
 
 
 def _save(d: Path, feed_vars: list[Any], fetch_vars: list[Any], exe: Any, program: Any) -> None:
