@@ -12,10 +12,10 @@ import numpy as np
 from pdlite.apps.ocr._deps import require
 
 
-def cls_resize_norm(img: np.ndarray, image_shape: Sequence[int] = (3, 48, 192)) -> np.ndarray:
-    """Resize to height imgH keeping the aspect ratio (width capped at imgW), scale to [-1, 1], zero-pad to imgW."""
+def resize_norm_pad(img: np.ndarray, img_c: int, img_h: int, img_w: int) -> np.ndarray:
+    """PaddleOCR's crop normalisation (cls and rec): resize to height img_h keeping the aspect ratio (width capped
+    at img_w), scale to [-1, 1], zero-pad on the right to img_w: [img_c, img_h, img_w] float32."""
     cv2 = require("cv2")
-    img_c, img_h, img_w = image_shape
     h, w = img.shape[:2]
     ratio = w / float(h)
     resized_w = img_w if math.ceil(img_h * ratio) > img_w else int(math.ceil(img_h * ratio))
@@ -30,6 +30,12 @@ def cls_resize_norm(img: np.ndarray, image_shape: Sequence[int] = (3, 48, 192)) 
     out = np.zeros((img_c, img_h, img_w), dtype=np.float32)
     out[:, :, 0:resized_w] = resized
     return out
+
+
+def cls_resize_norm(img: np.ndarray, image_shape: Sequence[int] = (3, 48, 192)) -> np.ndarray:
+    """Resize to height imgH keeping the aspect ratio (width capped at imgW), scale to [-1, 1], zero-pad to imgW."""
+    img_c, img_h, img_w = image_shape
+    return resize_norm_pad(img, img_c, img_h, img_w)
 
 
 class TextClassifier:

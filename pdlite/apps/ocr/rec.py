@@ -4,13 +4,12 @@ Mirrors PaddleOCR 2.x `tools/infer/predict_rec.py` and `ppocr/postprocess/rec_po
 """
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pdlite.apps.ocr._deps import require
+from pdlite.apps.ocr.cls import resize_norm_pad
 from pdlite.errors import ConfigError
 
 
@@ -62,21 +61,10 @@ class CTCLabelDecode:
 def rec_resize_norm(img: np.ndarray, max_wh_ratio: float, image_shape: Sequence[int] = (3, 48, 320)) -> np.ndarray:
     """Resize to height imgH keeping the aspect ratio (width capped at imgH*max_wh_ratio), scale to [-1, 1],
     zero-pad on the right to imgH*max_wh_ratio: [C, imgH, W] float32."""
-    cv2 = require("cv2")
     img_c, img_h, _ = image_shape
     if img.shape[2] != img_c:
         raise ConfigError(f"rec_image_shape has {img_c} channels but the crop has {img.shape[2]}")
-    img_w = int(img_h * max_wh_ratio)
-    h, w = img.shape[:2]
-    ratio = w / float(h)
-    resized_w = img_w if math.ceil(img_h * ratio) > img_w else int(math.ceil(img_h * ratio))
-    resized = cv2.resize(img, (resized_w, img_h)).astype("float32")
-    resized = resized.transpose((2, 0, 1)) / 255
-    resized -= 0.5
-    resized /= 0.5
-    out = np.zeros((img_c, img_h, img_w), dtype=np.float32)
-    out[:, :, 0:resized_w] = resized
-    return out
+    return resize_norm_pad(img, img_c, img_h, int(img_h * max_wh_ratio))
 
 
 class TextRecognizer:
