@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from pdlite.api.mobile import MobileConfig
+from pdlite.kernels.host import native
 from pdlite.lite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
 from tests.conftest import assert_close_rel, load_case, model_dir
 
@@ -59,6 +60,7 @@ from pdlite.lite import MobileConfig, create_paddle_predictor
 mc = MobileConfig()
 mc.set_model_from_file(sys.argv[1])
 mc.set_threads(1)
+mc.set_option("host_native", {native_on})
 {setup}
 pred = create_paddle_predictor(mc)
 ins = dict(np.load(sys.argv[2]))
@@ -93,10 +95,12 @@ def test_nb_loads_and_runs_in_a_fresh_process(kind: str, tmp_path: Path) -> None
     mc = MobileConfig()
     mc.set_model_from_file(path)
     mc.set_threads(1)
+    # the same host kernels here and there (`pytest --host-numpy` makes the NumPy ones this process's default)
+    mc.set_option("host_native", native.DEFAULT_ON)
     exec(KINDS[kind][1], {"mc": mc})
     here = create_paddle_predictor(mc).predict(ins)
 
-    script = textwrap.dedent(LOADER).format(setup=KINDS[kind][1])
+    script = textwrap.dedent(LOADER).format(setup=KINDS[kind][1], native_on=native.DEFAULT_ON)
     proc = subprocess.run([sys.executable, "-c", script, path, str(tmp_path / "ins.npz"), str(tmp_path / "out.npz")],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"fresh process failed to load/run the {kind} .nb:\n{proc.stderr[-3000:]}"

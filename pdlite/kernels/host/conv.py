@@ -326,6 +326,9 @@ class Conv2d(Kernel):
         if fast and not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         n = g.n
+        if n == 0:  # an empty batch: an empty result (the NumPy paths' reshapes cannot infer -1 on size 0)
+            shape = (0, g.oh, g.ow, g.oc) if g.channel_last else (0, g.oc, g.oh, g.ow)
+            return np.zeros(shape, dtype=x.dtype), True
         pads = (g.pads[0], g.pads[2])
         if fast and not res and not g.channel_last and isinstance(x, np.ndarray):
             plan = self.native_plan(g, kind, w, w_src, bias, act, x.shape)
