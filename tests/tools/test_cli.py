@@ -121,7 +121,7 @@ def test_graph_svg_with_graphviz(capsys, tmp_path):
     import shutil
 
     if shutil.which("dot") is None:
-        pytest.skip("graphviz's dot is not installed")
+        pytest.skip("graphviz's dot program is absent (an optional system tool)")
     out = tmp_path / "g.svg"
     rc, text = _cli(capsys, "graph", str(model_dir("ppocr_cls_v2")), "-o", str(out))
     assert rc == 0, text
