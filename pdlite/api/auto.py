@@ -35,6 +35,7 @@ QUANT_AGREE_REL = 2e-2
 QUANT_AGREE_SHARE = 0.99
 QUANT_OPS = ("quantize_linear", "dequantize_linear", "fake_")
 SLOW_FACTOR = 20.0  # a candidate this many times slower than the fastest after warm-up is not measured further
+CLOSE = 1.25  # the two best within this ratio after the first rounds: measured again, twice as long
 SLOW_MARGIN_MS = 1.0  # ... plus this much (sub-millisecond runs are too noisy to judge by one run)
 
 
@@ -164,6 +165,15 @@ def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray], rel: float, sha
     return None
 
 
+def _interleave(preds: Mapping[str, Any], times: dict[str, list[float]], rounds: int) -> None:
+    """`rounds` rounds of one run each, interleaved (host, A, B, host, A, B, ...); milliseconds into `times`."""
+    for _ in range(max(rounds, 1)):
+        for dev, pred in preds.items():
+            t0 = time.perf_counter()
+            pred.run()
+            times[dev].append((time.perf_counter() - t0) * 1e3)
+
+
 def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Callable[[CxxConfig], Any], *,
                   rounds: int = 5, candidates: list[str] | None = None, use_cache: bool = True) -> AutoChoice:
     """Measure `candidates` (default: host + installed devices) on `feeds`; the fastest that agrees with host.
@@ -219,12 +229,13 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Cal
             refused[dev] = f"{first_ms[dev]:.1f} ms per run, over {SLOW_FACTOR}x the fastest ({fastest:.1f} ms)"
             del preds[dev]
     times: dict[str, list[float]] = {d: [] for d in preds}
-    for _ in range(max(rounds, 1)):  # interleaved: host, A, B, host, A, B, ...
-        for dev, pred in preds.items():
-            t0 = time.perf_counter()
-            pred.run()
-            times[dev].append((time.perf_counter() - t0) * 1e3)
+    _interleave(preds, times, rounds)
     medians = {d: statistics.median(t) for d, t in times.items()}
+    ranked = sorted(medians, key=medians.__getitem__)
+    if len(ranked) > 1 and medians[ranked[1]] <= CLOSE * medians[ranked[0]]:
+        # a close call between the two best: more interleaved rounds of just those two decide it
+        _interleave({d: preds[d] for d in ranked[:2]}, times, 2 * rounds)
+        medians = {d: statistics.median(t) for d, t in times.items()}
     best = min(medians, key=medians.__getitem__)
     choice = AutoChoice(best, medians, refused)
     if use_cache:
