@@ -35,6 +35,7 @@ QUANT_AGREE_REL = 2e-2
 QUANT_AGREE_SHARE = 0.99
 QUANT_OPS = ("quantize_linear", "dequantize_linear", "fake_")
 SLOW_FACTOR = 20.0  # a candidate this many times slower than the fastest after warm-up is not measured further
+PAUSE_S = 0.05  # before each candidate's block
 CLOSE = 1.25  # the two best within this ratio after the first rounds: measured again, twice as long
 SLOW_MARGIN_MS = 1.0  # ... plus this much (sub-millisecond runs are too noisy to judge by one run)
 
@@ -166,12 +167,17 @@ def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray], rel: float, sha
 
 
 def _interleave(preds: Mapping[str, Any], times: dict[str, list[float]], rounds: int) -> None:
-    """`rounds` rounds of one run each, interleaved (host, A, B, host, A, B, ...); milliseconds into `times`."""
+    """`rounds` rounds, interleaved (host, A, B, host, A, B, ...), of a short block per candidate whose first run
+    is not timed, after a pause: runtimes in one process disturb each other (ONNX Runtime's and OpenMP's worker
+    threads keep spinning for a while after a run and slow whoever runs next). Milliseconds into `times`."""
     for _ in range(max(rounds, 1)):
         for dev, pred in preds.items():
-            t0 = time.perf_counter()
+            time.sleep(PAUSE_S)  # let the previous runtime's threads go idle
             pred.run()
-            times[dev].append((time.perf_counter() - t0) * 1e3)
+            for _ in range(2):
+                t0 = time.perf_counter()
+                pred.run()
+                times[dev].append((time.perf_counter() - t0) * 1e3)
 
 
 def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Callable[[CxxConfig], Any], *,
