@@ -189,18 +189,9 @@ def _inputs(specs, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray
 
 
 def _reference(model_dir: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from paddle import inference
+    from paddle_reference import paddle_reference
 
-    config = inference.Config(str(model_dir / "inference.json"), str(model_dir / "inference.pdiparams"))
-    config.switch_ir_optim(False)
-    config.disable_mkldnn()
-    config.set_cpu_math_library_num_threads(1)
-    config.disable_glog_info()
-    pred = inference.create_predictor(config)
-    for name in pred.get_input_names():
-        pred.get_input_handle(name).copy_from_cpu(feeds[name])
-    pred.run()
-    return {n: pred.get_output_handle(n).copy_to_cpu() for n in pred.get_output_names()}
+    return paddle_reference(model_dir / "inference.json", model_dir / "inference.pdiparams", feeds)
 
 
 def _check_eager(layer, specs, feeds: dict[str, np.ndarray], outs: dict[str, np.ndarray], what: str) -> None:
@@ -296,22 +287,12 @@ TWINS = REPO / "tests" / "fixtures" / "pir_conformance"
 
 def _run_inference(model_dir: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Paddle Inference's outputs (in fetch order) for a PIR or legacy model folder."""
-    from paddle import inference
+    from paddle_reference import paddle_reference
 
     model = model_dir / "inference.json"
     if not model.is_file():
         model = model_dir / "inference.pdmodel"
-    params = model_dir / "inference.pdiparams"
-    config = inference.Config(str(model), str(params) if params.is_file() else "")
-    config.switch_ir_optim(False)
-    config.disable_mkldnn()
-    config.set_cpu_math_library_num_threads(1)
-    config.disable_glog_info()
-    pred = inference.create_predictor(config)
-    for name in pred.get_input_names():
-        pred.get_input_handle(name).copy_from_cpu(feeds[name])
-    pred.run()
-    return [pred.get_output_handle(n).copy_to_cpu() for n in pred.get_output_names()]
+    return list(paddle_reference(model, model_dir / "inference.pdiparams", feeds).values())
 
 
 def _run_executor(model_dir: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
