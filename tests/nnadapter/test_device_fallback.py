@@ -116,16 +116,21 @@ def shape_only_block(ops: list[OpDesc]) -> bool:
     return all(op.type in ("shape", "shape64", "slice", "cast", "concat", "scale", "elementwise_mul") for op in ops)
 
 
+def _lcnet_on_host() -> tuple[Path, dict[str, np.ndarray], list[np.ndarray]]:
+    """The PP-LCNet-like PIR net, its inputs, and its outputs on the host kernels."""
+    folder = NETS / "lcnet_like" / "pir"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is missing (tools/make_pir_nets.py)")
+    ins = _inputs(folder)
+    return folder, ins, [np.array(o, copy=True) for o in _predictor(folder, None).predict(dict(ins))]
+
+
 @pytest.mark.parametrize("device", list(DEVICES))
 def test_first_run_failure_falls_back_to_host(device: str, monkeypatch) -> None:
     need(device)
     from pdlite.nnadapter.registry import get_driver
 
-    folder = NETS / "lcnet_like" / "pir"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is missing (tools/make_pir_nets.py)")
-    ins = _inputs(folder)
-    host = [np.array(o, copy=True) for o in _predictor(folder, None).predict(dict(ins))]
+    folder, ins, host = _lcnet_on_host()
 
     def broken(self, compiled, inputs):
         raise RuntimeError("the device built the model but cannot run it")
@@ -145,11 +150,7 @@ def test_first_run_with_wrong_dtypes_falls_back_to_host(device: str, monkeypatch
     need(device)
     from pdlite.nnadapter.registry import get_driver
 
-    folder = NETS / "lcnet_like" / "pir"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is missing (tools/make_pir_nets.py)")
-    ins = _inputs(folder)
-    host = [np.array(o, copy=True) for o in _predictor(folder, None).predict(dict(ins))]
+    folder, ins, host = _lcnet_on_host()
     real_run = get_driver(device).run
 
     def float64_outputs(self, compiled, inputs):
