@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
 from pathlib import Path
 
 
@@ -20,18 +19,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _pir_names(op_types: set[str]) -> dict[str, list[str]]:
-    """PIR op name(s) per legacy op type, read from the PIR mapping's descriptions ("-> conv2d")."""
-    from pdlite.model_parser import pir_mapping
+    """PIR op name(s) per legacy op type: the ops each PIR mapping declares it produces."""
+    from pdlite.model_parser.pir_convert import produced_by
+    from pdlite.model_parser.pir_mapping import PIR_OPS
 
-    table = pir_mapping.mapping_table()
     out: dict[str, list[str]] = {}
-    for pir_name, what in table:
-        short = pir_name.split(".", 1)[-1]
-        targets = {t for t in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", what) if t in op_types}
-        if not targets and short.rstrip("_") in op_types:
-            targets = {short.rstrip("_")}
-        for t in targets:
-            out.setdefault(t, []).append(pir_name)
+    for pir_name, fn in PIR_OPS.items():
+        for t in produced_by(fn):
+            if t in op_types:
+                out.setdefault(t, []).append(pir_name)
     return out
 
 
