@@ -4,8 +4,8 @@
 threads, and the BLAS NumPy uses runs `n` (or 1 while the native pool runs the GEMMs, so that
 the two pools do not compete) through threadpoolctl's controllers. When the last run in progress
 (over all threads of the process) ends, BLAS gets back the thread count it had before, so a
-user's own NumPy code is not left single-threaded. Without threadpoolctl, the same is done on
-NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
+user's own NumPy code is not left single-threaded. Where threadpoolctl recognises no BLAS, the same
+is done on NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
 
 The native pool's work split does not depend on the thread count; OpenBLAS's does on some CPUs, so
 results across thread counts agree within tolerance, not bit for bit (docs/determinism.md).
@@ -27,16 +27,13 @@ _native_now: int | None = None
 
 
 def _blas_controllers() -> list[Any]:
-    """What sets BLAS thread counts: threadpoolctl's controller of each loaded BLAS library (made once), or,
-    without threadpoolctl, pdlite.kernels.host.blas over NumPy's OpenBLAS. Each has get/set_num_threads."""
+    """What sets BLAS thread counts: threadpoolctl's controller of each loaded BLAS library (made once), or, where
+    threadpoolctl recognises none, pdlite.kernels.host.blas over NumPy's OpenBLAS. Each has get/set_num_threads."""
     global _controllers
     if _controllers is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:
-            found: list[Any] = []
-        else:
-            found = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        from threadpoolctl import ThreadpoolController
+
+        found = list(ThreadpoolController().select(user_api="blas").lib_controllers)
         _controllers = found or ([blas] if blas.found() else [])
     return _controllers
 

@@ -42,21 +42,17 @@ def _version(dist: str) -> str | None:
 
 
 def _blas() -> str:
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        threadpool_info = None
-    if threadpool_info is not None:
-        import numpy  # noqa: F401  (loads its BLAS so that threadpoolctl sees it)
+    import numpy  # noqa: F401  (loads its BLAS so that threadpoolctl sees it)
+    from threadpoolctl import threadpool_info
 
-        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-        if blas:
-            b = blas[0]
-            return (f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')}, "
-                    f"{b.get('num_threads')} threads) {b.get('filepath')}")
-    from pdlite.runtime.threads import blas_library
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    if blas:
+        b = blas[0]
+        return (f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')}, "
+                f"{b.get('num_threads')} threads) {b.get('filepath')}")
+    from pdlite.kernels.host import blas as numpy_blas
 
-    lib = blas_library()
+    lib = numpy_blas.library()
     return f"OpenBLAS at {lib._name}" if lib is not None else "not found (BLAS thread control off)"
 
 
