@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.api.auto import apply_device, choose_device, installed_devices
+from pdlite.api.auto import apply_device
 from pdlite.errors import ConfigError
 from pdlite.lite import CxxConfig, create_paddle_predictor
 
@@ -19,7 +19,6 @@ CLS_MODEL_DIR = MODELS_DIR / "ch_ppocr_mobile_v2.0_cls_infer"
 REC_CHAR_DICT_PATH = MODELS_DIR / "ppocr_keys_v1.txt"
 
 DEVICES = ("host", "intel_openvino", "onnxruntime", "auto")
-AUTO_CANDIDATES = ("host", "intel_openvino", "onnxruntime")  # auto measures these (when installed), no others
 # each NNAdapter driver reads the properties with its own prefix
 _THREAD_PROPERTIES = ("INTEL_OPENVINO_INFERENCE_NUM_THREADS", "ONNXRUNTIME_INTRA_OP_NUM_THREADS")
 
@@ -27,8 +26,8 @@ _THREAD_PROPERTIES = ("INTEL_OPENVINO_INFERENCE_NUM_THREADS", "ONNXRUNTIME_INTRA
 class Model:
     """A Paddle inference model (folder with inference.pdmodel/.pdiparams) run by a pdlite predictor.
 
-    With device="auto" the predictor is made on the first call, on the device `choose_device` finds fastest
-    for that input (the choice is cached by pdlite per model, shapes and threads)."""
+    With device="auto" the predictor picks its device on the first call, the fastest for that input
+    (`set_nnadapter_device_names(["auto"])`; the choice is cached by pdlite per model, shapes and threads)."""
 
     def __init__(self, model_dir: str | os.PathLike, device: str = "host", threads: int = 1,
                  what: str = "model") -> None:
@@ -42,27 +41,25 @@ class Model:
         self.config.set_model_dir(str(model_dir))
         self.config.set_threads(threads)
         self.config.set_nnadapter_context_properties(";".join(f"{p}={int(threads)}" for p in _THREAD_PROPERTIES))
-        self.device = device
-        self.choice: Any = None  # the AutoChoice, with device="auto"
-        self.predictor: Any = None
-        self._input_name: str | None = None
-        if device != "auto":
-            self._create(device)
-
-    def _create(self, device: str) -> None:
-        apply_device(self.config, device)
-        self.device = device
+        if device == "auto":  # the engine picks on the first input (measured, cached per model and shape)
+            self.config.set_nnadapter_device_names(["auto"])
+        else:
+            apply_device(self.config, device)
+        self._device = device
         self.predictor = create_paddle_predictor(self.config)
         self._input = self.predictor.get_input(0)
         self._output = self.predictor.get_output(0)
 
+    @property
+    def choice(self) -> Any:
+        """What `auto` chose (an AutoChoice), once it has; None otherwise."""
+        return getattr(self.predictor, "auto_choice", None)
+
+    @property
+    def device(self) -> str:
+        return self.choice.device if self.choice is not None else self._device
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        if self.predictor is None:  # auto: choose on this input
-            names = create_paddle_predictor(self.config).get_input_names()
-            installed = installed_devices()
-            cands = [d for d in AUTO_CANDIDATES if d == "host" or d in installed]
-            self.choice = choose_device(self.config, {names[0]: x}, create_paddle_predictor, candidates=cands)
-            self._create(self.choice.device)
         self._input.from_numpy(x)
         self.predictor.run()
         return self._output.numpy()
