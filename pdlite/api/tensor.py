@@ -88,7 +88,7 @@ class Tensor:
         if not isinstance(array, np.ndarray) or array.dtype == object:
             raise InputError(f"tensor {self.name!r}: share_data takes a numeric NumPy array, "
                              f"got {type(array).__name__}")
-        self._set(np.ascontiguousarray(array))
+        self._set(np.asarray(array, order="C"))
 
     def numpy(self) -> np.ndarray:
         """A new NumPy array holding the data (a later run does not change it)."""

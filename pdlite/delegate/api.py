@@ -48,7 +48,7 @@ class DelegateTensor:
     def from_numpy(self, array: Any) -> None:
         if self.is_const:
             raise PdliteError(f"delegate tensor {self.name!r} is a weight and cannot be written")
-        self._ref.scope[self.name] = np.ascontiguousarray(array)
+        self._ref.scope[self.name] = np.asarray(array, order="C")
 
     def __repr__(self) -> str:
         return f"DelegateTensor({self.name!r}, shape={self.shape()})"

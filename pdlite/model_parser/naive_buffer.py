@@ -129,7 +129,7 @@ def write_naive_buffer(
         if arr.dtype == object:
             raise ModelFormatError(f"write_naive_buffer: param {name!r} is an object array")
         vt = int(var_type_of(arr.dtype))
-        le = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        le = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"), order="C")
         table.append({"name": name, "dtype": le.dtype.str, "var_type": vt, "shape": list(arr.shape),
                       "offset": off, "nbytes": int(le.nbytes)})
         arrays.append((name, le, off))

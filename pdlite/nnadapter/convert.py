@@ -243,7 +243,7 @@ class ConvertContext:
                                   "by an earlier op, not a parameter)")
         onnx_name = name if name not in self._used else self.fresh("param")
         self._used.add(onnx_name)
-        self.initializers[onnx_name] = self.onnx.numpy_helper.from_array(np.ascontiguousarray(val), onnx_name)
+        self.initializers[onnx_name] = self.onnx.numpy_helper.from_array(np.asarray(val, order="C"), onnx_name)
         self._current[name] = onnx_name
         return onnx_name
 
@@ -269,7 +269,7 @@ class ConvertContext:
     # -- builders ---------------------------------------------------------------------------
     def const(self, value: Any, dtype: Any = None, hint: str = "c") -> str:
         """An initializer holding `value` (NumPy conversion with `dtype`)."""
-        arr = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+        arr = np.asarray(np.asarray(value, dtype=dtype), order="C")
         name = self.fresh(hint)
         self.initializers[name] = self.onnx.numpy_helper.from_array(arr, name)
         return name

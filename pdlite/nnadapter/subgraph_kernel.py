@@ -109,7 +109,7 @@ class SubgraphKernel(Kernel):
             if entry is not _FALLBACK:
                 return {"Outputs": self._first_run(key, entry, vals, data)}
         if entry is not _FALLBACK:
-            return {"Outputs": self._driver.run(entry.model, [np.ascontiguousarray(a) for a in data])}
+            return {"Outputs": self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])}
         return {"Outputs": self._run_host(vals)}
 
     # -- building -----------------------------------------------------------------------------
@@ -136,7 +136,7 @@ class SubgraphKernel(Kernel):
         device cannot run it, or returns other output counts, shapes or dtypes than the host kernels
         (which the ops after the subgraph expect), this signature falls back to the host."""
         try:
-            outs = self._driver.run(entry.model, [np.ascontiguousarray(a) for a in data])
+            outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
             if len(outs) != len(self.out_names):
                 raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
         except Exception as e:

@@ -295,7 +295,7 @@ def new_param(graph: Graph, ctx: PassContext, base: str, value: np.ndarray) -> N
     while name in graph.vars or name in ctx.params:
         i += 1
         name = f"{base}@fused{i}"
-    value = np.ascontiguousarray(value)
+    value = np.asarray(value, order="C")
     ctx.params[name] = value
     return graph.add_var(VarDesc(name, dtype=var_type_of(value.dtype), shape=list(value.shape), persistable=True))
 

@@ -52,7 +52,7 @@ class ImagePrep:
             img = cv2.resize(img, (w, h), interpolation=cv2.INTER_LINEAR)
         x = img.astype(np.float32) * np.float32(self.scale)
         x = (x - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
-        return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
+        return np.asarray(x.transpose(2, 0, 1)[None], order="C")
 
 
 def list_inputs(inputs: str) -> list[str]:

@@ -152,7 +152,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.output)
     os.makedirs(out, exist_ok=True)
     persist = set(program.persistable_names())
-    save_model(program, {n: LoDTensor(np.ascontiguousarray(v)) for n, v in new_params.items() if n in persist},
+    save_model(program, {n: LoDTensor(np.asarray(v, order="C")) for n, v in new_params.items() if n in persist},
                out / "inference.pdmodel", out / "inference.pdiparams")
     w = len({t.weight for t in targets})
     print(f"wrote {out}/inference.pdmodel + inference.pdiparams: {len(targets)} ops quantized "

@@ -49,7 +49,7 @@ def det_normalize(img: np.ndarray) -> np.ndarray:
     mean = np.array(DET_MEAN, dtype=np.float32).reshape(1, 1, 3)
     std = np.array(DET_STD, dtype=np.float32).reshape(1, 1, 3)
     out = (img.astype("float32") * scale - mean) / std
-    return np.ascontiguousarray(out.transpose(2, 0, 1)[None])
+    return np.asarray(out.transpose(2, 0, 1)[None], order="C")
 
 
 def polygon_area_length(box: np.ndarray) -> tuple[float, float]:

@@ -65,7 +65,7 @@ def _text_in_box(size: tuple[int, int], box: np.ndarray, text: str, font_path: s
         draw.text((0, ph / 2), text, fill=(0, 0, 0), font=font, anchor="lm")
     arr = np.array(patch)
     if vertical:
-        arr = np.ascontiguousarray(np.rot90(arr, 3))
+        arr = np.asarray(np.rot90(arr, 3), order="C")
     src = np.float32([[0, 0], [bw, 0], [bw, bh], [0, bh]])
     m = cv2.getPerspectiveTransform(src, box)
     return cv2.warpPerspective(arr, m, size, flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,

@@ -43,11 +43,11 @@ FUSED_IM2COL_FLOATS = 1 << 20
 
 
 def to_nchw(x: np.ndarray, channel_last: bool) -> np.ndarray:
-    return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if channel_last else x
+    return np.asarray(x.transpose(0, 3, 1, 2), order="C") if channel_last else x
 
 
 def from_nchw(y: np.ndarray, channel_last: bool) -> np.ndarray:
-    return np.ascontiguousarray(y.transpose(0, 2, 3, 1)) if channel_last else y
+    return np.asarray(y.transpose(0, 2, 3, 1), order="C") if channel_last else y
 
 
 def gather_grid(
@@ -145,7 +145,7 @@ def depthwise(x: np.ndarray, w: np.ndarray, g: ConvGeometry) -> np.ndarray:
             stack[:, :, k] = bufs[b][:, c0:c1, off : off + length]
         np.matmul(w[c0:c1, None, :], stack, out=out[:, c0:c1])
     res = out.reshape(n, c, oh, wq)
-    return res if wq == ow else np.ascontiguousarray(res[:, :, :, :ow])
+    return res if wq == ow else np.asarray(res[:, :, :, :ow], order="C")
 
 
 def im2col(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
@@ -185,7 +185,7 @@ def bias_of(ins: dict[str, list[Any]]) -> np.ndarray | None:
     bias = ins.get("Bias")
     if not bias:
         return None
-    return np.ascontiguousarray(np.asarray(bias[0], dtype=np.float32).reshape(-1))
+    return np.asarray(np.asarray(bias[0], dtype=np.float32).reshape(-1), order="C")
 
 
 def numpy_act_inplace(out: np.ndarray, act: native.Act) -> None:
@@ -254,10 +254,10 @@ class Conv2d(Kernel):
         oc, cg, kh, kw = w.shape
         groups = int(self.attrs["groups"] or 1)
         if cg == 1 and groups > 1:  # depthwise: (Cout, kh*kw), Cout = Cin * multiplier
-            return "dw", np.ascontiguousarray(w.reshape(oc, kh * kw))
+            return "dw", np.asarray(w.reshape(oc, kh * kw), order="C")
         if groups == 1:
-            return "mm", np.ascontiguousarray(w.reshape(oc, cg * kh * kw))
-        return "group", np.ascontiguousarray(w.reshape(groups, oc // groups, cg * kh * kw))
+            return "mm", np.asarray(w.reshape(oc, cg * kh * kw), order="C")
+        return "group", np.asarray(w.reshape(groups, oc // groups, cg * kh * kw), order="C")
 
     def geometry(self, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvGeometry:
         key = (x_shape, w_shape)
@@ -324,7 +324,7 @@ class Conv2d(Kernel):
         bias = self._bias.get(ins["Bias"][0], lambda b: bias_of(ins)) if ins.get("Bias") else None
         fast = self.use_native() and x.dtype == np.float32
         if fast and not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
+            x = np.asarray(x, order="C")
         n = g.n
         if n == 0:  # an empty batch: an empty result (the NumPy paths' reshapes cannot infer -1 on size 0)
             shape = (0, g.oh, g.ow, g.oc) if g.channel_last else (0, g.oc, g.oh, g.ow)
@@ -353,7 +353,7 @@ class Conv2d(Kernel):
             if pointwise and g.sh == g.sw == 1:
                 cols = x.reshape(n, g.c, g.h * g.w)
             elif pointwise:
-                cols = np.ascontiguousarray(x[:, :, :: g.sh, :: g.sw][:, :, : g.oh, : g.ow]).reshape(n, g.c, -1)
+                cols = np.asarray(x[:, :, :: g.sh, :: g.sw][:, :, : g.oh, : g.ow], order="C").reshape(n, g.c, -1)
             elif gemm and self.winograd(g, kind):
                 cols = None
                 u = self._wino.get(w_src, lambda f: native.winograd_weights(np.asarray(f, dtype=np.float32)))
@@ -407,7 +407,7 @@ class Conv2dTranspose(Kernel):
         cin, ocg, kh, kw = w.shape
         groups = int(self.attrs["groups"] or 1)
         wg = w.reshape(groups, cin // groups, ocg * kh * kw)
-        return np.ascontiguousarray(wg.transpose(0, 2, 1))
+        return np.asarray(wg.transpose(0, 2, 1), order="C")
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         return {"Output": [self.compute(ins, native.NO_ACT)[0]]}
@@ -427,7 +427,7 @@ class Conv2dTranspose(Kernel):
         n, h, w = g.n, g.h, g.w
         if x.dtype == np.float32 and native.use_native(self.context) and native.gemm_available():
             # on the native pool (BLAS itself runs single-threaded while it is in use)
-            cols = native.conv_gemm(wt, np.ascontiguousarray(x).reshape(n, g.c, h * w), None)
+            cols = native.conv_gemm(wt, np.asarray(x, order="C").reshape(n, g.c, h * w), None)
         else:
             cols = np.matmul(wt, x.reshape(n, g.groups, g.c // g.groups, h * w))  # (N, g, ocg*kh*kw, HW)
         cols = cols.reshape(n, g.oc, g.kh, g.kw, h, w)
@@ -441,7 +441,7 @@ class Conv2dTranspose(Kernel):
                 c = j * g.dw
                 acc[:, :, r : r + (h - 1) * g.sh + 1 : g.sh, c : c + (w - 1) * g.sw + 1 : g.sw] += cols[:, :, i, j]
         out = acc[:, :, top : top + g.oh, left : left + g.ow]
-        out = np.ascontiguousarray(out)
+        out = np.asarray(out, order="C")
         fuse = act if not g.channel_last else native.NO_ACT
         epilogue(out, bias_of(ins), fuse, native.use_native(self.context))
         return from_nchw(out, g.channel_last), fuse[0] != 0 or not act[0]

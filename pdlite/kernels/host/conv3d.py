@@ -30,7 +30,7 @@ def conv3d_ncdhw(x: np.ndarray, w: np.ndarray, g: Conv3dGeometry) -> np.ndarray:
     p = g.pads
     if (kd, kh, kw) == (1, 1, 1) and not any(p):
         cols = x[:, :, : (od - 1) * sd + 1 : sd, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw]
-        cols = np.ascontiguousarray(cols).reshape(n, g.groups, c // g.groups, od * oh * ow)
+        cols = np.asarray(cols, order="C").reshape(n, g.groups, c // g.groups, od * oh * ow)
         return np.matmul(w, cols).reshape(n, g.oc, od, oh, ow)
     # pad (or crop) so that every window lies inside the buffer
     ext = [(k - 1) * d + 1 for k, d in zip(g.kernel, g.dilations)]
@@ -46,7 +46,7 @@ def conv3d_ncdhw(x: np.ndarray, w: np.ndarray, g: Conv3dGeometry) -> np.ndarray:
     step = max(1, min(od, COLS_FLOATS // max(1, per_depth)))
     for d0 in range(0, od, step):
         d1 = min(od, d0 + step)
-        cols = np.ascontiguousarray(view[:, :, d0:d1].transpose(0, 1, 5, 6, 7, 2, 3, 4))
+        cols = np.asarray(view[:, :, d0:d1].transpose(0, 1, 5, 6, 7, 2, 3, 4), order="C")
         cols = cols.reshape(n, g.groups, (c // g.groups) * kd * kh * kw, (d1 - d0) * oh * ow)
         out[:, :, d0:d1] = np.matmul(w, cols).reshape(n, g.oc, d1 - d0, oh, ow)
     return out
@@ -72,7 +72,7 @@ class Conv3d(Kernel):
         if w_src is not self._w_src or self._w is None:
             w = np.asarray(w_src, dtype=np.float32)
             groups = int(self.attrs["groups"] or 1)
-            self._w = np.ascontiguousarray(w.reshape(groups, w.shape[0] // groups, -1))
+            self._w = np.asarray(w.reshape(groups, w.shape[0] // groups, -1), order="C")
             self._w_src = w_src
         return self._w
 

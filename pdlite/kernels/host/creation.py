@@ -174,7 +174,7 @@ class ExpandV2(Kernel):
             shape = C.expand_shape(x.shape, C.expand_target(self.attrs, ins))
         except ShapeError as e:
             raise _shape_error(f"expand_v2: X {list(x.shape)}", e) from None
-        return {"Out": [np.ascontiguousarray(np.broadcast_to(x, shape))]}
+        return {"Out": [np.asarray(np.broadcast_to(x, shape), order="C")]}
 
 
 @any_kernel("tile", RepeatTimes=ANY, repeat_times_tensor=ANY)

@@ -96,7 +96,7 @@ class ExpandAs(Kernel):
             target = list(ins["Y"][0].shape)
         lead = len(target) - x.ndim
         shape = [d if d > 0 or i < lead else x.shape[i - lead] for i, d in enumerate(target)]
-        return {"Out": [np.ascontiguousarray(np.broadcast_to(x, shape))]}
+        return {"Out": [np.asarray(np.broadcast_to(x, shape), order="C")]}
 
 
 @generic("index_select", Index=ANY)
@@ -153,7 +153,7 @@ class Cumsum(Kernel):
                                                                                   axis)], axis)
         if self.attrs.get("reverse"):
             out = np.flip(out, axis)
-        return {"Out": [np.ascontiguousarray(out)]}
+        return {"Out": [np.asarray(out, order="C")]}
 
 
 @generic("flip")
@@ -161,7 +161,7 @@ class Flip(Kernel):
     def run(self, ins: Ins) -> Outs:
         x = ins["X"][0]
         axes = [_axis(int(a), x.ndim) for a in self.attrs["axis"]]
-        return {"Out": [np.ascontiguousarray(np.flip(x, axes))]}
+        return {"Out": [np.asarray(np.flip(x, axes), order="C")]}
 
 
 @generic("roll", ShiftsTensor=ANY)
@@ -198,7 +198,7 @@ class Size(Kernel):
 @generic("meshgrid")
 class Meshgrid(Kernel):
     def run(self, ins: Ins) -> Outs:
-        return {"Out": [np.ascontiguousarray(g) for g in np.meshgrid(*[v.reshape(-1) for v in ins["X"]],
+        return {"Out": [np.asarray(g, order="C") for g in np.meshgrid(*[v.reshape(-1) for v in ins["X"]],
                                                                      indexing="ij")]}
 
 
@@ -207,7 +207,7 @@ class Unbind(Kernel):
     def run(self, ins: Ins) -> Outs:
         x = ins["X"][0]
         a = _axis(int(self.attrs["axis"]), x.ndim)
-        return {"Out": [np.ascontiguousarray(np.take(x, i, axis=a)) for i in range(x.shape[a])]}
+        return {"Out": [np.asarray(np.take(x, i, axis=a), order="C") for i in range(x.shape[a])]}
 
 
 # --- norms ------------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ class GroupNorm(Kernel):
         if ins.get("Bias"):
             y = y + ins["Bias"][0].reshape(bshape)
         y = np.moveaxis(y, 1, -1) if nhwc else y
-        return present(self.op, {"Y": [np.ascontiguousarray(y, dtype=x.dtype)], "Mean": [mean.astype(x.dtype)],
+        return present(self.op, {"Y": [np.asarray(y, dtype=x.dtype, order="C")], "Mean": [mean.astype(x.dtype)],
                                   "Variance": [var.astype(x.dtype)]})
 
 
@@ -317,7 +317,7 @@ def _to_nchw(x: np.ndarray, attrs: dict) -> tuple[np.ndarray, bool]:
 
 
 def _from_nchw(y: np.ndarray, nhwc: bool) -> np.ndarray:
-    return np.ascontiguousarray(y.transpose(0, 2, 3, 1) if nhwc else y)
+    return np.asarray(y.transpose(0, 2, 3, 1) if nhwc else y, order="C")
 
 
 @generic("pixel_shuffle")
@@ -388,10 +388,10 @@ class GatherNd(Kernel):
         x, idx = ins["X"][0], ins["Index"][0]
         k = idx.shape[-1]
         if k == 0:  # an empty index selects all of X for each index row (Paddle broadcasts X)
-            return {"Out": [np.ascontiguousarray(np.broadcast_to(x, idx.shape[:-1] + x.shape))]}
+            return {"Out": [np.asarray(np.broadcast_to(x, idx.shape[:-1] + x.shape), order="C")]}
         for i in range(k):
             _check_index("gather_nd", idx[..., i], x.shape[i])
-        return {"Out": [np.ascontiguousarray(x[tuple(idx[..., i] for i in range(k))])]}
+        return {"Out": [np.asarray(x[tuple(idx[..., i] for i in range(k))], order="C")]}
 
 
 @generic("scatter", Ids=ANY, Updates=ANY)

@@ -13,7 +13,7 @@ from pdlite.kernels.registry import Kernel, register_kernel
 class Einsum(Kernel):
     def run(self, ins: Ins) -> Outs:
         out = np.einsum(str(self.attrs["equation"]), *ins["Operands"])
-        return {"Out": [np.ascontiguousarray(np.asarray(out, ins["Operands"][0].dtype))]}
+        return {"Out": [np.asarray(np.asarray(out, ins["Operands"][0].dtype), order="C")]}
 
 
 @register_kernel("inverse")
@@ -52,7 +52,7 @@ class DiagV2(Kernel):
             idx = np.arange(len(v))
             out[idx + max(-k, 0), idx + max(k, 0)] = v
             return {"Out": [out]}
-        return {"Out": [np.ascontiguousarray(np.diagonal(x, k))]}
+        return {"Out": [np.asarray(np.diagonal(x, k), order="C")]}
 
 
 def _axes(attrs: dict, key: str, rank: int) -> tuple[int, ...]:
@@ -94,7 +94,7 @@ class Cumprod(Kernel):
         out = np.cumprod(v, axis=dim, dtype=x.dtype)
         if a["exclusive"]:
             out = np.concatenate([np.ones_like(np.take(out, [0], axis=dim)), np.delete(out, -1, axis=dim)], axis=dim)
-        return {"Out": [np.ascontiguousarray(np.flip(out, dim) if a["reverse"] else out)]}
+        return {"Out": [np.asarray(np.flip(out, dim) if a["reverse"] else out, order="C")]}
 
 
 @register_kernel("squared_l2_norm")

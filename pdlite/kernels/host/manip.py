@@ -30,7 +30,7 @@ class Reverse(Kernel):
     def run(self, ins: Ins) -> Outs:
         x = ins["X"][0]
         axes = tuple(int(a) for a in self.attrs["axis"])
-        return {"Out": [np.ascontiguousarray(np.flip(x, axes)) if axes else x.copy()]}
+        return {"Out": [np.asarray(np.flip(x, axes), order="C") if axes else x.copy()]}
 
 
 # --- unique ---------------------------------------------------------------------------------------
@@ -58,7 +58,7 @@ def unique_along(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.n
     first = order[new]
     counts = np.bincount(group, minlength=int(new.sum()))
     out = np.transpose(xt[first], perm)
-    return np.ascontiguousarray(out), first, inverse, counts
+    return np.asarray(out, order="C"), first, inverse, counts
 
 
 @generic("unique")
@@ -163,7 +163,7 @@ class IndexSample(Kernel):
 class MaskedSelect(Kernel):
     def run(self, ins: Ins) -> Outs:
         x, mask = np.broadcast_arrays(ins["X"][0], ins["Mask"][0].astype(bool))
-        return {"Y": [np.ascontiguousarray(x[mask])]}
+        return {"Y": [np.asarray(x[mask], order="C")]}
 
 
 @generic("crop_tensor", Shape=ANY, ShapeTensor=ANY, Offsets=ANY, OffsetsTensor=ANY)
@@ -171,7 +171,7 @@ class CropTensor(Kernel):
     def run(self, ins: Ins) -> Outs:
         x = ins["X"][0]
         offsets, sizes = crop_bounds(self.attrs, x.shape, ins)
-        return {"Out": [np.ascontiguousarray(x[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))])]}
+        return {"Out": [np.asarray(x[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))], order="C")]}
 
 
 @generic("sequence_mask", MaxLenTensor=ANY)

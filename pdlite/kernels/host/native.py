@@ -277,7 +277,7 @@ _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.
 def winograd_weights(w: np.ndarray) -> np.ndarray:
     """(16, OC, C) transformed weights of a (OC, C, 3, 3) filter (computed in float64)."""
     u = np.einsum("ik,ockl,jl->ijoc", _WINO_G, np.asarray(w, dtype=np.float64), _WINO_G)
-    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]), dtype=F32)
+    return np.asarray(u.reshape(16, w.shape[0], w.shape[1]), dtype=F32, order="C")
 
 
 def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, oh: int, ow: int, pads: tuple[int, int],

@@ -79,7 +79,7 @@ def _windows(x: np.ndarray, g: PoolGeometry, is_max: bool) -> np.ndarray:
                 op(a, src, out=a)
     out = acc.reshape(n, c, oh, wq)[:, :, :, :ow]
     if is_max:
-        return np.ascontiguousarray(out)
+        return np.asarray(out, order="C")
     out = out / _divisor(g).astype(x.dtype)
     return out
 
@@ -91,8 +91,8 @@ def _native_pool(x: np.ndarray, g: PoolGeometry, is_max: bool, whole: bool) -> n
         if h % g.oh or w % g.ow:
             return None
         kh, kw = h // g.oh, w // g.ow  # equal adaptive windows: a plain unpadded pooling, divisor kh*kw
-        return native.pool2d(np.ascontiguousarray(x), g.oh, g.ow, (kh, kw), (kh, kw), (0, 0), is_max, True)
-    return native.pool2d(np.ascontiguousarray(x), g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.pads[0], g.pads[2]),
+        return native.pool2d(np.asarray(x, order="C"), g.oh, g.ow, (kh, kw), (kh, kw), (0, 0), is_max, True)
+    return native.pool2d(np.asarray(x, order="C"), g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.pads[0], g.pads[2]),
                          is_max, g.exclusive)
 
 

@@ -118,7 +118,7 @@ class Pool3d(Kernel):
         else:
             with np.errstate(divide="ignore", invalid="ignore"):  # empty windows: Paddle's 0/0
                 out = _windows(x, g, False) / _divisor(g).astype(x.dtype)
-        return {"Out": [from_channels_first(np.ascontiguousarray(out), g.channel_last)]}
+        return {"Out": [from_channels_first(np.asarray(out, order="C"), g.channel_last)]}
 
 
 @register_kernel("max_pool3d_with_index", outputs={"Mask": TensorType(HOST, PrecisionType.INT32)})

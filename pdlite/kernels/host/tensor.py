@@ -86,7 +86,7 @@ class Transpose(ShapeKernel):
             perm = T.transpose_perm(self.attrs["axis"], x.ndim)
         except T.ShapeError as e:
             raise self._err(e, x) from None
-        return self._out(np.ascontiguousarray(np.transpose(x, perm)), x)
+        return self._out(np.asarray(np.transpose(x, perm), order="C"), x)
 
 
 @any_kernel("squeeze2")
@@ -191,4 +191,4 @@ class StridedSlice(Kernel):
             index, shape = T.strided_slice_params(self.attrs, ins, x.shape)
         except T.ShapeError as e:
             raise KernelError(f"strided_slice: Input {list(x.shape)} {x.dtype}: {e}") from None
-        return {"Out": [np.ascontiguousarray(x[tuple(index)]).reshape(shape)]}
+        return {"Out": [np.asarray(x[tuple(index)], order="C").reshape(shape)]}

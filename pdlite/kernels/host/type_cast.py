@@ -29,7 +29,7 @@ class CalibFp16ToFp32(Kernel):
                  outputs={"Out": TensorType(HOST, PrecisionType.Any, DataLayoutType.NHWC)})
 class NchwToNhwc(Kernel):
     def run(self, ins):
-        return {"Out": [np.ascontiguousarray(ins["Input"][0].transpose(0, 2, 3, 1))]}
+        return {"Out": [np.asarray(ins["Input"][0].transpose(0, 2, 3, 1), order="C")]}
 
 
 @register_kernel("layout", precision=PrecisionType.Any, layout=DataLayoutType.NCHW, alias="nhwc_to_nchw",
@@ -37,4 +37,4 @@ class NchwToNhwc(Kernel):
                  outputs={"Out": TensorType(HOST, PrecisionType.Any, DataLayoutType.NCHW)})
 class NhwcToNchw(Kernel):
     def run(self, ins):
-        return {"Out": [np.ascontiguousarray(ins["Input"][0].transpose(0, 3, 1, 2))]}
+        return {"Out": [np.asarray(ins["Input"][0].transpose(0, 3, 1, 2), order="C")]}

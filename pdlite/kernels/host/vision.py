@@ -33,7 +33,7 @@ class AffineGrid(Kernel):
         coords = [*mesh[::-1], np.ones_like(mesh[0])]  # x, y[, z], 1
         base = np.stack(coords, axis=-1)  # [*S, nd + 1]
         out = np.einsum("...k,njk->n...j", base, theta)
-        return {"Output": [np.ascontiguousarray(out.astype(theta.dtype))]}
+        return {"Output": [np.asarray(out.astype(theta.dtype), order="C")]}
 
 
 @register_kernel("affine_channel")
@@ -62,7 +62,7 @@ class TemporalShift(Kernel):
         out[:, :-1, c1:c2] = v[:, 1:, c1:c2]
         out[:, :, c2:] = v[:, :, c2:]
         out = out.reshape(xc.shape)
-        return {"Out": [np.ascontiguousarray(np.moveaxis(out, 1, 3)) if nhwc else out]}
+        return {"Out": [np.asarray(np.moveaxis(out, 1, 3), order="C") if nhwc else out]}
 
 
 @register_kernel("lrn")
@@ -82,4 +82,4 @@ class Lrn(Kernel):
         out = xc * np.power(mid, x.dtype.type(-a["beta"]))
         if nhwc:
             out, mid = np.moveaxis(out, 1, 3), np.moveaxis(mid, 1, 3)
-        return present(self.op, {"Out": [np.ascontiguousarray(out)], "MidOut": [np.ascontiguousarray(mid)]})
+        return present(self.op, {"Out": [np.asarray(out, order="C")], "MidOut": [np.asarray(mid, order="C")]})
