@@ -28,3 +28,7 @@ class GraphError(PdliteError):
 
 class ConfigError(PdliteError, ValueError):
     """An invalid configuration value."""
+
+
+class MissingDependencyError(PdliteError, ImportError):
+    """An optional package is not installed; the message names the pip extra that installs it."""

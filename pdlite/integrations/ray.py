@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.errors import ConfigError, InputError, PdliteError
+from pdlite.errors import ConfigError, InputError, MissingDependencyError, PdliteError
 from pdlite.integrations import predictor_from_path
 
 # column a single-input model reads when no column has its input's name: Ray's read_numpy, read_images
@@ -168,7 +168,7 @@ def require_ray() -> Any:
         import ray
         import ray.data  # noqa: F401
     except ImportError as e:
-        raise PdliteError(f"batch inference on Ray needs Ray Data ({e}): pip install pdlite[ray]") from None
+        raise MissingDependencyError(f"batch inference on Ray needs Ray Data ({e}): pip install pdlite[ray]") from None
     return ray
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.errors import ConfigError, InputError, PdliteError
+from pdlite.errors import ConfigError, InputError, MissingDependencyError, PdliteError
 from pdlite.tools.progress import Progress
 
 NUMPY_SUFFIXES = (".npy", ".npz")
@@ -40,7 +40,7 @@ class ImagePrep:
         try:
             import cv2
         except ImportError:
-            raise PdliteError(f"{path}: reading images needs OpenCV: pip install opencv-python-headless "
+            raise MissingDependencyError(f"{path}: reading images needs OpenCV: pip install opencv-python-headless "
                               "(or give .npy/.npz inputs)") from None
         img = cv2.imread(path, cv2.IMREAD_COLOR)
         if img is None:

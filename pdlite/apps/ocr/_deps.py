@@ -4,13 +4,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from pdlite.errors import PdliteError
+from pdlite.errors import MissingDependencyError
 
 _PIP = {"cv2": "opencv-python-headless", "pyclipper": "pyclipper", "PIL": "pillow"}
-
-
-class MissingDependencyError(PdliteError, ImportError):
-    """A package of the `ocr` extra is not installed."""
 
 
 def require(module: str) -> ModuleType:

@@ -28,13 +28,13 @@ from pdlite.core.types import (
     PrecisionType,
     TargetType,
 )
-from pdlite.errors import ConfigError, PdliteError
+from pdlite.errors import ConfigError, MissingDependencyError
 from pdlite.kernels.registry import Kernel, KernelContext, TensorType, register_kernel
 
 try:
     import torch
 except ImportError as e:  # pragma: no cover - exercised only without torch
-    raise PdliteError("the CUDA target runs its kernels on PyTorch, which is not installed: "
+    raise MissingDependencyError("the CUDA target runs its kernels on PyTorch, which is not installed: "
                       "pip install 'pdlite[torch]' (or use Host places only)") from e
 
 CUDA = TargetType.CUDA
