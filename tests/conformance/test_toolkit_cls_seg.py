@@ -1,0 +1,123 @@
+"""Real toolkit architectures (tests/fixtures/toolkit, tools/make_toolkit_cls_seg.py) against Paddle Inference.
+
+PP-LCNet and PP-HGNet from paddleclas, PP-LiteSeg from paddleseg, random weights, each in both formats
+(`legacy/` inference.pdmodel, `pir/` inference.json), on the host and on the NNAdapter devices
+intel_openvino and onnxruntime. Reference: `<model>/case.npz`, Paddle Inference on each format's files.
+
+Tolerances:
+- host: max|got - ref| <= 1e-4 * max|ref| for floats; the int32 label map of PP-LiteSeg (argmax) exactly.
+- devices: max|got - ref| <= 1e-3 * max|ref| for floats (tests/nnadapter/_models.py's REL, the bar every
+  device fp32 model test in the repo uses: the devices fuse and reorder fp32 arithmetic); the label map
+  exactly as well (OpenVINO runs at f32, pdlite's default precision hint; the reference's top-2 logits are
+  far enough apart at every pixel of this input that no reordering flips a label, so any difference is a bug).
+- fallback: a device run must not fall back to the host at run time (NNAdapterFallbackWarning is an error),
+  and the ops the partitioner leaves on the host are exactly the expected ones, each for the reason
+  `pdlite inspect` prints (the ONNX converters' refusal) or, for the ops the converters accept, because
+  they only compute a shape (`pdlite.nnadapter.partition.shape_only`: no device group is formed for them).
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdlite import CxxConfig, create_paddle_predictor
+from pdlite.model_parser import load_model
+from pdlite.tools.inspect_model import placement
+from tests.conftest import assert_close_rel
+from tests.nnadapter._models import DEVICES, REL, NNAdapterFallbackWarning, need, subgraph_kernels
+
+ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "toolkit"
+MODELS = ["pplcnet_x0_25", "pphgnet_tiny_narrow", "ppliteseg_stdc1_b8"]
+FORMATS = ["legacy", "pir"]
+HOST_REL = 1e-4
+SHAPE_ONLY = "shape-only"  # the converters accept it; the partitioner forms no group that only computes shapes
+
+# per model and format: the op types left on the host on a device, and why (a part of the converter's refusal)
+_LITESEG = {
+    # the output size comes at run time from shape -> slice of another feature map (input spec [-1, 3, -1, -1])
+    "bilinear_interp_v2": "needs the input size and constant size/scale inputs",
+    # PPContextModule's AdaptiveAvgPool2D(2) / (4) on a feature map of run-time size
+    "pool2d": "adaptive avg pooling to",
+    "slice": SHAPE_ONLY,
+}
+EXPECTED_ON_HOST: dict[tuple[str, str], dict[str, str]] = {
+    ("pplcnet_x0_25", "legacy"): {}, ("pplcnet_x0_25", "pir"): {},
+    ("pphgnet_tiny_narrow", "legacy"): {}, ("pphgnet_tiny_narrow", "pir"): {},
+    ("ppliteseg_stdc1_b8", "legacy"): {**_LITESEG, "shape": SHAPE_ONLY},
+    # PIR's pd_op.shape64 is int64: its slice is cast to int32 for the interpolation sizes
+    ("ppliteseg_stdc1_b8", "pir"): {**_LITESEG, "shape64": SHAPE_ONLY, "cast": SHAPE_ONLY},
+}
+
+
+def _folder(model: str, fmt: str) -> Path:
+    d = ROOT / model / fmt
+    if not d.is_dir():
+        pytest.skip(f"{d} is missing (tools/make_toolkit_cls_seg.py)")
+    return d
+
+
+def _case(model: str, fmt: str) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+    """The inputs and this format's reference outputs (fetch name, array) in fetch order."""
+    z = np.load(ROOT / model / "case.npz")
+    ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
+    outs = [(k[len(fmt) + 5:], z[k]) for k in z.files if k.startswith(f"{fmt}.out:")]
+    assert outs, f"{model}/case.npz has no {fmt} outputs"
+    return ins, outs
+
+
+def _predictor(folder: Path, device: str | None):
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(folder))
+    if device:
+        cfg.set_nnadapter_device_names([device])
+    return create_paddle_predictor(cfg)
+
+
+def _check(pred, model: str, fmt: str, rel: float, what: str) -> None:
+    ins, refs = _case(model, fmt)
+    got = pred.predict(ins)
+    assert pred.get_output_names() == [n for n, _ in refs], what
+    for (name, ref), g in zip(refs, got):
+        g = np.asarray(g)
+        assert g.dtype == ref.dtype and g.shape == ref.shape, f"{what} {name}: {g.dtype}{g.shape} vs {ref.dtype}{ref.shape}"
+        if ref.dtype.kind in "biu":
+            bad = int(np.sum(g != ref))
+            assert bad == 0, f"{what} {name}: {bad} of {ref.size} labels differ from Paddle Inference"
+        else:
+            assert_close_rel(g, ref, rel, f"{what} {name}")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("model", MODELS)
+def test_host_matches_paddle_inference(model: str, fmt: str) -> None:
+    _check(_predictor(_folder(model, fmt), None), model, fmt, HOST_REL, f"{model}/{fmt} on host")
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("model", MODELS)
+def test_device_matches_paddle_inference(model: str, fmt: str, device: str) -> None:
+    need(device)
+    folder = _folder(model, fmt)
+    what = f"{model}/{fmt} on {device}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NNAdapterFallbackWarning)  # the device really runs its subgraphs
+        pred = _predictor(folder, device)
+        _check(pred, model, fmt, REL, what)
+    assert subgraph_kernels(pred), f"{what}: nothing ran on the device"
+    on_host = {i.op.type for i in pred.runtime_program.instructions if i.op.type != "subgraph"}
+    expected = EXPECTED_ON_HOST[(model, fmt)]
+    assert on_host == set(expected), f"{what}: ops left on the host {sorted(on_host)}, expected {sorted(expected)}"
+    m = load_model(model_dir=folder)
+    table = placement(m.program, {k: t.array for k, t in m.params.items()})
+    for op_type, why in expected.items():
+        n, on_device, reasons = table[op_type]
+        if why == SHAPE_ONLY:
+            assert on_device == n, f"{what}: {op_type} is refused ({dict(reasons)}), expected a shape-only host op"
+        else:
+            assert any(why in r for r in reasons), f"{what}: {op_type} refused for {dict(reasons)}, expected {why!r}"
+    refused = {t for t, (n, k, _) in table.items() if k < n}
+    assert refused <= set(expected), f"{what}: converters refuse {sorted(refused - set(expected))} unexpectedly"
