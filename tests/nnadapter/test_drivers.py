@@ -1,0 +1,90 @@
+"""The device drivers' run contract on a tiny ONNX model, for the input-binding fast paths.
+
+A driver's `run(model, inputs)` returns fresh arrays (a later run never writes into them, none shares memory
+with an input) computed from the inputs' values at the time of the call, whatever the inputs are: the same
+array object again (possibly changed in place since), a new one, a non-contiguous view, a read-only buffer,
+another dtype. The model (relu(x) + x, Identity(x), Reshape(x)) is exact in fp32, so results are compared
+exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.nnadapter._models import DEVICES, need
+
+SHAPE = (2, 3)
+
+
+def _model() -> bytes:
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"]),
+         helper.make_node("Identity", ["x"], ["same"]), helper.make_node("Reshape", ["x", "shp"], ["flat"])],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(SHAPE)),
+         helper.make_tensor_value_info("same", TensorProto.FLOAT, list(SHAPE)),
+         helper.make_tensor_value_info("flat", TensorProto.FLOAT, [6])],
+        [helper.make_tensor("shp", TensorProto.INT64, [1], [6])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _want(x: np.ndarray) -> list[np.ndarray]:
+    x = np.asarray(x, dtype=np.float32)
+    return [np.maximum(x, 0) + x, x.copy(), x.reshape(-1).copy()]
+
+
+@pytest.fixture(params=list(DEVICES))
+def built(request):
+    need(request.param)
+    from pdlite.nnadapter.registry import get_driver
+    from pdlite.registries import load_registries
+
+    load_registries()
+    drv = get_driver(request.param)()
+    return drv, drv.build(_model(), {})
+
+
+def _check(got: list[np.ndarray], x: np.ndarray) -> None:
+    want = _want(x)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32 and np.array_equal(g, w), (g, w)
+
+
+def test_same_array_changed_in_place_is_read_again(built):
+    drv, model = built
+    x = np.arange(6, dtype=np.float32).reshape(SHAPE) - 2
+    first = drv.run(model, [x])
+    kept = [a.copy() for a in first]
+    _check(first, x)
+    x *= -3  # the same object, new values: the next run must see them
+    second = drv.run(model, [x])
+    _check(second, x)
+    for a, k in zip(first, kept):  # what the first run returned is untouched by the second
+        assert np.array_equal(a, k)
+    for a in first + second:
+        assert not np.shares_memory(a, x)
+    assert not any(np.shares_memory(a, b) for a in first for b in second)
+
+
+def test_new_arrays_each_run(built):
+    drv, model = built
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+        _check(drv.run(model, [x]), x)
+
+
+def test_inputs_that_cannot_be_shared(built):
+    drv, model = built
+    base = np.random.default_rng(7).standard_normal((2, 6)).astype(np.float32)
+    view = base[:, ::2]  # not contiguous
+    _check(drv.run(model, [view]), view)
+    base[...] += 1  # the same view object, changed through its base
+    _check(drv.run(model, [view]), view)
+    ro = np.frombuffer(np.arange(6, dtype=np.float32).tobytes(), dtype=np.float32).reshape(SHAPE)
+    assert not ro.flags.writeable
+    _check(drv.run(model, [ro]), ro)
+    x = np.arange(6, dtype=np.float32).reshape(SHAPE)
+    _check(drv.run(model, [x]), x)  # back to a shareable array after copies
