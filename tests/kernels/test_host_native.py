@@ -336,6 +336,9 @@ wd, b = rng.standard_normal((16, 25), dtype=np.float32), rng.standard_normal(16)
 out = {"isa": _native.isa()}
 out["dw"] = native.depthwise_conv2d(x, wd, b, 16, 10, 11, (5, 5), (2, 2), (1, 1), (2, 2), (4, (3.0, 6.0, 6.0)))
 out["pool"] = native.pool2d(x, 10, 11, (3, 3), (2, 2), (1, 1), False, True)
+out["gelu"] = native.bias_act(x.copy(), b, native.activation("gelu", {}))
+out["softmax"] = native.softmax(x * 9)
+out["layer_norm"] = native.layer_norm(x.reshape(16 * 19, 21), wd[0, :21].copy(), None, 1e-5, False)[0]
 if native.gemm_available():
     w3 = rng.standard_normal((8, 16, 3, 3), dtype=np.float32)
     out["wino"] = native.winograd_conv3x3(x, native.winograd_weights(w3), None, 19, 21, (1, 1), (2, (6.0, 0, 0)))

@@ -11,6 +11,9 @@
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
  *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
  *   pool2d            max / avg windows with Paddle's divisor rules (exclusive or not)
+ *   layer_norm        per row of a (rows, cols) matrix, optional scale and bias, mean and variance out
+ *   softmax           per row of a (rows, cols) matrix
+ * Activations fused where a kernel takes one: relu, relu6, leaky_relu, hard_swish, hard_sigmoid, gelu (erf).
  *
  * Work is split over a small persistent pthread pool (set_num_threads); chunks are claimed dynamically
  * so that a preempted worker on a busy machine costs little: the calling thread takes the rest. How work
@@ -29,6 +32,7 @@
 #include <Python.h>
 
 #include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -235,7 +239,74 @@ static isz grain_for(isz n, int per_thread) {
 /* activations (same operation order as pdlite/kernels/host/activation.py)                          */
 /* ------------------------------------------------------------------------------------------------ */
 
-enum { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU6 = 2, ACT_LEAKY = 3, ACT_HSWISH = 4, ACT_HSIGMOID = 5 };
+/* exp and erf written to vectorise (no libm calls in the loops, branch-free selects); no fast-math needed.
+ * pd_expf: Cody-Waite reduction y = n*ln2 + r, |r| <= ln2/2, degree-7 Taylor polynomial (~1 ulp), 2^n from
+ * the exponent bits (two factors, so that subnormal results round once); y below -104 (exp under half the
+ * smallest subnormal) gives 0, above 88.7 +inf; NaN stays NaN. */
+PD_INLINE float pd_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+PD_INLINE uint32_t pd_u32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+PD_INLINE float pd_expf(float y) {
+    float c = y < -104.0f ? -104.0f : y; /* NaN compares false: stays NaN */
+    c = c > 88.3762589f ? 88.3762589f : c;
+    const float n = (c * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(c / ln2) */
+    float r = c - n * 0.693145752f;
+    r = r - n * 1.42860677e-06f;
+    float p = 1.98412698e-4f;
+    p = p * r + 1.38888889e-3f;
+    p = p * r + 8.33333333e-3f;
+    p = p * r + 4.16666667e-2f;
+    p = p * r + 1.66666667e-1f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t ni = (int32_t)n;
+    /* 2^n as two factors: n = 128 would overflow the exponent field of one */
+    const float s1 = pd_f32((uint32_t)((ni >> 1) + 127) << 23), s2 = pd_f32((uint32_t)(ni - (ni >> 1) + 127) << 23);
+    float v = p * s1 * s2;
+    v = y < -104.0f ? 0.0f : v;
+    return y > 88.7228394f ? HUGE_VALF : v;
+}
+
+/* erf as pdlite/kernels/host/activation.py computes it: x + x*P(x^2) for |x| < 0.84375, else
+ * sign(x) * (1 - exp(-a^2) * Q(a - 0.84375)) with a = min(|x|, 4) */
+PD_INLINE float pd_erff(float x) {
+    const float a = fabsf(x), x2 = x * x;
+    float ps = 8.913267811294645e-05f;
+    ps = ps * x2 + -0.0008260615868493915f;
+    ps = ps * x2 + 0.00521061010658741f;
+    ps = ps * x2 + -0.0268629752099514f;
+    ps = ps * x2 + 0.11283756047487259f;
+    ps = ps * x2 + -0.37612637877464294f;
+    ps = ps * x2 + 0.12837916612625122f;
+    const float small = x + x * ps;
+    const float al = a > 4.0f ? 4.0f : a, t = al - 0.84375f;
+    float q = 9.979753485822584e-06f;
+    q = q * t + -0.00013531692093238235f;
+    q = q * t + 0.0008465261198580265f;
+    q = q * t + -0.0033566260244697332f;
+    q = q * t + 0.009912476874887943f;
+    q = q * t + -0.024356339126825333f;
+    q = q * t + 0.05338519811630249f;
+    q = q * t + -0.10733887553215027f;
+    q = q * t + 0.19771341979503632f;
+    q = q * t + -0.32788291573524475f;
+    q = q * t + 0.47436806559562683f;
+    q = q * pd_expf(-(al * al));
+    const float large = pd_f32(pd_u32(1.0f - q) | (pd_u32(x) & 0x80000000u));
+    return a < 0.84375f ? small : large;
+}
+
+enum { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU6 = 2, ACT_LEAKY = 3, ACT_HSWISH = 4, ACT_HSIGMOID = 5, ACT_GELU = 6 };
 
 typedef struct {
     int kind;
@@ -292,6 +363,15 @@ PD_INLINE void bias_act_copy(float *o, const float *src, isz n, float b, int add
         }
         break;
     }
+    case ACT_GELU: /* 0.5 * x * (1 + erf(x * sqrt(0.5))), exact (erf) form, activation.py's order */
+        PD_SIMD for (isz i = 0; i < n; i++) {
+            const float v = add_bias ? src[i] + b : src[i];
+            float t = pd_erff(v * 0.707106769f);
+            t += 1.0f;
+            t *= v;
+            o[i] = t * 0.5f;
+        }
+        break;
     default:
         if (add_bias) {
             PD_SIMD for (isz i = 0; i < n; i++) o[i] = src[i] + b;
@@ -531,6 +611,91 @@ PD_INLINE void ba_task_impl(void *vctx, isz begin, isz end) {
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* row kernels: layer_norm and softmax over the rows of a (rows, cols) matrix                       */
+/* ------------------------------------------------------------------------------------------------ */
+
+#define PD_MAXNAN(m, v) (((v) > (m) || (v) != (v)) ? (v) : (m))
+#define PD_LANES 16 /* partial sums per row: vectorisable without reassociating one running sum */
+
+PD_INLINE float row_sum(const float *x, isz n) {
+    float acc[PD_LANES] = {0};
+    isz i = 0;
+    for (; i + PD_LANES <= n; i += PD_LANES)
+        for (int j = 0; j < PD_LANES; j++) acc[j] += x[i + j];
+    float s = 0.0f;
+    for (int j = 0; j < PD_LANES; j++) s += acc[j];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+typedef struct {
+    const float *x, *scale, *bias;
+    float *y, *mean, *var;
+    isz cols;
+    float eps;
+} ln_args;
+
+/* y = (x - mean) / sqrt(var + eps) * scale + bias per row (pdlite/kernels/host/norm.py's order) */
+PD_INLINE void ln_task_impl(void *vctx, isz begin, isz end) {
+    const ln_args *a = (const ln_args *)vctx;
+    const isz n = a->cols;
+    for (isz r = begin; r < end; r++) {
+        const float *x = a->x + r * n;
+        float *y = a->y + r * n;
+        const float mean = row_sum(x, n) / (float)n;
+        float acc[PD_LANES] = {0}, ss = 0.0f;
+        isz i = 0;
+        for (; i + PD_LANES <= n; i += PD_LANES)
+            for (int j = 0; j < PD_LANES; j++) {
+                const float d = x[i + j] - mean;
+                acc[j] += d * d;
+            }
+        for (int j = 0; j < PD_LANES; j++) ss += acc[j];
+        for (; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
+        const float var = ss / (float)n, inv = 1.0f / sqrtf(var + a->eps);
+        const float *sc = a->scale, *b = a->bias;
+        if (sc && b) {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv * sc[k] + b[k];
+        } else if (sc) {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv * sc[k];
+        } else if (b) {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv + b[k];
+        } else {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv;
+        }
+        if (a->mean) a->mean[r] = mean;
+        if (a->var) a->var[r] = var;
+    }
+}
+
+typedef struct {
+    const float *x;
+    float *y;
+    isz cols;
+} sm_args;
+
+/* y = exp(x - max) * (1 / sum) per row (pdlite/kernels/host/math.py's order); NaN propagates through max */
+PD_INLINE void sm_task_impl(void *vctx, isz begin, isz end) {
+    const sm_args *a = (const sm_args *)vctx;
+    const isz n = a->cols;
+    for (isz r = begin; r < end; r++) {
+        const float *x = a->x + r * n;
+        float *y = a->y + r * n;
+        float mx[PD_LANES];
+        for (int j = 0; j < PD_LANES; j++) mx[j] = -INFINITY;
+        isz i = 0;
+        for (; i + PD_LANES <= n; i += PD_LANES)
+            for (int j = 0; j < PD_LANES; j++) mx[j] = PD_MAXNAN(mx[j], x[i + j]);
+        float m = -INFINITY;
+        for (int j = 0; j < PD_LANES; j++) m = PD_MAXNAN(m, mx[j]);
+        for (; i < n; i++) m = PD_MAXNAN(m, x[i]);
+        PD_SIMD for (isz k = 0; k < n; k++) y[k] = pd_expf(x[k] - m);
+        const float inv = 1.0f / row_sum(y, n);
+        PD_SIMD for (isz k = 0; k < n; k++) y[k] *= inv;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 /* im2col                                                                                           */
 /* ------------------------------------------------------------------------------------------------ */
 
@@ -712,7 +877,6 @@ typedef struct {
 } pool_args;
 
 /* max that propagates NaN (as np.maximum): v if v > m or v is NaN */
-#define PD_MAXNAN(m, v) (((v) > (m) || (v) != (v)) ? (v) : (m))
 
 /* one output (oy, ox) the slow way: any window position (padding, clipping at the edges) */
 PD_INLINE float pool_one(const pool_args *a, const float *src, isz h0, isz h1, isz hcount, isz ox) {
@@ -990,6 +1154,8 @@ PD_VERSIONS(gemm_task)
 PD_VERSIONS(wino_in_task)
 PD_VERSIONS(wino_gemm_task)
 PD_VERSIONS(wino_out_task)
+PD_VERSIONS(ln_task)
+PD_VERSIONS(sm_task)
 
 static const char *g_isa = "baseline";
 
@@ -1011,6 +1177,8 @@ static void pick_isa(void) {
     PD_PICK(wino_in_task);
     PD_PICK(wino_gemm_task);
     PD_PICK(wino_out_task);
+    PD_PICK(ln_task);
+    PD_PICK(sm_task);
 #undef PD_PICK
     g_isa = avx512 ? "avx512" : (avx2 ? "avx2" : "baseline");
 #endif
@@ -1034,7 +1202,7 @@ static int get_buf(PyObject *obj, Py_buffer *view, int writable, isz nfloats, co
 static int parse_act(int kind, PyObject *params, act_t *act) {
     act->kind = kind;
     act->a0 = act->a1 = act->a2 = 0.0f;
-    if (kind < ACT_NONE || kind > ACT_HSIGMOID) {
+    if (kind < ACT_NONE || kind > ACT_GELU) {
         PyErr_Format(PyExc_ValueError, "unknown activation code %d", kind);
         return -1;
     }
@@ -1179,6 +1347,84 @@ static PyObject *py_pool2d(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS;
     }
     PyBuffer_Release(&ob);
+    PyBuffer_Release(&xb);
+    Py_RETURN_NONE;
+}
+
+/* the row count's grain: tiny tensors on one thread (waking a worker costs more than the work) */
+static isz row_grain(isz rows, isz cols) { return rows * cols < 16384 ? rows : grain_for(rows, 4); }
+
+static PyObject *py_layer_norm(PyObject *self, PyObject *args) {
+    PyObject *xo, *so, *bo, *yo, *mo, *vo;
+    isz rows, cols;
+    ln_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nn)f", &xo, &so, &bo, &yo, &mo, &vo, &rows, &cols, &a.eps)) return NULL;
+    if (rows < 0 || cols <= 0) {
+        PyErr_SetString(PyExc_ValueError, "layer_norm: bad shape");
+        return NULL;
+    }
+    Py_buffer bufs[6];
+    PyObject *objs[6] = {xo, so, bo, yo, mo, vo};
+    const isz sizes[6] = {rows * cols, cols, cols, rows * cols, rows, rows};
+    const int writable[6] = {0, 0, 0, 1, 1, 1};
+    static const char *what[6] = {"layer_norm x", "layer_norm scale", "layer_norm bias", "layer_norm y",
+                                  "layer_norm mean", "layer_norm variance"};
+    void *ptr[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int got = 0, ok = 1;
+    for (; got < 6; got++) {
+        if (objs[got] == Py_None) {
+            if (got == 0 || got == 3) {
+                PyErr_SetString(PyExc_ValueError, "layer_norm: x and y are required");
+                ok = 0;
+                break;
+            }
+            bufs[got].obj = NULL;
+            continue;
+        }
+        if (get_buf(objs[got], &bufs[got], writable[got], sizes[got], what[got]) < 0) {
+            ok = 0;
+            break;
+        }
+        ptr[got] = bufs[got].buf;
+    }
+    if (ok) {
+        a.x = (const float *)ptr[0], a.scale = (const float *)ptr[1], a.bias = (const float *)ptr[2];
+        a.y = (float *)ptr[3], a.mean = (float *)ptr[4], a.var = (float *)ptr[5];
+        a.cols = cols;
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(ln_task, &a, rows, row_grain(rows, cols));
+        Py_END_ALLOW_THREADS;
+    }
+    for (int i = 0; i < got; i++)
+        if (objs[i] != Py_None) PyBuffer_Release(&bufs[i]);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_softmax(PyObject *self, PyObject *args) {
+    PyObject *xo, *yo;
+    isz rows, cols;
+    sm_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO(nn)", &xo, &yo, &rows, &cols)) return NULL;
+    if (rows < 0 || cols <= 0) {
+        PyErr_SetString(PyExc_ValueError, "softmax: bad shape");
+        return NULL;
+    }
+    Py_buffer xb, yb;
+    if (get_buf(xo, &xb, 0, rows * cols, "softmax x") < 0) return NULL;
+    if (get_buf(yo, &yb, 1, rows * cols, "softmax y") < 0) {
+        PyBuffer_Release(&xb);
+        return NULL;
+    }
+    a.x = (const float *)xb.buf;
+    a.y = (float *)yb.buf;
+    a.cols = cols;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(sm_task, &a, rows, row_grain(rows, cols));
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&yb);
     PyBuffer_Release(&xb);
     Py_RETURN_NONE;
 }
@@ -1360,6 +1606,9 @@ static PyMethodDef methods[] = {
      "conv_gemm(w, x, bias|None, out, (N,G,M,K,L), act, (a0,a1,a2)): out[n,g] = act(w[g] @ x[n,g] + bias)"},
     {"winograd_conv3x3", py_winograd_conv3x3, METH_VARARGS,
      "winograd_conv3x3(x, u (16,OC,C), bias|None, out, (N,C,H,W,OC,OH,OW,PT,PL), act, (a0,a1,a2)): stride 1"},
+    {"layer_norm", py_layer_norm, METH_VARARGS,
+     "layer_norm(x, scale|None, bias|None, y, mean|None, var|None, (rows, cols), eps): over each row"},
+    {"softmax", py_softmax, METH_VARARGS, "softmax(x, y, (rows, cols)): over each row"},
     {"set_sgemm", py_set_sgemm, METH_VARARGS, "set_sgemm(address of cblas_sgemm, ilp64)"},
     {"has_sgemm", py_has_sgemm, METH_NOARGS, "whether conv_gemm has an sgemm"},
     {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},

@@ -134,6 +134,11 @@ def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
     return t
 
 
+def gelu_exact(x: np.ndarray) -> np.ndarray:
+    """gelu's erf form (what the native kernels' gelu code computes)."""
+    return _gelu(x, {"approximate": False})
+
+
 def _softplus(x: np.ndarray, a: Attrs) -> np.ndarray:
     beta, threshold = _c(x, a["beta"]), _c(x, a["threshold"])
     xb = x * beta

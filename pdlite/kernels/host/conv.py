@@ -29,6 +29,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from pdlite.kernels.host import native
+from pdlite.kernels.host.activation import gelu_exact
 from pdlite.kernels.registry import Kernel, register_kernel
 from pdlite.operators.nn import ConvGeometry, conv2d_geometry, conv2d_transpose_geometry
 
@@ -189,7 +190,7 @@ def bias_of(ins: dict[str, list[Any]]) -> np.ndarray | None:
 
 
 def numpy_act_inplace(out: np.ndarray, act: native.Act) -> None:
-    """Apply a native-coded activation (relu, relu6, leaky_relu, hard_swish, hard_sigmoid) to `out` in place, with
+    """Apply a native-coded activation (relu, relu6, leaky_relu, hard_swish, hard_sigmoid, gelu) to `out` in place, with
     the operation order of pdlite/kernels/host/activation.py (the same values as its kernels)."""
     code, (a0, a1, a2) = act
     f = out.dtype.type
@@ -211,6 +212,8 @@ def numpy_act_inplace(out: np.ndarray, act: native.Act) -> None:
         out += f(a1)
         np.maximum(out, f(0.0), out=out)
         np.minimum(out, f(1.0), out=out)
+    elif code == 6:
+        out[...] = gelu_exact(out)
 
 
 def epilogue(out: np.ndarray, bias: np.ndarray | None, act: native.Act, use_native: bool) -> None:

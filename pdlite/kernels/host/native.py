@@ -8,9 +8,10 @@ which stays the reference; `set_default_enabled(False)` makes False the process 
 to run a test suite on the NumPy kernels: `pytest --host-numpy`). Inputs must be C-contiguous float32
 arrays; the wrappers check that, and the C side checks every buffer's size against the shapes.
 
-Activations fused natively: relu, relu6, leaky_relu, hard_swish and hard_sigmoid (`ACTIVATIONS`);
-the C code follows the operation order of pdlite/kernels/host/activation.py (hard_sigmoid's
-x * slope + offset may round once, as an FMA, instead of twice).
+Activations fused natively: relu, relu6, leaky_relu, hard_swish, hard_sigmoid and gelu (erf form)
+(`ACTIVATIONS`); the C code follows the operation order of pdlite/kernels/host/activation.py (hard_sigmoid's
+x * slope + offset may round once, as an FMA, instead of twice; gelu's erf and exp are the same polynomials
+evaluated in float32 with FMAs, within a few ulp of the NumPy kernel). `layer_norm` and `softmax` run per row.
 
 GEMMs (`conv_gemm`, `winograd_conv3x3`) call the cblas_sgemm of the OpenBLAS NumPy ships (found
 with ctypes, checked once against np.matmul), one single-threaded call per block on the native
@@ -121,6 +122,7 @@ ACTIVATIONS: dict[str, tuple[int, Any]] = {
     "leaky_relu": (3, lambda a: (float(a["alpha"]), 0.0, 0.0)),
     "hard_swish": (4, lambda a: (float(a["offset"]), float(a["threshold"]), float(a["scale"]))),
     "hard_sigmoid": (5, lambda a: (float(a["slope"]), float(a["offset"]), 0.0)),
+    "gelu": (6, lambda a: NO_PARAMS),  # the exact (erf) form only: `activation` refuses approximate=True
 }
 
 Act = tuple[int, tuple[float, float, float]]
@@ -186,7 +188,7 @@ def activation(act: str, attrs: Mapping[str, Any]) -> Act | None:
     if not act:
         return NO_ACT
     spec = ACTIVATIONS.get(act)
-    if spec is None:
+    if spec is None or (act == "gelu" and attrs.get("approximate", False)):
         return None
     return spec[0], spec[1](attrs)
 
@@ -397,3 +399,26 @@ def pool2d(x: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tu
     _ext.pool2d(_f32(x, "pool2d"), out, (n * c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1],
                                          pads[0], pads[1]), int(is_max), int(exclusive))
     return out
+
+
+def layer_norm(x: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None, eps: float,
+               stats: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Per row of the (rows, cols) matrix x: (x - mean) / sqrt(var + eps) * scale + bias; returns y and, when
+    `stats`, the rows' mean and variance."""
+    assert _ext is not None
+    rows, cols = x.shape
+    y = np.empty((rows, cols), dtype=F32)
+    mean = np.empty(rows, dtype=F32) if stats else None
+    var = np.empty(rows, dtype=F32) if stats else None
+    _ext.layer_norm(_f32(x, "layer_norm"), None if scale is None else _f32(scale, "layer_norm"),
+                    None if bias is None else _f32(bias, "layer_norm"), y, mean, var, (rows, cols), float(eps))
+    return y, mean, var
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis of C-contiguous float32 x (any rank >= 1); NaN propagates as in NumPy."""
+    assert _ext is not None
+    y = np.empty(x.shape, dtype=F32)
+    cols = x.shape[-1]
+    _ext.softmax(_f32(x, "softmax"), y, (x.size // max(cols, 1), cols))
+    return y

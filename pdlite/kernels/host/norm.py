@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.kernels.host import native
 from pdlite.kernels.registry import Kernel, register_kernel
 from pdlite.operators.nn import is_channel_last
 
@@ -89,6 +90,8 @@ class LayerNorm(Kernel):
         axis = int(self.attrs["begin_norm_axis"])
         left = int(np.prod(x.shape[:axis]))
         x2 = x.reshape(left, -1)
+        if x2.dtype == np.float32 and x2.flags.c_contiguous and x2.shape[1] > 0 and native.use_native(self.context):
+            return self._native(ins, x, x2, axis)
         mean = x2.mean(axis=1, dtype=np.float32)
         d = x2 - mean[:, None]
         var = np.einsum("ij,ij->i", d, d) / np.float32(d.shape[1])
@@ -105,3 +108,21 @@ class LayerNorm(Kernel):
         if self.op.outputs.get("Variance"):
             out["Variance"] = [var.astype(np.float32, copy=False).reshape(x.shape[:axis])]
         return out
+
+    def _native(self, ins: dict[str, list[Any]], x: np.ndarray, x2: np.ndarray, axis: int) -> dict[str, list[Any]]:
+        """The same per row in one native pass (pdlite/kernels/host/_native.c)."""
+        scale, bias = ins.get("Scale"), ins.get("Bias")
+        outs = self.op.outputs
+        y, mean, var = native.layer_norm(x2, _vec(scale), _vec(bias), float(self.attrs["epsilon"]),
+                                         bool(outs.get("Mean") or outs.get("Variance")))
+        out = {"Y": [y.reshape(x.shape)]}
+        if outs.get("Mean"):
+            out["Mean"] = [mean.reshape(x.shape[:axis])]
+        if outs.get("Variance"):
+            out["Variance"] = [var.reshape(x.shape[:axis])]
+        return out
+
+
+def _vec(v: list[Any] | None) -> np.ndarray | None:
+    """An optional Scale / Bias input as a contiguous float32 vector."""
+    return np.asarray(np.asarray(v[0], dtype=np.float32).reshape(-1), order="C") if v else None
