@@ -8,8 +8,9 @@ Tolerances:
 - host: max|got - ref| <= 1e-4 * max|ref| for floats; the int32 label map of PP-LiteSeg (argmax) exactly.
 - devices: max|got - ref| <= 1e-3 * max|ref| for floats (tests/nnadapter/_models.py's REL, the bar every
   device fp32 model test in the repo uses: the devices fuse and reorder fp32 arithmetic); the label map
-  exactly as well (OpenVINO runs at f32, pdlite's default precision hint; the reference's top-2 logits are
-  far enough apart at every pixel of this input that no reordering flips a label, so any difference is a bug).
+  exactly as well (OpenVINO runs at f32, pdlite's default precision hint; at every pixel of this input the
+  two best logits are at least 0.068 * max|logit| apart, checked by the generator, which refuses a gap under
+  1e-2: 68x the devices' bar, so no reordering of fp32 arithmetic flips a label and any difference is a bug).
 - fallback: a device run must not fall back to the host at run time (NNAdapterFallbackWarning is an error),
   and the ops the partitioner leaves on the host are exactly the expected ones, each for the reason
   `pdlite inspect` prints (the ONNX converters' refusal) or, for the ops the converters accept, because
