@@ -28,6 +28,7 @@ from pdlite.core.program import BlockDesc, OpDesc, Program, VarDesc
 from pdlite.core.registry import Registry
 from pdlite.errors import ModelFormatError, PdliteError, UnsupportedOpError
 from pdlite.model_parser.pir_decode import DTYPE_NAMES, DType, Opaque, PirOp, PirType
+from pdlite.operators.registry import OPS
 
 Conversion = Callable[["PirConverter", PirOp], None]
 Slots = tuple[str | None, ...]
@@ -169,9 +170,10 @@ class PirConverter:
         return int(v.dtype) if v is not None and v.dtype is not None else -1
 
     # -- emitting -------------------------------------------------------------------------------
-    def outputs(self, op: PirOp, slots: Slots) -> dict[str, list[str]]:
+    def outputs(self, op: PirOp, slots: Slots, required: tuple[str, ...] = ()) -> dict[str, list[str]]:
         """Output slots for `op`'s results: result i goes to slots[i]; unused results are left out
-        (except the first); a used result without a legacy slot is refused."""
+        (except the first and those in `required`, the legacy op's required output slots, e.g.
+        matrix_nms's Index when return_index=False); a used result without a legacy slot is refused."""
         out: dict[str, list[str]] = {}
         for i, vid in enumerate(op.outputs):
             slot = slots[i] if i < len(slots) else None
@@ -179,7 +181,7 @@ class PirConverter:
                 if self.used(vid):
                     raise self.unsupported(op, f"result #{i} is used, but pdlite does not compute it")
                 continue
-            if i == 0 or self.used(vid):
+            if i == 0 or slot in required or self.used(vid):
                 if op.types[i].kind == "vec":
                     out[slot] = self.define_vector(op, i)
                 else:
@@ -430,7 +432,8 @@ def op_map(legacy: str, ins: Slots = ("X",), outs: Slots = ("Out",), attrs: dict
                 int_arg(c, op, idx, spec, a, i_)
             else:
                 scalar_arg(c, op, idx, spec, a, i_)
-        c.emit(legacy, i_, c.outputs(op, outs), a)
+        opdef = OPS.get(legacy)
+        c.emit(legacy, i_, c.outputs(op, outs, opdef.outputs if opdef is not None else ()), a)
 
     conv.__doc__ = f"-> {legacy}"
     conv.produces = (legacy,)  # type: ignore[attr-defined]

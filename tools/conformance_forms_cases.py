@@ -1,0 +1,41 @@
+"""Conformance-zoo cases for op forms an outside single-op suite tripped on (see make_conformance_models.py).
+
+`define(m)` registers the cases with the generator module `m` (its `model`, `_op`, `F32`). Each case is
+written from Paddle's op definitions (paddle/phi/ops/yaml/ops.yaml, the legacy op makers), not copied from
+the suite; the PIR twin (tools/make_pir_fixtures.py --conformance) is what exercises the PIR front end:
+- matrix_nms fetched without Index / RoisNum: PIR's pd_op.matrix_nms always has the three results, and
+  the unused `index` must still land in the legacy op's required Index slot.
+- set_value whose bounds are one 1-D tensor (PIR's IntArray operand from a stacked tensor) rather than a
+  list of one-value tensors (the legacy StartsTensorList form).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def define(m: Any) -> None:
+    import paddle
+
+    model, _op, F32 = m.model, m._op, m.F32
+
+    @model("matrix_nms_out_only", ("boxes", [2, 10, 4], F32, (0.0, 1.0)), ("scores", [2, 3, 10], F32, (0.0, 1.0)))
+    def _(boxes, scores):
+        xy = boxes[:, :, 0:2] * 6.0
+        b = paddle.concat([xy, xy + 1.0 + boxes[:, :, 2:4] * 4.0], axis=2)
+        out, _index, _rois = _op("matrix_nms", {"BBoxes": b, "Scores": scores},
+                                 {"background_label": -1, "score_threshold": 0.1, "post_threshold": 0.2,
+                                  "nms_top_k": 5, "keep_top_k": 8, "normalized": False, "use_gaussian": True,
+                                  "gaussian_sigma": 2.0},
+                                 {"Out": F32, "Index": "int32", "RoisNum": "int32"})
+        return [out]
+
+    @model("set_value_tensor_bounds", ("x", [6, 4, 5], F32, None), ("v", [2, 1, 1], F32, None),
+           ("lo", [2], "int64", (0, 2)))
+    def _(x, v, lo):
+        # starts / ends / steps as one 1-D tensor each: slices [lo0 : lo0+3 : 2, lo1 : lo1+1 : 1] of axes 0, 1
+        hi = lo + paddle.to_tensor([3, 1], dtype="int64")
+        st = paddle.full([2], 1, "int64") + paddle.to_tensor([1, 0], dtype="int64")
+        return [_op("set_value", {"Input": x, "ValueTensor": v, "StartsTensorList": [lo[0:1], lo[1:2]],
+                                  "EndsTensorList": [hi[0:1], hi[1:2]], "StepsTensorList": [st[0:1], st[1:2]]},
+                    {"axes": [0, 1], "starts": [], "ends": [], "steps": [], "decrease_axes": [], "none_axes": [],
+                     "shape": [], "dtype": 5}, {"Out": F32})]
