@@ -2,7 +2,7 @@
 
 Each net is a small paddle.nn.Layer shaped like a toolkit model (PP-LiteSeg's dynamic-size
 upsampling head with argmax, PP-LCNet's depthwise + SE blocks, PicoDet's anchor-free head with
-arange/meshgrid anchor points and multiclass_nms3 post-processing, RPN post-processing (generate_proposals, roi_align, matrix_nms), a net of op forms whose attributes arrive as tensors, and a net of constants with no feed), with
+arange/meshgrid anchor points and multiclass_nms3 post-processing, RPN post-processing (generate_proposals, roi_align, matrix_nms), a net of op forms whose attributes arrive as tensors, a net of slice bounds arriving as one stacked tensor, and a net of constants with no feed), with
 seeded random weights, exported natively: `pir/` by `paddle.jit.save` under PIR (inference.json)
 and, where Paddle 3.3 can still trace the net in legacy static mode (it cannot for sigmoid, exp,
 argmax, LSTM, ...), `legacy/` by `paddle.jit.save` with FLAGS_enable_pir_api=0 (inference.pdmodel,
@@ -164,6 +164,24 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
             ex = paddle.expand(paddle.sum(y, 0, keepdim=True), paddle.shape(x))
             return oh, ls, total, an, pn, paddle.matmul(y, ey), paddle.flip(ex, [1]), paddle.cumsum(y, 1)
 
+    class BoundsForms(nn.Layer):
+        """IntArray operands arriving as one 1-D tensor (paddle.stack of computed scalars): set_value with
+        slice bounds from tensors (starts / ends / steps), and a slice with computed bounds."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(6, 6)
+
+        def forward(self, x, ids):
+            y = self.fc(x)
+            a, b = paddle.min(ids), paddle.max(ids)                           # 0-D int64 bounds
+            v = paddle.full([1, 1], 2.5) * paddle.mean(y)
+            z = y * 1.0
+            z[a:b + 1, a:b + 2] = v                                        # set_value_with_tensor, stacked bounds
+            w = y * 1.0
+            w[b - 1::-1, 1:a + 4:2] = paddle.ones([1]) * -1.0              # negative step, stacked bounds
+            return z, w, y[a:b, 1:]
+
     class Constants(nn.Layer):
         """A model of constants only (no feed): arange, reshape, a parameter, scale, reductions."""
 
@@ -197,6 +215,9 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
                                         "im_shape": np.array([[32.0, 32.0]], np.float32)}),
         "op_forms": (OpForms, [("x", [-1, 6], "float32"), ("ids", [-1, 3], "int64")], form_inputs),
         "constants_only": (Constants, [], lambda rng: {}),
+        "bounds_forms": (BoundsForms, [("x", [-1, 6], "float32"), ("ids", [-1, 3], "int64")],
+                         lambda rng: {"x": rng.normal(0, 1, (5, 6)).astype(np.float32),
+                                      "ids": rng.integers(0, 3, (5, 3)).astype(np.int64)}),
     }
 
 

@@ -370,7 +370,27 @@ def int_arg(c: PirConverter, op: PirOp, i: int, spec: IntArg, attrs: dict[str, A
     elif spec.tensor is not None:
         ins[spec.tensor] = [c.name(op, vid)]
         return
+    elif spec.tensors is not None and (parts := _unpack(c, op, vid)) is not None:
+        ins[spec.tensors] = parts
+        return
     raise c.unsupported(op, f"{spec.attr} must be a constant (pd_op.full_int_array / pd_op.full)")
+
+
+def _unpack(c: PirConverter, op: PirOp, vid: int) -> list[str] | None:
+    """A 1-D int tensor of static length n (e.g. set_value's starts from `paddle.stack`) as n one-value
+    tensors, for a legacy slot that only takes a tensor list (split, num=n); None when n is not known."""
+    name = c.name(op, vid)
+    v = c.block.vars.get(name)
+    if v is None or len(v.shape) != 1 or int(v.shape[0]) < 1:
+        return None
+    n = int(v.shape[0])
+    if n == 1:
+        return [name]
+    parts = [c.temp(name) for _ in range(n)]
+    for p in parts:
+        c.block.vars[p].shape = [1]
+    c.emit("split", {"X": [name]}, {"Out": parts}, {"axis": 0, "num": n, "sections": []})
+    return parts
 
 
 def _one_value(c: PirConverter, name: str) -> bool:
