@@ -1,12 +1,13 @@
 """Real PaddleDetection detectors as committed fixtures: PP-YOLOE+ and PicoDet built from the `paddledet`
 package's own classes, random weights, exported with their NMS post-processing as PaddleDetection's
 `tools/export_model.py` does (inputs image / im_shape / scale_factor, pruned to those the program reads;
-outputs bbox [N, 6] and bbox_num from multiclass_nms3), in both formats:
+outputs bbox [N, 6] and bbox_num from multiclass_nms3), in both formats under `<out>/<model>/`:
 
-- `legacy/`: model.pdmodel + model.pdiparams (paddle.jit.save with the PIR API off, a legacy ProgramDesc),
-- `pir/`: model.json + model.pdiparams (paddle.jit.save under PIR),
+- `legacy/`: inference.pdmodel + .pdiparams (paddle.jit.save with FLAGS_enable_pir_api=0, a ProgramDesc),
+- `pir/`: inference.json + .pdiparams (paddle.jit.save under PIR),
 
-and `case.npz` per format (`in:<name>` inputs, `out:<name>` Paddle Inference outputs in fetch order, via
+each export in a fresh process (the flag is read at import), and `<model>/case.npz` (`in:<feed>`, and
+`legacy.out:<fetch>` / `pir.out:<fetch>`: Paddle Inference on each format's files, in fetch order, via
 tools/paddle_reference.py). Run (PaddleDetection 2.6 from PyPI, never imported by pdlite):
 
     pip install --no-deps --target /work/tk/det paddledet==2.6.0
@@ -14,13 +15,15 @@ tools/paddle_reference.py). Run (PaddleDetection 2.6 from PyPI, never imported b
 
 ppdet 2.6 predates Paddle 3: its package `__init__`s import every model, the data pipeline and
 pycocotools. The shims below (this script only) register ppdet's packages without running their
-`__init__`s, so only the modules these nets need are imported.
+`__init__`s, so only the modules these nets need are imported; Paddle 3.3's legacy tracing and ppdet's
+legacy-only NMS builder are shimmed per format (`legacy_shims`, `pir_shims`).
 
-Random weights make NMS degenerate (every score about equal). So that the reference keeps a meaningful
-and *stable* set of boxes, the generator draws the input image and checks margins the devices' reordered
-fp32 arithmetic cannot cross: every class score is at least `SCORE_GAP` away from the score threshold,
-no two candidate scores of one class within `TIE_GAP` of each other among the boxes kept or suppressed,
-and no candidate-pair IoU within `IOU_GAP` of the NMS threshold; otherwise it draws the next image.
+Random weights make NMS degenerate (ppdet zero-initialises its prediction convs: every score equal). So
+that the reference keeps a meaningful and *stable* set of boxes, the weights are redrawn and calibrated
+(`randomize`, `calibrate_bn`), and the score threshold is chosen per input draw (`pick_threshold`) with
+margins the devices' reordered fp32 arithmetic cannot cross: every class score at least `SCORE_GAP` from the
+threshold, no two candidate scores of one class within `TIE_GAP`, no candidate-pair IoU within `IOU_GAP` of
+the NMS threshold; otherwise the next image is drawn.
 """
 from __future__ import annotations
 
