@@ -24,13 +24,15 @@ The toolkits are old next to Paddle 3.3, so the generator shims them here and no
   `elementwise_mul` axis -1; `arg_max` with keepdims / axis / flatten / dtype; `logical_and`), as Paddle
   2.6's Python did.
 - PP-LiteSeg's label map is a stable reference only when no pixel's two best logits nearly tie: the PIR
-  export also prints the smallest top-1 - top-2 gap (eager, on the case input) and the generator refuses a
-  gap under 1e-2 of max|logit| (ten times the devices' fp32 bar).
+  export also prints the smallest top-1 - top-2 gap (eager, on each case's input) and the generator
+  refuses a gap under 1e-2 of max|logit| (ten times the devices' fp32 bar).
 
-<model>/case.npz holds the input (a seeded random 8-bit image, normalised as the toolkit does), key
-`in:x`, and Paddle Inference's outputs on each format's files (tools/paddle_reference.py: unoptimised,
-mkldnn off, 1 thread), keys `legacy.out:<fetch>` / `pir.out:<fetch>` in fetch order; the generator checks
-that the legacy and PIR references agree (floats to 1e-5 of max|ref|, integers exactly), so a shim that changed the maths would be caught here.
+Each case, <model>/case.npz (and, for PP-LiteSeg, whose input size is dynamic, case_<H>x<W>.npz at a size
+the network's strides do not divide), holds the input (a seeded random 8-bit image, normalised as the
+toolkit does), key `in:x`, and Paddle Inference's outputs on each format's files (tools/paddle_reference.py:
+unoptimised, mkldnn off, 1 thread), keys `legacy.out:<fetch>` / `pir.out:<fetch>` in fetch order; the
+generator checks that the legacy and PIR references agree (floats to 1e-5 of max|ref|, integers exactly),
+so a shim that changed the maths would be caught here.
 """
 from __future__ import annotations
 
@@ -50,16 +52,18 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "fixtures" / "toolkit"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-# name: (toolkit, input shape of case.npz, what it is)
-MODELS: dict[str, tuple[str, tuple[int, ...], str]] = {
-    "pplcnet_x0_25": ("cls", (1, 3, 64, 64),
+# name: (toolkit, input shapes of its cases (case.npz, then case_<H>x<W>.npz), what it is)
+MODELS: dict[str, tuple[str, list[tuple[int, ...]], str]] = {
+    "pplcnet_x0_25": ("cls", [(1, 3, 64, 64)],
                       "paddleclas PPLCNet_x0_25(class_num=10, class_expand=256) + softmax"),
-    "pphgnet_tiny_narrow": ("cls", (1, 3, 64, 64),
+    "pphgnet_tiny_narrow": ("cls", [(1, 3, 64, 64)],
                             "paddleclas PPHGNet with PPHGNet_tiny's layout (3-conv stem, max pool, 4 stages of "
                             "1/1/2/1 HG blocks with downsampling in stages 2-4, layer_num 5, ESE attention) at "
                             "narrow widths (stem [6, 6, 12], stages in/mid/out 12/12/24, 24/12/32, 32/16/48, "
                             "48/16/64), class_expand 128, class_num 10, + softmax"),
-    "ppliteseg_stdc1_b8": ("seg", (1, 3, 128, 128),
+    # the second PP-LiteSeg case: a size the 32x-downsampling does not divide (the context module's adaptive
+    # pools see 3x4: 2x2 bins of uneven widths, 4x4 bins wider than the input), odd upsampling ratios
+    "ppliteseg_stdc1_b8": ("seg", [(1, 3, 128, 128), (1, 3, 72, 100)],
                            "paddleseg PPLiteSeg(num_classes=4) on STDCNet(base=8, layers=[2, 2, 2]) (STDC1's "
                            "depth at 1/8 width), UAFM_SpAtten, cm_out_ch 16, arm_out_chs [16, 16, 16], "
                            "in paddleseg's WrappedModel(output_op='argmax')"),
@@ -198,7 +202,7 @@ def export(name: str, out: Path, fmt: str, cls_root: Path, seg_root: Path) -> No
         layer = build(name, cls_root, seg_root)
     _randomize(layer, np.random.default_rng(seed))
     layer.eval()
-    hw = list(MODELS[name][1][2:]) if MODELS[name][0] == "cls" else [None, None]
+    hw = list(MODELS[name][1][0][2:]) if MODELS[name][0] == "cls" else [None, None]
     spec = [paddle.static.InputSpec([None, 3, *hw], "float32", "x")]
     with tempfile.TemporaryDirectory() as tmp:
         paddle.jit.save(layer, str(Path(tmp) / "inference"), input_spec=spec)
@@ -212,7 +216,8 @@ def export(name: str, out: Path, fmt: str, cls_root: Path, seg_root: Path) -> No
     if not (out / want).is_file():
         raise SystemExit(f"{name}: jit.save did not write {want}")
     if fmt == "pir" and MODELS[name][0] == "seg":
-        print(f"margin {_label_margin(layer.model, _image(name)):.6g}")
+        for i in range(len(MODELS[name][1])):
+            print(f"margin {_case_file(name, i)} {_label_margin(layer.model, _image(name, i)):.6g}")
 
 
 def _label_margin(net, image: np.ndarray) -> float:
@@ -236,10 +241,15 @@ def _agree(a: dict[str, np.ndarray], b: dict[str, np.ndarray], what: str) -> Non
             raise SystemExit(f"{what}: {na} differs between the formats by {np.max(np.abs(x - y)):.3g}")
 
 
-def _image(name: str) -> np.ndarray:
-    """A seeded random 8-bit image normalised as the toolkit's preprocessing does (NCHW float32)."""
-    kind, shape = MODELS[name][0], MODELS[name][1]
-    pixels = np.random.default_rng(sum(map(ord, name)) + 1).integers(0, 256, shape).astype(np.float32) / 255.0
+def _case_file(name: str, i: int) -> str:
+    shape = MODELS[name][1][i]
+    return "case.npz" if i == 0 else f"case_{shape[2]}x{shape[3]}.npz"
+
+
+def _image(name: str, i: int) -> np.ndarray:
+    """Case i's input: a seeded random 8-bit image normalised as the toolkit's preprocessing does (NCHW float32)."""
+    kind, shape = MODELS[name][0], MODELS[name][1][i]
+    pixels = np.random.default_rng(sum(map(ord, name)) + 1 + i).integers(0, 256, shape).astype(np.float32) / 255.0
     if kind == "cls":  # PaddleClas NormalizeImage: ImageNet mean / std
         mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
     else:  # PaddleSeg Normalize defaults
@@ -248,11 +258,12 @@ def _image(name: str) -> np.ndarray:
 
 
 def make(name: str, root: Path, cls_root: Path, seg_root: Path) -> Path:
-    """Export both formats of `name` and write <name>/case.npz: `in:x`, then `<fmt>.out:<fetch>` per format."""
+    """Export both formats of `name` and write its cases (<name>/case*.npz): `in:x`, then `<fmt>.out:<fetch>`
+    per format."""
     from paddle_reference import paddle_reference
 
-    feeds = {"x": _image(name)}
-    refs = {}
+    cases = [{"x": _image(name, i)} for i in range(len(MODELS[name][1]))]
+    refs: list[dict[str, dict[str, np.ndarray]]] = [{} for _ in cases]
     for fmt in ("legacy", "pir"):
         out = root / name / fmt
         env = dict(os.environ, FLAGS_enable_pir_api="1" if fmt == "pir" else "0")
@@ -260,17 +271,20 @@ def make(name: str, root: Path, cls_root: Path, seg_root: Path) -> Path:
                             "--export", name, str(out), fmt], env=env, capture_output=True, text=True)
         if r.returncode:
             raise SystemExit(f"{name}: {fmt} export failed:\n{r.stderr[-3000:]}")
-        margin = [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("margin ")]
-        if margin and margin[0] <= 1e-2:  # ten times the devices' fp32 bar (1e-3 of max|ref|)
-            raise SystemExit(f"{name}: two logits of a pixel are within {margin[0]:.3g} of max|logit|: "
-                             "the label map would not be a stable reference; pick another seed")
-        if margin:
-            print(f"{name}: smallest top-1 - top-2 logit gap {margin[0]:.3g} of max|logit|")
+        for line in r.stdout.splitlines():
+            if line.startswith("margin "):
+                _, case, gap = line.split()
+                if float(gap) <= 1e-2:  # ten times the devices' fp32 bar (1e-3 of max|ref|)
+                    raise SystemExit(f"{name} {case}: two logits of a pixel are within {gap} of max|logit|: "
+                                     "the label map would not be a stable reference; pick another seed")
+                print(f"{name} {case}: smallest top-1 - top-2 logit gap {float(gap):.3g} of max|logit|")
         model = out / ("inference.json" if fmt == "pir" else "inference.pdmodel")
-        refs[fmt] = paddle_reference(model, out / "inference.pdiparams", feeds)
-    _agree(refs["legacy"], refs["pir"], name)
-    np.savez_compressed(root / name / "case.npz", **{f"in:{k}": v for k, v in feeds.items()},
-                        **{f"{fmt}.out:{k}": v for fmt, ref in refs.items() for k, v in ref.items()})
+        for feeds, ref in zip(cases, refs):
+            ref[fmt] = paddle_reference(model, out / "inference.pdiparams", feeds)
+    for i, (feeds, ref) in enumerate(zip(cases, refs)):
+        _agree(ref["legacy"], ref["pir"], f"{name} {_case_file(name, i)}")
+        np.savez_compressed(root / name / _case_file(name, i), **{f"in:{k}": v for k, v in feeds.items()},
+                            **{f"{fmt}.out:{k}": v for fmt, r in ref.items() for k, v in r.items()})
     return root / name
 
 
@@ -285,13 +299,14 @@ def write_readme(root: Path, sizes: dict[str, int]) -> None:
              "Made by `tools/make_toolkit_cls_seg.py` (paddleclas 2.6.0, paddleseg 2.8.0, Paddle 3.3.1): the toolkits'",
              "own model classes, seeded random weights, exported as `legacy/` (inference.pdmodel, `paddle.jit.save`",
              "with FLAGS_enable_pir_api=0, sigmoid / multiply / argmax / logical_and shimmed to the legacy ops Paddle 2.x",
-             "wrote) and `pir/` (inference.json, `paddle.jit.save` under PIR). `<model>/case.npz` holds the input",
+             "wrote) and `pir/` (inference.json, `paddle.jit.save` under PIR). `<model>/case*.npz` hold an input",
              "(`in:x`, a random 8-bit image normalised as the toolkit does) and Paddle Inference's outputs on each",
              "format's files (`legacy.out:<fetch>`, `pir.out:<fetch>`; the two agree to 1e-5). Checked on host,",
              "intel_openvino and onnxruntime by `tests/conformance/test_toolkit_cls_seg.py`.", ""]
-    for n, (_, shape, what) in MODELS.items():
+    for n, (_, shapes, what) in MODELS.items():
         if n in sizes:
-            lines.append(f"- `{n}/`: {what}; input {'x'.join(map(str, shape))}; {sizes[n] / 1e3:.0f} kB (both formats).")
+            ins = ", ".join(f"{'x'.join(map(str, sh))} ({_case_file(n, i)})" for i, sh in enumerate(shapes))
+            lines.append(f"- `{n}/`: {what}; inputs {ins}; {sizes[n] / 1e3:.0f} kB (both formats).")
     section = "\n".join(lines) + "\n"
     if README_HEAD in text:
         start = text.index(README_HEAD)
