@@ -7,6 +7,8 @@ the suite; the PIR twin (tools/make_pir_fixtures.py --conformance) is what exerc
   the unused `index` must still land in the legacy op's required Index slot.
 - set_value whose bounds are one 1-D tensor (PIR's IntArray operand from a stacked tensor) rather than a
   list of one-value tensors (the legacy StartsTensorList form).
+- grid_sampler nearest at coordinates that unnormalize to exactly k + 0.5 (Paddle rounds halves to even,
+  and -0.5 -> 0 stays in bounds), 4-D and 5-D, with and without align_corners.
 """
 from __future__ import annotations
 
@@ -39,3 +41,26 @@ def define(m: Any) -> None:
                                   "EndsTensorList": [hi[0:1], hi[1:2]], "StepsTensorList": [st[0:1], st[1:2]]},
                     {"axes": [0, 1], "starts": [], "ends": [], "steps": [], "decrease_axes": [], "none_axes": [],
                      "shape": [], "dtype": 5}, {"Out": F32})]
+
+    @model("grid_sampler_nearest_halves", ("x", [1, 2, 4, 8], F32, None), ("v", [1, 2, 2, 4, 5], F32, None))
+    def _(x, v):
+        import numpy as np
+
+        def grid(gx: np.ndarray, gy: np.ndarray, gz: np.ndarray | None = None) -> Any:
+            g = np.stack([gx, gy] + ([gz] if gz is not None else []), -1).astype(np.float32)
+            return paddle.assign(g[None, None] if gz is None else g[None, None, None])
+
+        def sample(t: Any, g: Any, padding: str, align: bool) -> Any:
+            return _op("grid_sampler", {"X": t, "Grid": g}, {"mode": "nearest", "padding_mode": padding,
+                                                             "align_corners": align}, {"Output": F32})
+
+        k = np.arange(-1, 8, dtype=np.float64)  # k + 0.5 for k = -1 .. 7
+        # align_corners=False: u = (g + 1) * S / 2 - 0.5 = k + 0.5  <=>  g = 2 (k + 1) / S - 1 (exact for S = 4, 8)
+        gx, gy = 2 * (k + 1) / 8 - 1, 2 * (np.minimum(k, 3) + 1) / 4 - 1
+        # align_corners=True on the 5-wide axes: u = (g + 1) * (S - 1) / 2 = k + 0.5  <=>  g = (2k + 1) / 4 - 1
+        ka = np.arange(-1, 5, dtype=np.float64)
+        ga = (2 * ka + 1) / 4 - 1
+        return [sample(x, grid(gx, gy), "zeros", False), sample(x, grid(gx, gy), "border", False),
+                sample(x, grid(gx[::-1], gy), "reflection", False),
+                sample(v, grid(ga, ga[::-1], np.zeros_like(ga)), "zeros", True),
+                sample(v, grid(ga, ga, np.full_like(ga, -1.0)), "border", True)]
