@@ -276,6 +276,22 @@ def test_fc_activation(act):
     check(got, ref, f"fc {act}")
 
 
+@pytest.mark.parametrize("act", ["", "relu", "hard_swish", "gelu", "sigmoid"])
+@pytest.mark.parametrize("shape,n,bias", [((2, 33, 128), 512, True), ((4, 32, 96), 1000, False), ((130, 70), 600, True)])
+def test_fc_native_gemm(act, shape, n, bias):
+    """fc above FC_NATIVE_MIN: the native product with the per-column bias and the activation in its blocks."""
+    from pdlite.kernels.host.fused import FC_NATIVE_MIN
+
+    x, w = rand(*shape, seed=54, scale=2.0), rand(shape[-1], n, seed=55, scale=0.1)
+    assert x.size * n >= FC_NATIVE_MIN
+    ins = {"Input": x, "W": w, "Bias": rand(n, seed=56) if bias else None}
+    got, ref = run_both("fc", ins, {"in_num_col_dims": len(shape) - 1, "activation_type": act}, "Out")
+    check(got, ref, f"fc {shape} x {n} {act}")
+    exact = x.astype(np.float64) @ w + (ins["Bias"] if bias else 0)
+    if not act:
+        check(got, exact.astype(np.float32), "fc vs float64")
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_thread_counts_give_the_same_results(threads):
     """Results do not depend on the thread count, bit for bit."""

@@ -787,6 +787,7 @@ typedef struct {
     isz blocks, rows_per, cols_per; /* per (n, g): blocks of rows_per rows x cols_per columns */
     isz col_blocks;
     int fused_im2col; /* x is the image (N, C, H, W): each block gathers its columns itself */
+    int bias_cols;    /* bias has one value per column (fc: out = x @ w + bias), not per row */
     conv_geo geo;
     act_t act;
 } gemm_args;
@@ -814,10 +815,18 @@ PD_INLINE void gemm_task_impl(void *vctx, isz begin, isz end) {
         } else {
             sgemm_rm(rows, cols, a->K, w, a->K, a->x + ng * a->K * a->L + c0, a->L, o, a->L);
         }
-        if (a->bias || a->act.kind != ACT_NONE)
+        if (a->bias_cols && a->bias) {
+            const float *bc = a->bias + c0;
+            for (isz r = 0; r < rows; r++) {
+                float *orow = o + r * a->L;
+                PD_SIMD for (isz q = 0; q < cols; q++) orow[q] += bc[q];
+                if (a->act.kind != ACT_NONE) bias_act_copy(orow, orow, cols, 0.0f, 0, &a->act);
+            }
+        } else if (a->bias || a->act.kind != ACT_NONE) {
             for (isz r = 0; r < rows; r++)
                 bias_act_copy(o + r * a->L, o + r * a->L, cols, a->bias ? a->bias[g * a->M + r0 + r] : 0.0f,
                               a->bias != NULL, &a->act);
+        }
     }
     free(buf);
 }
@@ -1451,7 +1460,8 @@ static PyObject *py_conv_gemm(PyObject *self, PyObject *args) {
     int act;
     (void)self;
     memset(&a, 0, sizeof(a));
-    if (!PyArg_ParseTuple(args, "OOOO(nnnnn)iO|O", &wo, &xo, &bo, &oo, &a.N, &a.G, &a.M, &a.K, &a.L, &act, &ap, &geo))
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnn)iO|Op", &wo, &xo, &bo, &oo, &a.N, &a.G, &a.M, &a.K, &a.L, &act, &ap, &geo,
+                          &a.bias_cols))
         return NULL;
     if (g_sgemm == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "conv_gemm: no sgemm (call set_sgemm first)");
@@ -1484,7 +1494,11 @@ static PyObject *py_conv_gemm(PyObject *self, PyObject *args) {
     int has_bias = bo != Py_None;
     if (get_buf(wo, &wb, 0, a.G * a.M * a.K, "conv_gemm weights") < 0) return NULL;
     if (get_buf(xo, &xb, 0, xsize, "conv_gemm input") < 0) goto fail_w;
-    if (has_bias && get_buf(bo, &bb, 0, a.G * a.M, "conv_gemm bias") < 0) goto fail_x;
+    if (a.bias_cols && (a.G != 1 || geo != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "conv_gemm: per-column bias needs one group and no im2col");
+        goto fail_x;
+    }
+    if (has_bias && get_buf(bo, &bb, 0, a.bias_cols ? a.L : a.G * a.M, "conv_gemm bias") < 0) goto fail_x;
     if (get_buf(oo, &ob, 1, a.N * a.G * a.M * a.L, "conv_gemm output") < 0) goto fail_b;
     a.w = (const float *)wb.buf;
     a.x = (const float *)xb.buf;
@@ -1603,7 +1617,8 @@ static PyMethodDef methods[] = {
     {"im2col", py_im2col, METH_VARARGS, "im2col(x, cols, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL))"},
     {"pool2d", py_pool2d, METH_VARARGS, "pool2d(x, out, (NC,H,W,OH,OW,KH,KW,SH,SW,PT,PL), is_max, exclusive)"},
     {"conv_gemm", py_conv_gemm, METH_VARARGS,
-     "conv_gemm(w, x, bias|None, out, (N,G,M,K,L), act, (a0,a1,a2)): out[n,g] = act(w[g] @ x[n,g] + bias)"},
+     "conv_gemm(w, x, bias|None, out, (N,G,M,K,L), act, (a0,a1,a2)[, im2col geo|None[, bias_cols]]): "
+     "out[n,g] = act(w[g] @ x[n,g] + bias) (bias per row, or per column with bias_cols)"},
     {"winograd_conv3x3", py_winograd_conv3x3, METH_VARARGS,
      "winograd_conv3x3(x, u (16,OC,C), bias|None, out, (N,C,H,W,OC,OH,OW,PT,PL), act, (a0,a1,a2)): stride 1"},
     {"layer_norm", py_layer_norm, METH_VARARGS,

@@ -143,27 +143,40 @@ FC_NATIVE_MIN = 1 << 16  # multiply-adds from which fc runs its product on the n
 
 @register_kernel("fc")
 class FC(Kernel):
-    """Out = act(Input.reshape(M, K) @ W + Bias).reshape(Input.shape[:k] + [N])."""
+    """Out = act(Input.reshape(M, K) @ W + Bias).reshape(Input.shape[:k] + [N]).
+
+    Natively (float32, large enough), one call: the product in blocks on the native pool with the bias and
+    a native activation applied to each block while it is in cache."""
 
     def __init__(self, op: OpDesc) -> None:
         super().__init__(op)
         self.act = activation_kernel(op.attrs, "activation_type")
         act, act_attrs = split_activation(dict(op.attrs), "activation_type")
         self.fused_act = native.activation(act, act_attrs)
+        self.k = int(self.attrs["in_num_col_dims"])
+        self._native: bool | None = None
+        self._bias: tuple[Any, np.ndarray] | None = None  # (Bias input, as a contiguous float32 vector)
+
+    def _bias_f32(self, b: Any) -> np.ndarray:
+        c = self._bias
+        if c is None or c[0] is not b:
+            c = self._bias = (b, np.asarray(np.asarray(b, dtype=np.float32).reshape(-1), order="C"))
+        return c[1]
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x, w = ins["Input"][0], ins["W"][0]
-        k = int(self.attrs["in_num_col_dims"])
-        lead = x.shape[:k]
-        x2 = x.reshape(int(np.prod(lead)), -1)
-        if (x2.shape[0] * x2.shape[1] * w.shape[1] >= FC_NATIVE_MIN and x2.dtype == np.float32
-                and w.dtype == np.float32 and x2.flags.c_contiguous and w.flags.c_contiguous and w.ndim == 2
-                and native.use_native(self.context) and native.gemm_available()):
-            # on the native pool (blocks of W's columns), as the conv GEMMs
-            out = native.conv_gemm(x2.reshape(1, *x2.shape), w.reshape(1, *w.shape), None)[0]
-        else:
-            out = np.matmul(x2, w)
+        lead = x.shape[:self.k]
+        x2 = x.reshape(-1, w.shape[0]) if x.size else x.reshape(int(np.prod(lead)), -1)
         bias = ins.get("Bias")
+        if self._native is None:
+            self._native = native.use_native(self.context) and native.gemm_available()
+        if (self._native and x2.dtype == np.float32 and w.dtype == np.float32 and w.ndim == 2
+                and x2.shape[0] * x2.shape[1] * w.shape[1] >= FC_NATIVE_MIN and x2.flags.c_contiguous
+                and w.flags.c_contiguous and (self.fused_act is not None or self.act is None)):
+            # on the native pool (blocks of W's columns or of the rows), bias and activation in each block
+            out = native.fc_gemm(x2, w, self._bias_f32(bias[0]) if bias else None, self.fused_act or native.NO_ACT)
+            return {"Out": [out.reshape(*lead, w.shape[1])]}
+        out = np.matmul(x2, w)
         if bias:
             out += np.asarray(bias[0], dtype=out.dtype).reshape(-1)
         if self.act is not None:

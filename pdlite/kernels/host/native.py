@@ -256,6 +256,17 @@ def conv_gemm(w: np.ndarray, cols: np.ndarray, bias: np.ndarray | None, act: Act
     return out
 
 
+def fc_gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
+    """act(x @ w + bias) for x (M, K), w (K, N), bias (N,) or None, on the native pool: returns (M, N)."""
+    assert _ext is not None
+    m, k = x.shape
+    n = w.shape[1]
+    out = np.empty((m, n), dtype=F32)
+    _ext.conv_gemm(_f32(x, "fc_gemm"), _f32(w, "fc_gemm"), None if bias is None else _f32(bias, "fc_gemm"), out,
+                   (1, 1, m, k, n), act[0], act[1], None, True)
+    return out
+
+
 def conv2d_gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, oh: int, ow: int, kernel: tuple[int, int],
                 strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
                 act: Act = NO_ACT) -> np.ndarray:
