@@ -88,3 +88,22 @@ def test_inputs_that_cannot_be_shared(built):
     _check(drv.run(model, [ro]), ro)
     x = np.arange(6, dtype=np.float32).reshape(SHAPE)
     _check(drv.run(model, [x]), x)  # back to a shareable array after copies
+
+
+def test_an_input_nothing_reads(built):
+    """An ONNX input that no node reads (OpenVINO drops it from the compiled model): the arrays still map by
+    position in the ONNX model's input order."""
+    from onnx import TensorProto, helper
+
+    drv, _ = built
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])], "unused_first",
+        [helper.make_tensor_value_info("size", TensorProto.INT32, [2]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(SHAPE))])
+    blob = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model = drv.build(blob, {})
+    x = np.arange(6, dtype=np.float32).reshape(SHAPE) - 3
+    for _ in range(2):
+        (y,) = drv.run(model, [np.array([4, 4], dtype=np.int32), x])
+        assert np.array_equal(y, np.maximum(x, 0) + x)

@@ -31,24 +31,36 @@ HINTS = ("LATENCY", "THROUGHPUT")
 
 
 class OpenVINOModel:
-    """A compiled model with its one infer request (reused by every run) and the arrays bound to its inputs."""
+    """A compiled model with its one infer request (reused by every run) and the arrays bound to its inputs.
 
-    __slots__ = ("compiled", "request", "n_outputs", "dtypes", "bound", "held", "tensor")
+    `order[j]`: which of the ONNX model's inputs (the arrays `run` gets) feeds the compiled model's input j
+    (OpenVINO drops ONNX inputs that nothing reads)."""
 
-    def __init__(self, compiled: Any, tensor: Any) -> None:
+    __slots__ = ("compiled", "request", "n_inputs", "order", "dtypes", "bound", "held", "tensor")
+
+    def __init__(self, compiled: Any, tensor: Any, onnx_inputs: Sequence[str]) -> None:
         self.compiled = compiled
         self.request = compiled.create_infer_request()
-        self.n_outputs = len(compiled.outputs)
+        self.n_inputs = len(onnx_inputs)
+        self.order = []
+        for port in compiled.inputs:
+            names = port.get_names()
+            found = [k for k, n in enumerate(onnx_inputs) if n in names]
+            if not found:
+                raise PdliteError(f"OpenVINO's compiled input {sorted(names)} is none of the ONNX model's "
+                                  f"inputs {list(onnx_inputs)}")
+            self.order.append(found[0])
         self.dtypes = [np.dtype(i.get_element_type().to_dtype()) for i in compiled.inputs]
-        self.bound: list[Any] = [None] * len(self.dtypes)  # the caller's array bound to each input, if shared
-        self.held: list[Any] = [None] * len(self.dtypes)  # the array each input tensor reads (kept alive here)
+        self.bound: list[Any] = [None] * len(self.order)  # the caller's array bound to each input, if shared
+        self.held: list[Any] = [None] * len(self.order)  # the array each input tensor reads (kept alive here)
         self.tensor = tensor  # openvino.Tensor
 
     def bind(self, inputs: Sequence[np.ndarray]) -> None:
         """Share each input array with the request, unless it is the array already bound there."""
-        if len(inputs) != len(self.bound):
-            raise PdliteError(f"OpenVINO model takes {len(self.bound)} input(s), got {len(inputs)}")
-        for i, a in enumerate(inputs):
+        if len(inputs) != self.n_inputs:
+            raise PdliteError(f"the model takes {self.n_inputs} input(s), got {len(inputs)}")
+        for i, k in enumerate(self.order):
+            a = inputs[k]
             if a is self.bound[i]:
                 continue
             arr = a
@@ -58,6 +70,15 @@ class OpenVINOModel:
             self.request.set_input_tensor(i, self.tensor(arr, shared_memory=True))
             self.held[i] = arr
             self.bound[i] = a if arr is a else None  # after a copy, the same array is copied again next run
+
+
+def onnx_input_names(model: bytes) -> list[str]:
+    """The graph inputs of an ONNX model, in order (initializers listed as inputs by old exporters left out)."""
+    import onnx
+
+    graph = onnx.load_from_string(model).graph
+    inits = {t.name for t in graph.initializer}
+    return [i.name for i in graph.input if i.name not in inits]
 
 
 @register_driver("intel_openvino")
@@ -98,14 +119,15 @@ class OpenVINODriver(Driver):
 
     def build(self, model: bytes, props: Mapping[str, str], cache_path: str | None = None) -> OpenVINOModel:
         device, cfg = self.config(props)
+        names = onnx_input_names(model)
         if cache_path and os.path.isfile(cache_path):
             with open(cache_path, "rb") as f:
-                return OpenVINOModel(self._core.import_model(f.read(), device, cfg), self._ov.Tensor)
+                return OpenVINOModel(self._core.import_model(f.read(), device, cfg), self._ov.Tensor, names)
         compiled = self._core.compile_model(self._core.read_model(model), device, cfg)
         if cache_path:
             blob = compiled.export_model()
             write_atomic(cache_path, blob.getvalue() if hasattr(blob, "getvalue") else bytes(blob))
-        return OpenVINOModel(compiled, self._ov.Tensor)
+        return OpenVINOModel(compiled, self._ov.Tensor, names)
 
     def run(self, compiled: OpenVINOModel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         compiled.bind(inputs)
