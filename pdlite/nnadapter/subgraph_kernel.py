@@ -9,21 +9,26 @@ model it then cannot run), the kernel warns once (naming the device and the reas
 sub-block's original ops with host kernels for that signature: the "original runtime program",
 analysed lazily with host places the first time it is needed. A device never fails a run that
 the host would have done.
+
+The kernel keeps per-run state (its compiled models, each device request), so runs enter it one at a
+time, under its own lock. `direct_runner` serves the common whole-program case (feed -> one subgraph ->
+fetch) without the general run loop: see its docstring.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from pdlite.core.program import BlockDesc, OpDesc, Program
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, TargetType
-from pdlite.errors import ModelFormatError, PdliteError
+from pdlite.errors import KernelError, ModelFormatError, PdliteError
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.nnadapter.options import NNAdapterOptions
 
@@ -71,6 +76,7 @@ class SubgraphKernel(Kernel):
         self._host: Any = None
         self._params: dict[str, Any] = {}
         self._warned = False
+        self._lock = threading.Lock()  # one run at a time (the device requests are per compiled model)
         self.builds = 0  # models built or loaded (tests and tools read it)
         self.cache_hits = 0
 
@@ -102,15 +108,48 @@ class SubgraphKernel(Kernel):
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         vals = ins.get("Inputs") or []
         data = [vals[i] for i in self.data_index]
-        key = tuple((a.shape, a.dtype) for a in data)
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._build(key, vals, data)
+        key = tuple([(a.shape, a.dtype) for a in data])
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._build(key, vals, data)
+                if entry is not _FALLBACK:
+                    return {"Outputs": self._first_run(key, entry, vals, data)}
             if entry is not _FALLBACK:
-                return {"Outputs": self._first_run(key, entry, vals, data)}
-        if entry is not _FALLBACK:
-            return {"Outputs": self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])}
-        return {"Outputs": self._run_host(vals)}
+                return {"Outputs": self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])}
+            return {"Outputs": self._run_host(vals)}
+
+    def direct_runner(self, feed_names: Sequence[str],
+                      fetch_names: Sequence[str]) -> Callable[[Mapping[str, Any]], list[Any] | None] | None:
+        """For a program that is this one subgraph (its data inputs are feeds, the fetches among its outputs):
+        `run(feeds) -> outputs in fetch order`, straight from the feeds to the driver (no scope, no
+        instruction, no parameter gathering: the parameters are constants of the compiled model). It returns
+        None, having done nothing, when the feeds' signature has no compiled model yet or falls back to the
+        host: the caller then takes the general path (which builds, checks the first run, runs host kernels
+        with the config's threads). None instead of a runner when the program does not have that form."""
+        if set(self.data_names) - set(feed_names) or set(fetch_names) - set(self.out_names):
+            return None
+        names = list(self.data_names)
+        pick = [self.out_names.index(n) for n in fetch_names]
+        label = f"subgraph({self.out_names[0] if self.out_names else ''})"
+
+        def run(feeds: Mapping[str, Any]) -> list[Any] | None:
+            data = [feeds[n] for n in names]
+            key = tuple([(a.shape, a.dtype) for a in data])
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None or entry is _FALLBACK:
+                    return None
+                try:
+                    outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
+                except PdliteError:
+                    raise
+                except Exception as e:  # reported as Instruction.run reports a kernel's failure
+                    raise KernelError(f"kernel subgraph on device {self.device!r} failed on op {label}: "
+                                      f"{type(e).__name__}: {e}") from e
+            return [outs[i] for i in pick]
+
+        return run
 
     # -- building -----------------------------------------------------------------------------
     def _check_bound(self) -> None:
@@ -234,3 +273,18 @@ class SubgraphKernel(Kernel):
         scope = dict(zip(self.in_names, vals))
         rt.run(scope)
         return [scope[n] for n in self.out_names]
+
+
+def direct_program(runtime: Any, feed_names: Sequence[str],
+                   fetch_names: Sequence[str]) -> Callable[[Mapping[str, Any]], list[Any] | None] | None:
+    """The direct runner (`SubgraphKernel.direct_runner`) of a runtime program that is one subgraph
+    instruction fed by the feeds and fetched whole, else None. Predictors call it once per program."""
+    from pdlite.runtime.runtime_program import RuntimeProgram
+
+    if type(runtime) is not RuntimeProgram or len(runtime.instructions) != 1:
+        return None
+    inst = runtime.instructions[0]
+    kernel = getattr(getattr(inst, "inner", inst), "kernel", None)  # an instruction, or one wrapped in a lock
+    if not isinstance(kernel, SubgraphKernel):
+        return None
+    return kernel.direct_runner(feed_names, fetch_names)

@@ -1,0 +1,110 @@
+"""The direct runner of a whole-program subgraph (feed -> subgraph -> fetch): the same outputs as the general run
+path, nothing done for a signature that is not compiled (or falls back to the host), exclusive with the general
+path under threads, and only offered for programs of that form. Outputs are compared exactly (the same compiled
+model runs in both paths).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from pdlite.nnadapter.subgraph_kernel import direct_program
+from tests.conftest import load_case
+from tests.nnadapter._models import DEVICES, need, predictor, subgraph_kernels
+
+MODEL = "ppocr_cls_v2"
+
+
+def _direct(pred):
+    return direct_program(pred.runtime_program, pred.get_input_names(), pred.get_output_names())
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+def test_direct_outputs_equal_the_general_path(device: str) -> None:
+    need(device)
+    pred = predictor(MODEL, device)
+    run = _direct(pred)
+    assert run is not None
+    ins, _ = load_case(MODEL)
+    assert run(ins) is None, "a signature that was never built is left to the general path"
+    general = [np.array(o, copy=True) for o in pred.predict(ins)]
+    (k,) = subgraph_kernels(pred)
+    first = run(ins)
+    assert first is not None and len(first) == len(general)
+    for g, d in zip(general, first):
+        assert g.dtype == d.dtype and np.array_equal(g, d)
+    kept = [np.array(o, copy=True) for o in first]
+    x2 = {n: (v * 0.5 + 0.1).astype(v.dtype) for n, v in ins.items()}
+    second = run(x2)
+    for a, b in zip(first, kept):  # a later direct run does not write into what an earlier one returned
+        assert np.array_equal(a, b)
+    for g, d in zip(pred.predict(x2), second):
+        assert np.array_equal(g, d)
+    assert k.builds == 1
+    wider = {n: np.concatenate([v, v], axis=0) for n, v in ins.items()}
+    assert run(wider) is None, "batch 2 has no compiled model yet"
+
+
+def test_fallback_signature_is_left_to_the_general_path(monkeypatch) -> None:
+    need("onnxruntime")
+    from pdlite.nnadapter.registry import get_driver
+
+    def broken(self, *a, **k):
+        raise RuntimeError("device refused the model")
+
+    monkeypatch.setattr(get_driver("onnxruntime"), "build", broken)
+    pred = predictor(MODEL, "onnxruntime")
+    ins, _ = load_case(MODEL)
+    with pytest.warns(Warning, match="device refused"):
+        pred.predict(ins)
+    assert _direct(pred)(ins) is None
+
+
+def test_only_whole_program_subgraphs(tmp_path) -> None:
+    need("onnxruntime")
+    cfg_file = tmp_path / "partition.txt"
+    cfg_file.write_text("pool2d\n")
+    split = predictor("mobilenet_v3_small", "onnxruntime", nnadapter_subgraph_partition_config_path=str(cfg_file))
+    assert _direct(split) is None, "host ops between subgraphs: the general path"
+    from pdlite import CxxConfig, create_paddle_predictor
+    from tests.conftest import model_dir
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir(MODEL)))
+    assert _direct(create_paddle_predictor(cfg)) is None, "host kernels only"
+    whole = predictor(MODEL, "onnxruntime")
+    assert direct_program(whole.runtime_program, whole.get_input_names(), ["not_an_output"]) is None
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+def test_direct_and_general_runs_on_threads(device: str) -> None:
+    """Clones share the kernel: direct runs and general runs on threads each get their own input's outputs."""
+    need(device)
+    pred = predictor(MODEL, device)
+    ins, _ = load_case(MODEL)
+    rng = np.random.default_rng(0)
+    xs = [{n: (v + 0.2 * rng.standard_normal(v.shape)).astype(v.dtype) for n, v in ins.items()} for _ in range(4)]
+    want = [[np.array(o, copy=True) for o in pred.predict(x)] for x in xs]
+    run = _direct(pred)
+    clones = [pred.clone() for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for r in range(6):
+                got = run(xs[i]) if (i + r) % 2 else clones[i].predict(xs[i])
+                assert got is not None
+                for g, w in zip(got, want[i]):
+                    assert np.array_equal(g, w), f"thread {i} round {r}"
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
