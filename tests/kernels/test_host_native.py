@@ -210,6 +210,8 @@ def test_gemm_convs_match_numpy_and_naive(xs, ws, attrs, fused_im2col, monkeypat
 @pytest.mark.parametrize("n,c,oc,h,w,pads", [
     (1, 8, 8, 4, 4, (1, 1, 1, 1)), (2, 9, 17, 13, 6, (1, 0, 0, 1)), (1, 8, 8, 8, 8, (0, 0, 0, 0)),
     (1, 32, 48, 30, 33, (2, 2, 1, 1)),
+    # small images of a batch share passes: all 5 in one (4x4 tiles), 7 in passes of 5 and 2 (7x7 tiles)
+    (5, 16, 24, 7, 7, (1, 1, 1, 1)), (7, 8, 12, 13, 14, (1, 1, 1, 0)),
 ])
 def test_winograd_direct(n, c, oc, h, w, pads):
     x, wt, b = rand(n, c, h, w, seed=21), rand(oc, c, 3, 3, seed=22), rand(oc, seed=23)
@@ -358,6 +360,8 @@ out["layer_norm"] = native.layer_norm(x.reshape(16 * 19, 21), wd[0, :21].copy(),
 if native.gemm_available():
     w3 = rng.standard_normal((8, 16, 3, 3), dtype=np.float32)
     out["wino"] = native.winograd_conv3x3(x, native.winograd_weights(w3), None, 19, 21, (1, 1), (2, (6.0, 0, 0)))
+    xb = rng.standard_normal((3, 16, 7, 7), dtype=np.float32)
+    out["wino_batch"] = native.winograd_conv3x3(xb, native.winograd_weights(w3), b[:8], 7, 7, (1, 1), (6, (0, 0, 0)))
 np.savez(__import__("sys").argv[1], **out)
 """
 

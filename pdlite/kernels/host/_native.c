@@ -7,7 +7,8 @@
  *   conv_gemm         out[n, g] = act(W[g] @ X[n, g] + bias): blocks of the product, each one a
  *                     single-threaded cblas_sgemm of the BLAS NumPy uses (its address comes from Python),
  *                     optionally gathering its own im2col columns (bounded memory)
- *   winograd_conv3x3  3x3 stride-1 convs by Winograd F(2x2, 3x3): 16 GEMMs over 2x2 output tiles
+ *   winograd_conv3x3  3x3 stride-1 convs by Winograd F(2x2, 3x3): 16 GEMMs over 2x2 output tiles (small
+ *                     images of a batch side by side in the same GEMMs)
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
  *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
  *   pool2d            max / avg windows with Paddle's divisor rules (exclusive or not)
@@ -1025,6 +1026,7 @@ typedef struct {
     const float *x, *u, *bias;
     float *out, *v, *m; /* v: (16, C, T), m: (16, OC, T) scratch */
     isz C, H, W, OC, OH, OW, PT, PL, TH, TW, T;
+    isz NB, TT;               /* images per pass (x, out: the pass's first one) and their tiles, NB * T */
     isz cols_per, col_blocks; /* GEMM blocks: 16 positions x col_blocks */
     act_t act;
 } wino_args;
@@ -1038,8 +1040,9 @@ PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
     float *rows = buf;           /* 4 input rows (zero padded), then the vertical combinations in place */
     float *ev = buf + 4 * PW;    /* even / odd columns of one combined row: 4 x (TW + 1) each */
     float *od = ev + 4 * (TW + 1);
-    for (isz c = begin; c < end; c++) {
-        const float *src = a->x + c * a->H * a->W;
+    for (isz ic = begin; ic < end; ic++) { /* ic = image * C + channel */
+        const isz c = ic % a->C, toff = (ic / a->C) * a->T;
+        const float *src = a->x + ic * a->H * a->W;
         for (isz ty = 0; ty < a->TH; ty++) {
             for (isz i = 0; i < 4; i++) {
                 const isz iy = 2 * ty - a->PT + i;
@@ -1072,11 +1075,11 @@ PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
                     o[k] = t[2 * k + 1];
                 }
                 /* B along the columns of tile tx: (e[tx] - e[tx+1], o[tx] + e[tx+1], e[tx+1] - o[tx], o[tx] - o[tx+1]) */
-                const isz base = ty * TW;
-                float *v0 = a->v + ((4 * i + 0) * a->C + c) * a->T + base;
-                float *v1 = a->v + ((4 * i + 1) * a->C + c) * a->T + base;
-                float *v2 = a->v + ((4 * i + 2) * a->C + c) * a->T + base;
-                float *v3 = a->v + ((4 * i + 3) * a->C + c) * a->T + base;
+                const isz base = toff + ty * TW, TT = a->TT;
+                float *v0 = a->v + ((4 * i + 0) * a->C + c) * TT + base;
+                float *v1 = a->v + ((4 * i + 1) * a->C + c) * TT + base;
+                float *v2 = a->v + ((4 * i + 2) * a->C + c) * TT + base;
+                float *v3 = a->v + ((4 * i + 3) * a->C + c) * TT + base;
                 PD_SIMD for (isz tx = 0; tx < TW; tx++) {
                     v0[tx] = e[tx] - e[tx + 1];
                     v1[tx] = o[tx] + e[tx + 1];
@@ -1094,30 +1097,31 @@ PD_INLINE void wino_gemm_task_impl(void *vctx, isz begin, isz end) {
     const wino_args *a = (const wino_args *)vctx;
     for (isz t = begin; t < end; t++) {
         const isz p = t / a->col_blocks, c0 = (t % a->col_blocks) * a->cols_per;
-        const isz cols = a->T - c0 < a->cols_per ? a->T - c0 : a->cols_per;
-        sgemm_rm(a->OC, cols, a->C, a->u + p * a->OC * a->C, a->C, a->v + p * a->C * a->T + c0, a->T,
-                 a->m + p * a->OC * a->T + c0, a->T);
+        const isz cols = a->TT - c0 < a->cols_per ? a->TT - c0 : a->cols_per;
+        sgemm_rm(a->OC, cols, a->C, a->u + p * a->OC * a->C, a->C, a->v + p * a->C * a->TT + c0, a->TT,
+                 a->m + p * a->OC * a->TT + c0, a->TT);
     }
 }
 
 /* output transform of channel oc: Y = A^T m A per tile, A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]; + bias, act */
 PD_INLINE void wino_out_task_impl(void *vctx, isz begin, isz end) {
     const wino_args *a = (const wino_args *)vctx;
-    const isz TW = a->TW, T = a->T, OW = a->OW;
+    const isz TW = a->TW, TT = a->TT, OW = a->OW;
     float *buf = (float *)malloc((size_t)(8 * TW + 2 * 2 * TW) * sizeof(float));
     if (!buf) return;
     float *s0 = buf, *s1 = buf + 4 * TW; /* s0[j], s1[j]: rows of A^T m for column j (4 x TW each) */
     float *row = buf + 8 * TW;           /* two output rows of width 2*TW */
-    for (isz oc = begin; oc < end; oc++) {
+    for (isz io = begin; io < end; io++) { /* io = image * OC + output channel */
+        const isz oc = io % a->OC, toff = (io / a->OC) * a->T;
         const float b = a->bias ? a->bias[oc] : 0.0f;
-        float *o = a->out + oc * a->OH * OW;
+        float *o = a->out + io * a->OH * OW;
         for (isz ty = 0; ty < a->TH; ty++) {
-            const isz base = ty * TW;
+            const isz base = toff + ty * TW;
             for (isz j = 0; j < 4; j++) {
-                const float *m0 = a->m + ((0 + j) * a->OC + oc) * T + base;
-                const float *m1 = a->m + ((4 + j) * a->OC + oc) * T + base;
-                const float *m2 = a->m + ((8 + j) * a->OC + oc) * T + base;
-                const float *m3 = a->m + ((12 + j) * a->OC + oc) * T + base;
+                const float *m0 = a->m + ((0 + j) * a->OC + oc) * TT + base;
+                const float *m1 = a->m + ((4 + j) * a->OC + oc) * TT + base;
+                const float *m2 = a->m + ((8 + j) * a->OC + oc) * TT + base;
+                const float *m3 = a->m + ((12 + j) * a->OC + oc) * TT + base;
                 float *a0 = s0 + j * TW, *a1 = s1 + j * TW;
                 PD_SIMD for (isz tx = 0; tx < TW; tx++) {
                     a0[tx] = m0[tx] + m1[tx] + m2[tx];
@@ -1555,22 +1559,29 @@ static PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     if (get_buf(oo, &ob, 1, n * a.OC * a.OH * a.OW, "winograd output") < 0) goto fail_b;
     a.u = (const float *)ub.buf;
     a.bias = has_bias ? (const float *)bb.buf : NULL;
-    a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * a.T) * sizeof(float));
+    /* small images go through together: their tiles side by side make the 16 GEMMs wider, and the weights
+     * (16 * OC * C, often larger than the images) are streamed once per pass instead of once per image */
+    a.NB = a.T >= 256 ? 1 : 256 / a.T; /* up to 256 columns: wider passes fall out of the caches (measured) */
+    if (a.NB > n) a.NB = n > 0 ? n : 1;
+    a.TT = a.NB * a.T;
+    a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * a.TT) * sizeof(float));
     if (!a.v) {
         PyBuffer_Release(&ob);
         PyErr_NoMemory();
         goto fail_b;
     }
-    a.m = a.v + 16 * a.C * a.T;
-    a.cols_per = a.T; /* one block per position: 16 blocks, whatever the thread count (same results) */
-    a.col_blocks = 1;
+    a.m = a.v + 16 * a.C * a.TT;
+    a.col_blocks = 1; /* one block per position: 16 blocks, whatever the thread count (same results) */
     Py_BEGIN_ALLOW_THREADS;
-    for (isz i = 0; i < n; i++) {
+    for (isz i = 0; i < n; i += a.NB) {
+        const isz nb = n - i < a.NB ? n - i : a.NB; /* the last pass may hold fewer images */
+        a.TT = nb * a.T;
+        a.cols_per = a.TT;
         a.x = (const float *)xb.buf + i * a.C * a.H * a.W;
         a.out = (float *)ob.buf + i * a.OC * a.OH * a.OW;
-        parallel_for(wino_in_task, &a, a.C, grain_for(a.C, 4));
+        parallel_for(wino_in_task, &a, nb * a.C, grain_for(nb * a.C, 4));
         parallel_for(wino_gemm_task, &a, 16 * a.col_blocks, 1);
-        parallel_for(wino_out_task, &a, a.OC, grain_for(a.OC, 4));
+        parallel_for(wino_out_task, &a, nb * a.OC, grain_for(nb * a.OC, 4));
     }
     Py_END_ALLOW_THREADS;
     free(a.v);

@@ -278,10 +278,11 @@ class Conv2d(Kernel):
     def winograd(self, g: ConvGeometry, kind: str) -> bool:
         """Whether the native Winograd F(2x2, 3x3) path takes this conv: 3x3, stride 1, no dilation, no groups,
         enough channels and outputs for its transforms to pay (measured ~1.6x at 28x28 outputs). Below 64
-        outputs per channel the im2col GEMM is kept: there the weights dominate the memory traffic, and the
-        transformed ones are 16/9 as large (measured on ResNet18's 7x7 layers: no gain)."""
+        outputs per channel and batch the im2col GEMM is kept: there the weights dominate the memory traffic,
+        and the transformed ones are 16/9 as large (measured on ResNet18's 7x7 layers at batch 1: no gain); a
+        batch's small images share one pass over them (ResNet18's 7x7 layers at batch 4: 1.8x)."""
         return (self._winograd and kind == "mm" and g.kh == g.kw == 3 and g.sh == g.sw == 1 and g.dh == g.dw == 1
-                and g.c >= 8 and g.oc >= 8 and g.oh * g.ow >= 64 and min(g.oh, g.ow) >= 2
+                and g.c >= 8 and g.oc >= 8 and g.n * g.oh * g.ow >= 64 and min(g.oh, g.ow) >= 2
                 and native.gemm_available())
 
     def native_plan(self, g: ConvGeometry, kind: str, w: np.ndarray, w_src: Any, bias: np.ndarray | None,
