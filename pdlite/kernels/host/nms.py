@@ -135,75 +135,140 @@ def nms_fast(boxes: np.ndarray, scores: np.ndarray, attrs: dict) -> list[int]:
 
 
 def _nms_fixed_threshold(boxes: np.ndarray, cand: np.ndarray, thresh: np.floating, normalized: bool) -> list[int]:
-    """NMSFast when the threshold never adapts: each kept box suppresses the later candidates it overlaps
-    (IoU > thresh), one vectorised row per kept box. Same set and order as testing each candidate against
-    the kept boxes, since the IoU is symmetric (a + b == b + a in IEEE arithmetic)."""
-    alive = np.ones(len(cand), bool)
-    keep: list[int] = []
-    over = iou_matrix(boxes[cand], normalized) > thresh if len(cand) <= MATRIX_MAX else None
-    for i in range(len(cand)):
-        if not alive[i]:
-            continue
-        keep.append(int(cand[i]))
-        if over is not None:
-            alive[i + 1:] &= ~over[i, i + 1:]
-            continue
-        rest = i + 1 + np.flatnonzero(alive[i + 1:])
-        if len(rest):
-            alive[rest[jaccard(boxes[cand[i]], boxes[cand[rest]], normalized) > thresh]] = False
+    """NMSFast when the threshold never adapts: candidate j (in score order) is kept unless an earlier kept
+    candidate i suppresses it (not IoU(i, j) <= thresh: a NaN IoU suppresses). Same set and order as testing
+    each candidate against the kept boxes one by one (the IoU is symmetric: a + b == b + a in IEEE
+    arithmetic), found without the K x K matrix: `suppressing_pairs` lists the suppressing pairs and
+    `greedy_keep` decides the candidates."""
+    first, later = suppressing_pairs(boxes[cand], thresh, normalized)
+    return cand[greedy_keep(len(cand), first, later)].tolist()
+
+
+def greedy_keep(k: int, first: np.ndarray, later: np.ndarray, rounds: int = 8) -> np.ndarray:
+    """Greedy NMS over candidates 0..k-1 in order, given the pairs (first < later) where `first` would
+    suppress `later`: a candidate is kept unless a kept candidate before it suppresses it.
+
+    Decided in rounds first (a candidate with a kept suppressor is out; one whose suppressors are all out
+    is kept), which settles short chains with a few vectorised passes; what is left is decided in order."""
+    keep = np.ones(k, bool)
+    if not len(later):
+        return keep
+    state = np.zeros(k, np.int8)  # 0 undecided, 1 kept, 2 suppressed
+    degree = np.bincount(later, minlength=k)
+    state[degree == 0] = 1
+    for _ in range(rounds):
+        s_first = state[first]
+        out = np.bincount(later[s_first == 1], minlength=k) > 0
+        gone = np.bincount(later[s_first == 2], minlength=k) == degree
+        undecided = state == 0
+        state[undecided & out] = 2
+        state[undecided & ~out & gone] = 1
+        if not (state == 0).any():
+            return state == 1
+    left = state[later] == 0
+    first, later = first[left], later[left]
+    order = np.argsort(later, kind="stable")
+    first, later = first[order], later[order]
+    js, starts = np.unique(later, return_index=True)
+    ends = np.append(starts[1:], len(later))
+    keep = state != 2
+    for j, a, b in zip(js.tolist(), starts.tolist(), ends.tolist()):
+        # every earlier candidate is final here: decided in the rounds, or earlier in this ascending pass
+        keep[j] = not keep[first[a:b]].any()
     return keep
 
 
-MATRIX_MAX = 2048  # candidates up to which one class's IoU matrix is computed at once
+BLOCK = 256  # boxes per block of the pairwise overlap test (bounds the temporaries at BLOCK x K)
 
 
-def iou_matrix(b: np.ndarray, normalized: bool) -> np.ndarray:
-    """jaccard of every pair of boxes [K, 4] -> [K, K], elementwise the same float operations."""
-    x0, y0, x1, y1 = (b[:, k] for k in range(4))
-    apart = (x0[None, :] > x1[:, None]) | (x1[None, :] < x0[:, None]) | (y0[None, :] > y1[:, None]) \
-        | (y1[None, :] < y0[:, None])
-    norm = b.dtype.type(0 if normalized else 1)
-    iw = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :]) + norm
-    ih = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :]) + norm
-    inter = iw * ih
+def suppressing_pairs(b: np.ndarray, thresh: np.floating, normalized: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) with i < j where b[i] suppresses b[j]: not IoU(b[i], b[j]) <= thresh (Paddle's keep test, so a
+    NaN IoU suppresses), the IoU as Paddle's JaccardOverlap computes it (boxes [K, 4]).
+
+    With thresh >= 0 only boxes that are not apart can be over it (an apart pair's IoU is 0), so the exact
+    IoU (`pair_iou`, the same float operations as `jaccard`) is computed only for the pairs that pass
+    Paddle's interval tests. Those are found on the boxes sorted by x0, block by block: box q after box p
+    in that order with x0_q > x1_p is apart, so a block's columns end where x0 passes its largest x1."""
+    k = len(b)
+    empty = np.zeros(0, np.int64)
+    if k < 2:
+        return empty, empty
     area = box_area(b, normalized)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iou = inter / (area[:, None] + area[None, :] - inter)
-    iou[apart] = 0
-    return iou
+    if not thresh >= 0:  # a negative threshold: every pair can be over it
+        i, j = np.triu_indices(k, 1)
+        over = ~(pair_iou(b[i], b[j], normalized, area[i], area[j]) <= thresh)
+        return i[over], j[over]
+    order = np.argsort(b[:, 0], kind="stable")
+    x0, y0, x1, y1 = (np.ascontiguousarray(b[order, c]) for c in range(4))
+    stop = np.searchsorted(x0, x1, side="right")  # sorted rows q >= stop[p] are apart from p
+    if np.isnan(x0[-1]):  # a NaN x0 sorts last but is never apart (NaN comparisons are false)
+        stop[:] = k
+    firsts, laters = [], []
+    for s in range(0, k - 1, BLOCK):
+        e = min(s + BLOCK, k - 1)
+        hi = max(int(stop[s:e].max()), e + 1)
+        if hi <= s + 1:
+            continue
+        rows, cols = slice(s, e), slice(s + 1, hi)
+        # Paddle's apart test (NaN coordinates are never apart)
+        apart = (x0[None, cols] > x1[rows, None]) | (x1[None, cols] < x0[rows, None])
+        apart |= (y0[None, cols] > y1[rows, None]) | (y1[None, cols] < y0[rows, None])
+        r, c = np.nonzero(~apart)
+        p, q = r + s, c + s + 1
+        upper = p < q
+        i, j = order[p[upper]], order[q[upper]]
+        if len(i):
+            i, j = np.minimum(i, j), np.maximum(i, j)  # back to score order: the earlier one suppresses
+            over = ~(pair_iou(b[i], b[j], normalized, area[i], area[j]) <= thresh)  # NaN suppresses
+            firsts.append(i[over])
+            laters.append(j[over])
+    if not firsts:
+        return empty, empty
+    return np.concatenate(firsts), np.concatenate(laters)
+
+
+def pair_iou(a: np.ndarray, o: np.ndarray, normalized: bool, area_a: np.ndarray, area_o: np.ndarray
+             ) -> np.ndarray:
+    """Paddle's JaccardOverlap of the pairs (a[p], o[p]) of boxes [P, 4] with their `box_area`s, in the
+    boxes' dtype (elementwise the same float operations as `jaccard`)."""
+    apart = (o[:, 0] > a[:, 2]) | (o[:, 2] < a[:, 0]) | (o[:, 1] > a[:, 3]) | (o[:, 3] < a[:, 1])
+    norm = a.dtype.type(0 if normalized else 1)
+    iw = np.minimum(a[:, 2], o[:, 2]) - np.maximum(a[:, 0], o[:, 0]) + norm
+    ih = np.minimum(a[:, 3], o[:, 3]) - np.maximum(a[:, 1], o[:, 1]) + norm
+    inter = iw * ih
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        iou = inter / (area_a + area_o - inter)
+    return np.where(apart, np.zeros_like(iou), iou)
 
 
 def multiclass_nms_image(boxes: np.ndarray, scores: np.ndarray, attrs: dict, per_class_boxes: bool
-                         ) -> dict[int, list[int]]:
-    """Paddle's MultiClassNMS for one image: label -> kept box indices, in output order.
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Paddle's MultiClassNMS for one image: (labels, box indices) of the kept boxes, in output order
+    (by label; within a label in NMS order, or by box index in the 2-D form).
 
     3-D form: scores [C, M], boxes [M, box]; 2-D form (per_class_boxes): scores [M, C], boxes [M, C, 4].
     """
     n_class = scores.shape[1] if per_class_boxes else scores.shape[0]
     background = int(attrs["background_label"])
-
-    def cls_scores(c: int) -> np.ndarray:
-        return scores[:, c] if per_class_boxes else scores[c]
-
-    kept: dict[int, list[int]] = {}
+    labels, idx = [], []
     for c in range(n_class):
         if c == background:
             continue
-        idx = nms_fast(boxes[:, c] if per_class_boxes else boxes, cls_scores(c), attrs)
-        kept[c] = sorted(idx) if per_class_boxes else idx
+        kept = nms_fast(boxes[:, c] if per_class_boxes else boxes, scores[:, c] if per_class_boxes else scores[c],
+                        attrs)
+        labels.append(np.full(len(kept), c, np.int64))
+        idx.append(np.sort(kept) if per_class_boxes else np.asarray(kept, np.int64))
+    lab = np.concatenate(labels) if labels else np.zeros(0, np.int64)
+    ind = np.concatenate(idx).astype(np.int64) if idx else np.zeros(0, np.int64)
     keep_top_k = int(attrs["keep_top_k"])
-    total = sum(len(v) for v in kept.values())
-    if -1 < keep_top_k < total:
-        pairs = [(c, i) for c in sorted(kept) for i in kept[c]]
-        sc = np.array([cls_scores(c)[i] for c, i in pairs], np.float32)  # Paddle pairs the scores as float
-        order = np.argsort(-sc, kind="stable")[:keep_top_k]
-        kept = {}
-        for j in order:
-            c, i = pairs[j]
-            kept.setdefault(c, []).append(i)
-        if per_class_boxes:
-            kept = {c: sorted(v) for c, v in kept.items()}
-    return {c: kept[c] for c in sorted(kept) if kept[c]}
+    if -1 < keep_top_k < len(ind):
+        # Paddle pairs (score as float, (label, index)) and stable-sorts them by score, then regroups by label
+        sc = (scores[ind, lab] if per_class_boxes else scores[lab, ind]).astype(np.float32)
+        top = np.argsort(-sc, kind="stable")[:keep_top_k]
+        top = top[np.lexsort((ind[top], lab[top]))] if per_class_boxes \
+            else top[np.argsort(lab[top], kind="stable")]
+        lab, ind = lab[top], ind[top]
+    return lab, ind
 
 
 class MulticlassNms(Kernel):
@@ -225,35 +290,32 @@ class MulticlassNms(Kernel):
             images = [(i, i + 1) for i in range(scores.shape[0])]
         box_dim = boxes.shape[-1]
         rows: list[np.ndarray] = []
-        index: list[int] = []
+        index: list[np.ndarray] = []
         nums: list[int] = []
         for i, (lo, hi) in enumerate(images):
-            if per_class:
-                if lo == hi:
-                    nums.append(0)
-                    continue
-                b, s, c = boxes[lo:hi], scores[lo:hi], scores.shape[1]
-            else:
-                b, s = boxes[i], scores[i]
-            kept = multiclass_nms_image(b, s, a, per_class)
-            n = 0
-            for label, idx in kept.items():
-                for k in idx:
-                    box = b[k, label] if per_class else b[k]
-                    score = s[k, label] if per_class else s[label, k]
-                    rows.append(np.concatenate([[label, score], box]).astype(boxes.dtype))
-                    index.append(lo * c + k * c + label if per_class else i * scores.shape[2] + k)
-                    n += 1
-            nums.append(n)
+            if per_class and lo == hi:
+                nums.append(0)
+                continue
+            b, s = (boxes[lo:hi], scores[lo:hi]) if per_class else (boxes[i], scores[i])
+            lab, ind = multiclass_nms_image(b, s, a, per_class)
+            if len(ind):
+                box = b[ind, lab] if per_class else b[ind]
+                score = s[ind, lab] if per_class else s[lab, ind]
+                rows.append(np.concatenate([lab[:, None].astype(boxes.dtype), score[:, None].astype(boxes.dtype),
+                                            box.astype(boxes.dtype)], axis=1))
+                c = scores.shape[1] if per_class else 0
+                index.append(lo * c + ind * c + lab if per_class else i * scores.shape[2] + ind)
+            nums.append(len(ind))
         has_index = bool(self.op.outputs.get("Index"))
         if rows:
-            out = np.stack(rows)
+            out = np.concatenate(rows)
         elif has_index:
             out = np.zeros((0, box_dim + 2), boxes.dtype)
         else:  # Paddle's "no detection" LoD form
             out = np.full((1, 1), -1, boxes.dtype)
             nums = [1] + [0] * (len(nums) - 1)
-        return present(self.op, {"Out": [out], "Index": [np.array(index, np.int32).reshape(-1, 1)],
+        idx = np.concatenate(index) if index else np.zeros(0, np.int64)
+        return present(self.op, {"Out": [out], "Index": [idx.astype(np.int32).reshape(-1, 1)],
                                  "NmsRoisNum": [np.array(nums, np.int32)]})
 
 
