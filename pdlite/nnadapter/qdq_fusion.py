@@ -1,0 +1,524 @@
+"""Rewrites of the converted ONNX graph so that int8 convolutions really run in int8 on ONNX Runtime's CPU
+provider: quantize each conv's output right after the conv, as ORT's QDQ selectors need to make a
+QLinearConv (DQ(x) -> Conv(DQ(w), DQ(bias int32)) -> Q), while computing the same numbers as Paddle's program.
+
+Paddle's QDQ programs quantize op inputs only: ``DQ(x) -> conv(DQ(w)) -> batch_norm -> [relu|relu6] ->
+[max pool] -> Q(s_out) -> DQ -> next conv``. ORT runs that as a float conv behind dequantizing nodes (slower
+than fp32). The rewrites, in order, all exact in real numbers:
+
+1. ``ActivationsToUint8``: an activation quantizer ``Q(x, s, zp=0) -> int8`` whose readers are all
+   DequantizeLinear becomes ``Q(x, s, zp=128) -> uint8`` and its readers ``DQ(q, s, 128)``. With
+   q8 = clip(round(x / s), -128, 127), q_u8 = clip(round(x / s) + 128, 0, 255) = q8 + 128, so
+   DQ gives (q_u8 - 128) * s = q8 * s: the same values. (ORT's x86 QDQ fusions take uint8 activations
+   with int8 weights; int8 activations are fused on ARM only.)
+2. ``ConvRequantize``: ``DQ(x_u8) -> Conv(DQ(w8, s_w), b) -> [BatchNormalization] -> [Add(c)] ->
+   [Relu | Clip(lo, hi) | MaxPool]* -> Q(s_out)`` becomes
+   ``Conv(DQ(x_u8), DQ(w8', s_w'), DQ(b32, s_x * s_w')) -> Q(s_out) -> [Clip | MaxPool]* (uint8)``:
+   - batch norm y = k * conv + (beta - k * mean), k = gamma / sqrt(var + eps), and a per-channel add are
+     folded per output channel: s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128 there),
+     bias c = k * b + beta - k * mean (+ the added constant);
+   - the bias becomes int32 b32 = round(c / (s_x * s_w')) read through DQ with scale s_x * s_w' (what
+     QLinearConv needs); it moves by at most half of s_x * s_w', one product step of the accumulator;
+   - Q is monotone non-decreasing, so it commutes with clamps and max: Q(clip(v, lo, hi)) =
+     clip(Q(v), Q(lo), Q(hi)) (Relu: lo = 0, Q(0) = zero point) and Q(maxpool(v)) = maxpool(Q(v)).
+     The activation and pooling are applied to the quantized tensor instead.
+   It applies only where the conv's value reaches nothing but that one quantizer (a float reader, such as a
+   residual add, keeps the float conv); `check` names the reason otherwise.
+3. ``PointwiseToMatMul``: a 1x1 conv left float (its value feeds a residual add) becomes a MatMul over
+   channels between transposes, which ORT runs as MatMulIntegerToFloat (exact int32 sums, scaled once).
+4. ``FoldFloatWeights``: the int8 weights of convs / matmuls left float become float initializers w8 * s
+   (ORT never constant-folds DequantizeLinear), with the following batch norm kept a separate op.
+
+What stays different from Paddle's fp32 simulation is what was already there (ties to even, one float
+rounding of the scales) plus the bias rounding and the float order of the requantization and of the integer
+matmuls: an activation on a rounding edge may move one step, covered by the device tests' tolerance
+(tests/quant/test_quant_devices.py). The rewrites are for ONNX Runtime only (convert.DEVICE_REWRITES):
+OpenVINO already runs Paddle's layout in int8 and was slower with them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+F32 = np.float32
+_U8_ZP = 128
+
+
+class _Graph:
+    """A mutable view of an ONNX GraphProto: nodes in order, producers, readers, constants."""
+
+    def __init__(self, graph: Any) -> None:
+        from onnx import numpy_helper
+
+        self.graph = graph
+        self.nh = numpy_helper
+        self.nodes: list[Any] = list(graph.node)
+        self.inits: dict[str, Any] = {t.name: t for t in graph.initializer}
+        self.outputs = {o.name for o in graph.output}
+        self._values: dict[str, np.ndarray] = {}  # initializers decoded once (they are never changed)
+        self._n = 0
+        self.index()
+
+    def index(self) -> None:
+        self.producer: dict[str, Any] = {}
+        self.readers: dict[str, list[Any]] = {}
+        for n in self.nodes:
+            for o in n.output:
+                self.producer[o] = n
+            for i in n.input:
+                if i:
+                    self.readers.setdefault(i, []).append(n)
+
+    def fresh(self, hint: str) -> str:
+        names = set(self.inits) | set(self.producer)
+        while True:
+            self._n += 1
+            name = f"_qdq.{hint}.{self._n}"
+            if name not in names:
+                return name
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of `name` when it is an initializer, or a Reshape / Identity of constants."""
+        if name in self.inits:
+            if name not in self._values:
+                self._values[name] = self.nh.to_array(self.inits[name])
+            return self._values[name]
+        n = self.producer.get(name)
+        if n is None:
+            return None
+        if n.op_type == "Identity":
+            return self.const(n.input[0])
+        if n.op_type == "Reshape":
+            v, s = self.const(n.input[0]), self.const(n.input[1])
+            if v is not None and s is not None and not np.any(s == 0):
+                return v.reshape([int(d) for d in s])
+        return None
+
+    def add_init(self, value: np.ndarray, hint: str) -> str:
+        name = self.fresh(hint)
+        self.inits[name] = self.nh.from_array(np.asarray(value, order="C"), name)
+        return name
+
+    def node(self, op_type: str, inputs: list[str], outputs: list[str], **attrs: Any) -> Any:
+        from onnx import helper
+
+        return helper.make_node(op_type, inputs, outputs, name=self.fresh(f"n.{op_type}"),
+                                **{k: v for k, v in attrs.items() if v is not None})
+
+    def only_reader(self, name: str) -> Any | None:
+        rs = self.readers.get(name, [])
+        return rs[0] if len(rs) == 1 and name not in self.outputs else None
+
+    def commit(self) -> None:
+        """Drop dead nodes and unused initializers, sort the nodes topologically, write the graph back."""
+        live = set(self.outputs)
+        kept: list[Any] = []
+        for n in reversed(_topo(self.nodes, set(self.inits) | {i.name for i in self.graph.input})):
+            if any(o in live for o in n.output):
+                kept.append(n)
+                live.update(i for i in n.input if i)
+        kept.reverse()
+        del self.graph.node[:]
+        self.graph.node.extend(kept)
+        del self.graph.initializer[:]
+        self.graph.initializer.extend(t for k, t in self.inits.items() if k in live)
+        self.nodes = kept
+        self.index()
+
+
+def _topo(nodes: list[Any], ready: set[str]) -> list[Any]:
+    """`nodes` in an order where each node follows its inputs' producers (stable otherwise)."""
+    have = set(ready)
+    have.add("")
+    out: list[Any] = []
+    pending = list(nodes)
+    while pending:
+        rest = []
+        for n in pending:
+            if all(i in have for i in n.input):
+                out.append(n)
+                have.update(n.output)
+            else:
+                rest.append(n)
+        if len(rest) == len(pending):  # inputs produced nowhere (graph inputs not listed): keep order
+            out.extend(rest)
+            break
+        pending = rest
+    return out
+
+
+def _attr(node: Any, name: str, default: Any = None) -> Any:
+    from onnx import helper
+
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _is_zero(g: _Graph, name: str | None, dtype: Any) -> bool:
+    v = g.const(name) if name else None
+    return v is not None and v.dtype == dtype and not np.any(v)
+
+
+@dataclass
+class FusionReport:
+    """What `fuse_qdq` rewrote, and why it left convs alone (reason -> count)."""
+
+    uint8: int = 0
+    convs: int = 0
+    matmuls: int = 0
+    float_weights: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.uint8 or self.convs or self.matmuls or self.float_weights)
+
+
+# ------------------------------------------------------------------------------------------------- rule 1
+class ActivationsToUint8:
+    """Q(x, s, 0) -> int8 read only by DQ(., s', 0) becomes uint8 with zero point 128 (see the module doc)."""
+
+    def pattern(self, g: _Graph) -> Iterable[Any]:
+        return [n for n in g.nodes if n.op_type == "QuantizeLinear"]
+
+    def check(self, g: _Graph, q: Any) -> str | None:
+        if len(q.input) < 3 or not _is_zero(g, q.input[2], np.int8) or g.const(q.input[2]).ndim != 0:
+            return "not a per-tensor int8 quantizer with zero point 0"
+        if g.const(q.input[0]) is not None:
+            return "quantizes a constant"
+        readers = g.readers.get(q.output[0], [])
+        if not readers or q.output[0] in g.outputs:
+            return "no readers, or a graph output"
+        for r in readers:
+            if r.op_type != "DequantizeLinear" or len(r.input) < 3 or not _is_zero(g, r.input[2], np.int8):
+                return f"read by {r.op_type}"
+            if g.const(r.input[2]).ndim != 0:
+                return "read per channel"
+        return None
+
+    def rewrite(self, g: _Graph, q: Any, zp: str) -> None:
+        for n in (q, *g.readers[q.output[0]]):
+            n.input[2] = zp
+
+
+# ------------------------------------------------------------------------------------------------- rule 2
+@dataclass
+class _Chain:
+    conv: Any
+    x_dq: Any
+    w8: np.ndarray
+    s_w: np.ndarray
+    k: np.ndarray        # per output channel multiplier (batch norm)
+    c: np.ndarray        # per output channel bias
+    post: list[tuple[str, Any]]  # ("clip", (lo, hi)) or ("pool", MaxPool node), in order
+    q: Any
+    removed: list[Any]
+
+
+class ConvRequantize:
+    """DQ(x_u8) -> Conv(DQ(w8)) -> [BN] -> [Add c] -> [Relu|Clip|MaxPool]* -> Q_u8  ==>  QLinearConv-ready
+    Conv -> Q -> [Clip|MaxPool]* on uint8 (see the module doc for the maths)."""
+
+    def pattern(self, g: _Graph) -> Iterable[Any]:
+        return [n for n in g.nodes if n.op_type == "Conv"]
+
+    def check(self, g: _Graph, conv: Any) -> _Chain | str:
+        x_dq, w_dq = g.producer.get(conv.input[0]), g.producer.get(conv.input[1])
+        if x_dq is None or x_dq.op_type != "DequantizeLinear" or len(x_dq.input) < 3:
+            return "input not dequantized"
+        x_zp = g.const(x_dq.input[2])
+        s_x = g.const(x_dq.input[1])
+        if x_zp is None or x_zp.dtype != np.uint8 or x_zp.ndim != 0 or s_x is None or s_x.ndim != 0:
+            return "input not a per-tensor uint8 activation"
+        if w_dq is None or w_dq.op_type != "DequantizeLinear":
+            return "weight not dequantized"
+        w8, s_w = g.const(w_dq.input[0]), g.const(w_dq.input[1])
+        if w8 is None or w8.dtype != np.int8 or w8.ndim < 3 or s_w is None or (
+                len(w_dq.input) > 2 and not _is_zero(g, w_dq.input[2], np.int8)):
+            return "weight not a constant int8 tensor with zero point 0"
+        cout = w8.shape[0]
+        if s_w.size == 1:
+            s_w = np.full(cout, s_w.reshape(()), F32)
+        elif s_w.size != cout or int(_attr(w_dq, "axis", 1)) != 0:
+            return "weight scales not per output channel"
+        k = np.ones(cout, np.float64)
+        b = g.const(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else np.zeros(cout, F32)
+        if b is None:
+            return "bias not constant"
+        c = b.astype(np.float64).reshape(-1)
+        post: list[tuple[str, Any]] = []
+        removed: list[Any] = []
+        cur = conv.output[0]
+        while True:
+            readers = g.readers.get(cur, [])
+            if cur in g.outputs or not readers:
+                return "conv result is a graph output"
+            if len(readers) != 1:
+                return "conv result read " + ("by float ops" if any(r.op_type != "QuantizeLinear" for r in readers)
+                                              else "by several quantizers")
+            n = readers[0]
+            if n.op_type == "QuantizeLinear":
+                break
+            if n.input[0] != cur:
+                return f"conv result is input #{list(n.input).index(cur)} of {n.op_type}"
+            if n.op_type == "BatchNormalization" and not post:
+                p = [g.const(i) for i in n.input[1:5]]
+                if any(v is None or v.size != cout for v in p) or _attr(n, "training_mode", 0):
+                    return "batch norm parameters not constant"
+                sc, bb, mean, var = (v.astype(np.float64).reshape(-1) for v in p)  # type: ignore[union-attr]
+                kk = sc / np.sqrt(var + float(_attr(n, "epsilon", 1e-5)))
+                k, c = k * kk, c * kk + bb - mean * kk
+            elif n.op_type in ("Add", "Sub") and not post:
+                v = g.const(n.input[1])
+                tail = (cout,) + (1,) * (w8.ndim - 2)
+                if v is None or not (v.size == 1 or (v.size == cout and v.shape[-len(tail):] == tail)):
+                    return f"{n.op_type} of a non-constant or non-per-channel value"
+                c = c + (1 if n.op_type == "Add" else -1) * np.broadcast_to(v.astype(np.float64).reshape(-1), cout)
+            elif n.op_type == "Relu":
+                post.append(("clip", (0.0, None)))
+            elif n.op_type == "Clip":
+                lo = g.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
+                hi = g.const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+                if (len(n.input) > 1 and n.input[1] and lo is None) or (len(n.input) > 2 and n.input[2] and hi is None):
+                    return "Clip bounds not constant"
+                post.append(("clip", (None if lo is None else float(lo), None if hi is None else float(hi))))
+            elif n.op_type == "MaxPool" and len(n.output) == 1:
+                post.append(("pool", n))
+            else:
+                return f"conv result goes through {n.op_type} before its quantizer"
+            removed.append(n)
+            cur = n.output[0]
+        q = readers[0]
+        zp = g.const(q.input[2]) if len(q.input) > 2 else None
+        if zp is None or zp.dtype != np.uint8 or zp.ndim != 0 or g.const(q.input[1]) is None:
+            return "its quantizer is not per-tensor uint8"
+        w = w8.astype(np.int32)
+        neg = (k < 0)
+        if np.any(w[neg] == -128):
+            return "weight holds -128 where batch norm flips the sign"
+        return _Chain(conv, x_dq, w8, s_w.astype(F32).reshape(-1), k, c, post, q, removed)
+
+    def rewrite(self, g: _Graph, ch: _Chain) -> bool:
+        cout = ch.w8.shape[0]
+        shape = (cout,) + (1,) * (ch.w8.ndim - 1)
+        sign = np.where(ch.k < 0, -1, 1).astype(np.int32)
+        s_w = (ch.s_w.astype(np.float64) * np.abs(ch.k)).astype(F32)
+        w = ch.w8.astype(np.int32) * sign.reshape(shape)
+        dead = s_w == 0  # a channel of zero weights (scale 0 or batch norm scale 0): any positive scale
+        w[dead.reshape(-1)] = 0
+        s_w[dead] = F32(1)
+        s_x = F32(g.const(ch.x_dq.input[1]))
+        s_b = (s_x * s_w).astype(F32)
+        b32 = np.round(ch.c / s_b.astype(np.float64))
+        if np.any(np.abs(b32) > 2**31 - 1) or np.any(s_b <= 0):
+            return False
+        w_dq = g.node("DequantizeLinear", [g.add_init(w.astype(np.int8), "w8"), g.add_init(s_w, "ws"),
+                                           g.add_init(np.zeros(cout, np.int8), "wzp")], [g.fresh("w")], axis=0)
+        b_dq = g.node("DequantizeLinear", [g.add_init(b32.astype(np.int32), "b32"), g.add_init(s_b, "bs"),
+                                           g.add_init(np.zeros(cout, np.int32), "bzp")], [g.fresh("b")], axis=0)
+        conv_out = g.fresh("conv")
+        attrs = {a.name: _attr(ch.conv, a.name) for a in ch.conv.attribute}
+        conv = g.node("Conv", [ch.conv.input[0], w_dq.output[0], b_dq.output[0]], [conv_out], **attrs)
+        s_q = F32(g.const(ch.q.input[1]))
+        new = [w_dq, b_dq, conv]
+        cur = conv_out
+        steps = list(ch.post)
+        final = ch.q.output[0]
+        q_out = g.fresh("q") if steps else final
+        new.append(g.node("QuantizeLinear", [cur, ch.q.input[1], ch.q.input[2]], [q_out]))
+        cur = q_out
+        for i, (kind, arg) in enumerate(steps):
+            out = final if i == len(steps) - 1 else g.fresh("q")
+            if kind == "clip":
+                lo, hi = _quantize_bound(arg[0], s_q, 0), _quantize_bound(arg[1], s_q, 255)
+                new.append(g.node("Clip", [cur, g.add_init(np.array(lo, np.uint8), "lo"),
+                                           g.add_init(np.array(hi, np.uint8), "hi")], [out]))
+            else:
+                pattrs = {a.name: _attr(arg, a.name) for a in arg.attribute}
+                new.append(g.node("MaxPool", [cur], [out], **pattrs))
+            cur = out
+        gone = {id(n) for n in (ch.conv, *ch.removed, ch.q)}
+        at = next(i for i, n in enumerate(g.nodes) if id(n) in gone)
+        g.nodes = [n for n in g.nodes[:at] if id(n) not in gone] + new + [
+            n for n in g.nodes[at:] if id(n) not in gone]
+        g.index()
+        return True
+
+
+# ------------------------------------------------------------------------------------------------- rule 3
+class PointwiseToMatMul:
+    """A 1x1 stride-1 conv that stays float (its value is not quantized right after it: a residual add reads it)
+    with a uint8 activation and int8 per-channel weights, ``Conv(DQ(x_u8), DQ(w8))``, becomes
+    ``Transpose(MatMul(DQ(Transpose(x_u8)), DQ(w8^T, axis 1)))`` (NCHW -> NHWC and back): the same sums
+    (conv 1x1 = matmul over channels; a transpose commutes with the elementwise DQ), which ORT runs as
+    MatMulIntegerToFloat (exact int32 sums, scaled once) instead of a float conv behind dequantizing nodes."""
+
+    def pattern(self, g: _Graph) -> Iterable[Any]:
+        return [n for n in g.nodes if n.op_type == "Conv"]
+
+    def check(self, g: _Graph, conv: Any) -> str | None:
+        x_dq, w_dq = g.producer.get(conv.input[0]), g.producer.get(conv.input[1])
+        if x_dq is None or w_dq is None or x_dq.op_type != "DequantizeLinear" or w_dq.op_type != "DequantizeLinear":
+            return "not dequantized inputs"
+        zp, w8, s_w = g.const(x_dq.input[2]) if len(x_dq.input) > 2 else None, g.const(w_dq.input[0]), \
+            g.const(w_dq.input[1])
+        if zp is None or zp.dtype != np.uint8 or zp.ndim != 0 or w8 is None or w8.dtype != np.int8 or s_w is None:
+            return "not a uint8 activation and int8 weights"
+        if w8.ndim != 4 or w8.shape[2:] != (1, 1) or (s_w.size != 1 and int(_attr(w_dq, "axis", 1)) != 0):
+            return "not a 1x1 conv with per-output-channel weights"
+        if len(w_dq.input) > 2 and not _is_zero(g, w_dq.input[2], np.int8):
+            return "weight zero point not 0"
+        if (int(_attr(conv, "group", 1)) != 1 or list(_attr(conv, "strides", [1, 1])) != [1, 1]
+                or any(_attr(conv, "pads", [0, 0, 0, 0])) or len(conv.input) > 2 and conv.input[2]):
+            return "grouped, strided, padded or with a bias"
+        after = g.readers.get(conv.output[0], [])
+        if after and all(a.op_type == "QuantizeLinear" for a in after):
+            return "its value is quantized (QLinearConv)"
+        return None
+
+    def rewrite(self, g: _Graph, conv: Any) -> None:
+        x_dq, w_dq = g.producer[conv.input[0]], g.producer[conv.input[1]]
+        w8, s_w = g.const(w_dq.input[0]), g.const(w_dq.input[1])
+        assert w8 is not None and s_w is not None
+        cout = w8.shape[0]
+        xt, xd, wd, mm = g.fresh("nhwc"), g.fresh("x"), g.fresh("w"), g.fresh("mm")
+        new = [g.node("Transpose", [x_dq.input[0]], [xt], perm=[0, 2, 3, 1]),
+               g.node("DequantizeLinear", [xt, x_dq.input[1], x_dq.input[2]], [xd]),
+               g.node("DequantizeLinear", [g.add_init(np.asarray(w8[:, :, 0, 0].T, order="C"), "w8t"),
+                                           g.add_init(np.broadcast_to(s_w.reshape(-1), (cout,)).astype(F32), "ws"),
+                                           g.add_init(np.zeros(cout, np.int8), "wzp")], [wd], axis=1),
+               g.node("MatMul", [xd, wd], [mm]),
+               g.node("Transpose", [mm], [conv.output[0]], perm=[0, 3, 1, 2])]
+        i = next(k for k, n in enumerate(g.nodes) if n is conv)
+        g.nodes[i:i + 1] = new
+        g.index()
+
+
+class FoldFloatWeights:
+    """DQ(w8, s) of a constant read only by convs / matmuls that stay float (no quantizer right after them, so
+    ORT makes no QLinear op of them) becomes the float initializer w8 * s: ORT does not constant-fold
+    DequantizeLinear, so it would dequantize (and re-pack) the weights on every run. Same float32 products as
+    the node.
+
+    With constant weights ORT would fold a following batch norm into them (ConvBNFusion), a reassociation
+    Paddle's simulation does not make: activations on a rounding edge of the next quantizer move
+    (ptq_det_qdq: 3.4e-2 * max|ref| instead of 1e-2). So the batch norm's scale is read through an exact
+    DequantizeLinear (`_exact_dq`), which ORT neither constant-folds nor sees as a constant, and the batch norm
+    stays a separate op computing what it computed before."""
+
+    READERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+
+    def pattern(self, g: _Graph) -> Iterable[Any]:
+        return [n for n in g.nodes if n.op_type == "DequantizeLinear"]
+
+    def check(self, g: _Graph, dq: Any) -> str | None:
+        w, s = g.const(dq.input[0]), g.const(dq.input[1])
+        zp = g.const(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else np.zeros((), np.int8)
+        if w is None or s is None or zp is None or w.dtype != np.int8 or np.any(zp):
+            return "not a constant int8 tensor with zero point 0"
+        readers = g.readers.get(dq.output[0], [])
+        if not readers or dq.output[0] in g.outputs:
+            return "no readers"
+        for r in readers:
+            if r.op_type not in self.READERS or list(r.input).index(dq.output[0]) != 1:
+                return f"read by {r.op_type}"
+            a_dq = g.producer.get(r.input[0])
+            after = g.readers.get(r.output[0], [])
+            if (r.op_type == "MatMul" and a_dq is not None and a_dq.op_type == "DequantizeLinear"
+                    and not any(a.op_type == "Add" for a in after)):  # MatMul + Add: ORT makes a float Gemm
+                return "ORT makes MatMulIntegerToFloat of its reader"
+            if after and all(a.op_type == "QuantizeLinear" for a in after):
+                return "its reader may become a QLinear op"
+            for a in after:
+                if a.op_type == "BatchNormalization" and g.const(a.input[1]) is None:
+                    return "a batch norm with a non-constant scale follows its reader"
+        return None
+
+    def rewrite(self, g: _Graph, dq: Any) -> None:
+        w, s = g.const(dq.input[0]), g.const(dq.input[1])
+        assert w is not None and s is not None
+        if s.ndim == 1:
+            axis = int(_attr(dq, "axis", 1)) % w.ndim
+            s = s.reshape([-1 if i == axis else 1 for i in range(w.ndim)])
+        name = g.add_init(w.astype(F32) * s.astype(F32), "wf")
+        for r in g.readers[dq.output[0]]:
+            r.input[1] = name
+            for a in g.readers.get(r.output[0], []):
+                scale = g.const(a.input[1]) if a.op_type == "BatchNormalization" else None
+                if scale is not None and a.input[1] in g.inits and np.all(np.isfinite(scale)):
+                    a.input[1] = _exact_dq(g, scale)
+        g.index()
+
+
+def _exact_dq(g: _Graph, v: np.ndarray) -> str:
+    """A DequantizeLinear computing float32 `v` exactly: v = m * 2^e with m = frexp's mantissa scaled to a
+    24-bit integer (int32 codes) and 2^e a per-element scale, so q * scale has no rounding."""
+    v32 = np.asarray(v, F32)
+    m, e = np.frexp(v32.astype(np.float64).reshape(-1))
+    q = np.round(m * 2.0**24).astype(np.int32)
+    scale = np.ldexp(np.ones_like(m), e - 24).astype(F32)
+    assert np.array_equal((q.astype(F32) * scale).reshape(v32.shape), v32)
+    out = g.fresh("exact")
+    g.nodes.append(g.node("DequantizeLinear", [g.add_init(q, "m"), g.add_init(scale, "p2"),
+                                               g.add_init(np.zeros(q.size, np.int32), "z")], [out], axis=0))
+    if v32.shape != (q.size,):
+        shaped = g.fresh("exact")
+        g.nodes.append(g.node("Reshape", [out, g.add_init(np.asarray(v32.shape, np.int64), "shape")], [shaped]))
+        out = shaped
+    return out
+
+
+def _quantize_bound(v: float | None, s: Any, none: int) -> int:
+    """The uint8 (zero point 128) code of float bound `v` under scale `s`, as QuantizeLinear computes it;
+    `none` when there is no bound."""
+    if v is None or np.isinf(v):
+        return none if v is None else (0 if v < 0 else 255)
+    q = float(np.clip(np.rint(F32(v) / F32(s)), -128, 127))
+    return int(q) + _U8_ZP
+
+
+def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionReport:
+    """Apply the rewrites to `model` (an onnx ModelProto, changed in place); returns what changed."""
+    g = _Graph(model.graph)
+    report = FusionReport()
+    if not any(n.op_type == "QuantizeLinear" for n in g.nodes):
+        return report
+    g.commit()  # drop the dead Casts of quantizer outputs first: they would read the uint8 codes
+    to_u8 = ActivationsToUint8()
+    zp = None
+    for q in to_u8.pattern(g):
+        if to_u8.check(g, q) is None:
+            zp = zp or g.add_init(np.array(_U8_ZP, np.uint8), "zp_u8")
+            to_u8.rewrite(g, q, zp)
+            report.uint8 += 1
+    g.index()
+    rule = ConvRequantize()
+    for conv in rule.pattern(g):
+        got = rule.check(g, conv)
+        if isinstance(got, str):
+            report.refused[got] = report.refused.get(got, 0) + 1
+            continue
+        if rule.rewrite(g, got):
+            report.convs += 1
+        else:
+            report.refused["bias out of int32 range"] = report.refused.get("bias out of int32 range", 0) + 1
+    pointwise = PointwiseToMatMul()
+    for conv in pointwise.pattern(g):
+        if pointwise.check(g, conv) is None:
+            pointwise.rewrite(g, conv)
+            report.matmuls += 1
+    fold = FoldFloatWeights()
+    for dq in fold.pattern(g):
+        if fold.check(g, dq) is None:
+            fold.rewrite(g, dq)
+            report.float_weights += 1
+    g.commit()
+    if log is not None:
+        log(f"qdq_fusion: {report.uint8} activation quantizers to uint8, {report.convs} convs requantized, "
+            f"{report.matmuls} 1x1 convs as matmuls, {report.float_weights} float weights; left alone: {report.refused}")
+    return report
