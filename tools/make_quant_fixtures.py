@@ -482,6 +482,62 @@ def _ptq_det(d: Path, rng: np.random.Generator) -> None:
     _ptq_fixture(d, src, {"x": x}, calib, True, "hist", CNN_OPS)
 
 
+def _rec_net(x: Any) -> list[Any]:
+    """A narrow PP-OCR-like text recogniser: conv-BN-hard_swish/ReLU backbone with depthwise-separable blocks
+    striding the height only after the stem, an average pool to height 1, the width as the sequence, one
+    SVTR-like self-attention mixing block (matmul_v2 on activations, softmax, residual, layer_norm) and a
+    CTC head: a [N, T, 97] softmax per time step."""
+    import paddle.nn as nn
+    import paddle.nn.functional as F
+
+    def cba(y, cin, cout, k, s, groups=1, act="hard_swish"):
+        y = nn.BatchNorm2D(cout)(nn.Conv2D(cin, cout, k, stride=s, padding=k // 2, groups=groups,
+                                           bias_attr=False)(y))
+        return F.hardswish(y) if act == "hard_swish" else F.relu(y)
+
+    y = cba(x, 3, 16, 3, 2, act="relu")                                   # 16 x 50
+    for cin, cout, s, act in ((16, 32, 1, "relu"), (32, 48, (2, 1), "hard_swish"), (48, 64, (2, 1), "relu")):
+        y = cba(cba(y, cin, cin, 3, s, groups=cin, act=act), cin, cout, 1, 1, act=act)
+    y = F.avg_pool2d(y, (4, 2), stride=(4, 2))                              # 1 x 25
+    y = y.reshape([0, 64, 25]).transpose([0, 2, 1])                        # [N, 25, 64]
+    q, k, v = (nn.Linear(64, 64)(y) for _ in range(3))
+    (qk,) = _op("matmul_v2", {"X": q, "Y": k}, {"trans_y": True}, {"Out": F32})  # raw ops: no legacy tracing
+    (qk,) = _op("scale", {"X": qk}, {"scale": 0.125, "bias": 0.0}, {"Out": F32})
+    (mix,) = _op("matmul_v2", {"X": F.softmax(qk), "Y": v}, {}, {"Out": F32})
+    (y,) = _op("elementwise_add", {"X": y, "Y": nn.Linear(64, 64)(mix)}, {"axis": -1}, {"Out": F32})
+    return [F.softmax(nn.Linear(64, 97)(nn.LayerNorm(64)(y)))]
+
+
+def _text_lines(texts: list[str], rng: np.random.Generator, noise: float, h: int = 32, w: int = 100) -> np.ndarray:
+    """Text lines rendered dark on light grey with PIL's default font and scaled to [-1, 1] as the OCR app
+    feeds its recogniser ([N, 3, h, w]), plus Gaussian pixel noise."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from pdlite.apps.ocr.rec import rec_resize_norm
+
+    font = ImageFont.load_default(size=int(h * 0.6))
+    out = []
+    for t in texts:
+        img = Image.new("RGB", (w, h), (235, 235, 230))
+        ImageDraw.Draw(img).text((2, h // 6), t, fill=(20, 20, 30), font=font)
+        a = np.asarray(img, np.float32) + rng.normal(0, noise, (h, w, 3))
+        out.append(rec_resize_norm(np.clip(a, 0, 255).astype(np.uint8), w / h, (3, h, w)))
+    return np.stack(out).astype(np.float32)
+
+
+@fixture("ptq_rec_qdq")
+def _ptq_rec(d: Path, rng: np.random.Generator) -> None:
+    """The narrow PP-OCR-like recogniser (random weights; PP-OCRv4 rec quantized is ~3.3 MB before its
+    reference, over the fixture budget), QDQ format, abs_max calibration on rendered text lines, every
+    quantizable op type (convs, the linears, the attention's matmuls)."""
+    words = ["pdlite int8", "OCR 2026", "Paddle v4", "ORT 1.32", "hello 42", "QLinear", "calib set", "Lite"]
+    with tempfile.TemporaryDirectory() as tmp:
+        _save_fp32(Path(tmp), _rec_net, [3, 32, 100], rng)
+        calib = [_text_lines(words[2 * i:2 * i + 2], rng, 6.0) for i in range(4)]
+        feeds = {"x": _text_lines(["int8 line 7", "Paddle Lite", "CTC head"], rng, 3.0)}
+        _ptq_fixture(d, Path(tmp), feeds, calib, True, "abs_max", [*CNN_OPS, "matmul_v2"])
+
+
 # ---------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -37,7 +37,7 @@ FOLD_MAX_ELEMENTS = 4096
 # Rewrites of the converted model for one device's runtime, applied after conversion (device name -> rewrites).
 # ONNX Runtime's CPU provider makes QLinearConv only where a conv's output is quantized right after it
 # (qdq_fusion.py); OpenVINO already runs Paddle's QDQ layout in int8 and was slower with the rewrite
-# (0.6x-0.95x of its time without them on mobilenet_v1/v2 and resnet18), so it gets the device-neutral model.
+# (0.6x-0.95x the speed without them on mobilenet_v1/v2, resnet18), so it gets the device-neutral model.
 DEVICE_REWRITES: dict[str, tuple[Callable[[Any], Any], ...]] = {"onnxruntime": (fuse_qdq,)}
 
 Shape = tuple[int, ...]

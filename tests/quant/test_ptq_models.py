@@ -1,6 +1,7 @@
 """Models quantized by Paddle's own post-training quantization (tests/fixtures/quant/ptq_*, made by
 tools/make_quant_fixtures.py) against Paddle Inference's fp32 simulation of the same quantized program:
-a narrow MobileNet-like classifier, a detector-like CNN, PP-OCR cls and det; QDQ (onnx_format, int8
+a narrow MobileNet-like classifier, a detector-like CNN, PP-OCR cls and det, a narrow PP-OCR-like text
+recogniser (conv backbone, self-attention, CTC softmax); QDQ (onnx_format, int8
 weights) and the old fake-quant format; legacy .pdmodel and PIR JSON.
 
 Tolerance: max|got - ref| <= 1e-4 * max|ref| with the default passes and with only the essential ones.
@@ -45,7 +46,7 @@ def test_ptq_model_matches_paddle_inference(name: str, passes: list[str] | None)
 def test_every_family_is_present() -> None:
     names = set(MODELS)
     for need in ("ptq_cnn_qdq", "ptq_cnn_qdq_pir", "ptq_cnn_fake", "ptq_cnn_fake_pir", "ptq_det_qdq", "ptq_det_fake",
-                 "ptq_ppocr_cls_qdq", "ptq_ppocr_det_qdq"):
+                 "ptq_ppocr_cls_qdq", "ptq_ppocr_det_qdq", "ptq_rec_qdq"):
         assert need in names, need
 
 

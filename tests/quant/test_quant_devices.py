@@ -6,7 +6,8 @@ simulation of the quantized program.
 Tolerance: max|got - ref| <= 2e-2 * max|ref| (REL). A device computes int8 convolutions exactly but rounds
 ties to even and scales by s/127 instead of (q*s)/127, so an activation sitting on a rounding edge can move
 one quantization step (1/127 of its scale); the float models differ from the simulations by 5e-3 .. 1e-1.
-Classifier outputs must also keep the same top-1 class for every sample.
+Classifier outputs must also keep the same top-1 class for every sample, the recogniser's the same class at
+every time step (the same CTC decoding).
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from tests.quant._util import ROOT, case, max_rel_err
 DEVICES = {"intel_openvino": "openvino", "onnxruntime": "onnxruntime"}
 MODELS = sorted(p.name for p in ROOT.glob("ptq_*") if (p / "case.npz").is_file())
 REL = 2e-2
-CLASSIFIERS = {"ptq_cnn_qdq", "ptq_cnn_qdq_pir", "ptq_cnn_fake", "ptq_cnn_fake_pir", "ptq_ppocr_cls_qdq"}
+CLASSIFIERS = {"ptq_cnn_qdq", "ptq_cnn_qdq_pir", "ptq_cnn_fake", "ptq_cnn_fake_pir", "ptq_ppocr_cls_qdq",
+               "ptq_rec_qdq"}  # the recogniser: a class per time step
 # PP-OCRv4 det (a DB probability map, 160x160): rounding-edge flips move a few pixels (see
 # test_ptq_models.FLIP_PRONE); checked as mean error and agreement of the text mask (map > 0.3).
 MAPS = {"ptq_ppocr_det_qdq": (2e-3, 0.995)}  # (max mean|err| / max|ref|, min mask agreement)
