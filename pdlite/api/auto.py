@@ -2,8 +2,13 @@
 
 `choose_device(config, feeds, build)` builds one predictor per candidate (the host target, then every NNAdapter
 device whose package imports), checks that each gives the host's outputs (<= 1e-4 * max|host|, else the
-candidate is refused, never silently used), times them interleaved (host, device A, device B, host, ...) for a
-few rounds and keeps the lowest median. The choice is cached per model, input shapes and dtypes, threads and
+candidate is refused, never silently used), times them interleaved for a few rounds and keeps the fastest.
+
+Measuring on a busy machine: each round runs every candidate once, in a rotated order, as a short block (a pause,
+an untimed run, then timed runs for ~BLOCK_MS); a candidate's score is the leader's median block time times the
+median over rounds of its block / the leader's block in the same round. Load that comes and goes (other
+processes) then slows the candidates of a round alike and cancels out, where separate medians would credit it to
+whoever it hit; a close call between the two best is measured again, longer. The choice is cached per model, input shapes and dtypes, threads and
 candidate set, in `<cache dir>/auto/`: the config's NNAdapter model cache dir when set, else
 `$XDG_CACHE_HOME/pdlite` (`~/.cache/pdlite`). `apply_device(config, name)` points a config at a device.
 """
@@ -35,14 +40,17 @@ QUANT_AGREE_REL = 2e-2
 QUANT_AGREE_SHARE = 0.99
 QUANT_OPS = ("quantize_linear", "dequantize_linear", "fake_")
 SLOW_FACTOR = 20.0  # a candidate this many times slower than the fastest after warm-up is not measured further
-PAUSE_S = 0.05  # before each candidate's block
+PAUSE_S = 0.05  # before each candidate's block (ONNX Runtime's threads spin for a while after a run)
+BLOCK_MS = 20.0  # timed runs per block: about this long, ...
+BLOCK_RUNS = (2, 25)  # ... and at least / at most this many
 CLOSE = 1.25  # the two best within this ratio after the first rounds: measured again, twice as long
 SLOW_MARGIN_MS = 1.0  # ... plus this much (sub-millisecond runs are too noisy to judge by one run)
 
 
 @dataclass
 class AutoChoice:
-    """What `auto` chose, with the medians (ms) it measured and the candidates it refused (and why)."""
+    """What `auto` chose, with the times (ms) it measured (paired medians, see the module docstring) and the
+    candidates it refused (and why)."""
 
     device: str
     medians_ms: dict[str, float] = field(default_factory=dict)
@@ -166,18 +174,41 @@ def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray], rel: float, sha
     return None
 
 
-def _interleave(preds: Mapping[str, Any], times: dict[str, list[float]], rounds: int) -> None:
-    """`rounds` rounds, interleaved (host, A, B, host, A, B, ...), of a short block per candidate whose first run
-    is not timed, after a pause: runtimes in one process disturb each other (ONNX Runtime's and OpenMP's worker
-    threads keep spinning for a while after a run and slow whoever runs next). Milliseconds into `times`."""
-    for _ in range(max(rounds, 1)):
-        for dev, pred in preds.items():
-            time.sleep(PAUSE_S)  # let the previous runtime's threads go idle
+def _interleave(preds: Mapping[str, Any], blocks: dict[str, list[float]], rounds: int,
+                est_ms: Mapping[str, float]) -> None:
+    """`rounds` rounds; in each, every candidate runs one block, in an order rotated from round to round: a pause
+    (runtimes in one process disturb each other: ONNX Runtime's and OpenMP's worker threads keep spinning for a
+    while after a run and slow whoever runs next), one untimed run, then timed runs for about BLOCK_MS. The
+    block's median (ms) is appended to `blocks[dev]`, so `blocks[a][r]` and `blocks[b][r]` share round r."""
+    order = list(preds)
+    lo, hi = BLOCK_RUNS
+    for r in range(max(rounds, 1)):
+        k = r % len(order)
+        for dev in order[k:] + order[:k]:
+            pred = preds[dev]
+            n = int(min(hi, max(lo, BLOCK_MS / max(est_ms[dev], 1e-3))))
+            time.sleep(PAUSE_S)
             pred.run()
-            for _ in range(2):
+            times = []
+            for _ in range(n):
                 t0 = time.perf_counter()
                 pred.run()
-                times[dev].append((time.perf_counter() - t0) * 1e3)
+                times.append((time.perf_counter() - t0) * 1e3)
+            blocks[dev].append(statistics.median(times))
+
+
+def paired_scores(blocks: Mapping[str, list[float]]) -> dict[str, float]:
+    """Each candidate's time (ms) relative to the leader (lowest median block) round by round: the leader's median
+    times the median over rounds of candidate / leader. Rounds are aligned from the end (a candidate measured for
+    extra rounds has its extra rounds last)."""
+    lead = min(blocks, key=lambda d: statistics.median(blocks[d]))
+    base = blocks[lead]
+    ref = statistics.median(base)
+    out = {}
+    for dev, b in blocks.items():
+        n = min(len(b), len(base))
+        out[dev] = ref * statistics.median([x / y for x, y in zip(b[-n:], base[-n:])])
+    return out
 
 
 def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Callable[[CxxConfig], Any], *,
@@ -234,16 +265,21 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Cal
         if dev != lead and first_ms[dev] > SLOW_FACTOR * fastest + SLOW_MARGIN_MS:
             refused[dev] = f"{first_ms[dev]:.1f} ms per run, over {SLOW_FACTOR}x the fastest ({fastest:.1f} ms)"
             del preds[dev]
-    times: dict[str, list[float]] = {d: [] for d in preds}
-    _interleave(preds, times, rounds)
-    medians = {d: statistics.median(t) for d, t in times.items()}
-    ranked = sorted(medians, key=medians.__getitem__)
-    if len(ranked) > 1 and medians[ranked[1]] <= CLOSE * medians[ranked[0]]:
-        # a close call between the two best: more interleaved rounds of just those two decide it
-        _interleave({d: preds[d] for d in ranked[:2]}, times, 2 * rounds)
-        medians = {d: statistics.median(t) for d, t in times.items()}
-    best = min(medians, key=medians.__getitem__)
-    choice = AutoChoice(best, medians, refused)
+    blocks: dict[str, list[float]] = {d: [] for d in preds}
+    _interleave(preds, blocks, rounds, first_ms)
+    scores = paired_scores(blocks)
+    lead = min(scores, key=scores.__getitem__)
+    close = [d for d in scores if scores[d] <= CLOSE * scores[lead]]
+    if len(close) > 1:
+        # a close call: more interleaved rounds of just the close ones decide it; the others keep their ratio
+        # to the first leader
+        ratio = {d: v / scores[lead] for d, v in scores.items()}
+        again = {d: blocks[d] for d in close}
+        _interleave({d: preds[d] for d in close}, again, 2 * rounds, first_ms)
+        scores.update(paired_scores(again))
+        scores.update({d: ratio[d] * scores[lead] for d in ratio if d not in again})
+    best = min(scores, key=scores.__getitem__)
+    choice = AutoChoice(best, {d: round(v, 4) for d, v in scores.items()}, refused)
     if use_cache:
         _store(path, key, choice)
     return choice

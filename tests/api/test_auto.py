@@ -124,3 +124,32 @@ def test_quantized_programs_get_the_int8_tolerance(cache):
     ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
     c = choose_device(config_for(str(qdir)), ins, create_paddle_predictor, candidates=["host", "intel_openvino"], rounds=1, use_cache=False)
     assert "differs from the host" not in c.refused.get("intel_openvino", ""), c.refused
+
+
+def test_paired_scores_cancel_load_that_hits_a_whole_round():
+    """Rounds 1, 3 and 4 ran under load for A; B's rounds 1 and 3 too. Separate medians would pick B (11 vs 40 ms);
+    round by round B is 1.1x A in four rounds of five, so A is faster."""
+    blocks = {"A": [10.0, 40.0, 10.0, 40.0, 40.0], "B": [11.0, 44.0, 11.0, 44.0, 11.0]}
+    scores = auto.paired_scores(blocks)
+    assert scores["A"] < scores["B"]
+    assert scores["B"] == pytest.approx(1.1 * scores["A"])
+    assert auto.paired_scores({"A": [5.0, 6.0, 7.0]}) == {"A": 6.0}
+
+
+def test_a_close_call_is_measured_again_and_decides(cache, monkeypatch):
+    """Scripted block times (no clock): the first rounds put onnxruntime within CLOSE of host; the extra rounds,
+    of just those two, show host faster; the choice is the lowest of the times reported."""
+    ins, _ = load_case("ppocr_cls_v2")
+    calls = []
+
+    def scripted(preds, blocks, rounds, est_ms):
+        calls.append(sorted(preds))
+        first = len(calls) == 1
+        for _ in range(rounds):
+            for dev in preds:
+                blocks[dev].append({"host": 10.0, "onnxruntime": 9.5 if first else 12.0}[dev])
+
+    monkeypatch.setattr(auto, "_interleave", scripted)
+    c = choose_device(_cfg(), ins, create_paddle_predictor, candidates=CANDS, rounds=3, use_cache=False)
+    assert calls == [sorted(CANDS), sorted(CANDS)], "a close call gets a second measurement of the two"
+    assert c.device == "host" == min(c.medians_ms, key=c.medians_ms.get)
