@@ -63,6 +63,7 @@ def program_files(d: Path) -> tuple[Path, Path]:
 
 
 Runner = Callable[[], object]
+NOTES: list[str] = []  # in a worker: what to tell the parent with `ready` (auto's choice)
 
 
 def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
@@ -78,7 +79,8 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
         from pdlite.api.auto import choose_device
 
         choice = choose_device(cfg, feeds, create_paddle_predictor, candidates=["host", "intel_openvino", "onnxruntime"], use_cache=False)
-        print(f"  {d.name} b{len(next(iter(feeds.values())))} t{threads}: {choice.describe()}", file=sys.stderr)
+        text = " ".join(choice.describe().split())  # one line, no tabs (it travels in the `ready` line)
+        NOTES.append(f"{d.name} b{len(next(iter(feeds.values())))} t{threads}: {text}")
         device = None if choice.device == "host" else choice.device
     if device:
         cfg.set_nnadapter_device_names([device])
@@ -167,13 +169,17 @@ def bench_cell(workers: dict[str, subprocess.Popen], rounds: int, block: int, pa
     return {k: statistics.median(v) for k, v in times.items() if v}
 
 
-def start_worker(kind: str, d: Path, batch: int, threads: int, warmup: int, onnx_path: Path | None) -> subprocess.Popen:
+def start_worker(kind: str, d: Path, batch: int, threads: int, warmup: int, onnx_path: Path | None,
+                 notes: list[str] | None = None) -> subprocess.Popen:
     cmd = [sys.executable, __file__, "--worker", kind, str(d), str(batch), str(threads), str(warmup),
            str(onnx_path or "")]
     w = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert w.stdout is not None
-    line = w.stdout.readline().strip()
-    if line != "ready":
+    line = w.stdout.readline().rstrip("\n")
+    ready, _, note = line.partition("\t")
+    if note and notes is not None:
+        notes.append(note)
+    if ready != "ready":
         err = (w.stderr.read() if w.stderr else "").strip().splitlines()
         w.kill()
         raise RuntimeError(err[-1] if err else f"worker {kind} exited")
@@ -198,7 +204,7 @@ def worker_main(kind: str, d: str, batch: str, threads: str, warmup: str, onnx: 
         raise SystemExit(f"unknown contender {kind}")
     for _ in range(int(warmup)):
         run()
-    print("ready", flush=True)
+    print("\t".join(["ready"] + NOTES), flush=True)
     for line in sys.stdin:
         n = int(line)
         out = []
@@ -249,6 +255,7 @@ def main() -> int:
     print(f"median ms of {args.rounds} x {args.block} runs per contender, each in its own process, interleaved in "
           f"blocks, after {args.warmup} warm-ups; ratio = / paddle-inference\n")
     header_done = False
+    notes: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="pdlite_cmp_"))
     for name in args.models.split(","):
         d = find_model(name)
@@ -264,7 +271,7 @@ def main() -> int:
                 workers: dict[str, subprocess.Popen] = {}
                 for k in makers:
                     try:
-                        workers[k] = start_worker(k, d, batch, threads, args.warmup, onnx_path)
+                        workers[k] = start_worker(k, d, batch, threads, args.warmup, onnx_path, notes)
                     except Exception as e:  # noqa: BLE001 - a contender that cannot run is reported
                         print(f"  ({k} unavailable for {name} b{batch} t{threads}: {str(e)[:120]})", file=sys.stderr)
                 if not header_done:
@@ -289,6 +296,9 @@ def main() -> int:
                 peers = [med[k] for k in ("paddle-inference", "onnxruntime", "openvino") if k in med]
                 vs = f"{med['pdlite-auto'] / min(peers):.2f}x" if peers and "pdlite-auto" in med else "n/a"
                 print(f"| {name} | {batch} | {threads} | " + " | ".join(cells) + f" | {vs} |", flush=True)
+    for note in notes:
+        print(f"\npdlite-auto, {note}", end="")
+    print()
     return 0
 
 
