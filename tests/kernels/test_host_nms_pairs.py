@@ -7,7 +7,8 @@ exactly what Paddle's NMSFast keeps.
   boxes, negative thresholds, both `normalized` forms, and suppression chains longer than the vectorised
   rounds. Kept indices and their order must be equal.
 - Against Paddle's own multiclass_nms3 on a PP-YOLOE-like head (2000 boxes, 3 classes, nms_top_k 1000,
-  keep_top_k 300, tied scores): Out to 1e-5 of max(1, max|ref|), Index and NmsRoisNum exactly.
+  keep_top_k 300, tied scores) and with NaN boxes, and Paddle's matrix_nms on 400 boxes (dense IoU, the
+  partial-sort shortcut with and without ties): Out to 1e-5 of max(1, max|ref|), Index and counts exactly.
 """
 from __future__ import annotations
 
@@ -138,3 +139,24 @@ def test_nan_and_apart_boxes_as_in_paddle() -> None:
     assert got["Index"][0].ravel().tolist() == ref["Index"][0].ravel().tolist()
     assert ref["Index"][0].ravel()[ref["Out"][0][:, 0] == 0].tolist() == [0, 1, 4, 5]  # 3: by the NaN box
     np.testing.assert_allclose(got["Out"][0], ref["Out"][0], rtol=0, atol=1e-5, equal_nan=True)  # the NaN box
+
+
+@pytest.mark.parametrize("ties", ["none", "below_top_k", "everywhere"])
+def test_matrix_nms_against_paddle(ties: str) -> None:
+    """matrix_nms's dense IoU and its partial-sort shortcut (plain order when the best nms_top_k scores are
+    distinct and above the rest; libstdc++'s heap order otherwise) against Paddle on 400 boxes."""
+    rng = np.random.default_rng(400 + len(ties))
+    m, c = 400, 3
+    boxes = np.concatenate([_clustered(rng, m // 2), _random(rng, m // 2)])[None]
+    scores = rng.uniform(0, 1, (1, c, m)).astype(np.float32)
+    if ties != "none":
+        low = scores < (0.0 if ties == "everywhere" else 0.8)  # the best 50 of 400 lie above 0.8
+        scores = np.where(low | (ties == "everywhere"), np.round(scores, 2), scores).astype(np.float32)
+    attrs = {"background_label": 0, "score_threshold": 0.05, "post_threshold": 0.1, "nms_top_k": 50,
+             "keep_top_k": 60, "use_gaussian": ties == "none", "gaussian_sigma": 2.0, "normalized": False}
+    outs = {"Out": 1, "Index": 1, "RoisNum": 1}
+    ins = {"BBoxes": boxes, "Scores": scores}
+    got = _run_op("matrix_nms", ins, attrs, outs, check_shapes=False)
+    ref = paddle_legacy("matrix_nms", ins, attrs, outs)
+    assert np.array_equal(got["Index"][0], ref["Index"][0]) and np.array_equal(got["RoisNum"][0], ref["RoisNum"][0])
+    check(got["Out"][0], ref["Out"][0], "Out", tol=1e-5)

@@ -365,10 +365,39 @@ def heap_partial_sort(items: list, middle: int, less) -> list:
 
 def sort_desc_like_partial_sort(keys: np.ndarray, items: np.ndarray, middle: int) -> np.ndarray:
     """`items` ordered as std::partial_sort by descending key would order the first `middle` of them."""
-    if len(np.unique(keys)) == len(keys):  # no ties: the heap's order is the plain descending order
-        return items[np.argsort(-keys, kind="stable")[:middle]]
-    pos = heap_partial_sort(list(range(len(items))), middle, lambda i, j: keys[i] > keys[j])
+    order = np.argsort(-keys, kind="stable")
+    top = keys[order[:middle]]
+    # the best `middle` keys distinct, and the last of them above the next one: the result is unique,
+    # whatever order the heap met the items in
+    if len(np.unique(top)) == len(top) and (middle >= len(keys) or keys[order[middle - 1]] > keys[order[middle]]):
+        return items[order[:middle]]
+    kl = keys.tolist()  # Python floats compare as the float32 keys do, ~10x faster than NumPy scalars
+    pos = heap_partial_sort(list(range(len(items))), middle, lambda i, j: kl[i] > kl[j])
     return items[np.array(pos[:middle], np.int64)]
+
+
+def dense_iou(b: np.ndarray, normalized: bool) -> np.ndarray:
+    """[i, j] = jaccard(b[i], b[[j]]) for every pair of boxes [K, 4] (elementwise the same float operations)."""
+    x0, y0, x1, y1 = (np.ascontiguousarray(b[:, c]) for c in range(4))
+    apart = x0[None, :] > x1[:, None]
+    apart |= x1[None, :] < x0[:, None]
+    apart |= y0[None, :] > y1[:, None]
+    apart |= y1[None, :] < y0[:, None]
+    norm = b.dtype.type(0 if normalized else 1)
+    inter = np.minimum(x1[:, None], x1[None, :])
+    inter -= np.maximum(x0[:, None], x0[None, :])
+    inter += norm
+    ih = np.minimum(y1[:, None], y1[None, :])
+    ih -= np.maximum(y0[:, None], y0[None, :])
+    ih += norm
+    inter *= ih
+    area = box_area(b, normalized)
+    union = np.add(area[:, None], area[None, :], out=ih)
+    union -= inter
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        iou = np.divide(inter, union, out=inter)
+    iou[apart] = 0
+    return iou
 
 
 def matrix_nms_class(boxes: np.ndarray, scores: np.ndarray, a: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -381,10 +410,10 @@ def matrix_nms_class(boxes: np.ndarray, scores: np.ndarray, a: dict) -> tuple[np
     num = min(len(cand), top_k) if top_k > -1 else len(cand)
     perm = sort_desc_like_partial_sort(scores[cand], cand, num)
     normalized = bool(a["normalized"])
-    iou = np.zeros((num, num), scores.dtype)
-    for i in range(1, num):
-        iou[i, :i] = jaccard(boxes[perm[i]], boxes[perm[:i]], normalized)
-    iou_max = np.array([dt(0)] + [iou[i, :i].max() for i in range(1, num)], scores.dtype)
+    lower = np.tril(np.ones((num, num), bool), -1)  # [i, j]: j scores higher than i
+    iou = np.where(lower, dense_iou(boxes[perm], normalized), 0).astype(scores.dtype)
+    iou_max = np.where(lower, iou, -np.inf).max(axis=1).astype(scores.dtype)
+    iou_max[0] = 0
     s = scores[perm]
     post = dt(a["post_threshold"])
     decayed = np.empty(num, scores.dtype)
@@ -396,7 +425,6 @@ def matrix_nms_class(boxes: np.ndarray, scores: np.ndarray, a: dict) -> tuple[np
                 decay = np.exp((iou_max[None, :] * iou_max[None, :] - iou * iou) * sigma)
             else:
                 decay = (dt(1) - iou) / (dt(1) - iou_max[None, :])
-        lower = np.tril(np.ones((num, num), bool), -1)
         min_decay = np.minimum(np.where(lower, decay, np.inf).min(axis=1), dt(1)).astype(scores.dtype)
         decayed[1:] = (min_decay * s)[1:]
     keep = decayed > post
