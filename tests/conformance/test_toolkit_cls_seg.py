@@ -13,6 +13,9 @@ Tolerances:
   exactly as well (OpenVINO runs at f32, pdlite's default precision hint; at every pixel of this input the
   two best logits are at least 0.068 * max|logit| apart, checked by the generator, which refuses a gap under
   1e-2: 68x the devices' bar, so no reordering of fp32 arithmetic flips a label and any difference is a bug).
+- the converter form PP-LiteSeg needs on a device (bilinear_interp_v2 to a size known only at run time,
+  converted to ONNX Resize(sizes=...)) against the host kernels, on both devices' runtimes:
+  max|d| <= 1e-5 * max|host| (one two-tap interpolation; only the float32 weights' rounding differs).
 - fallback: a device run must not fall back to the host at run time (NNAdapterFallbackWarning is an error),
   and the ops the partitioner leaves on the host are exactly the expected ones, each for the reason
   `pdlite inspect` prints (the ONNX converters' refusal) or, for the ops the converters accept, because
@@ -27,10 +30,13 @@ import numpy as np
 import pytest
 
 from pdlite import CxxConfig, create_paddle_predictor
+from pdlite.core.program import VarDesc
 from pdlite.model_parser import load_model
+from pdlite.nnadapter.convert import GraphInput, TensorInfo, convert_ops, refusal
 from pdlite.tools.inspect_model import placement
 from tests.conftest import assert_close_rel
 from tests.nnadapter._models import DEVICES, REL, NNAdapterFallbackWarning, need, subgraph_kernels
+from tests.nnadapter._util import Case, host_run, op
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "toolkit"
 MODELS = ["pplcnet_x0_25", "pphgnet_tiny_narrow", "ppliteseg_stdc1_b8"]
@@ -41,19 +47,13 @@ HOST_REL = 1e-4
 SHAPE_ONLY = "shape-only"  # the converters accept it; the partitioner forms no group that only computes shapes
 
 # per model and format: the op types left on the host on a device, and why (a part of the converter's refusal)
-_LITESEG = {
-    # the output size comes at run time from shape -> slice of another feature map (input spec [-1, 3, -1, -1])
-    "bilinear_interp_v2": "needs the input size and constant size/scale inputs",
-    # PPContextModule's AdaptiveAvgPool2D(2) / (4) on a feature map of run-time size
-    "pool2d": "adaptive avg pooling to",
-    "slice": SHAPE_ONLY,
-}
+# PP-LiteSeg runs whole on the devices: its run-time-size interpolations as Resize(sizes=...), its context
+# module's AdaptiveAvgPool2D(2) / (4) on a feature map of run-time size as Paddle's bins (Slice + ReduceMean)
+_LITESEG: dict[str, str] = {}
 EXPECTED_ON_HOST: dict[tuple[str, str], dict[str, str]] = {
     ("pplcnet_x0_25", "legacy"): {}, ("pplcnet_x0_25", "pir"): {},
     ("pphgnet_tiny_narrow", "legacy"): {}, ("pphgnet_tiny_narrow", "pir"): {},
-    ("ppliteseg_stdc1_b8", "legacy"): {**_LITESEG, "shape": SHAPE_ONLY},
-    # PIR's pd_op.shape64 is int64: its slice is cast to int32 for the interpolation sizes
-    ("ppliteseg_stdc1_b8", "pir"): {**_LITESEG, "shape64": SHAPE_ONLY, "cast": SHAPE_ONLY},
+    ("ppliteseg_stdc1_b8", "legacy"): _LITESEG, ("ppliteseg_stdc1_b8", "pir"): _LITESEG,
 }
 
 
@@ -129,3 +129,67 @@ def test_device_matches_paddle_inference(model: str, case: str, fmt: str, device
             assert any(why in r for r in reasons), f"{what}: {op_type} refused for {dict(reasons)}, expected {why!r}"
     refused = {t for t, (n, k, _) in table.items() if k < n}
     assert refused <= set(expected), f"{what}: converters refuse {sorted(refused - set(expected))} unexpectedly"
+
+
+# -- bilinear_interp_v2 to a run-time size on the devices ---------------------------------------------------
+_ALIGN = {"half_pixel": {"align_corners": False, "align_mode": 0},
+          "asymmetric": {"align_corners": False, "align_mode": 1},
+          "align_corners": {"align_corners": True, "align_mode": 0}}
+
+
+def _interp_case(form: str, align: str, in_hw: tuple[int, int], out_hw: tuple[int, int]) -> Case:
+    """x [2, 3, H, W] resized to out_hw given as an OutSize tensor, two SizeTensor tensors or out_h / out_w."""
+    rng = np.random.default_rng(in_hw[0] * 100 + out_hw[1])
+    feeds = {"x": rng.normal(0, 1, (2, 3, *in_hw)).astype(np.float32)}
+    ins: dict[str, object] = {"X": "x"}
+    attrs: dict[str, object] = {**_ALIGN[align], "out_h": -1, "out_w": -1, "scale": []}
+    if form == "OutSize":
+        feeds["sz"] = np.asarray(out_hw, np.int32)
+        ins["OutSize"] = "sz"
+    elif form == "SizeTensor":
+        feeds["h"], feeds["w"] = np.asarray([out_hw[0]], np.int32), np.asarray([out_hw[1]], np.int32)
+        ins["SizeTensor"] = ["h", "w"]
+    else:
+        attrs["out_h"], attrs["out_w"] = out_hw
+    return Case(f"{form}-{align}", [op("bilinear_interp_v2", ins, {"Out": "y"}, **attrs)], feeds)
+
+
+def _dynamic_onnx(case: Case):
+    """The case's ONNX model with H and W of x unknown and the size tensors' values unknown."""
+    vars_ = {n: VarDesc(n, dtype=5 if n == "x" else 2, shape=[2, 3, -1, -1] if n == "x" else list(a.shape))
+             for n, a in case.feeds.items()}
+    vars_["y"] = VarDesc("y", dtype=5, shape=[2, 3, -1, -1])
+    info = TensorInfo.from_vars(vars_, {})
+    assert refusal(case.ops[0], info) is None
+    inputs = [GraphInput(n, (2, 3, -1, -1) if n == "x" else a.shape, a.dtype) for n, a in case.feeds.items()]
+    return convert_ops(case.ops, inputs, ["y"], info, vars_)
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+@pytest.mark.parametrize("form", ["OutSize", "SizeTensor", "attrs"])
+@pytest.mark.parametrize("align", list(_ALIGN))
+def test_run_time_size_bilinear_on_device(align: str, form: str, device: str) -> None:
+    need(device)
+    from pdlite.nnadapter.registry import get_driver
+
+    driver = get_driver(device)()
+    for in_hw, out_hw in [((7, 9), (12, 5)), ((8, 8), (3, 17)), ((5, 6), (5, 6)), ((4, 4), (1, 1))]:
+        case = _interp_case(form, align, in_hw, out_hw)
+        host = host_run(case)["y"]
+        model = _dynamic_onnx(case)
+        assert [n.op_type for n in model.graph.node].count("Resize") == 1, "the run-time-size form was not used"
+        got = driver.run(driver.build(model.SerializeToString(), {}), [case.feeds[i.name] for i in model.graph.input])
+        what = f"{case.id} {in_hw}->{out_hw} on {device}"
+        assert got[0].shape == host.shape, what
+        assert_close_rel(got[0], host, 1e-5, what)
+
+
+def test_run_time_size_bilinear_refusals() -> None:
+    """A positive scale is Paddle's source ratio even when a size tensor sets the output size, and nearest
+    has no exact Resize form for every ratio: both stay on the host when the sizes are unknown."""
+    info = TensorInfo({"x": (1, 3, -1, -1), "sz": (2,)}, {"sz": np.dtype(np.int32)})
+    scaled = op("bilinear_interp_v2", {"X": "x", "OutSize": "sz"}, {"Out": "y"}, scale=[2.0, 2.0])
+    assert "needs the input size" in (refusal(scaled, info) or "")
+    nearest = op("nearest_interp_v2", {"X": "x", "OutSize": "sz"}, {"Out": "y"})
+    assert "needs the input size" in (refusal(nearest, info) or "")
+    assert refusal(op("bilinear_interp_v2", {"X": "x", "OutSize": "sz"}, {"Out": "y"}), info) is None

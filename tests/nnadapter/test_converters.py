@@ -133,6 +133,8 @@ POOLS = [
     pool(pooling_type="max", ksize=[1, 1], global_pooling=True),
     pool(pooling_type="avg", ksize=[1, 1], adaptive=True),
     pool((B, 3, 8, 12), pooling_type="avg", ksize=[2, 3], adaptive=True),
+    pool((B, 3, 8, 9), pooling_type="avg", ksize=[3, 4], adaptive=True),  # uneven bins: Paddle's bounds
+    pool((B, 3, 7, 5), pooling_type="avg", ksize=[5, 7], adaptive=True),  # more bins than rows
 ]
 
 NORMS = [
@@ -322,7 +324,7 @@ def test_every_case_op_type_has_a_converter() -> None:
 
 @pytest.mark.parametrize("attrs, reason", [
     ({"pooling_type": "max", "ksize": [2, 2], "adaptive": True}, "adaptive max"),
-    ({"pooling_type": "avg", "ksize": [3, 3], "adaptive": True}, "not divisible"),
+    ({"pooling_type": "avg", "ksize": [33, 33], "adaptive": True}, "more than 32 bins"),
     ({"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "paddings": [0, 1, 0, 1], "exclusive": False},
      "asymmetric"),
     ({"pooling_type": "avg", "ksize": [3, 3], "ceil_mode": True, "exclusive": False}, "ceil_mode"),

@@ -7,6 +7,14 @@ nearest, align_corners=False, a scale that is a power of two (ratio = 1 / scale 
 Otherwise, with a known input size, nearest becomes two Gathers with Paddle's own source
 indices (`pdlite.kernels.host.interp.nearest_index`), which is exact for every ratio, and bilinear
 becomes Gathers of the two neighbours and their float32 weights (`linear_weights`).
+bilinear_interp_v2 whose sizes are only known at run time (a dynamic input, the output size from a
+tensor: PP-LiteSeg's `F.interpolate(x, paddle.shape(y)[2:])`), with no scale:
+    ONNX Resize(sizes=[N, C, out_h, out_w], mode="linear") with Paddle's source ratio in / out:
+    align_corners -> "align_corners" (src = dst * (in - 1) / (out - 1)), align_mode 1 -> "asymmetric"
+    (src = dst * in / out), align_mode 0 -> "pytorch_half_pixel" (src = (dst + 0.5) * in / out - 0.5,
+    clamped at 0 as Paddle clamps it; Resize clamps the source coordinate to [0, in - 1]; an output of
+    size 1 reads source 0, as Paddle's ratio 0 for out == 1 does, where "half_pixel" would read the
+    centre). The ratio is computed in float32 by both, so the weights agree to rounding.
 """
 from __future__ import annotations
 
@@ -63,6 +71,20 @@ def _geometry(op: OpDesc, info: TensorInfo) -> InterpGeometry | None:
     return interp_geometry(op.type, op.attrs, (int(xs[2]), int(xs[3])), st or None, osz, sc)
 
 
+def _dynamic_bilinear_ok(op: OpDesc) -> bool:
+    """True when Resize(sizes=...) reproduces a bilinear_interp_v2 whose sizes are known only at run time:
+    the output size from SizeTensor, OutSize or out_h / out_w, and the source ratio in / out (no Scale
+    input and no positive scale attribute, which Paddle would use for the ratio instead)."""
+    if op.type != "bilinear_interp_v2" or op.inputs.get("Scale"):
+        return False
+    if op.inputs.get("SizeTensor"):
+        return len(op.inputs["SizeTensor"]) == 2
+    sh, sw = _attr_scale(op)
+    if sh > 0 or sw > 0:
+        return False
+    return bool(op.inputs.get("OutSize")) or (int(op.attrs["out_h"]) > 0 and int(op.attrs["out_w"]) > 0)
+
+
 def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
     if is_channel_last(op.attrs["data_layout"]):
         return "data_layout NHWC"
@@ -74,9 +96,26 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
         g = _geometry(op, info)
     except Exception as e:
         return f"bad geometry: {e}"
-    if g is None:
+    if g is None and not _dynamic_bilinear_ok(op):
         return "needs the input size and constant size/scale inputs"
     return None
+
+
+def _dynamic_bilinear(ctx: ConvertContext, op: OpDesc, xo: str, out: str) -> None:
+    """Resize to sizes computed in the graph: [N, C] of the input, then the output size as int64."""
+    if op.inputs.get("SizeTensor"):
+        hw = ctx.add("Concat", [ctx.cast(ctx.tensor(n), np.int64) for n in op.inputs["SizeTensor"]], axis=0)
+    elif op.inputs.get("OutSize"):
+        hw = ctx.cast(ctx.input(op, "OutSize"), np.int64)
+    else:
+        hw = ctx.ints([int(op.attrs["out_h"]), int(op.attrs["out_w"])])
+    nc = ctx.add("Slice", [ctx.add("Shape", [xo]), ctx.ints([0]), ctx.ints([2])])
+    sizes = ctx.add("Concat", [nc, hw], axis=0)
+    if op.attrs["align_corners"]:
+        mode = "align_corners"
+    else:
+        mode = "asymmetric" if int(op.attrs["align_mode"]) == 1 else "pytorch_half_pixel"
+    ctx.add("Resize", [xo, "", "", sizes], [out], mode="linear", coordinate_transformation_mode=mode)
 
 
 def _index(ctx: ConvertContext, idx: np.ndarray) -> str:
@@ -117,6 +156,9 @@ def _bilinear(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None
     xo, out = ctx.tensor(x), ctx.output(op, "Out")
     g = _geometry(op, ctx.info)
+    if g is None and _dynamic_bilinear_ok(op):
+        _dynamic_bilinear(ctx, op, xo, out)
+        return
     if g is None:
         raise ConversionError("unknown geometry")
     xs = ctx.shape(x) or ()

@@ -1,8 +1,12 @@
 """Converter of pool2d (max / avg; global, adaptive, ceil_mode, exclusive, SAME / VALID / EXPLICIT).
 
 - global_pooling, and adaptive avg to 1x1: GlobalAveragePool / GlobalMaxPool.
-- adaptive avg to (oh, ow) with in % out == 0: AveragePool with kernel = stride = in / out;
-  other adaptive sizes are refused (their windows overlap unevenly).
+- adaptive avg to (oh, ow) with in % out == 0: AveragePool with kernel = stride = in / out.
+- other adaptive avg sizes, and an input size known only at run time (PP-LiteSeg's context module):
+  Paddle's bins [floor(i * in / out), ceil((i + 1) * in / out)) per axis, as Slice + ReduceMean +
+  Concat along H, then along W (a mean over a rectangle is the mean over rows of the means over its
+  columns); the bin bounds are int64 arithmetic on Shape(x) when the size is not known. At most
+  MAX_BINS bins per axis.
 - Adaptive max is refused: Paddle's CPU kernel runs it with the ksize/strides windows (a quirk
   the host kernel keeps), which no ONNX pooling expresses.
 - ceil_mode: Paddle's out = (in - k + p0 + p1 + s - 1) // s + 1 is ONNX's floor rule with s - 1
@@ -18,6 +22,8 @@ from pdlite.nnadapter.converters.common import pair
 from pdlite.nnadapter.registry import ConversionError, register_converter
 from pdlite.operators.geometry import resolve_padding
 from pdlite.operators.nn import is_channel_last
+
+MAX_BINS = 32
 
 
 def _spatial(info: TensorInfo, x: str | None) -> list[int] | None:
@@ -58,10 +64,8 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
         if (kh, kw) == (1, 1):
             return None
         hw = _spatial(info, x)
-        if hw is None:
-            return f"adaptive avg pooling to {kh}x{kw} needs the input size"
-        if hw[0] % kh or hw[1] % kw:
-            return f"adaptive avg pooling of {hw[0]}x{hw[1]} to {kh}x{kw} (not divisible)"
+        if (hw is None or hw[0] % kh or hw[1] % kw) and max(kh, kw) > MAX_BINS:
+            return f"adaptive avg pooling to {kh}x{kw} of an uneven or unknown input size (more than {MAX_BINS} bins)"
         return None
     if a["pooling_type"] == "avg" and not a["exclusive"]:
         if a.get("ceil_mode"):
@@ -91,10 +95,12 @@ def _pool2d(ctx: ConvertContext, op: OpDesc) -> None:
         return
     hw = _spatial(ctx.info, x)
     if a.get("adaptive"):
-        if hw is None:
-            raise ConversionError("adaptive pooling needs the input size")
-        k = [hw[0] // kh, hw[1] // kw]
-        ctx.add("AveragePool", [xo], [out], kernel_shape=k, strides=k, pads=[0, 0, 0, 0], count_include_pad=0)
+        if hw is not None and hw[0] % kh == 0 and hw[1] % kw == 0:
+            k = [hw[0] // kh, hw[1] // kw]
+            ctx.add("AveragePool", [xo], [out], kernel_shape=k, strides=k, pads=[0, 0, 0, 0], count_include_pad=0)
+        else:
+            rows = _adaptive_bins(ctx, xo, 2, kh, hw[0] if hw else None)
+            ctx.add("Identity", [_adaptive_bins(ctx, rows, 3, kw, hw[1] if hw else None)], [out])
         return
     strides = pair(a["strides"])
     p = _explicit_pads(op, hw)
@@ -111,3 +117,20 @@ def _pool2d(ctx: ConvertContext, op: OpDesc) -> None:
         ctx.add("MaxPool", [xo], [out], **kw_args)
     else:
         ctx.add("AveragePool", [xo], [out], count_include_pad=0 if a["exclusive"] else 1, **kw_args)
+
+
+def _adaptive_bins(ctx: ConvertContext, t: str, axis: int, bins: int, size: int | None) -> str:
+    """Paddle's adaptive avg pooling along one axis: the means of [floor(i*n/o), ceil((i+1)*n/o))."""
+    if size is None:
+        n = ctx.add("Slice", [ctx.add("Shape", [t]), ctx.ints([axis]), ctx.ints([axis + 1])])
+    parts = []
+    for i in range(bins):
+        if size is not None:
+            lo, hi = ctx.ints([i * size // bins]), ctx.ints([-(-(i + 1) * size // bins)])
+        else:
+            lo = ctx.add("Div", [ctx.add("Mul", [n, ctx.ints([i])]), ctx.ints([bins])])
+            hi = ctx.add("Div", [ctx.add("Add", [ctx.add("Mul", [n, ctx.ints([i + 1])]), ctx.ints([bins - 1])]),
+                                 ctx.ints([bins])])
+        part = ctx.add("Slice", [t, lo, hi, ctx.ints([axis])])
+        parts.append(ctx.add("ReduceMean", [part], axes=[axis], keepdims=1))
+    return parts[0] if bins == 1 else ctx.add("Concat", parts, axis=axis)
