@@ -108,3 +108,38 @@ def test_direct_and_general_runs_on_threads(device: str) -> None:
         t.join()
     if errors:
         raise errors[0]
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+def test_one_subgraph_predictor_copy_semantics(device: str) -> None:
+    """What the public API promises (tests/api/test_threads.py) holds for a program that is one device subgraph:
+    outputs handed out are not overwritten by later runs, from_numpy copies, and an array given with share_data
+    and changed in place between runs is read anew (the OpenVINO driver keeps such an array bound)."""
+    need(device)
+    pred = predictor(MODEL, device)
+    ins, _ = load_case(MODEL)
+    (name,) = ins
+    a = ins[name]
+    b = (a * -0.7 + 0.3).astype(a.dtype)
+    want_a = [np.array(o, copy=True) for o in pred.predict({name: a})]
+    want_b = [np.array(o, copy=True) for o in pred.predict({name: b})]
+    assert not all(np.array_equal(x, y) for x, y in zip(want_a, want_b))
+    x = a.copy()
+    pred.get_input(0).from_numpy(x)
+    x[...] = 0  # changed after from_numpy: the run still sees a
+    pred.run()
+    held = pred.get_output(0).raw()
+    assert np.array_equal(held, want_a[0])
+    predicted = pred.predict({name: a})[0]
+    pred.get_input(0).from_numpy(b)
+    pred.run()
+    assert np.array_equal(held, want_a[0]) and np.array_equal(predicted, want_a[0])
+    assert np.array_equal(pred.get_output(0).raw(), want_b[0])
+    shared = a.copy()
+    pred.get_input(0).share_data(shared)
+    pred.run()
+    assert np.array_equal(pred.get_output(0).raw(), want_a[0])
+    shared[...] = b  # the same array, new values
+    pred.run()
+    assert np.array_equal(pred.get_output(0).raw(), want_b[0])
+    assert not np.shares_memory(pred.get_output(0).raw(), shared)
