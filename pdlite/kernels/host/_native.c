@@ -1026,7 +1026,8 @@ typedef struct {
     const float *x, *u, *bias;
     float *out, *v, *m; /* v: (16, C, T), m: (16, OC, T) scratch */
     isz C, H, W, OC, OH, OW, PT, PL, TH, TW, T;
-    isz NB, TT;               /* images per pass (x, out: the pass's first one) and their tiles, NB * T */
+    isz NB, TT;               /* images per pass (x, out: the pass's first one) and their tiles, NB * TP */
+    isz ty0, ty1, TP;         /* the pass's tile rows [ty0, ty1) of each image: TP = (ty1 - ty0) * TW tiles */
     isz cols_per, col_blocks; /* GEMM blocks: 16 positions x col_blocks */
     act_t act;
 } wino_args;
@@ -1041,9 +1042,9 @@ PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
     float *ev = buf + 4 * PW;    /* even / odd columns of one combined row: 4 x (TW + 1) each */
     float *od = ev + 4 * (TW + 1);
     for (isz ic = begin; ic < end; ic++) { /* ic = image * C + channel */
-        const isz c = ic % a->C, toff = (ic / a->C) * a->T;
+        const isz c = ic % a->C, toff = (ic / a->C) * a->TP - a->ty0 * TW;
         const float *src = a->x + ic * a->H * a->W;
-        for (isz ty = 0; ty < a->TH; ty++) {
+        for (isz ty = a->ty0; ty < a->ty1; ty++) {
             for (isz i = 0; i < 4; i++) {
                 const isz iy = 2 * ty - a->PT + i;
                 float *r = rows + i * PW;
@@ -1112,10 +1113,10 @@ PD_INLINE void wino_out_task_impl(void *vctx, isz begin, isz end) {
     float *s0 = buf, *s1 = buf + 4 * TW; /* s0[j], s1[j]: rows of A^T m for column j (4 x TW each) */
     float *row = buf + 8 * TW;           /* two output rows of width 2*TW */
     for (isz io = begin; io < end; io++) { /* io = image * OC + output channel */
-        const isz oc = io % a->OC, toff = (io / a->OC) * a->T;
+        const isz oc = io % a->OC, toff = (io / a->OC) * a->TP - a->ty0 * TW;
         const float b = a->bias ? a->bias[oc] : 0.0f;
         float *o = a->out + io * a->OH * OW;
-        for (isz ty = 0; ty < a->TH; ty++) {
+        for (isz ty = a->ty0; ty < a->ty1; ty++) {
             const isz base = toff + ty * TW;
             for (isz j = 0; j < 4; j++) {
                 const float *m0 = a->m + ((0 + j) * a->OC + oc) * TT + base;
@@ -1559,29 +1560,37 @@ static PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     if (get_buf(oo, &ob, 1, n * a.OC * a.OH * a.OW, "winograd output") < 0) goto fail_b;
     a.u = (const float *)ub.buf;
     a.bias = has_bias ? (const float *)bb.buf : NULL;
-    /* small images go through together: their tiles side by side make the 16 GEMMs wider, and the weights
-     * (16 * OC * C, often larger than the images) are streamed once per pass instead of once per image */
-    a.NB = a.T >= 256 ? 1 : 256 / a.T; /* up to 256 columns: wider passes fall out of the caches (measured) */
+    /* Passes of about 256 tile columns: wider ones fall out of the caches (the transformed input and the
+     * products are 16 values per tile and channel). Small images go through together: their tiles side by
+     * side make the 16 GEMMs wider, and the weights (16 * OC * C, often larger than the images) are
+     * streamed once per pass instead of once per image; large images go through in bands of tile rows. */
+    a.NB = a.T >= 256 ? 1 : 256 / a.T;
     if (a.NB > n) a.NB = n > 0 ? n : 1;
-    a.TT = a.NB * a.T;
-    a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * a.TT) * sizeof(float));
+    isz rows_per = a.NB > 1 ? a.TH : (a.TW >= 256 ? 1 : 256 / a.TW);
+    if (rows_per > a.TH) rows_per = a.TH;
+    const isz most = a.NB > 1 ? a.NB * a.T : rows_per * a.TW; /* tile columns of the widest pass */
+    a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * most) * sizeof(float));
     if (!a.v) {
         PyBuffer_Release(&ob);
         PyErr_NoMemory();
         goto fail_b;
     }
-    a.m = a.v + 16 * a.C * a.TT;
+    a.m = a.v + 16 * a.C * most;
     a.col_blocks = 1; /* one block per position: 16 blocks, whatever the thread count (same results) */
     Py_BEGIN_ALLOW_THREADS;
     for (isz i = 0; i < n; i += a.NB) {
         const isz nb = n - i < a.NB ? n - i : a.NB; /* the last pass may hold fewer images */
-        a.TT = nb * a.T;
-        a.cols_per = a.TT;
         a.x = (const float *)xb.buf + i * a.C * a.H * a.W;
         a.out = (float *)ob.buf + i * a.OC * a.OH * a.OW;
-        parallel_for(wino_in_task, &a, nb * a.C, grain_for(nb * a.C, 4));
-        parallel_for(wino_gemm_task, &a, 16 * a.col_blocks, 1);
-        parallel_for(wino_out_task, &a, nb * a.OC, grain_for(nb * a.OC, 4));
+        for (a.ty0 = 0; a.ty0 < a.TH; a.ty0 = a.ty1) {
+            a.ty1 = a.ty0 + rows_per < a.TH ? a.ty0 + rows_per : a.TH;
+            a.TP = (a.ty1 - a.ty0) * a.TW;
+            a.TT = nb * a.TP;
+            a.cols_per = a.TT;
+            parallel_for(wino_in_task, &a, nb * a.C, grain_for(nb * a.C, 4));
+            parallel_for(wino_gemm_task, &a, 16 * a.col_blocks, 1);
+            parallel_for(wino_out_task, &a, nb * a.OC, grain_for(nb * a.OC, 4));
+        }
     }
     Py_END_ALLOW_THREADS;
     free(a.v);
