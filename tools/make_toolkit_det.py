@@ -399,7 +399,24 @@ def export(name: str, fmt: str, work: Path, out: Path) -> None:
     static = paddle.jit.to_static(model, input_spec=[spec], full_graph=True)
     out.mkdir(parents=True, exist_ok=True)
     paddle.jit.save(static, str(out / "inference"), input_spec=[spec])
+    if fmt == "legacy":
+        drop_callstacks(out / "inference.pdmodel")
     print(f"{name}/{fmt}: " + ", ".join(sorted(p.name for p in out.iterdir())))
+
+
+def drop_callstacks(path: Path) -> None:
+    """Remove the ops' `op_callstack` attributes (this script's line numbers and local paths) from a legacy
+    program, so the committed file is reproducible byte for byte and carries no machine paths."""
+    from paddle.base.proto import framework_pb2
+
+    prog = framework_pb2.ProgramDesc()
+    prog.ParseFromString(path.read_bytes())
+    for block in prog.blocks:
+        for op in block.ops:
+            keep = [a for a in op.attrs if a.name != "op_callstack"]
+            del op.attrs[:]
+            op.attrs.extend(keep)
+    path.write_bytes(prog.SerializeToString())
 
 
 def make(name: str, k: dict[str, object], seed: int, work: Path) -> None:
