@@ -7,7 +7,7 @@ from typing import Any
 
 from pdlite.errors import KernelError, PdliteError
 from pdlite.kernels.registry import KernelContext
-from pdlite.runtime import threads
+from pdlite.runtime import memory, threads
 from pdlite.runtime.instruction import Instruction, describe
 
 # profiler hook: called with (instruction, seconds, outputs scope) after each instruction
@@ -22,13 +22,15 @@ class RuntimeProgram:
         self.release = release if release is not None else [() for _ in instructions]
         # the host kernels run their GEMMs on the native thread pool (BLAS then single-threaded); by
         # default, as the kernels' context says (one context is shared by a program's kernels)
+        ctxs = (getattr(getattr(i, "kernel", None), "context", None) for i in instructions)
+        ctx = next((c for c in ctxs if isinstance(c, KernelContext)), None)
         if native_gemm is None:
             from pdlite.kernels.host import native
 
-            ctxs = (getattr(getattr(i, "kernel", None), "context", None) for i in instructions)
-            ctx = next((c for c in ctxs if isinstance(c, KernelContext)), None)
             native_gemm = native.use_native(ctx) and native.gemm_available()
         self.native_gemm = native_gemm
+        if ctx is None or ctx.option("host_retain_memory", True) not in (False, 0, "0", "false", "False", "off"):
+            memory.retain_freed_memory()  # the next run reuses this run's freed activations (pdlite/runtime/memory.py)
 
     def prepare(self, params: dict[str, Any]) -> None:
         for inst in self.instructions:
