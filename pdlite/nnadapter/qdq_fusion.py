@@ -12,7 +12,7 @@ than fp32). The rewrites, in order, all exact in real numbers:
    DQ gives (q_u8 - 128) * s = q8 * s: the same values. (ORT's x86 QDQ fusions take uint8 activations
    with int8 weights; int8 activations are fused on ARM only.)
 2. ``ConvRequantize``: ``DQ(x_u8) -> Conv(DQ(w8, s_w), b) -> [BatchNormalization] -> [Add(c)] ->
-   [Relu | Clip(lo, hi) | MaxPool]* -> Q(s_out)`` becomes
+   [Relu | Clip(lo, hi) | Max(lo) | Min(hi) | MaxPool]* -> Q(s_out)`` becomes
    ``Conv(DQ(x_u8), DQ(w8', s_w'), DQ(b32, s_x * s_w')) -> Q(s_out) -> [Clip | MaxPool]* (uint8)``:
    - batch norm y = k * conv + (beta - k * mean), k = gamma / sqrt(var + eps), and a per-channel add are
      folded per output channel: s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128 there),
@@ -287,6 +287,11 @@ class ConvRequantize:
                 if (len(n.input) > 1 and n.input[1] and lo is None) or (len(n.input) > 2 and n.input[2] and hi is None):
                     return "Clip bounds not constant"
                 post.append(("clip", (None if lo is None else float(lo), None if hi is None else float(hi))))
+            elif n.op_type in ("Max", "Min") and len(n.input) == 2:  # round_type 1 clips to [-s, s] first
+                v = g.const(n.input[1])
+                if v is None or v.size != 1:
+                    return f"{n.op_type} with a non-constant or non-scalar bound"
+                post.append(("clip", (float(v.reshape(())), None) if n.op_type == "Max" else (None, float(v.reshape(())))))
             elif n.op_type == "MaxPool" and len(n.output) == 1:
                 post.append(("pool", n))
             else:
@@ -327,7 +332,14 @@ class ConvRequantize:
         s_q = F32(g.const(ch.q.input[1]))
         new = [w_dq, b_dq, conv]
         cur = conv_out
-        steps = list(ch.post)
+        steps: list[tuple[str, Any]] = []
+        for kind, arg in ch.post:  # clamps as uint8 codes; consecutive overlapping clamps become one
+            if kind == "clip":
+                arg = (_quantize_bound(arg[0], s_q, 0), _quantize_bound(arg[1], s_q, 255))
+                if steps and steps[-1][0] == "clip" and max(arg[0], steps[-1][1][0]) <= min(arg[1], steps[-1][1][1]):
+                    arg = (max(arg[0], steps[-1][1][0]), min(arg[1], steps[-1][1][1]))
+                    steps.pop()
+            steps.append((kind, arg))
         final = ch.q.output[0]
         q_out = g.fresh("q") if steps else final
         new.append(g.node("QuantizeLinear", [cur, ch.q.input[1], ch.q.input[2]], [q_out]))
@@ -335,9 +347,8 @@ class ConvRequantize:
         for i, (kind, arg) in enumerate(steps):
             out = final if i == len(steps) - 1 else g.fresh("q")
             if kind == "clip":
-                lo, hi = _quantize_bound(arg[0], s_q, 0), _quantize_bound(arg[1], s_q, 255)
-                new.append(g.node("Clip", [cur, g.add_init(np.array(lo, np.uint8), "lo"),
-                                           g.add_init(np.array(hi, np.uint8), "hi")], [out]))
+                new.append(g.node("Clip", [cur, g.add_init(np.array(arg[0], np.uint8), "lo"),
+                                           g.add_init(np.array(arg[1], np.uint8), "hi")], [out]))
             else:
                 pattrs = {a.name: _attr(arg, a.name) for a in arg.attribute}
                 new.append(g.node("MaxPool", [cur], [out], **pattrs))

@@ -35,8 +35,9 @@ def _init(name: str, v: np.ndarray) -> Any:
     return numpy_helper.from_array(np.asarray(v, order="C"), name)
 
 
-def _chain(rng: np.random.Generator, *, w_min: int = -127, float_reader: bool = False) -> Any:
-    """x -> Q -> DQ -> Conv(DQ(w8) per channel) -> BN -> Add(c) -> Clip(0, 6) -> MaxPool -> Q -> DQ -> y."""
+def _chain(rng: np.random.Generator, *, w_min: int = -127, float_reader: bool = False, min_max: bool = False) -> Any:
+    """x -> Q -> DQ -> Conv(DQ(w8) per channel) -> BN -> Add(c) -> Clip(0, 6) -> MaxPool -> Q -> DQ -> y;
+    `min_max`: Max(0) -> Min(6) instead of the Clip (the form of Paddle's round_type 1 clip before a quantizer)."""
     cin, cout = 4, 6
     w8 = rng.integers(w_min, 128, (cout, cin, 3, 3)).astype(np.int8)
     s_w = rng.uniform(0.002, 0.01, cout).astype(np.float32)
@@ -58,7 +59,8 @@ def _chain(rng: np.random.Generator, *, w_min: int = -127, float_reader: bool = 
         helper.make_node("Conv", ["xd", "wd"], ["cv"], pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization", ["cv", "g", "b", "m", "v"], ["bn"], epsilon=1e-5),
         helper.make_node("Add", ["bn", "c"], ["ad"]),
-        helper.make_node("Clip", ["ad", "lo", "hi"], ["r6"]),
+        *([helper.make_node("Max", ["ad", "lo"], ["r0"]), helper.make_node("Min", ["r0", "hi"], ["r6"])] if min_max
+          else [helper.make_node("Clip", ["ad", "lo", "hi"], ["r6"])]),
         helper.make_node("MaxPool", ["r6"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
         helper.make_node("QuantizeLinear", ["mp", "so", "zo"], ["yq"]),
         helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"]),
@@ -85,15 +87,17 @@ def _ops(path: Path) -> Counter[str]:
     return Counter(n.op_type for n in onnx.load(str(path)).graph.node)
 
 
-def test_conv_chain_becomes_qlinearconv_with_the_same_numbers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("min_max", [False, True], ids=["clip", "max_min"])
+def test_conv_chain_becomes_qlinearconv_with_the_same_numbers(min_max: bool, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    original = _chain(rng)
+    original = _chain(rng, min_max=min_max)
     fused = onnx.load_from_string(original.SerializeToString())
     report = fuse_qdq(fused)
     assert (report.uint8, report.convs, report.refused) == (2, 1, {})
     kinds = Counter(n.op_type for n in fused.graph.node)
     assert kinds["BatchNormalization"] == kinds["Add"] == kinds["MaxPool"] - 1 == 0
-    assert kinds["Clip"] == 1 and kinds["Conv"] == 1 and kinds["QuantizeLinear"] == 2
+    assert kinds["Clip"] == 1 and kinds["Conv"] == 1 and kinds["QuantizeLinear"] == 2  # Max -> Min: one Clip
+    assert kinds["Max"] == kinds["Min"] == 0
     onnx.checker.check_model(fused, full_check=True)
     x = rng.normal(0, 1.2, (2, 4, 16, 16)).astype(np.float32)
     ref = _session(original).run(None, {"x": x})[0]
