@@ -7,6 +7,8 @@ the suite; the PIR twin (tools/make_pir_fixtures.py --conformance) is what exerc
   the unused `index` must still land in the legacy op's required Index slot.
 - set_value whose bounds are one 1-D tensor (PIR's IntArray operand from a stacked tensor) rather than a
   list of one-value tensors (the legacy StartsTensorList form).
+- sum (add_n) of int32 / int64 tensors and elementwise add / mul of bool tensors: ONNX Sum takes float
+  types only and ONNX Add / Mul no bool, so a device must build Add chains or leave them on the host.
 - grid_sampler nearest at coordinates that unnormalize to exactly k + 0.5 (Paddle rounds halves to even,
   and -0.5 -> 0 stays in bounds), 4-D and 5-D, with and without align_corners.
 """
@@ -64,3 +66,12 @@ def define(m: Any) -> None:
                 sample(x, grid(gx[::-1], gy), "reflection", False),
                 sample(v, grid(ga, ga[::-1], np.zeros_like(ga)), "zeros", True),
                 sample(v, grid(ga, ga, np.full_like(ga, -1.0)), "border", True)]
+
+    @model("int_bool_arith", ("a", [3, 4], "int32", (-50, 50)), ("b", [3, 4], "int32", (-50, 50)),
+           ("c", [3, 4], "int64", (-1000, 1000)), ("d", [3, 4], "int64", (-1000, 1000)), ("x", [3, 4], F32, None))
+    def _(a, b, c, d, x):
+        p, q = paddle.cast(a, "bool"), x > 0.0
+        outs = [_op("sum", {"X": [a, b, a]}, {}, {"Out": "int32"}), _op("sum", {"X": [c, d]}, {}, {"Out": "int64"})]
+        for t in ("elementwise_add", "elementwise_mul"):
+            outs.append(_op(t, {"X": p, "Y": q}, {"axis": -1}, {"Out": "bool"}))
+        return outs

@@ -41,6 +41,8 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
     dx, dy = info.dtype(x), info.dtype(y)
     if dx is not None and dy is not None and dx != dy:
         return f"X ({dx}) and Y ({dy}) have different dtypes"
+    if np.dtype(bool) in (dx, dy):  # ONNX Add/Sub/Mul/Max/Min take no tensor(bool)
+        return f"{base} on bool tensors stays on the host"
     return elementwise_refusal(op, info)
 
 

@@ -259,10 +259,29 @@ def _mul(ctx: ConvertContext, op: OpDesc) -> None:
     ctx.add("Reshape", [prod, shape], [ctx.output(op, "Out")])
 
 
-@register_converter("sum")
+def _sum_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    dts = {info.dtype(n) for n in op.inputs.get("X") or []}
+    if len(dts - {None}) > 1:
+        return f"inputs of different dtypes {sorted(str(d) for d in dts - {None})}"
+    if np.dtype(bool) in dts:
+        return "sum of bool tensors stays on the host"
+    return None
+
+
+@register_converter("sum", supports=_sum_refusal)
 def _sum(ctx: ConvertContext, op: OpDesc) -> None:
-    xs = [ctx.tensor(n) for n in op.inputs.get("X") or []]
-    ctx.add("Sum" if len(xs) > 1 else "Identity", xs, [ctx.output(op, "Out")])
+    """add_n: ONNX Sum (float types only), a chain of Add for integer tensors (Add takes int32/int64)."""
+    names = list(op.inputs.get("X") or [])
+    xs = [ctx.tensor(n) for n in names]
+    out = ctx.output(op, "Out")
+    if len(xs) == 1:
+        ctx.add("Identity", xs, [out])
+    elif all(ctx.dtype(n).kind == "f" for n in names):
+        ctx.add("Sum", xs, [out])
+    else:
+        acc = xs[0]
+        for i, t in enumerate(xs[1:], 1):
+            acc = ctx.add("Add", [acc, t], [out] if i == len(xs) - 1 else None)
 
 
 REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax",
