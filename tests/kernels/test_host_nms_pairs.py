@@ -160,3 +160,34 @@ def test_matrix_nms_against_paddle(ties: str) -> None:
     ref = paddle_legacy("matrix_nms", ins, attrs, outs)
     assert np.array_equal(got["Index"][0], ref["Index"][0]) and np.array_equal(got["RoisNum"][0], ref["RoisNum"][0])
     check(got["Out"][0], ref["Out"][0], "Out", tol=1e-5)
+
+
+def nms_kernel_literal(b: np.ndarray, thresh: float) -> list[int]:
+    """Paddle's NMSKernel box by box: kept boxes suppress later ones with IoU (no +1, clamped) > thresh."""
+    t = b.dtype.type(thresh)
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    suppressed = np.zeros(len(b), bool)
+    for i in range(len(b)):
+        if suppressed[i]:
+            continue
+        for j in range(i + 1, len(b)):
+            iw = min(b[i, 2], b[j, 2]) - max(b[i, 0], b[j, 0])
+            ih = min(b[i, 3], b[j, 3]) - max(b[i, 1], b[j, 1])
+            inter = (iw if iw > 0 else b.dtype.type(0)) * (ih if ih > 0 else b.dtype.type(0))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if inter / (area[i] + area[j] - inter) > t:
+                    suppressed[j] = True
+    return np.flatnonzero(~suppressed).tolist()
+
+
+@pytest.mark.parametrize("thresh", [-0.1, 0.0, 0.3, 0.7])
+@pytest.mark.parametrize("draw", [_random, _clustered, _odd])
+def test_standalone_nms_keeps_what_the_kernel_keeps(draw, thresh: float) -> None:
+    """The `nms` op's pair search (overlap in both axes when the threshold is >= 0) against its definition;
+    NumPy's min/max propagate NaN where C++'s std::min/max may not, so NaN boxes are left to the Paddle test."""
+    rng = np.random.default_rng(int(thresh * 10) + 3)
+    b = draw(rng, 600)
+    b = b[~np.isnan(b).any(1)]
+    got = _run_op("nms", {"Boxes": b}, {"iou_threshold": thresh}, {"KeepBoxesIdxs": 1},
+                  check_shapes=False)["KeepBoxesIdxs"][0]
+    assert got.tolist() == nms_kernel_literal(b, thresh)

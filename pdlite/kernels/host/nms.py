@@ -186,45 +186,53 @@ def suppressing_pairs(b: np.ndarray, thresh: np.floating, normalized: bool) -> t
     NaN IoU suppresses), the IoU as Paddle's JaccardOverlap computes it (boxes [K, 4]).
 
     With thresh >= 0 only boxes that are not apart can be over it (an apart pair's IoU is 0), so the exact
-    IoU (`pair_iou`, the same float operations as `jaccard`) is computed only for the pairs that pass
-    Paddle's interval tests. Those are found on the boxes sorted by x0, block by block: box q after box p
-    in that order with x0_q > x1_p is apart, so a block's columns end where x0 passes its largest x1."""
+    IoU (`pair_iou`, the same float operations as `jaccard`) is computed only for the pairs that
+    `overlap_candidates` lets through."""
     k = len(b)
-    empty = np.zeros(0, np.int64)
-    if k < 2:
-        return empty, empty
     area = box_area(b, normalized)
     if not thresh >= 0:  # a negative threshold: every pair can be over it
         i, j = np.triu_indices(k, 1)
         over = ~(pair_iou(b[i], b[j], normalized, area[i], area[j]) <= thresh)
         return i[over], j[over]
+    firsts, laters = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for i, j in overlap_candidates(b, strict=False):
+        over = ~(pair_iou(b[i], b[j], normalized, area[i], area[j]) <= thresh)  # NaN suppresses
+        firsts.append(i[over])
+        laters.append(j[over])
+    return np.concatenate(firsts), np.concatenate(laters)
+
+
+def overlap_candidates(b: np.ndarray, strict: bool):
+    """Blocks (i, j), i < j, of the pairs of boxes [K, 4] that may overlap; every other pair is apart.
+
+    strict False: not apart by Paddle's JaccardOverlap test (touching boxes count; a NaN coordinate is never
+    apart). strict True: a positive overlap in both axes (x0_j < x1_i and x1_j > x0_i, the same in y).
+    Found on the boxes sorted by x0, block by block: box q after box p in that order with x0_q > x1_p
+    (>= when strict) is apart from p, so a block's columns end where x0 passes its largest x1."""
+    k = len(b)
+    if k < 2:
+        return
     order = np.argsort(b[:, 0], kind="stable")
     x0, y0, x1, y1 = (np.ascontiguousarray(b[order, c]) for c in range(4))
-    stop = np.searchsorted(x0, x1, side="right")  # sorted rows q >= stop[p] are apart from p
-    if np.isnan(x0[-1]):  # a NaN x0 sorts last but is never apart (NaN comparisons are false)
+    stop = np.searchsorted(x0, x1, side="left" if strict else "right")  # sorted rows >= stop[p]: apart
+    if not strict and np.isnan(x0[-1]):  # a NaN x0 sorts last but is never apart (NaN comparisons are false)
         stop[:] = k
-    firsts, laters = [], []
     for s in range(0, k - 1, BLOCK):
         e = min(s + BLOCK, k - 1)
         hi = max(int(stop[s:e].max()), e + 1)
-        if hi <= s + 1:
-            continue
         rows, cols = slice(s, e), slice(s + 1, hi)
-        # Paddle's apart test (NaN coordinates are never apart)
-        apart = (x0[None, cols] > x1[rows, None]) | (x1[None, cols] < x0[rows, None])
-        apart |= (y0[None, cols] > y1[rows, None]) | (y1[None, cols] < y0[rows, None])
-        r, c = np.nonzero(~apart)
-        p, q = r + s, c + s + 1
-        upper = p < q
-        i, j = order[p[upper]], order[q[upper]]
+        if strict:
+            near = (x0[None, cols] < x1[rows, None]) & (x1[None, cols] > x0[rows, None])
+            near &= (y0[None, cols] < y1[rows, None]) & (y1[None, cols] > y0[rows, None])
+        else:  # Paddle's apart test, negated
+            near = (x0[None, cols] > x1[rows, None]) | (x1[None, cols] < x0[rows, None])
+            near |= (y0[None, cols] > y1[rows, None]) | (y1[None, cols] < y0[rows, None])
+            np.logical_not(near, out=near)
+        r, c = np.nonzero(near)
+        upper = r < c + 1  # sorted row p = s + r before column q = s + 1 + c
+        i, j = order[r[upper] + s], order[c[upper] + s + 1]
         if len(i):
-            i, j = np.minimum(i, j), np.maximum(i, j)  # back to score order: the earlier one suppresses
-            over = ~(pair_iou(b[i], b[j], normalized, area[i], area[j]) <= thresh)  # NaN suppresses
-            firsts.append(i[over])
-            laters.append(j[over])
-    if not firsts:
-        return empty, empty
-    return np.concatenate(firsts), np.concatenate(laters)
+            yield np.minimum(i, j), np.maximum(i, j)  # back to input (score) order: the earlier one first
 
 
 def pair_iou(a: np.ndarray, o: np.ndarray, normalized: bool, area_a: np.ndarray, area_o: np.ndarray
@@ -466,21 +474,38 @@ class MatrixNms(Kernel):
 
 @register_kernel("nms", outputs={"KeepBoxesIdxs": ANY})
 class Nms(Kernel):
-    """Paddle's NMSKernel: box i is kept unless an earlier kept box has IoU (no +1 sizes) > iou_threshold."""
+    """Paddle's NMSKernel: box i is kept unless an earlier kept box has IoU (no +1 sizes, overlap clamped at
+    0) > iou_threshold. With a threshold >= 0 only pairs overlapping in both axes can be over it."""
 
     def run(self, ins: Ins) -> Outs:
         b = ins["Boxes"][0]
         thresh = b.dtype.type(self.attrs["iou_threshold"])
         area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+        if not thresh >= 0:
+            return {"KeepBoxesIdxs": [self._loop(b, area, thresh)]}
+        firsts, laters = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for i, j in overlap_candidates(b, strict=True):
+            over = self._iou(b[i], b[j], area[i], area[j]) > thresh
+            firsts.append(i[over])
+            laters.append(j[over])
+        keep = greedy_keep(len(b), np.concatenate(firsts), np.concatenate(laters))
+        return {"KeepBoxesIdxs": [np.flatnonzero(keep).astype(np.int64)]}
+
+    @staticmethod
+    def _iou(a: np.ndarray, o: np.ndarray, area_a: np.ndarray, area_o: np.ndarray) -> np.ndarray:
+        iw = np.minimum(a[:, 2], o[:, 2]) - np.maximum(a[:, 0], o[:, 0])
+        ih = np.minimum(a[:, 3], o[:, 3]) - np.maximum(a[:, 1], o[:, 1])
+        inter = np.where(iw > 0, iw, 0) * np.where(ih > 0, ih, 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return inter / (area_a + area_o - inter)
+
+    def _loop(self, b: np.ndarray, area: np.ndarray, thresh: np.floating) -> np.ndarray:
+        """The kernel box by box (a negative threshold: any pair can be over it)."""
         suppressed = np.zeros(len(b), bool)
         for i in range(len(b)):
             if suppressed[i]:
                 continue
             rest = np.arange(i + 1, len(b))
-            iw = np.minimum(b[i, 2], b[rest, 2]) - np.maximum(b[i, 0], b[rest, 0])
-            ih = np.minimum(b[i, 3], b[rest, 3]) - np.maximum(b[i, 1], b[rest, 1])
-            inter = np.where(iw > 0, iw, 0) * np.where(ih > 0, ih, 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                over = inter / (area[i] + area[rest] - inter) > thresh
+            over = self._iou(b[[i] * len(rest)], b[rest], area[i], area[rest]) > thresh
             suppressed[rest[over]] = True
-        return {"KeepBoxesIdxs": [np.flatnonzero(~suppressed).astype(np.int64)]}
+        return np.flatnonzero(~suppressed).astype(np.int64)
