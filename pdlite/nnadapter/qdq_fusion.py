@@ -108,10 +108,6 @@ class _Graph:
         return helper.make_node(op_type, inputs, outputs, name=self.fresh(f"n.{op_type}"),
                                 **{k: v for k, v in attrs.items() if v is not None})
 
-    def only_reader(self, name: str) -> Any | None:
-        rs = self.readers.get(name, [])
-        return rs[0] if len(rs) == 1 and name not in self.outputs else None
-
     def commit(self) -> None:
         """Drop dead nodes and unused initializers, sort the nodes topologically, write the graph back."""
         live = set(self.outputs)
