@@ -189,27 +189,32 @@ def _iou(b: np.ndarray) -> np.ndarray:
 
 def pick_threshold(boxes: np.ndarray, scores: np.ndarray, nms_threshold: float, want: int = 40) -> float | None:
     """A score threshold with about `want` candidates (boxes [M, 4], scores [C, M]) whose NMS cannot flip
-    under fp32 reordering: scores SCORE_GAP clear of it, no near-ties within a class, no IoU near the NMS
-    threshold within a class. None when this image has none."""
+    under fp32 reordering (`stable`). None when this image has none."""
     flat = np.sort(scores.ravel())[::-1].astype(np.float64)
     for n in sorted(range(8, 4 * want), key=lambda n: abs(n - want)):
         lo, hi = flat[n], flat[n - 1]
         if hi - lo < 2 * SCORE_GAP:
             continue
         t = float(np.float32((lo + hi) / 2))
-        ok = True
-        for c in range(scores.shape[0]):
-            idx = np.flatnonzero(scores[c] > t)
-            if len(idx) < 2:
-                continue
-            s = np.sort(scores[c, idx].astype(np.float64))
-            iou = _iou(boxes[idx].astype(np.float64))[np.triu_indices(len(idx), 1)]
-            if np.min(np.diff(s)) < TIE_GAP or np.min(np.abs(iou - nms_threshold)) < IOU_GAP:
-                ok = False
-                break
-        if ok:
+        if stable(boxes, scores, t, nms_threshold):
             return t
     return None
+
+
+def stable(boxes: np.ndarray, scores: np.ndarray, t: float, nms_threshold: float) -> bool:
+    """Every score SCORE_GAP clear of the threshold t, the candidates of a class TIE_GAP apart in score,
+    and no candidate pair of a class with an IoU within IOU_GAP of the NMS threshold."""
+    if np.min(np.abs(scores.astype(np.float64) - t)) < SCORE_GAP:
+        return False
+    for c in range(scores.shape[0]):
+        idx = np.flatnonzero(scores[c] > t)
+        if len(idx) < 2:
+            continue
+        s = np.sort(scores[c, idx].astype(np.float64))
+        iou = _iou(boxes[idx].astype(np.float64))[np.triu_indices(len(idx), 1)]
+        if np.min(np.diff(s)) < TIE_GAP or np.min(np.abs(iou - nms_threshold)) < IOU_GAP:
+            return False
+    return True
 
 
 MEAN_STD = {"ppyoloe_plus_crn": ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0]),  # NormalizeImage norm_type none: x / 255
@@ -282,7 +287,8 @@ def head_of(model):
 
 
 def choose(name: str, k: dict[str, object], seed: int):
-    """(model with random weights, feeds, score threshold): the first input draw with a stable reference."""
+    """(model with random weights, feeds, score threshold, batch-2 feeds): the first input draw with a stable
+    reference, then a second image (another photo size) stable at that threshold for a batch of two."""
     import paddle
 
     model = build(name, k)
@@ -291,20 +297,33 @@ def choose(name: str, k: dict[str, object], seed: int):
     calibrate_bn(model, name, rng)
     head = head_of(model)
     cap = head.nms = _Capture(head.nms)
+    nms_threshold = NETS[name]["nms"]["nms_threshold"]
+
+    def draw(photo_hw: tuple[int, int]) -> dict[str, np.ndarray]:
+        feeds = {"image": sample_images(name, rng), "im_shape": np.array([[SIZE, SIZE]], np.float32),
+                 # [h, w] scale of a photo of this size resized to SIZE x SIZE (keep_ratio False)
+                 "scale_factor": np.array([[SIZE / photo_hw[0], SIZE / photo_hw[1]]], np.float32)}
+        with paddle.no_grad():
+            model({n: paddle.to_tensor(v) for n, v in feeds.items()})
+        return feeds
+
     try:
         for _ in range(50):
-            feeds = {"image": sample_images(name, rng),
-                     "im_shape": np.array([[SIZE, SIZE]], np.float32),
-                     # [h, w] scale of a 480x640 photo resized to SIZE x SIZE (keep_ratio False)
-                     "scale_factor": np.array([[SIZE / 480, SIZE / 640]], np.float32)}
-            with paddle.no_grad():
-                model({n: paddle.to_tensor(v) for n, v in feeds.items()})
-            t = pick_threshold(cap.seen["boxes"], cap.seen["scores"], NETS[name]["nms"]["nms_threshold"])
+            feeds = draw((480, 640))
+            t = pick_threshold(cap.seen["boxes"], cap.seen["scores"], nms_threshold)
             if t is not None:
-                return model, feeds, t
+                break
+        else:
+            raise SystemExit(f"{name}: no input draw with a stable NMS reference")
+        for _ in range(50):
+            second = draw((300, 200))
+            n = int(np.sum(cap.seen["scores"] > t))
+            if 12 <= n <= 160 and stable(cap.seen["boxes"], cap.seen["scores"], t, nms_threshold):
+                pair = {n_: np.concatenate([feeds[n_], second[n_]]) for n_ in feeds}
+                return model, feeds, t, pair
+        raise SystemExit(f"{name}: no second image stable at score_threshold {t}")
     finally:
         head.nms = cap.inner
-    raise SystemExit(f"{name}: no input draw with a stable NMS reference")
 
 
 def legacy_shims() -> None:
@@ -425,11 +444,12 @@ def make(name: str, k: dict[str, object], seed: int, work: Path) -> None:
 
     import paddle
 
-    model, feeds, t = choose(name, k, seed)
+    model, feeds, t, pair = choose(name, k, seed)
     paddle.save(model.state_dict(), str(work / f"{name}.pdparams"))
     (work / f"{name}.json").write_text(json.dumps({"score_threshold": t}))
-    ins = {n: feeds[n] for n in FEEDS}
-    case: dict[str, np.ndarray] = {f"in:{n}": v for n, v in ins.items()}
+    cases: dict[str, dict[str, np.ndarray]] = {}
+    for case, src in (("case.npz", feeds), ("case_b2.npz", pair)):
+        cases[case] = {f"in:{n}": src[n] for n in FEEDS}
     for fmt, pir in (("legacy", "0"), ("pir", "1")):
         dst = OUT / name / fmt
         for f in dst.glob("*"):
@@ -438,12 +458,15 @@ def make(name: str, k: dict[str, object], seed: int, work: Path) -> None:
         subprocess.run([sys.executable, __file__, "--export", name, fmt, str(work), str(dst)], env=env, check=True)
         (dst / "inference.pdiparams.info").unlink(missing_ok=True)
         model_file = dst / ("inference.json" if fmt == "pir" else "inference.pdmodel")
-        ref = paddle_reference(model_file, dst / "inference.pdiparams", ins)
-        case.update({f"{fmt}.out:{n}": v for n, v in ref.items()})
-        nums = [int(v.sum()) for v in ref.values() if v.dtype.kind in "iu"]
-        size = sum(f.stat().st_size for f in dst.iterdir()) / 1e3
-        print(f"{name}/{fmt}: score_threshold {t:.6g}, boxes {nums}, {size:.0f} kB")
-    np.savez_compressed(OUT / name / "case.npz", **case)
+        for case, data in cases.items():
+            ref = paddle_reference(model_file, dst / "inference.pdiparams",
+                                   {n[3:]: v for n, v in data.items() if n.startswith("in:")})
+            data.update({f"{fmt}.out:{n}": v for n, v in ref.items()})
+            nums = [v.tolist() for v in ref.values() if v.dtype.kind in "iu"]
+            size = sum(f.stat().st_size for f in dst.iterdir()) / 1e3
+            print(f"{name}/{fmt} {case}: score_threshold {t:.6g}, boxes {nums}, {size:.0f} kB")
+    for case, data in cases.items():
+        np.savez_compressed(OUT / name / case, **data)
 
 
 if __name__ == "__main__":

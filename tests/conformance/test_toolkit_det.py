@@ -5,7 +5,8 @@ PP-YOLOE+ (CSPResNet + CustomCSPPAN + PPYOLOEHead) and PicoDet (LCNet + LCPAN + 
 2.6, random weights, exported as PaddleDetection exports them (inputs image and scale_factor; outputs
 bbox [N, 6] = [label, score, x1, y1, x2, y2] and bbox_num [1] from multiclass_nms3), each in both formats
 (`legacy/` inference.pdmodel, `pir/` inference.json), on the host and on intel_openvino and onnxruntime.
-Reference: `<model>/case.npz`, Paddle Inference on each format's files.
+Reference: Paddle Inference on each format's files, for `<model>/case.npz` (one 160x160 image) and
+`<model>/case_b2.npz` (a batch of two, the second from a photo of another size: bbox_num has two counts).
 
 Tolerances:
 - host: bbox max|got - ref| <= 1e-4 * max|ref|; bbox_num and the number of rows exactly.
@@ -40,6 +41,7 @@ FORMATS = ["legacy", "pir"]
 HOST_REL = 1e-4
 ON_HOST = {"multiclass_nms3": "no converter"}  # op type left on the host -> part of the converters' refusal
 FOLDED = {"ppyoloe_plus_crn": set(), "picodet_lcnet": {"range", "meshgrid"}}  # refused, but folded to constants
+CASES = ["case.npz", "case_b2.npz"]
 
 
 def _folder(model: str, fmt: str) -> Path:
@@ -49,12 +51,12 @@ def _folder(model: str, fmt: str) -> Path:
     return d
 
 
-def _case(model: str, fmt: str) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
+def _case(model: str, fmt: str, case: str = "case.npz") -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """The inputs and this format's reference outputs (fetch name, array) in fetch order: bbox, bbox_num."""
-    z = np.load(ROOT / model / "case.npz")
+    z = np.load(ROOT / model / case)
     ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
     outs = [(k[len(fmt) + 5:], z[k]) for k in z.files if k.startswith(f"{fmt}.out:")]
-    assert len(outs) == 2, f"{model}/case.npz: {fmt} outputs {[n for n, _ in outs]}, expected bbox and bbox_num"
+    assert len(outs) == 2, f"{model}/{case}: {fmt} outputs {[n for n, _ in outs]}, expected bbox and bbox_num"
     return ins, outs
 
 
@@ -67,7 +69,12 @@ def _predictor(folder: Path, device: str | None):
 
 
 def _check(pred, model: str, fmt: str, rel: float, what: str) -> None:
-    ins, refs = _case(model, fmt)
+    for case in CASES:
+        _check_case(pred, model, fmt, case, rel, f"{what} {case}")
+
+
+def _check_case(pred, model: str, fmt: str, case: str, rel: float, what: str) -> None:
+    ins, refs = _case(model, fmt, case)
     (_, ref_box), (_, ref_num) = refs
     for run in (1, 2):  # the second run catches state kept between runs
         got = [np.asarray(g) for g in pred.predict(ins)]
@@ -92,12 +99,18 @@ def test_fixtures_are_detectors_with_nms() -> None:
             assert sorted(m.program.feed_names()) == ["image", "scale_factor"], f"{model}/{fmt}"
             size = sum(f.stat().st_size for f in folder.iterdir())
             assert size < 2_000_000, f"{model}/{fmt}: {size} bytes"
-            ins, ((_, box), (_, num)) = _case(model, fmt)
-            assert ins["image"].shape == (1, 3, 160, 160) and box.shape[1] == 6 and num.dtype == np.int32
-            assert 5 <= int(num.sum()) == len(box) <= 50, f"{model}/{fmt}: {int(num.sum())} boxes"
-        z = np.load(ROOT / model / "case.npz")
-        legacy, pir = (z[k] for k in z.files if ".out:" in k and z[k].dtype == np.float32)
-        assert_close_rel(legacy, pir, 1e-5, f"{model}: Paddle's legacy and PIR references")
+            for case, batch in zip(CASES, (1, 2)):
+                ins, ((_, box), (_, num)) = _case(model, fmt, case)
+                assert ins["image"].shape == (batch, 3, 160, 160) and box.shape[1] == 6 and num.shape == (batch,)
+                assert num.dtype == np.int32 and int(num.sum()) == len(box), f"{model}/{fmt} {case}"
+                assert all(5 <= n <= 50 for n in num.tolist()), f"{model}/{fmt} {case}: {num.tolist()} boxes"
+        for case in CASES:
+            z = np.load(ROOT / model / case)
+            legacy, pir = (z[k] for k in z.files if ".out:" in k and z[k].dtype == np.float32)
+            assert_close_rel(legacy, pir, 1e-5, f"{model} {case}: Paddle's legacy and PIR references")
+        one, two = (np.load(ROOT / model / c)["legacy.out:" + _case(model, "legacy")[1][0][0]] for c in CASES)
+        assert np.array_equal(one[:, 0], two[:len(one), 0]), f"{model}: image 1 keeps other boxes in the batch"
+        assert_close_rel(two[:len(one)], one, 1e-5, f"{model}: image 1 alone and in the batch of two")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
