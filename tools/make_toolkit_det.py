@@ -6,9 +6,11 @@ outputs bbox [N, 6] and bbox_num from multiclass_nms3), in both formats under `<
 - `legacy/`: inference.pdmodel + .pdiparams (paddle.jit.save with FLAGS_enable_pir_api=0, a ProgramDesc),
 - `pir/`: inference.json + .pdiparams (paddle.jit.save under PIR),
 
-each export in a fresh process (the flag is read at import), and `<model>/case.npz` (`in:<feed>`, and
-`legacy.out:<fetch>` / `pir.out:<fetch>`: Paddle Inference on each format's files, in fetch order, via
-tools/paddle_reference.py). Run (PaddleDetection 2.6 from PyPI, never imported by pdlite):
+each export in a fresh process (the flag is read at import; the legacy programs' op_callstack attributes
+dropped, so every file regenerates byte for byte), and `<model>/case.npz` (one image) and `case_b2.npz` (a
+batch of two): `in:<feed>`, and `legacy.out:<fetch>` / `pir.out:<fetch>`, Paddle Inference on each format's
+files in fetch order, via tools/paddle_reference.py. Run (PaddleDetection 2.6 from PyPI, never imported by
+pdlite):
 
     pip install --no-deps --target /work/tk/det paddledet==2.6.0
     PYTHONPATH=/work/tk/det:. python tools/make_toolkit_det.py [out_dir]
