@@ -176,3 +176,23 @@ def test_openvino_gets_the_device_neutral_model() -> None:
     from pdlite.nnadapter.convert import DEVICE_REWRITES
 
     assert fuse_qdq in DEVICE_REWRITES["onnxruntime"] and "intel_openvino" not in DEVICE_REWRITES
+
+
+def test_predictor_on_onnxruntime_runs_qlinearconv(tmp_path: Path) -> None:
+    """Through the public API: the subgraph kernel converts for its device, so the session ONNX Runtime builds
+    (its optimized model is what the model cache keeps) runs QLinearConv, and the outputs stay within REL."""
+    from pdlite import CxxConfig, create_paddle_predictor
+
+    name = "ptq_cnn_qdq"
+    ins, ref, _ = case(ROOT / name)
+    cfg = CxxConfig()
+    cfg.set_model_dir(ROOT / name)
+    cfg.set_nnadapter_device_names(["onnxruntime"])
+    cfg.set_nnadapter_model_cache_dir(str(tmp_path))
+    pred = create_paddle_predictor(cfg)
+    got = pred.predict({k: v.copy() for k, v in ins.items()})
+    cached = sorted(tmp_path.glob("*.onnxruntime"))
+    assert cached, "no model in the cache dir"
+    assert sum(_ops(p)["QLinearConv"] for p in cached) == FIXTURES[name][0]
+    for (k, r), g in zip(ref.items(), got):
+        assert max_rel_err(np.asarray(g), r) <= REL, k

@@ -213,7 +213,7 @@ def overlap_candidates(b: np.ndarray, strict: bool):
     if k < 2:
         return
     order = np.argsort(b[:, 0], kind="stable")
-    x0, y0, x1, y1 = (np.ascontiguousarray(b[order, c]) for c in range(4))
+    x0, y0, x1, y1 = (np.asarray(b[order, c], order="C") for c in range(4))
     stop = np.searchsorted(x0, x1, side="left" if strict else "right")  # sorted rows >= stop[p]: apart
     if not strict and np.isnan(x0[-1]):  # a NaN x0 sorts last but is never apart (NaN comparisons are false)
         stop[:] = k
@@ -386,7 +386,7 @@ def sort_desc_like_partial_sort(keys: np.ndarray, items: np.ndarray, middle: int
 
 def dense_iou(b: np.ndarray, normalized: bool) -> np.ndarray:
     """[i, j] = jaccard(b[i], b[[j]]) for every pair of boxes [K, 4] (elementwise the same float operations)."""
-    x0, y0, x1, y1 = (np.ascontiguousarray(b[:, c]) for c in range(4))
+    x0, y0, x1, y1 = (np.asarray(b[:, c], order="C") for c in range(4))
     apart = x0[None, :] > x1[:, None]
     apart |= x1[None, :] < x0[:, None]
     apart |= y0[None, :] > y1[:, None]
