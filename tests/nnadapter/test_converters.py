@@ -343,3 +343,14 @@ def test_predicates_refuse_training_batch_norm_and_int_division() -> None:
     info = TensorInfo({"a": (2,), "b": (2,)}, {"a": np.dtype(np.int32), "b": np.dtype(np.int32)})
     assert "integer" in (refusal(div, info) or "")
     assert refusal(OpDesc("no_such_op", {}, {}, {}), TensorInfo()) == "no converter"
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_pool_window_larger_than_padded_input_is_refused(ceil_mode: bool) -> None:
+    """OpenVINO builds such a pool and then fails at run time: refused at capability time instead."""
+    info = TensorInfo({"x": (2, 3, 4, 4), "y": (2, 3, 1, 1)})
+    attrs = {"pooling_type": "max", "ksize": [9, 9], "strides": [3, 3], "paddings": [2, 1], "ceil_mode": ceil_mode}
+    why = refusal(OpDesc("pool2d", {"X": ["x"]}, {"Out": ["y"]}, attrs), info)
+    assert why is not None and "larger than the padded 4x4 input" in why
+    attrs["ksize"] = [5, 5]
+    assert refusal(OpDesc("pool2d", {"X": ["x"]}, {"Out": ["y"]}, attrs), info) is None

@@ -80,6 +80,14 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
         sh, sw = pair(a["strides"])
         if p is not None and (p[1] + sh - 1 >= kh or p[3] + sw - 1 >= kw):
             return "ceil_mode with an end padding of a whole window (ONNX pads must be smaller than the kernel)"
+    hw, p = _spatial(info, x), None
+    if hw is not None:
+        p = _explicit_pads(op, hw)
+    if p is not None:
+        sh, sw = pair(a["strides"]) if a.get("ceil_mode") else (1, 1)
+        if hw[0] + p[0] + p[1] + sh - 1 < kh or hw[1] + p[2] + p[3] + sw - 1 < kw:
+            return (f"a {kh}x{kw} window larger than the padded {hw[0]}x{hw[1]} input "
+                    "(OpenVINO refuses it at run time)")
     return None
 
 
