@@ -26,6 +26,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "pdlite.operators",
     "pdlite.kernels.host",
     "pdlite.optimizer.passes",
+    "pdlite.optimizer.control_flow",
     "pdlite.nnadapter.subgraph_kernel",
     "pdlite.nnadapter.subgraph_pass",
     "pdlite.nnadapter.converters",

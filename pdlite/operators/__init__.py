@@ -4,6 +4,7 @@ from __future__ import annotations
 from pdlite.operators import (  # noqa: F401 (imported to register)
     activation,
     bitwise,
+    control_flow,
     creation,
     detection,
     elementwise,

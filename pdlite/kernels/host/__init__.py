@@ -7,6 +7,7 @@ from __future__ import annotations
 from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     activation,
     bitwise,
+    control_flow,
     conv,
     conv3d,
     creation,

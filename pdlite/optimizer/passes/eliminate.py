@@ -47,7 +47,7 @@ class DropoutEliminate(Fuser):
         if any(v.outputs or v.name in _fetch(ctx) for v in mask):
             return "the Mask output is used"
         if self._is_identity(m.op("dropout")):
-            return bypass_refusal(graph, m["x"], m["out"], _fetch(ctx))
+            return control_flow_refusal(graph, m["x"], m["out"]) or bypass_refusal(graph, m["x"], m["out"], _fetch(ctx))
         return None
 
     def rewrite(self, graph: Graph, m: Match, ctx: PassContext) -> None:
@@ -73,7 +73,7 @@ class IdentityScaleEliminate(Fuser):
     def check(self, graph: Graph, m: Match, ctx: PassContext) -> str | None:
         if m.op("scale").inputs.get("ScaleTensor"):
             return "scale comes from a tensor"
-        return bypass_refusal(graph, m["x"], m["out"], _fetch(ctx))
+        return control_flow_refusal(graph, m["x"], m["out"]) or bypass_refusal(graph, m["x"], m["out"], _fetch(ctx))
 
     def rewrite(self, graph: Graph, m: Match, ctx: PassContext) -> None:
         bypass(graph, m["scale"], m["x"], m["out"], _fetch(ctx))
@@ -98,7 +98,7 @@ class IdentityAssignEliminate(Fuser):
     def check(self, graph: Graph, m: Match, ctx: PassContext) -> str | None:
         if len(m["op"].inputs) != 1:
             return "more than one input"
-        return bypass_refusal(graph, m["x"], m["out"], _fetch(ctx))
+        return control_flow_refusal(graph, m["x"], m["out"]) or bypass_refusal(graph, m["x"], m["out"], _fetch(ctx))
 
     def rewrite(self, graph: Graph, m: Match, ctx: PassContext) -> None:
         bypass(graph, m["op"], m["x"], m["out"], _fetch(ctx))
@@ -108,6 +108,34 @@ def has_sub_block(node: Node) -> bool:
     op = node.op
     assert op is not None
     return any(k in op.attrs for k in ("sub_block", "sub_blocks"))
+
+
+def sub_block_names(program: object, node: Node) -> set[str]:
+    """Every var name the ops of `node`'s sub-block (and of blocks nested in it) read or write."""
+    blocks = getattr(program, "blocks", None) or []
+    names: set[str] = set()
+    todo = [node.op.attrs.get("sub_block")] if node.op is not None else []
+    seen: set[int] = set()
+    while todo:
+        idx = todo.pop()
+        if not isinstance(idx, int) or not 0 < idx < len(blocks) or idx in seen:
+            continue
+        seen.add(idx)
+        for op in blocks[idx].ops:
+            names.update(op.input_names())
+            names.update(op.output_names())
+            todo.append(op.attrs.get("sub_block"))
+    return names
+
+
+def control_flow_refusal(graph: Graph, *vars: Node) -> str | None:
+    """A reason to leave `vars` alone when an op with a sub-block reads or writes one of their names:
+    its block refers to them by name, so a bypass that renames them would break it."""
+    names = {v.name for v in vars}
+    for n in graph.op_nodes():
+        if has_sub_block(n) and names & {v.name for v in n.inputs + n.outputs}:
+            return f"{n.name} (an op with a sub-block) reads or writes it"
+    return None
 
 
 @register_pass("dead_code_elimination_pass")

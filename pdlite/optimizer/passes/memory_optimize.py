@@ -30,6 +30,7 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.graph import Graph, Node
 from pdlite.optimizer.pass_registry import Pass, PassContext, register_pass
+from pdlite.optimizer.passes.eliminate import has_sub_block, sub_block_names
 
 Step = tuple[Sequence[str], Sequence[str]]  # (names read, names written) by one instruction
 
@@ -131,6 +132,12 @@ class MemoryOptimizePass(Pass):
             return name not in keep and name not in persistable
 
         steps = [([v.name for v in n.inputs], [v.name for v in n.outputs]) for n in order]
+        # an op with a sub-block (while, conditional_block) also uses every var its block names: none
+        # of them may be released before it
+        program, known = ctx.meta.get("program"), set(by_name)
+        for i, n in enumerate(order):
+            if has_sub_block(n) and program is not None:
+                steps[i] = (steps[i][0] + sorted(sub_block_names(program, n) & known), steps[i][1])
         plan = plan_memory(steps, intermediate, lambda n: desc_bytes(by_name[n]))
         for i, node in enumerate(order):
             node.info["release"] = tuple(plan.release[i])
