@@ -16,7 +16,7 @@ from typing import Any
 
 from pdlite.core.program import Program
 from pdlite.errors import ModelFormatError
-from pdlite.model_parser import pir_mapping, pir_mapping_nn  # noqa: F401 (they fill PIR_OPS)
+from pdlite.model_parser import pir_control_flow, pir_mapping, pir_mapping_nn  # noqa: F401 (they fill PIR_OPS)
 from pdlite.model_parser.pir_convert import PIR_OPS, PirConverter, convert
 from pdlite.model_parser.pir_decode import DTYPE_NAMES, PirOp, PirType, decode_attr, decode_op, decode_program
 from pdlite.model_parser.program_io import check_var_ranks

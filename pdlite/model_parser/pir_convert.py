@@ -27,7 +27,7 @@ from pdlite.core.dtypes import VarType
 from pdlite.core.program import BlockDesc, OpDesc, Program, VarDesc
 from pdlite.core.registry import Registry
 from pdlite.errors import ModelFormatError, PdliteError, UnsupportedOpError
-from pdlite.model_parser.pir_decode import DTYPE_NAMES, DType, Opaque, PirOp, PirType
+from pdlite.model_parser.pir_decode import DTYPE_NAMES, DType, Opaque, PirOp, PirType, walk
 from pdlite.operators.registry import OPS
 
 Conversion = Callable[["PirConverter", PirOp], None]
@@ -76,8 +76,10 @@ class PirConverter:
         self.emitted: list[tuple[OpDesc, bool]] = []  # (op, droppable when its outputs are unused)
         self._taken: set[str] = {"feed", "fetch"}
         self.n_feeds = 0
-        for op in ops:
-            for vid, t in zip(op.outputs, op.types):
+        self.blocks: list[BlockDesc] = [self.block]  # block 0, then the sub-blocks of regions
+        self.current = 0  # the block being converted
+        for op in walk(ops):
+            for vid, t in [*zip(op.outputs, op.types), *(a for b in op.blocks for a in b.args)]:
                 if vid in self.types and vid != 0:
                     raise ModelFormatError(f"{source}: op #{op.index} ({op.name}) redefines value %{vid}")
                 self.types[vid] = t
@@ -201,6 +203,47 @@ class PirConverter:
         self.emitted.append((op, droppable))
         return op
 
+    def convert_op(self, op: PirOp) -> None:
+        fn = lookup(op.name)
+        if fn is None:
+            raise self.unsupported(op, "no pdlite mapping")
+        try:
+            fn(self, op)
+        except PdliteError:
+            raise
+        except (IndexError, KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
+            raise self.fail(op, f"malformed operands or attributes ({type(e).__name__}: {e})") from None
+
+    # -- regions (pdlite.model_parser.pir_control_flow) ------------------------------------------
+    def begin_block(self) -> tuple[Any, ...]:
+        """Start a sub-block of the current block: later emits go to it until `end_block`."""
+        idx = len(self.blocks)
+        self.blocks.append(BlockDesc(idx, self.current))
+        saved = (self.emitted, self.current, set(self.names.values()) | {n for v in self.vec_names.values() for n in v})
+        self.emitted, self.current = [], idx
+        return saved
+
+    def end_block(self, saved: tuple[Any, ...]) -> tuple[BlockDesc, list[str], list[str]]:
+        """Finish the sub-block: (block, outer vars it reads, outer vars it writes), in first-use order."""
+        ops = self.finish()
+        block = self.blocks[self.current]
+        block.ops = ops
+        outer = saved[2]
+        reads: dict[str, None] = {}
+        writes: dict[str, None] = {}
+        for op in ops:
+            for n in op.input_names():
+                if n in outer:
+                    reads[n] = None
+            for n in op.output_names():
+                if n in outer:
+                    writes[n] = None
+            for n in op.input_names() + op.output_names():
+                if n in self.block.vars:
+                    block.vars[n] = self.block.vars[n]
+        self.emitted, self.current = saved[0], saved[1]
+        return block, list(reads), list(writes)
+
     def finish(self) -> list[OpDesc]:
         """The emitted ops minus droppable ones (constants folded into attributes) nobody reads."""
         read: set[str] = set()
@@ -220,32 +263,25 @@ def convert(ops: list[PirOp], nested: Counter[str], source: str) -> Program:
     """A Program (block 0 only) for the PIR ops, mapped through `PIR_OPS`; all unknown ops are
     reported together, with their counts."""
     unknown: Counter[str] = Counter()
-    for op in ops:
-        if lookup(op.name) is None or op.regions:
+    for op in walk(ops):
+        if op.name != "cf.yield" and (lookup(op.name) is None or op.regions and not getattr(
+                lookup(op.name), "regions", False)):
             unknown[op.name] += 1
-    unknown.update({n: c for n, c in nested.items()})
     if unknown:
         listing = ", ".join(f"{n} x{c}" for n, c in sorted(unknown.items()))
         raise UnsupportedOpError(
             f"{source}: {sum(unknown.values())} PIR op(s) of {len(unknown)} type(s) have no pdlite mapping: "
-            f"{listing} (control flow and custom ops are not supported)"
+            f"{listing} (custom ops are not supported)"
         )
     c = PirConverter(ops, source)
     _prename_fetches(c)
     for op in ops:
-        fn = lookup(op.name)
-        assert fn is not None
-        try:
-            fn(c, op)
-        except PdliteError:
-            raise
-        except (IndexError, KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
-            raise c.fail(op, f"malformed operands or attributes ({type(e).__name__}: {e})") from None
+        c.convert_op(op)
     block = c.block
     block.ops = c.finish()
     block.vars.setdefault("feed", VarDesc("feed", VarType.FEED_MINIBATCH, None, persistable=True))
     block.vars.setdefault("fetch", VarDesc("fetch", VarType.FETCH_LIST, None, persistable=True))
-    return Program([block], extra={"format": "pir-json"})
+    return Program(c.blocks, extra={"format": "pir-json"})
 
 
 _NOT_RENAMED = ("builtin.parameter", "builtin.constant", "pd_op.data", "pd_op.feed", "builtin.split",

@@ -85,6 +85,27 @@ class PirOp:
     attrs: dict[str, Any]
     index: int
     regions: int = 0
+    # one entry per region (pd_op.if: then, else; pd_op.while: the body): its block's arguments
+    # (value id, type) and ops, the last of which is cf.yield
+    blocks: list[PirBlock] = field(default_factory=list)
+
+
+@dataclass
+class PirBlock:
+    """The one block of a region: arguments (negative value ids) and ops."""
+
+    args: list[tuple[int, PirType]]
+    ops: list[PirOp]
+
+
+def walk(ops: list[PirOp]) -> list[PirOp]:
+    """`ops` and, depth first, the ops of their regions."""
+    out: list[PirOp] = []
+    for op in ops:
+        out.append(op)
+        for b in op.blocks:
+            out.extend(walk(b.ops))
+    return out
 
 
 def _need(obj: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -178,7 +199,7 @@ def _value(v: Any, what: str) -> tuple[int, PirType]:
     return _vid(v, what), decode_type(_need(v, "TT", dict, what))
 
 
-def decode_op(o: Any, index: int) -> PirOp:
+def decode_op(o: Any, index: int, depth: int = 0) -> PirOp:
     what = f"op #{index}"
     name = _need(o, "#", str, what)
     if name == "p":  # compressed builtin.parameter
@@ -199,8 +220,18 @@ def decode_op(o: Any, index: int) -> PirOp:
             if key == "A":
                 attrs[_need(a, "N", str, f"{what} attribute")] = v
     regions = o.get("regions", [])
-    return PirOp(full, inputs, [v for v, _ in outs], [t for _, t in outs], attrs, index,
-                 len(regions) if isinstance(regions, list) else 0)
+    regions = regions if isinstance(regions, list) else []
+    if regions and depth > 64:
+        raise _Bad("regions nested more than 64 deep")
+    blocks = []
+    for k, region in enumerate(regions):
+        rblocks = _need(region, "blocks", list, f"{what} region {k}")
+        if len(rblocks) != 1:
+            raise _Bad(f"{what} region {k}: expected 1 block, found {len(rblocks)}")
+        args = [_value(a, f"{what} region {k} argument") for a in rblocks[0].get("args", []) or []]
+        blocks.append(PirBlock(args, [decode_op(x, i, depth + 1)
+                                      for i, x in enumerate(_all_ops(rblocks[0], f"{what} region {k}"))]))
+    return PirOp(full, inputs, [v for v, _ in outs], [t for _, t in outs], attrs, index, len(regions), blocks)
 
 
 def _all_ops(block: Any, what: str) -> list[Any]:

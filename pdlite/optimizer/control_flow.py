@@ -11,7 +11,8 @@ Scopes: Paddle runs a body in a child scope whose writes to outer vars go throug
 pdlite's kernels are functions of their inputs, so a run gets a local scope holding the op's
 inputs (`X` / `Input`, the condition), runs the block over it, and returns the `Out` vars the
 block wrote: the instruction stores them in the parent scope. A `conditional_block` whose
-condition does not hold writes nothing, so its `Out` vars keep their previous values. There is
+condition does not hold returns its `Out` vars' previous values (those it reads as `Input`; None
+for the others, which only the branch's select_input would read, and it picks the other). There is
 no iteration limit: Paddle has none either.
 
 control_flow_prepare_pass makes tensor arrays explicit in a graph (block 0's or a sub-block's):
@@ -153,7 +154,7 @@ class WhileKernel(BlockKernel):
 @register_kernel("conditional_block", precision=ANY_PRECISION, layout=ANY_LAYOUT,
                  inputs={"Cond": HOST_ANY, "Input": HOST_ANY}, outputs={"Out": HOST_ANY, "Scope": HOST_ANY})
 class ConditionalBlockKernel(BlockKernel):
-    """Runs the block once when Cond holds; otherwise writes nothing (Out keeps its values)."""
+    """Runs the block once when Cond holds; otherwise Out keeps its previous values."""
 
     in_slots = ("Input", "Cond")
 
@@ -166,7 +167,10 @@ class ConditionalBlockKernel(BlockKernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         if not self.holds(list(ins.get("Cond") or [])):
-            return {}
+            # Out keeps its previous value: an input's when the op reads it, else none (None: the
+            # select_input after a branch never picks the branch that did not run)
+            prev = dict(zip(self.op.inputs.get("Input") or [], ins.get("Input") or []))
+            return {"Out": [prev.get(n) for n in self.out_names]}
         scope = dict(self._params)
         for slot in self.in_slots:
             scope.update(zip(self.op.inputs.get(slot) or [], ins.get(slot) or []))

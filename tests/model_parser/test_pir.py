@@ -176,13 +176,27 @@ def test_unknown_ops_are_listed_with_counts(tmp_path):
     assert f"pd_op.my_scale x{renamed}" in msg and "custom_op.custom_abs x1" in msg and renamed == 2
 
 
-def test_control_flow_is_refused_with_inner_ops_counted():
+def test_unknown_ops_inside_regions_are_counted():
+    """Control flow converts (pir_control_flow); an unknown op inside a region is still reported up
+    front with the others, and cf.yield is not one of them."""
     doc = {"base_code": {"magic": "pir", "version": 4}, "program": {"regions": [{"#": "region_0", "blocks": [
         {"#": "block_0", "args": [], "ops": [
             {"#": "1.if", "I": [], "O": [], "A": [], "regions": [{"#": "region_1", "blocks": [
-                {"#": "block_1", "args": [], "ops": [{"#": "1.relu", "I": [], "O": [], "A": []},
+                {"#": "block_1", "args": [], "ops": [{"#": "3.my_op", "I": [], "O": [], "A": []},
                                                      {"#": "2.yield", "I": [], "O": [], "A": []}]}]}]}]}]}]}}
-    with pytest.raises(UnsupportedOpError, match=r"cf\.yield x1.*pd_op\.if x1.*pd_op\.relu x1"):
+    with pytest.raises(UnsupportedOpError, match=r"1 PIR op\(s\) of 1 type\(s\) have no pdlite mapping: "
+                                                 r"custom_op\.my_op x1"):
+        parse_pir_program(json.dumps(doc), "cf.json")
+
+
+def test_if_with_a_missing_region_is_a_format_error():
+    doc = {"base_code": {"magic": "pir", "version": 4}, "program": {"regions": [{"#": "region_0", "blocks": [
+        {"#": "block_0", "args": [], "ops": [
+            {"#": "1.data", "I": [], "O": [{"%": 1, "TT": {"#": "0.t_dtensor", "D": [{"#": "0.t_bool"}, [1], "NCHW", [], 0]}}],
+             "A": [{"N": "name", "AT": {"#": "0.a_str", "D": "c"}}]},
+            {"#": "1.if", "I": [{"%": 1}], "O": [], "A": [], "regions": [{"#": "region_1", "blocks": [
+                {"#": "block_1", "args": [], "ops": [{"#": "2.yield", "I": [], "O": [], "A": []}]}]}]}]}]}]}}
+    with pytest.raises(ModelFormatError, match=r"cf\.json: op #1 \(pd_op\.if\): expected region #1"):
         parse_pir_program(json.dumps(doc), "cf.json")
 
 
