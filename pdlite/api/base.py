@@ -27,6 +27,7 @@ from pdlite.api.tensor import Tensor
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import Program
 from pdlite.errors import InputError, ModelFormatError, PdliteError
+from pdlite.nnadapter.subgraph_kernel import direct_program
 from pdlite.runtime.instruction import Instruction, check_feed
 from pdlite.runtime.profiler import HookChain, PrecisionProfiler, Profiler
 from pdlite.runtime.runtime_program import Hook, RuntimeProgram
@@ -98,6 +99,8 @@ class PredictorBase:
         self._params = params
         self._param_ids = frozenset(id(v) for v in params.values())
         self._serial = make_reentrant(runtime)
+        # a program that is one NNAdapter subgraph: feeds straight to the device (no scope, no BLAS threads)
+        self._direct = direct_program(runtime, feed_names, fetch_names)
         self._feed_names = feed_names
         self._fetch_names = fetch_names
         block = program.main
@@ -175,6 +178,14 @@ class PredictorBase:
                 shape, dtype = self._feed_specs[t.name]
                 check_feed(t.name, data, shape, dtype)
             feeds[t.name] = data
+        if self._direct is not None and self._hook is None:
+            with self._lock:
+                outs = self._direct(feeds)
+            if outs is not None:  # None: a signature not built yet, or one that fell back to the host
+                fed = {id(_root(v)) for v in feeds.values()}
+                for t, v in zip(self._outputs, outs):
+                    t._set(self._private(v, fed))
+                return
         scope: dict[str, Any] = dict(self._params)
         scope.update(feeds)
         runtime = self._runtime
