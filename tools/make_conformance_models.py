@@ -758,11 +758,13 @@ def _define() -> None:  # noqa: C901 (one builder per model)
                                                    "align_corners": False, "align_mode": 1})]
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conformance_control_flow_cases import define as define_control_flow_cases
     from conformance_detection_cases import define as define_detection_cases
     from conformance_forms_cases import define as define_forms_cases
 
     define_detection_cases(sys.modules[__name__])
     define_forms_cases(sys.modules[__name__])
+    define_control_flow_cases(sys.modules[__name__])
 
 
 # ---------------------------------------------------------------------------------------------------- build

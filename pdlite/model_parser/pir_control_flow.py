@@ -3,7 +3,8 @@
 One op description, two front ends: a PIR region becomes a legacy sub-block, so the same
 `while` / `conditional_block` kernels run both formats.
 
-- `pd_op.while(cond, carried...)`: the carried values get variables V (initialised by `assign`)
+- `pd_op.while(cond, carried...)`: the carried tensors get variables V (initialised by `assign`;
+  a carried tensor array is its operand's variable, updated in place by the body)
   and a condition variable C; the body's block arguments are V; its `cf.yield(next_cond,
   next...)` becomes assigns to temporaries, then to C and V (all yields read before any is
   written); a `while` op runs the block (X: C, V and the outer vars the body reads; Out: C, V and
@@ -61,12 +62,18 @@ def _while(c: PirConverter, op: PirOp) -> None:
     cond = c.name(op, op.inputs[0])
     cvar = _var(c, cond, "pir_while_cond")
     c.emit("assign", {"X": [cond]}, {"Out": [cvar]})
-    carried = []
+    carried, arrays = [], set()
     for i, vid in enumerate(op.inputs[1:]):
-        if op.types[i].kind != "dtensor":
-            raise c.unsupported(op, f"loop-carried value #{i} is a {op.types[i].kind}; pdlite carries tensors only")
-        v = c.define(op, i)
-        c.emit("assign", {"X": [c.name(op, vid)]}, {"Out": [v]})
+        if op.types[i].kind == "dtensor_array":  # arrays are updated in place: the loop runs on the operand's
+            v = c.name(op, vid)
+            c.alias(op.outputs[i], v)
+            arrays.add(v)
+        elif op.types[i].kind == "dtensor":
+            v = c.define(op, i)
+            c.emit("assign", {"X": [c.name(op, vid)]}, {"Out": [v]})
+        else:
+            raise c.unsupported(op, f"loop-carried value #{i} is a {op.types[i].kind}; pdlite carries tensors "
+                                    "and tensor arrays")
         carried.append(v)
     saved = c.begin_block()
     args = op.blocks[0].args if op.blocks else []
@@ -77,12 +84,16 @@ def _while(c: PirConverter, op: PirOp) -> None:
     yields = _block_ops(c, op, 0)
     if len(yields) != len(carried) + 1:
         raise c.fail(op, f"the body yields {len(yields)} values, expected {len(carried) + 1}")
-    temps = []
-    for y in yields:
+    pairs = []
+    for y, dst in zip(yields, [cvar, *carried]):
+        if dst in arrays:
+            if y != dst:
+                raise c.unsupported(op, f"the body yields another array ({y}) for the carried array {dst}")
+            continue
         t = _var(c, y, f"{y}_next")
         c.emit("assign", {"X": [y]}, {"Out": [t]})
-        temps.append(t)
-    for t, dst in zip(temps, [cvar, *carried]):
+        pairs.append((t, dst))
+    for t, dst in pairs:
         c.emit("assign", {"X": [t]}, {"Out": [dst]})
     block, reads, writes = c.end_block(saved)
     xs = list(dict.fromkeys([cvar, *carried, *reads]))

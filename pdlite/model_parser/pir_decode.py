@@ -124,14 +124,14 @@ def decode_type(t: Any) -> PirType:
         return PirType("null")
     if short in SCALAR_TYPES:
         return PirType("scalar", SCALAR_TYPES[short])
-    if short in ("t_dtensor", "t_dtensor_array", "t_selected_rows"):
+    if short in ("t_dtensor", "t_dtensor_array", "t_dense_tensor_array", "t_selected_rows"):
         d = _need(t, "D", list, f"type {tid}")
         if len(d) < 2 or not isinstance(d[1], list):
             raise _Bad(f"type {tid}: data should be [dtype, dims, ...]")
         inner = decode_type(d[0])
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in d[1]):
             raise _Bad(f"type {tid}: dims should be integers, got {d[1]!r}")
-        kind = "dtensor" if short == "t_dtensor" else short[2:]
+        kind = {"t_dtensor": "dtensor", "t_dense_tensor_array": "dtensor_array"}.get(short, short[2:])
         return PirType(kind, inner.dtype, list(d[1]))
     if short == "t_vec":
         return PirType("vec", elems=[decode_type(e) for e in _need(t, "D", list, "type t_vec")])

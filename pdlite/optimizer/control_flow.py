@@ -67,6 +67,8 @@ class ControlFlowPreparePass(Pass):
                 name = op.outputs["Out"][0]
                 prev = latest.get(name) or next(
                     (v for v in graph.var_nodes() if v.name == name and not v.inputs and graph.is_input(v)), None)
+                if prev is None and name in graph.inputs:  # a sub-block's array from outside, not read before
+                    prev = graph.add_var(graph.var_desc(name))
                 if prev is not None:
                     op.inputs["Array"] = [name]
                     graph.link(prev, node)
@@ -101,7 +103,10 @@ class BlockKernel(Kernel):
         self._program = program
 
     def prepare(self, params: Mapping[str, Any]) -> None:
-        self._params = dict(params)
+        # a var the block writes is no weight there, even when constant folding made its first value
+        # a param (a loop counter's start): the block's kernels must not prepare it as one
+        written = set(self.out_names)
+        self._params = {n: v for n, v in params.items() if n not in written}
 
     def block(self) -> BlockDesc:
         idx = int(self.attrs["sub_block"])
