@@ -14,8 +14,8 @@ from __future__ import annotations
 
 # Passes run in this order. Names refer to pdlite.optimizer.pass_registry.PASSES.
 DEFAULT_PASSES: list[str] = [
-    "feed_fetch_strip_pass",
     "control_flow_prepare_pass",  # tensor arrays explicit (create_array, write_to_array reads its array)
+    "feed_fetch_strip_pass",
     # -- eliminations and constants -----------------------------------------------------
     "identity_dropout_eliminate_pass",
     "identity_scale_eliminate_pass",
