@@ -193,6 +193,31 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
             a = paddle.arange(6, dtype="float32").reshape([2, 3])
             return F.relu(a * 0.1 - 0.2) + self.w, paddle.sum(a * self.w)
 
+    class ControlFlow(nn.Layer):
+        """Decoder-like control flow (dy2static's pd_op.while / pd_op.if): a loop whose trip count is an
+        input, running a Linear (its weights read inside the loop body) on a carried state and writing
+        each step into a tensor array, stacked after; then an if on the input's mean between branches
+        with other ops, and the counter fetched."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x, n):
+            h = x
+            i = paddle.zeros([1], "int64")
+            arr = paddle.tensor.create_array("float32")
+            while i < n:
+                h = paddle.tanh(self.fc(h))
+                paddle.tensor.array_write(h, i, array=arr)
+                i = i + 1
+            steps, _ = paddle.tensor.manipulation.tensor_array_to_tensor(arr, axis=0, use_stack=True)
+            if paddle.mean(x) > 0:
+                y = F.relu(h) * 2.0
+            else:
+                y = paddle.exp(h) - 1.0
+            return steps, y, i
+
     img = [("x", [-1, 3, -1, -1], "float32")]
 
     def images(h: int, w: int) -> Callable[[np.random.Generator], dict[str, np.ndarray]]:
@@ -215,6 +240,9 @@ def _nets() -> dict[str, tuple[Callable[[], object], Spec, Callable[[np.random.G
                                         "im_shape": np.array([[32.0, 32.0]], np.float32)}),
         "op_forms": (OpForms, [("x", [-1, 6], "float32"), ("ids", [-1, 3], "int64")], form_inputs),
         "constants_only": (Constants, [], lambda rng: {}),
+        "control_flow": (ControlFlow, [("x", [1, 4], "float32"), ("n", [1], "int64")],
+                         lambda rng: {"x": rng.normal(0, 1, (1, 4)).astype(np.float32),
+                                      "n": np.array([3], np.int64)}),
         "bounds_forms": (BoundsForms, [("x", [-1, 6], "float32"), ("ids", [-1, 3], "int64")],
                          lambda rng: {"x": rng.normal(0, 1, (5, 6)).astype(np.float32),
                                       "ids": rng.integers(0, 3, (5, 3)).astype(np.int64)}),

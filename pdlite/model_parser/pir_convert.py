@@ -232,7 +232,8 @@ class PirConverter:
         reads: dict[str, None] = {}
         writes: dict[str, None] = {}
         for op in ops:
-            for n in op.input_names():
+            # write_to_array updates its array in place: it reads it too
+            for n in op.input_names() + (op.output_names() if op.type == "write_to_array" else []):
                 if n in outer:
                     reads[n] = None
             for n in op.output_names():
