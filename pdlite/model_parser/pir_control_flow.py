@@ -105,6 +105,9 @@ def _while(c: PirConverter, op: PirOp) -> None:
 @_region
 def _if(c: PirConverter, op: PirOp) -> None:
     cond = c.name(op, op.inputs[0])
+    for i, t in enumerate(op.types):
+        if t.kind != "dtensor":
+            raise c.unsupported(op, f"result #{i} is a {t.kind}; pdlite's pd_op.if yields tensors only")
     branches = []
     for k in range(2):
         saved = c.begin_block()
