@@ -1,4 +1,4 @@
-"""The native host kernels (pdlite/kernels/host/_native.c) against the NumPy kernels and naive references.
+"""The native host kernels (pdlite/kernels/host/native_src/) against the NumPy kernels and naive references.
 
 Each case runs the same op through the host kernel twice, with the config option host_native on
 (C kernels) and off (the NumPy kernels, the reference), and compares; the depthwise, GEMM, Winograd
@@ -379,7 +379,7 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-# the CPU features each instruction-set version needs (as _native.c's pick_isa checks them)
+# the CPU features each instruction-set version needs (as native_src/module.c's pick_isa checks them)
 ISA_NEEDS = {"baseline": set(), "avx2": {"avx2", "fma"},
              "avx512": {"avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq"}}
 
@@ -422,16 +422,52 @@ def test_default_instruction_set_is_the_best_the_cpu_has():
     assert native.isa() == best
 
 
-def test_the_extension_in_use_was_built_from_this_source():
-    """A stale build (compiled from another _native.c) is never used: its SOURCE_HASH must be this file's."""
+def _sources_sha256(folder) -> str:
+    """setup.py's SOURCE_HASH, written out again here: (name, size, bytes) of each .c / .h file in name order."""
     import hashlib
 
+    h = hashlib.sha256()
+    for name in sorted(f for f in os.listdir(folder) if f.endswith((".c", ".h"))):
+        with open(os.path.join(folder, name), "rb") as fh:
+            data = fh.read()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def test_the_extension_in_use_was_built_from_this_source():
+    """A stale build (compiled from other sources) is never used: its SOURCE_HASH must be that of the
+    native_src/ files beside native.py, all of them."""
     from pdlite.kernels.host import _native
 
-    src = os.path.join(os.path.dirname(native.__file__), "_native.c")
-    if not os.path.exists(src):
-        pytest.skip("an installed pdlite without its C source")
-    assert _native.SOURCE_HASH == hashlib.sha256(open(src, "rb").read()).hexdigest()
+    src = os.path.join(os.path.dirname(native.__file__), "native_src")
+    if not os.path.isdir(src):
+        pytest.skip("an installed pdlite without its C sources")
+    assert len([f for f in os.listdir(src) if f.endswith(".c")]) > 1
+    assert _native.SOURCE_HASH == _sources_sha256(src) == native._source_hash()
+
+
+def test_the_source_hash_covers_every_file(tmp_path, monkeypatch):
+    """Changing any one source file (a header included) or adding one changes the hash native.py checks."""
+    import shutil
+
+    src = os.path.join(os.path.dirname(native.__file__), "native_src")
+    if not os.path.isdir(src):
+        pytest.skip("an installed pdlite without its C sources")
+    copy = tmp_path / "native_src"
+    shutil.copytree(src, copy)
+    monkeypatch.setattr(native, "_SOURCE_DIR", copy)
+    seen = {native._source_hash()}
+    assert seen == {_sources_sha256(src)}
+    for name in sorted(os.listdir(copy)):
+        f = copy / name
+        data = f.read_bytes()
+        f.write_bytes(data + b"\n")
+        seen.add(native._source_hash())
+        f.write_bytes(data)
+    (copy / "extra.c").write_bytes(b"")
+    seen.add(native._source_hash())
+    assert len(seen) == len(os.listdir(copy)) + 1
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "ppocr_det_v4"])

@@ -1,4 +1,4 @@
-"""The optional native host kernels (`_native.c`), with typed wrappers.
+"""The optional native host kernels (`native_src/*.c`, one extension `_native`), with typed wrappers.
 
 `available()` says whether the C extension was built (setup.py builds it when a compiler
 exists; pdlite works without it, on its NumPy kernels). The host kernels call these wrappers
@@ -39,24 +39,41 @@ from typing import Any
 import numpy as np
 
 _HERE = Path(__file__).resolve().parent
-_SOURCE = _HERE / "_native.c"  # present in a source checkout, not in an installed wheel
+_SOURCE_DIR = _HERE / "native_src"  # the extension's C sources (a source checkout; an install may ship them)
 _EXT_NAME = "pdlite.kernels.host._native"
 load_note = ""  # why the extension is not in use, or where it came from (for `pdlite doctor`)
 
 
-def _source_hash() -> str | None:
+def source_files() -> list[Path]:
+    """The extension's .c and .h files in name order (setup.py compiles the .c files), [] when absent."""
     try:
-        return hashlib.sha256(_SOURCE.read_bytes()).hexdigest()
+        return sorted((p for p in _SOURCE_DIR.iterdir() if p.suffix in (".c", ".h")), key=lambda p: p.name)
+    except OSError:
+        return []
+
+
+def _source_hash() -> str | None:
+    """SHA-256 over (name, size, bytes) of each source file in order, as setup.py compiles in (SOURCE_HASH)."""
+    files = source_files()
+    if not files:
+        return None
+    h = hashlib.sha256()
+    try:
+        for f in files:
+            data = f.read_bytes()
+            h.update(f"{f.name}\0{len(data)}\0".encode())
+            h.update(data)
     except OSError:
         return None
+    return h.hexdigest()
 
 
 def _installed_build(digest: str) -> Path | None:
     """A `_native` built from this very source by a non-editable install elsewhere on sys.path.
 
     `pip install .` compiles the extension into site-packages while `python -m pytest` in the checkout imports
-    this source tree, which has no build. The build is used only if it embeds the SHA-256 of the `_native.c`
-    beside this file (setup.py compiles it in), so it is the same code, not an older release."""
+    this source tree, which has no build. The build is used only if it embeds the hash of the `native_src/`
+    sources beside this file (setup.py compiles it in), so it is the same code, not an older release."""
     for entry in sys.path:
         folder = (Path(entry or ".") / "pdlite" / "kernels" / "host").resolve()
         if folder == _HERE or not folder.is_dir():
@@ -80,7 +97,7 @@ def _load_extension() -> ModuleType | None:
         ext = None
     if ext is not None:
         if digest is not None and getattr(ext, "SOURCE_HASH", None) != digest:
-            load_note = (f"the build at {ext.__file__} is stale (built from another _native.c): rebuild it with "
+            load_note = (f"the build at {ext.__file__} is stale (built from other native_src/ sources): rebuild it with "
                          "`pip install -e .` or `python setup.py build_ext --inplace`; using the NumPy kernels")
             return None
         load_note = f"built in place: {ext.__file__}"
@@ -115,7 +132,7 @@ def set_default_enabled(on: bool) -> None:
     DEFAULT_ON = bool(on)
 NO_PARAMS = (0.0, 0.0, 0.0)
 
-# activation op type -> (code in _native.c, attached attrs -> the three float parameters)
+# activation op type -> (code in native_src/common.h, attached attrs -> the three float parameters)
 ACTIVATIONS: dict[str, tuple[int, Any]] = {
     "relu": (1, lambda a: NO_PARAMS),
     "relu6": (2, lambda a: (float(a["threshold"]), 0.0, 0.0)),

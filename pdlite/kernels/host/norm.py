@@ -110,7 +110,7 @@ class LayerNorm(Kernel):
         return out
 
     def _native(self, ins: dict[str, list[Any]], x: np.ndarray, x2: np.ndarray, axis: int) -> dict[str, list[Any]]:
-        """The same per row in one native pass (pdlite/kernels/host/_native.c)."""
+        """The same per row in one native pass (pdlite/kernels/host/native_src/)."""
         scale, bias = ins.get("Scale"), ins.get("Bias")
         outs = self.op.outputs
         y, mean, var = native.layer_norm(x2, _vec(scale), _vec(bias), float(self.attrs["epsilon"]),

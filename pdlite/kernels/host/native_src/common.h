@@ -1,0 +1,330 @@
+/* pdlite host target: optional native kernels (plain C99 + pthreads, CPython C-API, no NumPy headers).
+ *
+ * Kernels (float32, NCHW, C-contiguous buffers; shapes are passed in and checked against the buffer sizes):
+ *   depthwise_conv2d  any kernel size / stride / padding / dilation / channel multiplier, optional
+ *                     per-channel bias, fused activation (none, relu, relu6, leaky_relu, hard_swish,
+ *                     hard_sigmoid)
+ *   conv_gemm         out[n, g] = act(W[g] @ X[n, g] + bias): blocks of the product, each one a
+ *                     single-threaded cblas_sgemm of the BLAS NumPy uses (its address comes from Python),
+ *                     optionally gathering its own im2col columns (bounded memory)
+ *   winograd_conv3x3  3x3 stride-1 convs by Winograd F(2x2, 3x3): 16 GEMMs over 2x2 output tiles (small
+ *                     images of a batch side by side in the same GEMMs)
+ *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
+ *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
+ *   pool2d            max / avg windows with Paddle's divisor rules (exclusive or not)
+ *   layer_norm        per row of a (rows, cols) matrix, optional scale and bias, mean and variance out
+ *   softmax           per row of a (rows, cols) matrix
+ * Activations fused where a kernel takes one: relu, relu6, leaky_relu, hard_swish, hard_sigmoid, gelu (erf).
+ *
+ * Work is split over a small persistent pthread pool (set_num_threads); chunks are claimed dynamically
+ * so that a preempted worker on a busy machine costs little: the calling thread takes the rest. How work
+ * is split never depends on the thread count, so neither do the results. No fast-math: results follow
+ * IEEE float arithmetic; only the summation order (and FMA contraction) differs from the NumPy reference
+ * kernels. On x86-64 GCC/Clang, the hot loops are compiled for several instruction sets and picked at load
+ * time (no -march=native), so one build runs everywhere.
+ *
+ * Files (pdlite/kernels/host/native_src/, one extension `pdlite.kernels.host._native`; setup.py compiles every .c
+ * here, and the SHA-256 over all of them, in name order, is compiled in as SOURCE_HASH):
+ *   common.h        build macros, ISA dispatch (PD_VERSIONS), the pool's interface, activations, shared helpers
+ *   threadpool.c    the pthread pool (parallel_for)
+ *   depthwise.c     depthwise_conv2d          activation.c    bias_act
+ *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
+ *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
+ *   module.c        the Python module: method table, ISA pick, threads, SOURCE_HASH
+ */
+#ifndef PD_NATIVE_COMMON_H
+#define PD_NATIVE_COMMON_H
+#if defined(_WIN32)
+#error "pdlite's native kernels need POSIX threads; setup.py does not build them on Windows (NumPy kernels are used)"
+#endif
+#ifndef PD_SOURCE_SHA256
+#define PD_SOURCE_SHA256 "unknown" /* setup.py defines it: the SHA-256 of these sources, checked by native.py */
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* x86-64 with GCC or Clang: each task is compiled three times (baseline, AVX2+FMA, AVX-512) and the best one
+ * the CPU supports is picked when the module loads (feature checks, not CPU model names). */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(PD_NO_DISPATCH)
+#define PD_X86_DISPATCH 1
+#define PD_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define PD_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+#endif
+/* GCC: keep short copy / zero loops inline (the per-row memcpy / memset calls it would make of them cost more
+ * than the few floats they move); long rows call memcpy / memset explicitly */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
+
+/* a loop whose iterations are independent (no aliasing between its arrays): vectorise without runtime checks */
+#if defined(__clang__)
+#define PD_SIMD _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define PD_SIMD _Pragma("GCC ivdep")
+#else
+#define PD_SIMD
+#endif
+#if defined(__GNUC__)
+#define PD_INLINE static inline __attribute__((always_inline))
+#else
+#define PD_INLINE static inline
+#endif
+
+/* internal linkage across the extension's files, not exported from the shared object */
+#if defined(__GNUC__) || defined(__clang__)
+#define PD_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define PD_HIDDEN
+#endif
+
+typedef Py_ssize_t isz;
+
+/* ------------------------------------------------------------------------------------------------ */
+/* thread pool (threadpool.c)                                                                       */
+/* ------------------------------------------------------------------------------------------------ */
+
+typedef void (*pd_task)(void *ctx, isz begin, isz end);
+
+#define PD_MAX_THREADS 64
+
+extern PD_HIDDEN int g_threads; /* threads per job, the caller included */
+extern PD_HIDDEN long g_spin_ns; /* how long idle threads poll for work (PDLITE_NATIVE_SPIN_US) */
+/* Run fn over [0, n) in chunks of `grain`, on up to g_threads threads (the caller is one of them). */
+PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain);
+/* chunk size giving about `per_thread` chunks per thread */
+PD_HIDDEN isz grain_for(isz n, int per_thread);
+PD_HIDDEN void pool_after_fork_child(void);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* activations (same operation order as pdlite/kernels/host/activation.py)                          */
+/* ------------------------------------------------------------------------------------------------ */
+
+/* exp and erf written to vectorise (no libm calls in the loops, branch-free selects); no fast-math needed.
+ * pd_expf: Cody-Waite reduction y = n*ln2 + r, |r| <= ln2/2, degree-7 Taylor polynomial (~1 ulp), 2^n from
+ * the exponent bits (two factors, so that subnormal results round once); y below -104 (exp under half the
+ * smallest subnormal) gives 0, above 88.7 +inf; NaN stays NaN. */
+PD_INLINE float pd_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+PD_INLINE uint32_t pd_u32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+PD_INLINE float pd_expf(float y) {
+    float c = y < -104.0f ? -104.0f : y; /* NaN compares false: stays NaN */
+    c = c > 88.3762589f ? 88.3762589f : c;
+    const float n = (c * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(c / ln2) */
+    float r = c - n * 0.693145752f;
+    r = r - n * 1.42860677e-06f;
+    float p = 1.98412698e-4f;
+    p = p * r + 1.38888889e-3f;
+    p = p * r + 8.33333333e-3f;
+    p = p * r + 4.16666667e-2f;
+    p = p * r + 1.66666667e-1f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t ni = (int32_t)n;
+    /* 2^n as two factors: n = 128 would overflow the exponent field of one */
+    const float s1 = pd_f32((uint32_t)((ni >> 1) + 127) << 23), s2 = pd_f32((uint32_t)(ni - (ni >> 1) + 127) << 23);
+    float v = p * s1 * s2;
+    v = y < -104.0f ? 0.0f : v;
+    return y > 88.7228394f ? HUGE_VALF : v;
+}
+
+/* erf as pdlite/kernels/host/activation.py computes it: x + x*P(x^2) for |x| < 0.84375, else
+ * sign(x) * (1 - exp(-a^2) * Q(a - 0.84375)) with a = min(|x|, 4) */
+PD_INLINE float pd_erff(float x) {
+    const float a = fabsf(x), x2 = x * x;
+    float ps = 8.913267811294645e-05f;
+    ps = ps * x2 + -0.0008260615868493915f;
+    ps = ps * x2 + 0.00521061010658741f;
+    ps = ps * x2 + -0.0268629752099514f;
+    ps = ps * x2 + 0.11283756047487259f;
+    ps = ps * x2 + -0.37612637877464294f;
+    ps = ps * x2 + 0.12837916612625122f;
+    const float small = x + x * ps;
+    const float al = a > 4.0f ? 4.0f : a, t = al - 0.84375f;
+    float q = 9.979753485822584e-06f;
+    q = q * t + -0.00013531692093238235f;
+    q = q * t + 0.0008465261198580265f;
+    q = q * t + -0.0033566260244697332f;
+    q = q * t + 0.009912476874887943f;
+    q = q * t + -0.024356339126825333f;
+    q = q * t + 0.05338519811630249f;
+    q = q * t + -0.10733887553215027f;
+    q = q * t + 0.19771341979503632f;
+    q = q * t + -0.32788291573524475f;
+    q = q * t + 0.47436806559562683f;
+    q = q * pd_expf(-(al * al));
+    const float large = pd_f32(pd_u32(1.0f - q) | (pd_u32(x) & 0x80000000u));
+    return a < 0.84375f ? small : large;
+}
+
+enum { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU6 = 2, ACT_LEAKY = 3, ACT_HSWISH = 4, ACT_HSIGMOID = 5, ACT_GELU = 6 };
+
+typedef struct {
+    int kind;
+    float a0, a1, a2;
+} act_t;
+
+/* o[i] = act(src[i] + b) (b added when add_bias); src may be o (in place) */
+PD_INLINE void bias_act_copy(float *o, const float *src, isz n, float b, int add_bias, const act_t *act) {
+    if (!add_bias) b = 0.0f; /* x + 0.0f == x for every x but -0.0f; callers without bias pass add_bias = 0 */
+    switch (act->kind) {
+    case ACT_RELU:
+        if (add_bias) {
+            PD_SIMD for (isz i = 0; i < n; i++) {
+                float v = src[i] + b;
+                o[i] = v < 0.0f ? 0.0f : v;
+            }
+        } else {
+            PD_SIMD for (isz i = 0; i < n; i++) o[i] = src[i] < 0.0f ? 0.0f : src[i];
+        }
+        break;
+    case ACT_RELU6: {
+        const float t = act->a0;
+        PD_SIMD for (isz i = 0; i < n; i++) {
+            float v = add_bias ? src[i] + b : src[i];
+            v = v < 0.0f ? 0.0f : v;
+            o[i] = v > t ? t : v;
+        }
+        break;
+    }
+    case ACT_LEAKY: {
+        const float al = act->a0;
+        PD_SIMD for (isz i = 0; i < n; i++) {
+            float v = add_bias ? src[i] + b : src[i];
+            o[i] = v < 0.0f ? v * al : v;
+        }
+        break;
+    }
+    case ACT_HSWISH: {
+        const float off = act->a0, thr = act->a1, sc = act->a2;
+        PD_SIMD for (isz i = 0; i < n; i++) {
+            float v = add_bias ? src[i] + b : src[i], t = v + off;
+            t = t < 0.0f ? 0.0f : t;
+            t = t > thr ? thr : t;
+            o[i] = t * v / sc;
+        }
+        break;
+    }
+    case ACT_HSIGMOID: { /* min(max(x * slope + offset, 0), 1) (the product and sum may fuse into one FMA) */
+        const float slope = act->a0, off = act->a1;
+        PD_SIMD for (isz i = 0; i < n; i++) {
+            float v = add_bias ? src[i] + b : src[i], t = v * slope + off;
+            t = t < 0.0f ? 0.0f : t;
+            o[i] = t > 1.0f ? 1.0f : t;
+        }
+        break;
+    }
+    case ACT_GELU: /* 0.5 * x * (1 + erf(x * sqrt(0.5))), exact (erf) form, activation.py's order */
+        PD_SIMD for (isz i = 0; i < n; i++) {
+            const float v = add_bias ? src[i] + b : src[i];
+            float t = pd_erff(v * 0.707106769f);
+            t += 1.0f;
+            t *= v;
+            o[i] = t * 0.5f;
+        }
+        break;
+    default:
+        if (add_bias) {
+            PD_SIMD for (isz i = 0; i < n; i++) o[i] = src[i] + b;
+        } else if (o != src) {
+            memcpy(o, src, (size_t)n * sizeof(float));
+        }
+        break;
+    }
+}
+
+
+/* ------------------------------------------------------------------------------------------------ */
+/* shared helpers                                                                                   */
+/* ------------------------------------------------------------------------------------------------ */
+
+/* [lo, hi): the outputs o in [0, no) whose input index o*s - p + off lies in [0, size) */
+static inline void valid_range(isz no, isz s, isz p, isz off, isz size, isz *lo, isz *hi) {
+    isz base = off - p; /* input index of output 0 */
+    isz l = base >= 0 ? 0 : (-base + s - 1) / s;
+    isz h = size - 1 - base < 0 ? 0 : (size - 1 - base) / s + 1;
+    if (h > no) h = no;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* max that propagates NaN (as np.maximum): v if v > m or v is NaN */
+#define PD_MAXNAN(m, v) (((v) > (m) || (v) != (v)) ? (v) : (m))
+
+/* C = A @ B, row-major, one single-threaded call of the cblas_sgemm NumPy's BLAS has (gemm_conv.c) */
+extern PD_HIDDEN void *g_sgemm;
+PD_HIDDEN void sgemm_rm(isz m, isz n, isz k, const float *a, isz lda, const float *b, isz ldb, float *c, isz ldc);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* per-ISA versions of the tasks                                                                    */
+/* ------------------------------------------------------------------------------------------------ */
+
+/* PD_VERSIONS(t), after t_impl: t_base / t_avx2 / t_avx512 and the pointer t the kernels call, set by t_pick
+ * (module.c's pick_isa, once at import) */
+enum { PD_ISA_BASELINE = 0, PD_ISA_AVX2 = 1, PD_ISA_AVX512 = 2 };
+#ifdef PD_X86_DISPATCH
+#define PD_VERSIONS(name)                                                                                          \
+    static void name##_base(void *c, isz b, isz e) { name##_impl(c, b, e); }                                      \
+    PD_TARGET_AVX2 static void name##_avx2(void *c, isz b, isz e) { name##_impl(c, b, e); }                        \
+    PD_TARGET_AVX512 static void name##_avx512(void *c, isz b, isz e) { name##_impl(c, b, e); }                    \
+    static pd_task name = name##_base;                                                                             \
+    PD_HIDDEN void name##_pick(int isa) {                                                                          \
+        name = isa == PD_ISA_AVX512 ? name##_avx512 : (isa == PD_ISA_AVX2 ? name##_avx2 : name##_base);            \
+    }
+#else
+#define PD_VERSIONS(name)                                                                                          \
+    static void name##_base(void *c, isz b, isz e) { name##_impl(c, b, e); }                                      \
+    static pd_task name = name##_base;                                                                             \
+    PD_HIDDEN void name##_pick(int isa) { (void)isa; }
+#endif
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Python bindings                                                                                  */
+/* ------------------------------------------------------------------------------------------------ */
+
+/* obj's buffer, which must hold exactly nfloats float32 values (module.c) */
+PD_HIDDEN int get_buf(PyObject *obj, Py_buffer *view, int writable, isz nfloats, const char *what);
+/* act from an activation code and its (a0, a1, a2) tuple (module.c) */
+PD_HIDDEN int parse_act(int kind, PyObject *params, act_t *act);
+
+/* each kernel file's ISA picker and Python entry points (in module.c's method table) */
+PD_HIDDEN void dw_task_pick(int isa);
+PD_HIDDEN void ba_task_pick(int isa);
+PD_HIDDEN void i2c_task_pick(int isa);
+PD_HIDDEN void pool_task_pick(int isa);
+PD_HIDDEN void gemm_task_pick(int isa);
+PD_HIDDEN void wino_in_task_pick(int isa);
+PD_HIDDEN void wino_gemm_task_pick(int isa);
+PD_HIDDEN void wino_out_task_pick(int isa);
+PD_HIDDEN void ln_task_pick(int isa);
+PD_HIDDEN void sm_task_pick(int isa);
+PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_im2col(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_set_sgemm(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_has_sgemm(PyObject *self, PyObject *args);
+
+#endif /* PD_NATIVE_COMMON_H */

@@ -1,0 +1,247 @@
+/* pdlite native host kernels: depthwise conv2d (see common.h) */
+#include "common.h"
+
+/* ------------------------------------------------------------------------------------------------ */
+/* depthwise conv2d                                                                                 */
+/* ------------------------------------------------------------------------------------------------ */
+
+
+typedef struct {
+    const float *x, *w, *bias;
+    float *out;
+    isz N, C, H, W, OC, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+    act_t act;
+} dw_args;
+
+/* dst (hq, wq) with dst[y][x] = src[r0 + y*sh][c0 + x*sw] inside the (h, w) image, 0 outside: a padded copy
+ * (sh = sw = 1) or one polyphase component of the padded image (strided windows become unit-stride ones). */
+PD_INLINE void gather_plane(float *restrict dst, const float *restrict src, isz h, isz w, isz hq, isz wq, isz r0,
+                            isz c0, isz sh, isz sw) {
+    isz xlo, xhi;
+    valid_range(wq, sw, -c0, 0, w, &xlo, &xhi);
+    const int short_rows = wq < 64; /* inline loops: a libc call per short row costs more than the copy */
+    for (isz y = 0; y < hq; y++) {
+        float *d = dst + y * wq;
+        isz iy = r0 + y * sh;
+        if (iy < 0 || iy >= h) {
+            if (short_rows)
+                for (isz x = 0; x < wq; x++) d[x] = 0.0f;
+            else
+                memset(d, 0, (size_t)wq * sizeof(float));
+            continue;
+        }
+        const float *s = src + iy * w + c0;
+        for (isz x = 0; x < xlo; x++) d[x] = 0.0f;
+        if (sw == 1) {
+            if (short_rows)
+                for (isz x = xlo; x < xhi; x++) d[x] = s[x];
+            else
+                memcpy(d + xlo, s + xlo, (size_t)(xhi - xlo) * sizeof(float));
+        } else if (sw == 2) {
+            for (isz x = xlo; x < xhi; x++) d[x] = s[2 * x];
+        } else {
+            for (isz x = xlo; x < xhi; x++) d[x] = s[x * sw];
+        }
+        for (isz x = xhi; x < wq; x++) d[x] = 0.0f;
+    }
+}
+
+/* stride 2 x 2: the four phase planes (row phase pr, column phase pc) of the padded image in one pass over
+ * the input rows, each row split into its even and odd columns: plane (pr, pc)[y][x] = image[2y + pr - pt][2x + pc - pl] */
+PD_INLINE void gather_phases_s2(float *restrict buf, const float *restrict src, isz h, isz w, isz hq, isz wq,
+                                isz pt, isz pl, isz plane) {
+    /* columns x where both 2x - pl and 2x + 1 - pl are inside the row: [xa, xb) */
+    isz xa = (pl + 1) / 2, xb = (w - 1 + pl) / 2; /* 2x - pl >= 0 and 2x + 1 - pl <= w - 1 */
+    if (xb > wq) xb = wq;
+    if (xa > xb) xa = xb;
+    for (isz pr = 0; pr < 2; pr++)
+        for (isz y = 0; y < hq; y++) {
+            float *e = buf + (pr * 2) * plane + y * wq, *o = buf + (pr * 2 + 1) * plane + y * wq;
+            const isz iy = 2 * y + pr - pt;
+            if (iy < 0 || iy >= h) {
+                for (isz x = 0; x < wq; x++) e[x] = o[x] = 0.0f;
+                continue;
+            }
+            const float *s = src + iy * w;
+            for (isz x = 0; x < xa; x++) {
+                const isz ie = 2 * x - pl, io = ie + 1;
+                e[x] = ie >= 0 && ie < w ? s[ie] : 0.0f;
+                o[x] = io >= 0 && io < w ? s[io] : 0.0f;
+            }
+            const float *sp = s - pl;
+            for (isz x = xa; x < xb; x++) {
+                e[x] = sp[2 * x];
+                o[x] = sp[2 * x + 1];
+            }
+            for (isz x = xb; x < wq; x++) {
+                const isz ie = 2 * x - pl, io = ie + 1;
+                e[x] = ie >= 0 && ie < w ? s[ie] : 0.0f;
+                o[x] = io >= 0 && io < w ? s[io] : 0.0f;
+            }
+        }
+}
+
+#define DW_MAX_TAPS 32 /* taps per pass over an L1 block of the accumulator */
+#define DW_BLOCK 512   /* outputs per block of the tap-by-tap path (stays in L1) */
+
+/* acc[q] = sum_t k[t] * p[t][q] for q in [0, len): 9 taps in registers */
+PD_INLINE void dw_flat9(float *restrict acc, const float *const *p, const float *restrict k, isz len) {
+    const float *restrict p0 = p[0], *restrict p1 = p[1], *restrict p2 = p[2], *restrict p3 = p[3],
+                          *restrict p4 = p[4], *restrict p5 = p[5], *restrict p6 = p[6], *restrict p7 = p[7],
+                          *restrict p8 = p[8];
+    const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8];
+    PD_SIMD for (isz q = 0; q < len; q++)
+        acc[q] = k0 * p0[q] + k1 * p1[q] + k2 * p2[q] + k3 * p3[q] + k4 * p4[q] + k5 * p5[q] + k6 * p6[q] +
+                 k7 * p7[q] + k8 * p8[q];
+}
+
+/* a[q] (=|+=) sum of up to 4 taps k[u] * p[u][q] (one pass over a) */
+PD_INLINE void dw_group(float *restrict a, const float *const *p, const float *restrict k, isz off, isz nt, isz n,
+                        int init) {
+    const float *restrict s0 = p[0] + off, *restrict s1 = nt > 1 ? p[1] + off : s0,
+                          *restrict s2 = nt > 2 ? p[2] + off : s0, *restrict s3 = nt > 3 ? p[3] + off : s0;
+    const float k0 = k[0], k1 = nt > 1 ? k[1] : 0.0f, k2 = nt > 2 ? k[2] : 0.0f, k3 = nt > 3 ? k[3] : 0.0f;
+    if (init) {
+        switch (nt) {
+        case 1: PD_SIMD for (isz q = 0; q < n; q++) a[q] = k0 * s0[q]; break;
+        case 2: PD_SIMD for (isz q = 0; q < n; q++) a[q] = k0 * s0[q] + k1 * s1[q]; break;
+        case 3: PD_SIMD for (isz q = 0; q < n; q++) a[q] = k0 * s0[q] + k1 * s1[q] + k2 * s2[q]; break;
+        default: PD_SIMD for (isz q = 0; q < n; q++) a[q] = k0 * s0[q] + k1 * s1[q] + k2 * s2[q] + k3 * s3[q];
+        }
+    } else {
+        switch (nt) {
+        case 1: PD_SIMD for (isz q = 0; q < n; q++) a[q] += k0 * s0[q]; break;
+        case 2: PD_SIMD for (isz q = 0; q < n; q++) a[q] += k0 * s0[q] + k1 * s1[q]; break;
+        case 3: PD_SIMD for (isz q = 0; q < n; q++) a[q] += k0 * s0[q] + k1 * s1[q] + k2 * s2[q]; break;
+        default: PD_SIMD for (isz q = 0; q < n; q++) a[q] += k0 * s0[q] + k1 * s1[q] + k2 * s2[q] + k3 * s3[q];
+        }
+    }
+}
+
+/* acc[q] (=|+=) sum_t k[t] * p[t][q]: groups of 4 taps over L1-sized blocks of acc */
+PD_INLINE void dw_flat_taps(float *restrict acc, const float *const *p, const float *restrict k, isz taps, isz len,
+                            int init) {
+    for (isz q0 = 0; q0 < len; q0 += DW_BLOCK) {
+        isz n = len - q0 < DW_BLOCK ? len - q0 : DW_BLOCK;
+        for (isz t = 0; t < taps; t += 4)
+            dw_group(acc + q0, p + t, k + t, q0, taps - t < 4 ? taps - t : 4, n, init && t == 0);
+    }
+}
+
+PD_INLINE void dw_task_impl(void *vctx, isz begin, isz end) {
+    const dw_args *a = (const dw_args *)vctx;
+    const isz SH = a->SH, SW = a->SW, OH = a->OH, OW = a->OW;
+    const isz taps = a->KH * a->KW;
+    /* polyphase layout: tap (i, j) reads phase plane ((i*DH) % SH, (j*DW) % SW) at flat offset
+     * ((i*DH) / SH) * WQ + (j*DW) / SW; output (oy, ox) sits at flat index oy*WQ + ox */
+    isz qr_max = ((a->KH - 1) * a->DH) / SH, qc_max = ((a->KW - 1) * a->DW) / SW;
+    const isz WQ = OW + qc_max, HQ = OH + qr_max, plane = HQ * WQ, len = (OH - 1) * WQ + OW;
+    /* the flat loops run over a multiple of 16 outputs (no scalar remainder); the extra ones read the
+     * slack after the planes and are never copied out */
+    const isz len_r = (len + 15) / 16 * 16;
+    const isz nph = SH * SW;
+    float *buf = (float *)malloc((size_t)(plane * nph + 16 + len_r) * sizeof(float));
+    if (!buf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
+    float *acc = buf + plane * nph + 16;
+    memset(buf + plane * nph, 0, 16 * sizeof(float));
+    const isz mult = a->OC / a->C;
+    /* per tap: its flat slice in buf; per phase plane: whether some tap reads it */
+    const float **ptr = (const float **)malloc((size_t)taps * sizeof(float *));
+    unsigned char *used = (unsigned char *)calloc((size_t)nph, 1);
+    if (!ptr || !used) {
+        free(buf), free(ptr), free(used);
+        return;
+    }
+    for (isz i = 0, t = 0; i < a->KH; i++)
+        for (isz j = 0; j < a->KW; j++, t++) {
+            isz r = i * a->DH, c = j * a->DW, ph = (r % SH) * SW + (c % SW);
+            ptr[t] = buf + ph * plane + (r / SH) * WQ + c / SW;
+            used[ph] = 1;
+        }
+    int all_used = 1;
+    for (isz ph = 0; ph < nph; ph++) all_used &= used[ph];
+    isz last_src = -1;
+    isz n = begin / a->OC, oc = begin % a->OC;
+    for (isz p = begin; p < end; p++, oc++) {
+        if (oc == a->OC) oc = 0, n++;
+        const isz src_plane = n * a->C + oc / mult;
+        const float *k = a->w + oc * taps;
+        if (src_plane != last_src) {
+            const float *src = a->x + src_plane * a->H * a->W;
+            if (SH == 2 && SW == 2 && all_used)
+                gather_phases_s2(buf, src, a->H, a->W, HQ, WQ, a->PT, a->PL, plane);
+            else
+                for (isz ph = 0; ph < nph; ph++)
+                    if (used[ph])
+                        gather_plane(buf + ph * plane, src, a->H, a->W, HQ, WQ, ph / SW - a->PT, ph % SW - a->PL, SH,
+                                     SW);
+            last_src = src_plane;
+        }
+        float *o = a->out + p * OH * OW;
+        if (taps == 9) {
+            dw_flat9(acc, ptr, k, len_r);
+        } else {
+            for (isz t0 = 0; t0 < taps; t0 += DW_MAX_TAPS) /* tap blocks keep acc's blocks in L1 */
+                dw_flat_taps(acc, ptr + t0, k + t0, taps - t0 < DW_MAX_TAPS ? taps - t0 : DW_MAX_TAPS, len_r,
+                             t0 == 0);
+        }
+        const float b = a->bias ? a->bias[oc] : 0.0f;
+        if (OW >= 32) { /* bias + activation while copying the rows out */
+            for (isz oy = 0; oy < OH; oy++) bias_act_copy(o + oy * OW, acc + oy * WQ, OW, b, a->bias != NULL, &a->act);
+        } else { /* short rows: one pass over the whole accumulator, then plain row copies */
+            bias_act_copy(acc, acc, len_r, b, a->bias != NULL, &a->act);
+            for (isz oy = 0; oy < OH; oy++) {
+                float *orow = o + oy * OW;
+                const float *arow = acc + oy * WQ;
+                for (isz ox = 0; ox < OW; ox++) orow[ox] = arow[ox];
+            }
+        }
+    }
+    free(buf), free(ptr), free(used);
+}
+
+
+PD_VERSIONS(dw_task)
+
+PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
+    PyObject *xo, *wo, *bo, *oo, *ap;
+    dw_args a;
+    int act;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnnnnnnnn)iO", &xo, &wo, &bo, &oo, &a.N, &a.C, &a.H, &a.W, &a.OC, &a.OH,
+                          &a.OW, &a.KH, &a.KW, &a.SH, &a.SW, &a.DH, &a.DW, &a.PT, &a.PL, &act, &ap))
+        return NULL;
+    if (a.N < 0 || a.C <= 0 || a.OC % a.C != 0 || a.H < 0 || a.W < 0 || a.OH < 0 || a.OW < 0 || a.KH <= 0 ||
+        a.KW <= 0 || a.SH <= 0 || a.SW <= 0 || a.DH <= 0 || a.DW <= 0) {
+        PyErr_SetString(PyExc_ValueError, "depthwise_conv2d: bad geometry");
+        return NULL;
+    }
+    if (parse_act(act, ap, &a.act) < 0) return NULL;
+    Py_buffer xb, wb, bb, ob;
+    if (get_buf(xo, &xb, 0, a.N * a.C * a.H * a.W, "depthwise_conv2d input") < 0) return NULL;
+    if (get_buf(wo, &wb, 0, a.OC * a.KH * a.KW, "depthwise_conv2d filter") < 0) goto fail_x;
+    int has_bias = bo != Py_None;
+    if (has_bias && get_buf(bo, &bb, 0, a.OC, "depthwise_conv2d bias") < 0) goto fail_w;
+    if (get_buf(oo, &ob, 1, a.N * a.OC * a.OH * a.OW, "depthwise_conv2d output") < 0) goto fail_b;
+    a.x = (const float *)xb.buf;
+    a.w = (const float *)wb.buf;
+    a.bias = has_bias ? (const float *)bb.buf : NULL;
+    a.out = (float *)ob.buf;
+    if (a.OH > 0 && a.OW > 0) {
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(dw_task, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
+        Py_END_ALLOW_THREADS;
+    }
+    PyBuffer_Release(&ob);
+    if (has_bias) PyBuffer_Release(&bb);
+    PyBuffer_Release(&wb);
+    PyBuffer_Release(&xb);
+    Py_RETURN_NONE;
+fail_b:
+    if (has_bias) PyBuffer_Release(&bb);
+fail_w:
+    PyBuffer_Release(&wb);
+fail_x:
+    PyBuffer_Release(&xb);
+    return NULL;
+}

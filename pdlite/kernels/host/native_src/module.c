@@ -1,0 +1,123 @@
+/* pdlite native host kernels: the Python module (see common.h) */
+#include "common.h"
+
+/* ------------------------------------------------------------------------------------------------ */
+/* ISA pick                                                                                         */
+/* ------------------------------------------------------------------------------------------------ */
+
+static const char *g_isa = "baseline";
+
+static void pick_isa(void) {
+#ifdef PD_X86_DISPATCH
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+    const char *force = getenv("PDLITE_NATIVE_ISA"); /* baseline | avx2 | avx512: testing and benchmarking */
+    if (force && strcmp(force, "baseline") == 0) avx2 = avx512 = 0;
+    if (force && strcmp(force, "avx2") == 0) avx512 = 0;
+    int isa = avx512 ? PD_ISA_AVX512 : (avx2 ? PD_ISA_AVX2 : PD_ISA_BASELINE);
+    dw_task_pick(isa);
+    ba_task_pick(isa);
+    i2c_task_pick(isa);
+    pool_task_pick(isa);
+    gemm_task_pick(isa);
+    wino_in_task_pick(isa);
+    wino_gemm_task_pick(isa);
+    wino_out_task_pick(isa);
+    ln_task_pick(isa);
+    sm_task_pick(isa);
+    g_isa = avx512 ? "avx512" : (avx2 ? "avx2" : "baseline");
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Python bindings                                                                                  */
+/* ------------------------------------------------------------------------------------------------ */
+
+PD_HIDDEN int get_buf(PyObject *obj, Py_buffer *view, int writable, isz nfloats, const char *what) {
+    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
+    if (view->len != nfloats * (isz)sizeof(float)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd float32 values, got a buffer of %zd bytes", what, nfloats,
+                     view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+PD_HIDDEN int parse_act(int kind, PyObject *params, act_t *act) {
+    act->kind = kind;
+    act->a0 = act->a1 = act->a2 = 0.0f;
+    if (kind < ACT_NONE || kind > ACT_GELU) {
+        PyErr_Format(PyExc_ValueError, "unknown activation code %d", kind);
+        return -1;
+    }
+    if (!PyArg_ParseTuple(params, "fff", &act->a0, &act->a1, &act->a2)) return -1;
+    return 0;
+}
+
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg) {
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) n = 1;
+    if (n > PD_MAX_THREADS) n = PD_MAX_THREADS;
+    g_threads = (int)n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_num_threads(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    return PyLong_FromLong(g_threads);
+}
+
+static PyObject *py_isa(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    return PyUnicode_FromString(g_isa);
+}
+
+static PyMethodDef methods[] = {
+    {"depthwise_conv2d", py_depthwise_conv2d, METH_VARARGS,
+     "depthwise_conv2d(x, w, bias|None, out, (N,C,H,W,OC,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), act, (a0,a1,a2))"},
+    {"bias_act", py_bias_act, METH_VARARGS, "bias_act(out, bias|None, (N,C,inner), act, (a0,a1,a2)): in place"},
+    {"im2col", py_im2col, METH_VARARGS, "im2col(x, cols, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL))"},
+    {"pool2d", py_pool2d, METH_VARARGS, "pool2d(x, out, (NC,H,W,OH,OW,KH,KW,SH,SW,PT,PL), is_max, exclusive)"},
+    {"conv_gemm", py_conv_gemm, METH_VARARGS,
+     "conv_gemm(w, x, bias|None, out, (N,G,M,K,L), act, (a0,a1,a2)[, im2col geo|None[, bias_cols]]): "
+     "out[n,g] = act(w[g] @ x[n,g] + bias) (bias per row, or per column with bias_cols)"},
+    {"winograd_conv3x3", py_winograd_conv3x3, METH_VARARGS,
+     "winograd_conv3x3(x, u (16,OC,C), bias|None, out, (N,C,H,W,OC,OH,OW,PT,PL), act, (a0,a1,a2)): stride 1"},
+    {"layer_norm", py_layer_norm, METH_VARARGS,
+     "layer_norm(x, scale|None, bias|None, y, mean|None, var|None, (rows, cols), eps): over each row"},
+    {"softmax", py_softmax, METH_VARARGS, "softmax(x, y, (rows, cols)): over each row"},
+    {"set_sgemm", py_set_sgemm, METH_VARARGS, "set_sgemm(address of cblas_sgemm, ilp64)"},
+    {"has_sgemm", py_has_sgemm, METH_NOARGS, "whether conv_gemm has an sgemm"},
+    {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},
+    {"get_num_threads", py_get_num_threads, METH_NOARGS, "the threads per kernel call"},
+    {"isa", py_isa, METH_NOARGS, "the instruction set the kernels run with: baseline, avx2 or avx512"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "pdlite host native kernels", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    static int atfork_done = 0;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, pool_after_fork_child);
+        atfork_done = 1;
+        pick_isa();
+        const char *spin = getenv("PDLITE_NATIVE_SPIN_US");
+        if (spin && *spin) g_spin_ns = atol(spin) * 1000L;
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_HASH", PD_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,168 @@
+/* pdlite native host kernels: layer_norm and softmax (see common.h) */
+#include "common.h"
+
+/* ------------------------------------------------------------------------------------------------ */
+/* row kernels: layer_norm and softmax over the rows of a (rows, cols) matrix                       */
+/* ------------------------------------------------------------------------------------------------ */
+
+#define PD_LANES 16 /* partial sums per row: vectorisable without reassociating one running sum */
+
+PD_INLINE float row_sum(const float *x, isz n) {
+    float acc[PD_LANES] = {0};
+    isz i = 0;
+    for (; i + PD_LANES <= n; i += PD_LANES)
+        for (int j = 0; j < PD_LANES; j++) acc[j] += x[i + j];
+    float s = 0.0f;
+    for (int j = 0; j < PD_LANES; j++) s += acc[j];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+typedef struct {
+    const float *x, *scale, *bias;
+    float *y, *mean, *var;
+    isz cols;
+    float eps;
+} ln_args;
+
+/* y = (x - mean) / sqrt(var + eps) * scale + bias per row (pdlite/kernels/host/norm.py's order) */
+PD_INLINE void ln_task_impl(void *vctx, isz begin, isz end) {
+    const ln_args *a = (const ln_args *)vctx;
+    const isz n = a->cols;
+    for (isz r = begin; r < end; r++) {
+        const float *x = a->x + r * n;
+        float *y = a->y + r * n;
+        const float mean = row_sum(x, n) / (float)n;
+        float acc[PD_LANES] = {0}, ss = 0.0f;
+        isz i = 0;
+        for (; i + PD_LANES <= n; i += PD_LANES)
+            for (int j = 0; j < PD_LANES; j++) {
+                const float d = x[i + j] - mean;
+                acc[j] += d * d;
+            }
+        for (int j = 0; j < PD_LANES; j++) ss += acc[j];
+        for (; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
+        const float var = ss / (float)n, inv = 1.0f / sqrtf(var + a->eps);
+        const float *sc = a->scale, *b = a->bias;
+        if (sc && b) {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv * sc[k] + b[k];
+        } else if (sc) {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv * sc[k];
+        } else if (b) {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv + b[k];
+        } else {
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = (x[k] - mean) * inv;
+        }
+        if (a->mean) a->mean[r] = mean;
+        if (a->var) a->var[r] = var;
+    }
+}
+
+typedef struct {
+    const float *x;
+    float *y;
+    isz cols;
+} sm_args;
+
+/* y = exp(x - max) * (1 / sum) per row (pdlite/kernels/host/math.py's order); NaN propagates through max */
+PD_INLINE void sm_task_impl(void *vctx, isz begin, isz end) {
+    const sm_args *a = (const sm_args *)vctx;
+    const isz n = a->cols;
+    for (isz r = begin; r < end; r++) {
+        const float *x = a->x + r * n;
+        float *y = a->y + r * n;
+        float mx[PD_LANES];
+        for (int j = 0; j < PD_LANES; j++) mx[j] = -INFINITY;
+        isz i = 0;
+        for (; i + PD_LANES <= n; i += PD_LANES)
+            for (int j = 0; j < PD_LANES; j++) mx[j] = PD_MAXNAN(mx[j], x[i + j]);
+        float m = -INFINITY;
+        for (int j = 0; j < PD_LANES; j++) m = PD_MAXNAN(m, mx[j]);
+        for (; i < n; i++) m = PD_MAXNAN(m, x[i]);
+        PD_SIMD for (isz k = 0; k < n; k++) y[k] = pd_expf(x[k] - m);
+        const float inv = 1.0f / row_sum(y, n);
+        PD_SIMD for (isz k = 0; k < n; k++) y[k] *= inv;
+    }
+}
+
+
+PD_VERSIONS(ln_task)
+PD_VERSIONS(sm_task)
+
+/* the row count's grain: tiny tensors on one thread (waking a worker costs more than the work) */
+static isz row_grain(isz rows, isz cols) { return rows * cols < 16384 ? rows : grain_for(rows, 4); }
+
+PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args) {
+    PyObject *xo, *so, *bo, *yo, *mo, *vo;
+    isz rows, cols;
+    ln_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nn)f", &xo, &so, &bo, &yo, &mo, &vo, &rows, &cols, &a.eps)) return NULL;
+    if (rows < 0 || cols <= 0) {
+        PyErr_SetString(PyExc_ValueError, "layer_norm: bad shape");
+        return NULL;
+    }
+    Py_buffer bufs[6];
+    PyObject *objs[6] = {xo, so, bo, yo, mo, vo};
+    const isz sizes[6] = {rows * cols, cols, cols, rows * cols, rows, rows};
+    const int writable[6] = {0, 0, 0, 1, 1, 1};
+    static const char *what[6] = {"layer_norm x", "layer_norm scale", "layer_norm bias", "layer_norm y",
+                                  "layer_norm mean", "layer_norm variance"};
+    void *ptr[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int got = 0, ok = 1;
+    for (; got < 6; got++) {
+        if (objs[got] == Py_None) {
+            if (got == 0 || got == 3) {
+                PyErr_SetString(PyExc_ValueError, "layer_norm: x and y are required");
+                ok = 0;
+                break;
+            }
+            bufs[got].obj = NULL;
+            continue;
+        }
+        if (get_buf(objs[got], &bufs[got], writable[got], sizes[got], what[got]) < 0) {
+            ok = 0;
+            break;
+        }
+        ptr[got] = bufs[got].buf;
+    }
+    if (ok) {
+        a.x = (const float *)ptr[0], a.scale = (const float *)ptr[1], a.bias = (const float *)ptr[2];
+        a.y = (float *)ptr[3], a.mean = (float *)ptr[4], a.var = (float *)ptr[5];
+        a.cols = cols;
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(ln_task, &a, rows, row_grain(rows, cols));
+        Py_END_ALLOW_THREADS;
+    }
+    for (int i = 0; i < got; i++)
+        if (objs[i] != Py_None) PyBuffer_Release(&bufs[i]);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args) {
+    PyObject *xo, *yo;
+    isz rows, cols;
+    sm_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO(nn)", &xo, &yo, &rows, &cols)) return NULL;
+    if (rows < 0 || cols <= 0) {
+        PyErr_SetString(PyExc_ValueError, "softmax: bad shape");
+        return NULL;
+    }
+    Py_buffer xb, yb;
+    if (get_buf(xo, &xb, 0, rows * cols, "softmax x") < 0) return NULL;
+    if (get_buf(yo, &yb, 1, rows * cols, "softmax y") < 0) {
+        PyBuffer_Release(&xb);
+        return NULL;
+    }
+    a.x = (const float *)xb.buf;
+    a.y = (float *)yb.buf;
+    a.cols = cols;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(sm_task, &a, rows, row_grain(rows, cols));
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&yb);
+    PyBuffer_Release(&xb);
+    Py_RETURN_NONE;
+}

@@ -1,0 +1,176 @@
+/* pdlite native host kernels: pool2d (see common.h) */
+#include "common.h"
+
+/* ------------------------------------------------------------------------------------------------ */
+/* pool2d (max / avg), Paddle's CPU windows: see pdlite/kernels/host/pool.py                       */
+/* ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const float *x;
+    float *out;
+    isz NC, H, W, OH, OW, KH, KW, SH, SW, PT, PL;
+    int is_max, exclusive;
+} pool_args;
+
+
+/* one output (oy, ox) the slow way: any window position (padding, clipping at the edges) */
+PD_INLINE float pool_one(const pool_args *a, const float *src, isz h0, isz h1, isz hcount, isz ox) {
+    isz ws = ox * a->SW - a->PL, we = ws + a->KW;
+    if (we > a->W + a->PL) we = a->W + a->PL;
+    const isz wcount = we - ws;
+    const isz w0 = ws < 0 ? 0 : ws, w1 = we > a->W ? a->W : we;
+    if (a->is_max) {
+        float m = -FLT_MAX;
+        for (isz y = h0; y < h1; y++)
+            for (isz x = w0; x < w1; x++) m = PD_MAXNAN(m, src[y * a->W + x]);
+        return m;
+    }
+    float s = 0.0f;
+    for (isz y = h0; y < h1; y++)
+        for (isz x = w0; x < w1; x++) s += src[y * a->W + x];
+    const float div = a->exclusive ? (float)((h1 - h0) * (w1 - w0)) : (float)(hcount * wcount);
+    return s / div;
+}
+
+PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
+    const pool_args *a = (const pool_args *)vctx;
+    const isz OW = a->OW, SW = a->SW, KW = a->KW;
+    /* output columns whose window lies inside the image horizontally: [ilo, ihi) */
+    isz ilo = (a->PL + SW - 1) / SW, ihi = a->W - KW + a->PL >= 0 ? (a->W - KW + a->PL) / SW + 1 : 0;
+    if (ihi > OW) ihi = OW;
+    if (ilo > ihi) ilo = ihi;
+    /* acc: one output row; then the row-reduced input columns (at most W + KW) and their two phases */
+    float *acc = (float *)malloc((size_t)(OW + 2 * (a->W + KW) + 2) * sizeof(float));
+    if (!acc) return;
+    for (isz p = begin; p < end; p++) {
+        const float *src = a->x + p * a->H * a->W;
+        float *dst = a->out + p * a->OH * OW;
+        for (isz oy = 0; oy < a->OH; oy++) {
+            isz hs = oy * a->SH - a->PT, he = hs + a->KH;
+            if (he > a->H + a->PT) he = a->H + a->PT;
+            const isz hcount = he - hs;
+            const isz h0 = hs < 0 ? 0 : hs, h1 = he > a->H ? a->H : he;
+            float *d = dst + oy * OW;
+            for (isz ox = 0; ox < ilo; ox++) d[ox] = pool_one(a, src, h0, h1, hcount, ox);
+            for (isz ox = ihi; ox < OW; ox++) d[ox] = pool_one(a, src, h0, h1, hcount, ox);
+            if (ilo >= ihi) continue;
+            const isz n = ihi - ilo;
+            const isz x0 = ilo * SW - a->PL, x1 = (ihi - 1) * SW - a->PL + KW; /* input columns read */
+            const int is_max = a->is_max;
+            /* separable: reduce the window's rows first (contiguous, vectorised), then its columns */
+            float *cv = acc + OW; /* cv[x - x0] for x in [x0, x1) */
+            const isz nx = x1 - x0;
+            if (h1 <= h0) {
+                for (isz q = 0; q < nx; q++) cv[q] = is_max ? -FLT_MAX : 0.0f;
+            } else if (h1 - h0 == 1) {
+                const float *r = src + h0 * a->W + x0;
+                PD_SIMD for (isz q = 0; q < nx; q++) cv[q] = r[q];
+            } else {
+                /* (no memcpy into cv: its stores would not forward to the vector loads that follow) */
+                const float *r0 = src + h0 * a->W + x0, *r1 = r0 + a->W;
+                if (is_max) {
+                    PD_SIMD for (isz q = 0; q < nx; q++) cv[q] = PD_MAXNAN(r0[q], r1[q]);
+                } else {
+                    PD_SIMD for (isz q = 0; q < nx; q++) cv[q] = r0[q] + r1[q];
+                }
+                for (isz y = h0 + 2; y < h1; y++) {
+                    const float *r = src + y * a->W + x0;
+                    if (is_max) {
+                        PD_SIMD for (isz q = 0; q < nx; q++) cv[q] = PD_MAXNAN(cv[q], r[q]);
+                    } else {
+                        PD_SIMD for (isz q = 0; q < nx; q++) cv[q] += r[q];
+                    }
+                }
+            }
+            if (n == 1) { /* one window per row (global pooling): reduce cv over 8 lanes, then the lanes */
+                float part[8], r;
+                const float init = is_max ? -FLT_MAX : 0.0f;
+                for (int l = 0; l < 8; l++) part[l] = init;
+                isz x = 0;
+                for (; x + 8 <= KW; x += 8)
+                    for (int l = 0; l < 8; l++) part[l] = is_max ? PD_MAXNAN(part[l], cv[x + l]) : part[l] + cv[x + l];
+                r = part[0];
+                for (int l = 1; l < 8; l++) r = is_max ? PD_MAXNAN(r, part[l]) : r + part[l];
+                for (; x < KW; x++) r = is_max ? PD_MAXNAN(r, cv[x]) : r + cv[x];
+                if (is_max) {
+                    d[ilo] = r;
+                } else {
+                    const float div = a->exclusive ? (float)((h1 - h0) * KW) : (float)(hcount * KW);
+                    d[ilo] = r / div;
+                }
+                continue;
+            }
+            /* column taps: tap kx of output q reads cv[q*SW + kx]; with SW == 2, from the even / odd phase */
+            const float *ph[2] = {cv, cv};
+            isz step = SW;
+            if (SW == 2) { /* deinterleave, so that every column tap is a contiguous slice */
+                float *ev = cv + nx, *od = ev + (nx + 1) / 2;
+                for (isz i = 0; 2 * i < nx; i++) ev[i] = cv[2 * i];
+                for (isz i = 0; 2 * i + 1 < nx; i++) od[i] = cv[2 * i + 1];
+                ph[0] = ev, ph[1] = od, step = 1;
+            }
+            for (isz kx = 0; kx < KW; kx++) {
+                const float *t = SW == 2 ? ph[kx % 2] + kx / 2 : cv + kx;
+                if (kx == 0) {
+                    if (step == 1) {
+                        PD_SIMD for (isz q = 0; q < n; q++) acc[q] = t[q];
+                    } else {
+                        for (isz q = 0; q < n; q++) acc[q] = t[q * step];
+                    }
+                } else if (is_max) {
+                    if (step == 1) {
+                        PD_SIMD for (isz q = 0; q < n; q++) acc[q] = PD_MAXNAN(acc[q], t[q]);
+                    } else {
+                        for (isz q = 0; q < n; q++) acc[q] = PD_MAXNAN(acc[q], t[q * step]);
+                    }
+                } else {
+                    if (step == 1) {
+                        PD_SIMD for (isz q = 0; q < n; q++) acc[q] += t[q];
+                    } else {
+                        for (isz q = 0; q < n; q++) acc[q] += t[q * step];
+                    }
+                }
+            }
+            if (is_max) {
+                memcpy(d + ilo, acc, (size_t)n * sizeof(float));
+            } else {
+                const float div = a->exclusive ? (float)((h1 - h0) * KW) : (float)(hcount * KW);
+                for (isz q = 0; q < n; q++) d[ilo + q] = acc[q] / div;
+            }
+        }
+    }
+    free(acc);
+}
+
+
+PD_VERSIONS(pool_task)
+
+PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args) {
+    PyObject *xo, *oo;
+    pool_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO(nnnnnnnnnnn)ii", &xo, &oo, &a.NC, &a.H, &a.W, &a.OH, &a.OW, &a.KH, &a.KW, &a.SH,
+                          &a.SW, &a.PT, &a.PL, &a.is_max, &a.exclusive))
+        return NULL;
+    if (a.NC < 0 || a.H < 0 || a.W < 0 || a.OH < 0 || a.OW < 0 || a.KH <= 0 || a.KW <= 0 || a.SH <= 0 || a.SW <= 0) {
+        PyErr_SetString(PyExc_ValueError, "pool2d: bad geometry");
+        return NULL;
+    }
+    Py_buffer xb, ob;
+    if (get_buf(xo, &xb, 0, a.NC * a.H * a.W, "pool2d input") < 0) return NULL;
+    if (get_buf(oo, &ob, 1, a.NC * a.OH * a.OW, "pool2d output") < 0) {
+        PyBuffer_Release(&xb);
+        return NULL;
+    }
+    a.x = (const float *)xb.buf;
+    a.out = (float *)ob.buf;
+    if (a.NC > 0 && a.OH > 0 && a.OW > 0) {
+        isz grain = a.NC * a.OH * a.OW * a.KH * a.KW < 32768 ? a.NC : grain_for(a.NC, 4);
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(pool_task, &a, a.NC, grain);
+        Py_END_ALLOW_THREADS;
+    }
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&xb);
+    Py_RETURN_NONE;
+}

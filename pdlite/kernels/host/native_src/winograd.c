@@ -1,0 +1,213 @@
+/* pdlite native host kernels: Winograd F(2x2, 3x3) (see common.h) */
+#include "common.h"
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Winograd F(2x2, 3x3) for 3x3 stride-1 convs: 16 GEMMs U[p] (OC x C) @ V[p] (C x T) over the T     */
+/* 2x2 output tiles, 2.25x fewer multiplications than im2col. U = G g G^T comes transformed (Python). */
+/* ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const float *x, *u, *bias;
+    float *out, *v, *m; /* v: (16, C, T), m: (16, OC, T) scratch */
+    isz C, H, W, OC, OH, OW, PT, PL, TH, TW, T;
+    isz NB, TT;               /* images per pass (x, out: the pass's first one) and their tiles, NB * TP */
+    isz ty0, ty1, TP;         /* the pass's tile rows [ty0, ty1) of each image: TP = (ty1 - ty0) * TW tiles */
+    isz cols_per, col_blocks; /* GEMM blocks: 16 positions x col_blocks */
+    act_t act;
+} wino_args;
+
+/* input transform of channel c: V[p][c][t] = (B^T d B)[p] for each tile's 4x4 patch d */
+PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
+    const wino_args *a = (const wino_args *)vctx;
+    const isz TW = a->TW, PW = 2 * TW + 2; /* padded row: columns 2*tx - PL .. 2*tx - PL + 3 of each tile */
+    float *buf = (float *)malloc((size_t)(4 * PW + 8 * (TW + 1)) * sizeof(float));
+    if (!buf) return;
+    float *rows = buf;           /* 4 input rows (zero padded), then the vertical combinations in place */
+    float *ev = buf + 4 * PW;    /* even / odd columns of one combined row: 4 x (TW + 1) each */
+    float *od = ev + 4 * (TW + 1);
+    for (isz ic = begin; ic < end; ic++) { /* ic = image * C + channel */
+        const isz c = ic % a->C, toff = (ic / a->C) * a->TP - a->ty0 * TW;
+        const float *src = a->x + ic * a->H * a->W;
+        for (isz ty = a->ty0; ty < a->ty1; ty++) {
+            for (isz i = 0; i < 4; i++) {
+                const isz iy = 2 * ty - a->PT + i;
+                float *r = rows + i * PW;
+                if (iy < 0 || iy >= a->H) {
+                    memset(r, 0, (size_t)PW * sizeof(float));
+                    continue;
+                }
+                const float *s = src + iy * a->W;
+                const isz lo = a->PL < PW ? a->PL : PW;               /* r[px] = s[px - PL] for px in [lo, hi) */
+                const isz hi = a->PL + a->W < PW ? a->PL + a->W : PW;
+                for (isz px = 0; px < lo; px++) r[px] = 0.0f;
+                if (hi > lo) memcpy(r + lo, s + (lo - a->PL), (size_t)(hi - lo) * sizeof(float));
+                for (isz px = hi > lo ? hi : lo; px < PW; px++) r[px] = 0.0f;
+            }
+            /* B^T along the rows: t0 = d0 - d2, t1 = d1 + d2, t2 = d2 - d1, t3 = d1 - d3 */
+            float *d0 = rows, *d1 = rows + PW, *d2 = rows + 2 * PW, *d3 = rows + 3 * PW;
+            PD_SIMD for (isz x = 0; x < PW; x++) {
+                const float a0 = d0[x], a1 = d1[x], a2 = d2[x], a3 = d3[x];
+                d0[x] = a0 - a2;
+                d1[x] = a1 + a2;
+                d2[x] = a2 - a1;
+                d3[x] = a1 - a3;
+            }
+            for (isz i = 0; i < 4; i++) {
+                const float *t = rows + i * PW;
+                float *e = ev + i * (TW + 1), *o = od + i * (TW + 1);
+                for (isz k = 0; k <= TW; k++) {
+                    e[k] = t[2 * k];
+                    o[k] = t[2 * k + 1];
+                }
+                /* B along the columns of tile tx: (e[tx] - e[tx+1], o[tx] + e[tx+1], e[tx+1] - o[tx], o[tx] - o[tx+1]) */
+                const isz base = toff + ty * TW, TT = a->TT;
+                float *v0 = a->v + ((4 * i + 0) * a->C + c) * TT + base;
+                float *v1 = a->v + ((4 * i + 1) * a->C + c) * TT + base;
+                float *v2 = a->v + ((4 * i + 2) * a->C + c) * TT + base;
+                float *v3 = a->v + ((4 * i + 3) * a->C + c) * TT + base;
+                PD_SIMD for (isz tx = 0; tx < TW; tx++) {
+                    v0[tx] = e[tx] - e[tx + 1];
+                    v1[tx] = o[tx] + e[tx + 1];
+                    v2[tx] = e[tx + 1] - o[tx];
+                    v3[tx] = o[tx] - o[tx + 1];
+                }
+            }
+        }
+    }
+    free(buf);
+}
+
+/* GEMM blocks: position p = t / col_blocks, columns block t % col_blocks */
+PD_INLINE void wino_gemm_task_impl(void *vctx, isz begin, isz end) {
+    const wino_args *a = (const wino_args *)vctx;
+    for (isz t = begin; t < end; t++) {
+        const isz p = t / a->col_blocks, c0 = (t % a->col_blocks) * a->cols_per;
+        const isz cols = a->TT - c0 < a->cols_per ? a->TT - c0 : a->cols_per;
+        sgemm_rm(a->OC, cols, a->C, a->u + p * a->OC * a->C, a->C, a->v + p * a->C * a->TT + c0, a->TT,
+                 a->m + p * a->OC * a->TT + c0, a->TT);
+    }
+}
+
+/* output transform of channel oc: Y = A^T m A per tile, A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]; + bias, act */
+PD_INLINE void wino_out_task_impl(void *vctx, isz begin, isz end) {
+    const wino_args *a = (const wino_args *)vctx;
+    const isz TW = a->TW, TT = a->TT, OW = a->OW;
+    float *buf = (float *)malloc((size_t)(8 * TW + 2 * 2 * TW) * sizeof(float));
+    if (!buf) return;
+    float *s0 = buf, *s1 = buf + 4 * TW; /* s0[j], s1[j]: rows of A^T m for column j (4 x TW each) */
+    float *row = buf + 8 * TW;           /* two output rows of width 2*TW */
+    for (isz io = begin; io < end; io++) { /* io = image * OC + output channel */
+        const isz oc = io % a->OC, toff = (io / a->OC) * a->TP - a->ty0 * TW;
+        const float b = a->bias ? a->bias[oc] : 0.0f;
+        float *o = a->out + io * a->OH * OW;
+        for (isz ty = a->ty0; ty < a->ty1; ty++) {
+            const isz base = toff + ty * TW;
+            for (isz j = 0; j < 4; j++) {
+                const float *m0 = a->m + ((0 + j) * a->OC + oc) * TT + base;
+                const float *m1 = a->m + ((4 + j) * a->OC + oc) * TT + base;
+                const float *m2 = a->m + ((8 + j) * a->OC + oc) * TT + base;
+                const float *m3 = a->m + ((12 + j) * a->OC + oc) * TT + base;
+                float *a0 = s0 + j * TW, *a1 = s1 + j * TW;
+                PD_SIMD for (isz tx = 0; tx < TW; tx++) {
+                    a0[tx] = m0[tx] + m1[tx] + m2[tx];
+                    a1[tx] = m1[tx] - m2[tx] - m3[tx];
+                }
+            }
+            for (isz r = 0; r < 2; r++) {
+                const float *c0 = (r ? s1 : s0), *c1 = c0 + TW, *c2 = c0 + 2 * TW, *c3 = c0 + 3 * TW;
+                float *y = row + r * 2 * TW;
+                for (isz tx = 0; tx < TW; tx++) {
+                    y[2 * tx] = c0[tx] + c1[tx] + c2[tx];
+                    y[2 * tx + 1] = c1[tx] - c2[tx] - c3[tx];
+                }
+                const isz oy = 2 * ty + r;
+                if (oy < a->OH) bias_act_copy(o + oy * OW, y, OW, b, a->bias != NULL, &a->act);
+            }
+        }
+    }
+    free(buf);
+}
+
+
+PD_VERSIONS(wino_in_task)
+PD_VERSIONS(wino_gemm_task)
+PD_VERSIONS(wino_out_task)
+
+PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
+    PyObject *xo, *uo, *bo, *oo, *ap;
+    wino_args a;
+    isz n;
+    int act;
+    (void)self;
+    memset(&a, 0, sizeof(a));
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnn)iO", &xo, &uo, &bo, &oo, &n, &a.C, &a.H, &a.W, &a.OC, &a.OH, &a.OW,
+                          &a.PT, &a.PL, &act, &ap))
+        return NULL;
+    if (g_sgemm == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "winograd_conv3x3: no sgemm (call set_sgemm first)");
+        return NULL;
+    }
+    if (n < 0 || a.C <= 0 || a.H <= 0 || a.W <= 0 || a.OC <= 0 || a.OH <= 0 || a.OW <= 0 || a.PT < 0 || a.PL < 0 ||
+        a.OH > a.H + 2 * a.PT + 2 || a.OW > a.W + 2 * a.PL + 2) {
+        PyErr_SetString(PyExc_ValueError, "winograd_conv3x3: bad geometry");
+        return NULL;
+    }
+    if (parse_act(act, ap, &a.act) < 0) return NULL;
+    a.TH = (a.OH + 1) / 2;
+    a.TW = (a.OW + 1) / 2;
+    a.T = a.TH * a.TW;
+    Py_buffer xb, ub, bb, ob;
+    int has_bias = bo != Py_None;
+    if (get_buf(xo, &xb, 0, n * a.C * a.H * a.W, "winograd input") < 0) return NULL;
+    if (get_buf(uo, &ub, 0, 16 * a.OC * a.C, "winograd weights") < 0) goto fail_x;
+    if (has_bias && get_buf(bo, &bb, 0, a.OC, "winograd bias") < 0) goto fail_u;
+    if (get_buf(oo, &ob, 1, n * a.OC * a.OH * a.OW, "winograd output") < 0) goto fail_b;
+    a.u = (const float *)ub.buf;
+    a.bias = has_bias ? (const float *)bb.buf : NULL;
+    /* Passes of about 256 tile columns: wider ones fall out of the caches (the transformed input and the
+     * products are 16 values per tile and channel). Small images go through together: their tiles side by
+     * side make the 16 GEMMs wider, and the weights (16 * OC * C, often larger than the images) are
+     * streamed once per pass instead of once per image; large images go through in bands of tile rows. */
+    a.NB = a.T >= 256 ? 1 : 256 / a.T;
+    if (a.NB > n) a.NB = n > 0 ? n : 1;
+    isz rows_per = a.NB > 1 ? a.TH : (a.TW >= 256 ? 1 : 256 / a.TW);
+    if (rows_per > a.TH) rows_per = a.TH;
+    const isz most = a.NB > 1 ? a.NB * a.T : rows_per * a.TW; /* tile columns of the widest pass */
+    a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * most) * sizeof(float));
+    if (!a.v) {
+        PyBuffer_Release(&ob);
+        PyErr_NoMemory();
+        goto fail_b;
+    }
+    a.m = a.v + 16 * a.C * most;
+    a.col_blocks = 1; /* one block per position: 16 blocks, whatever the thread count (same results) */
+    Py_BEGIN_ALLOW_THREADS;
+    for (isz i = 0; i < n; i += a.NB) {
+        const isz nb = n - i < a.NB ? n - i : a.NB; /* the last pass may hold fewer images */
+        a.x = (const float *)xb.buf + i * a.C * a.H * a.W;
+        a.out = (float *)ob.buf + i * a.OC * a.OH * a.OW;
+        for (a.ty0 = 0; a.ty0 < a.TH; a.ty0 = a.ty1) {
+            a.ty1 = a.ty0 + rows_per < a.TH ? a.ty0 + rows_per : a.TH;
+            a.TP = (a.ty1 - a.ty0) * a.TW;
+            a.TT = nb * a.TP;
+            a.cols_per = a.TT;
+            parallel_for(wino_in_task, &a, nb * a.C, grain_for(nb * a.C, 4));
+            parallel_for(wino_gemm_task, &a, 16 * a.col_blocks, 1);
+            parallel_for(wino_out_task, &a, nb * a.OC, grain_for(nb * a.OC, 4));
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    free(a.v);
+    PyBuffer_Release(&ob);
+    if (has_bias) PyBuffer_Release(&bb);
+    PyBuffer_Release(&ub);
+    PyBuffer_Release(&xb);
+    Py_RETURN_NONE;
+fail_b:
+    if (has_bias) PyBuffer_Release(&bb);
+fail_u:
+    PyBuffer_Release(&ub);
+fail_x:
+    PyBuffer_Release(&xb);
+    return NULL;
+}
