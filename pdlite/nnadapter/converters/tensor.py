@@ -1,11 +1,13 @@
 """Converters of the shape-manipulation ops: reshape2, flatten*, transpose2, (un)squeeze2, slice, shape,
-fill_constant, concat, split, stack, cast, assign.
+fill_constant, concat, split, stack, cast, assign, roll.
 
 Paddle's reshape `0` (copy the input dim at that index) and `-1` (infer) mean the same in ONNX
 Reshape. When an output shape is fully known (the subgraph kernel converts with concrete shapes)
 it is used as a constant; otherwise the shape is built from Shape/Slice/Concat so that exported
 models keep their dynamic batch. `shape` yields int32 (Paddle's dtype), `slice` clamps like ONNX
-Slice and drops `decrease_axis` dims with Squeeze.
+Slice and drops `decrease_axis` dims with Squeeze. `roll` (Paddle's out[(i + shift) mod n] = x[i] on each
+axis; no axis: on the flattened tensor) is Concat(Slice(x, n - s, n), Slice(x, 0, n - s)) with s = shift mod n,
+so the rolled dims (every dim when flattening) and the shifts must be known.
 """
 from __future__ import annotations
 
@@ -307,6 +309,54 @@ def _stack(ctx: ConvertContext, op: OpDesc) -> None:
         axis += rank + 1
     parts = [ctx.add("Unsqueeze", [ctx.tensor(n), ctx.ints([axis])]) for n in names]
     ctx.add("Concat", parts, [ctx.output(op, "Y")], axis=axis)
+
+
+def _roll_shifts(op: OpDesc, value) -> list[int] | None:
+    t = op.input("ShiftsTensor")
+    if t is None:
+        return [int(v) for v in op.attrs.get("shifts") or []]
+    v = value(t)
+    return None if v is None else [int(d) for d in np.asarray(v).reshape(-1)]
+
+
+def _roll_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    shifts = _roll_shifts(op, info.value)
+    if shifts is None:
+        return "roll needs constant shifts (ShiftsTensor is computed at run time)"
+    shape = info.shape(op.input("X") or "")
+    if shape is None:
+        return "roll needs the shape of X"
+    axes = [int(a) for a in op.attrs.get("axis") or []]
+    dims = [shape[a] for a in axes] if axes else list(shape)
+    if any(d < 0 for d in dims):
+        return "roll needs the sizes of the rolled dims (every dim when axis is empty)"
+    if len(shifts) != max(len(axes), 1):
+        return f"roll has {len(shifts)} shifts for {len(axes)} axes"
+    return None
+
+
+@register_converter("roll", supports=_roll_refusal)
+def _roll(ctx: ConvertContext, op: OpDesc) -> None:
+    x = op.input("X")
+    assert x is not None
+    shifts = _roll_shifts(op, ctx.value) or []
+    shape = [int(d) for d in ctx.shape(x) or []]
+    axes = [int(a) % len(shape) for a in op.attrs.get("axis") or []] if shape else []
+    y = ctx.tensor(x)
+    if not axes:  # Paddle rolls the flattened tensor and restores the shape
+        y = ctx.add("Reshape", [y, ctx.ints([-1])])
+        axes, dims = [0], [int(np.prod(shape))]
+    else:
+        dims = [shape[a] for a in axes]
+    for shift, axis, n in zip(shifts, axes, dims):
+        s = shift % n if n else 0
+        if s:
+            tail = ctx.add("Slice", [y, ctx.ints([n - s]), ctx.ints([n]), ctx.ints([axis])])
+            head = ctx.add("Slice", [y, ctx.ints([0]), ctx.ints([n - s]), ctx.ints([axis])])
+            y = ctx.add("Concat", [tail, head], axis=axis)
+    if not op.attrs.get("axis"):
+        y = ctx.add("Reshape", [y, ctx.ints(shape)])
+    ctx.add("Identity", [y], [ctx.output(op, "Out")])
 
 
 @register_converter("cast")
