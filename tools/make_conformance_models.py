@@ -230,6 +230,11 @@ def _define() -> None:  # noqa: C901 (one builder per model)
                 _op("matmul_v2", {"X": b, "Y": a}, {"trans_x": True, "trans_y": True}),
                 _op("matmul_v2", {"X": b, "Y": b}, {"trans_x": True})]
 
+    # bmm (PaddleSeg OCRNet's spatial gather): [B, M, K] @ [B, K, N], batch dim fed at run time
+    @model("bmm", ("a", [-1, 4, 5], F32, None), ("b", [-1, 5, 3], F32, None), ("c", [-1, 3, 4], F32, None), batch=2)
+    def _(a, b, c):
+        return [_op("bmm", {"X": a, "Y": b}), _op("bmm", {"X": c, "Y": a})]
+
     @model("matmul_legacy_mul", ("a", [-1, 4, 6], F32, None), ("b", [6, 5], F32, None))
     def _(a, b):
         w = paddle.create_parameter([6, 3], F32)

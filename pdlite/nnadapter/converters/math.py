@@ -1,7 +1,8 @@
-"""Converters of matmul_v2, fc, scale (+ fusion_scale_activation), softmax, dropout and lookup tables.
+"""Converters of matmul_v2, bmm, fc, scale (+ fusion_scale_activation), softmax, dropout and lookup tables.
 
 - matmul_v2(trans_x, trans_y): MatMul (NumPy semantics, as Paddle's) after swapping the last two
-  dims of a transposed operand of rank >= 2 (a constant one is transposed here).
+  dims of a transposed operand of rank >= 2 (a constant one is transposed here). bmm (Paddle: X [B, M, K]
+  @ Y [B, K, N], float, both 3-D) is MatMul.
 - fc: Out = act(Input flattened at in_num_col_dims @ W + Bias), shape Input.shape[:k] + [N].
 - scale: bias_after_scale ? scale * x + bias : scale * (x + bias); float tensors only.
 - dropout at inference: "upscale_in_train" is the identity, "downgrade_in_infer" multiplies by
@@ -55,6 +56,18 @@ def _matmul_v2(ctx: ConvertContext, op: OpDesc) -> None:
     xo = _swap_last(ctx, x) if op.attrs.get("trans_x") else ctx.tensor(x)
     yo = _swap_last(ctx, y) if op.attrs.get("trans_y") else ctx.tensor(y)
     ctx.add("MatMul", [xo, yo], [ctx.output(op, "Out")])
+
+
+def _bmm_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    if not (is_float(info, op.input("X")) and is_float(info, op.input("Y"))):
+        return "integer bmm"
+    ranks = {info.rank(op.input("X")), info.rank(op.input("Y"))}
+    return None if ranks == {3} else "bmm needs 3-D X and Y of known rank"
+
+
+@register_converter("bmm", supports=_bmm_refusal)
+def _bmm(ctx: ConvertContext, op: OpDesc) -> None:
+    ctx.add("MatMul", [ctx.input(op, "X"), ctx.input(op, "Y")], [ctx.output(op, "Out")])
 
 
 def _fc_refusal(op: OpDesc, info: TensorInfo) -> str | None:
