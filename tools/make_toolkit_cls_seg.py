@@ -1,4 +1,4 @@
-"""Real toolkit architectures as fixtures: PP-LCNet and PP-HGNet (paddleclas), PP-LiteSeg (paddleseg).
+"""Real toolkit architectures as fixtures: PP-LCNet, PP-HGNet, Swin, ViT (paddleclas), PP-LiteSeg, SegFormer (paddleseg).
 
 Dev tool (needs paddlepaddle 3.x and the toolkits, installed aside, never into the dev venv):
 
@@ -7,8 +7,11 @@ Dev tool (needs paddlepaddle 3.x and the toolkits, installed aside, never into t
     python tools/make_toolkit_cls_seg.py [--cls /work/tk/cls] [--seg /work/tk/seg] [names...]
 
 The model classes are the toolkits' own (`ppcls.arch.backbone.legendary_models.pp_lcnet.PPLCNet_x0_25`,
-`...pp_hgnet.PPHGNet` with PPHGNet_tiny's layout at narrow widths (PPHGNet_tiny itself is ~50 MB), `paddleseg.models.PPLiteSeg` on
-`paddleseg.models.backbones.STDCNet` at base 8), with seeded random weights and small class counts, wrapped
+`...pp_hgnet.PPHGNet` with PPHGNet_tiny's layout at narrow widths (PPHGNet_tiny itself is ~50 MB),
+`...swin_transformer.SwinTransformer` and `...model_zoo.vision_transformer.VisionTransformer` at 64x64, narrow
+and shallow, `paddleseg.models.PPLiteSeg` on `paddleseg.models.backbones.STDCNet` at base 8,
+`paddleseg.models.SegFormer` on a narrow one-block-per-stage MixVisionTransformer), with seeded random
+weights and small class counts, wrapped
 as the toolkits export them: PaddleClas appends a softmax (`infer_add_softmax`), PaddleSeg wraps the net in
 its own `paddleseg.deploy.export.WrappedModel(model, "argmax")` (int32 label map). Input specs as the
 toolkits' exporters write them: PaddleClas `[None, 3, 64, 64]`, PaddleSeg `[None, 3, None, None]`.
@@ -23,11 +26,11 @@ The toolkits are old next to Paddle 3.3, so the generator shims them here and no
   are replaced by functions that append the legacy ops Paddle 2.x wrote (`sigmoid` X -> Out;
   `elementwise_mul` axis -1; `arg_max` with keepdims / axis / flatten / dtype; `logical_and`), as Paddle
   2.6's Python did.
-- PP-LiteSeg's label map is a stable reference only when no pixel's two best logits nearly tie: the PIR
+- a segmenter's label map is a stable reference only when no pixel's two best logits nearly tie: the PIR
   export also prints the smallest top-1 - top-2 gap (eager, on each case's input) and the generator
   refuses a gap under 1e-2 of max|logit| (ten times the devices' fp32 bar).
 
-Each case, <model>/case.npz (and, for PP-LiteSeg, whose input size is dynamic, case_<H>x<W>.npz at a size
+Each case, <model>/case.npz (and, for PP-LiteSeg and SegFormer, whose input size is dynamic, case_<H>x<W>.npz at a size
 the network's strides do not divide), holds the input (a seeded random 8-bit image, normalised as the
 toolkit does), key `in:x`, and Paddle Inference's outputs on each format's files (tools/paddle_reference.py:
 unoptimised, mkldnn off, 1 thread), keys `legacy.out:<fetch>` / `pir.out:<fetch>` in fetch order; the
@@ -61,12 +64,25 @@ MODELS: dict[str, tuple[str, list[tuple[int, ...]], str]] = {
                             "1/1/2/1 HG blocks with downsampling in stages 2-4, layer_num 5, ESE attention) at "
                             "narrow widths (stem [6, 6, 12], stages in/mid/out 12/12/24, 24/12/32, 32/16/48, "
                             "48/16/64), class_expand 128, class_num 10, + softmax"),
+    "swin_tiny_narrow": ("cls", [(1, 3, 64, 64)],
+                         "paddleclas SwinTransformer (patch 4, window 4, 2 stages of 2 blocks: W-MSA then SW-MSA with "
+                         "paddle.roll shifts of 2 and the shifted-window attention mask, relative position bias, "
+                         "patch merging) at embed_dim 16, heads [1, 2], class_num 10, + softmax"),
+    "vit_tiny_narrow": ("cls", [(1, 3, 64, 64)],
+                        "paddleclas VisionTransformer (patch 16, cls token expanded to the run-time batch, learned "
+                        "position embedding, 2 pre-norm blocks of 2-head attention, exact gelu) at embed_dim 32, "
+                        "class_num 10, + softmax"),
     # the second PP-LiteSeg case: a size the 32x-downsampling does not divide (the context module's adaptive
     # pools see 3x4: 2x2 bins of uneven widths, 4x4 bins wider than the input), odd upsampling ratios
     "ppliteseg_stdc1_b8": ("seg", [(1, 3, 128, 128), (1, 3, 72, 100)],
                            "paddleseg PPLiteSeg(num_classes=4) on STDCNet(base=8, layers=[2, 2, 2]) (STDC1's "
                            "depth at 1/8 width), UAFM_SpAtten, cm_out_ch 16, arm_out_chs [16, 16, 16], "
                            "in paddleseg's WrappedModel(output_op='argmax')"),
+    "segformer_narrow": ("seg", [(1, 3, 64, 64), (1, 3, 72, 100)],
+                         "paddleseg SegFormer(num_classes=4, embedding_dim 16) on MixVisionTransformer (MiT-B0's "
+                         "layout: overlapping patch embeds, efficient attention with spatial-reduction ratios "
+                         "8/4/2/1, Mix-FFN depthwise 3x3 conv, 1 block per stage) at widths 8/16/24/32, "
+                         "in paddleseg's WrappedModel(output_op='argmax')"),
 }
 
 
@@ -85,17 +101,25 @@ def _no_pretrained(*args: object, **kwargs: object) -> None:
 def _import_cls(root: Path) -> types.ModuleType:
     """ppcls's model modules only (the package __init__s import sklearn and the training engine)."""
     base = root / "paddleclas" / "ppcls"
-    for sub in ("", ".arch", ".arch.backbone", ".arch.backbone.base", ".arch.backbone.legendary_models", ".utils"):
+    for sub in ("", ".arch", ".arch.backbone", ".arch.backbone.base", ".arch.backbone.legendary_models",
+                ".arch.backbone.model_zoo", ".utils"):
         _package("ppcls" + sub, base.joinpath(*sub.split(".")[1:]) if sub else base)
     sys.path.insert(0, str(root / "paddleclas"))
+    import logging
+
+    import ppcls.utils.logger as logger
+
+    logger._logger = logging.getLogger("ppcls")  # set by the training engine's init_logger, never run here
     import ppcls.arch.backbone.legendary_models.pp_hgnet as hgnet
     import ppcls.arch.backbone.legendary_models.pp_lcnet as lcnet
+    import ppcls.arch.backbone.legendary_models.swin_transformer as swin
+    import ppcls.arch.backbone.model_zoo.vision_transformer as vit
 
-    return types.SimpleNamespace(lcnet=lcnet, hgnet=hgnet)
+    return types.SimpleNamespace(lcnet=lcnet, hgnet=hgnet, swin=swin, vit=vit)
 
 
 def _import_seg(root: Path) -> types.ModuleType:
-    """paddleseg's PP-LiteSeg, STDCNet and export wrapper (the package __init__s import cv2, yaml, datasets)."""
+    """paddleseg's PP-LiteSeg, STDCNet, SegFormer, MixVisionTransformer and export wrapper (the package __init__s import cv2, yaml, datasets)."""
     base = root / "paddleseg"
     for sub in ("", ".models", ".models.backbones", ".cvlibs", ".deploy"):
         _package("paddleseg" + sub, base.joinpath(*sub.split(".")[1:]) if sub else base)
@@ -108,17 +132,21 @@ def _import_seg(root: Path) -> types.ModuleType:
     sys.modules["paddleseg"].utils = utils
     sys.path.insert(0, str(root))
     from paddleseg.deploy.export import WrappedModel
+    from paddleseg.models.backbones.mix_transformer import MixVisionTransformer
     from paddleseg.models.backbones.stdcnet import STDCNet
     from paddleseg.models.pp_liteseg import PPLiteSeg
+    from paddleseg.models.segformer import SegFormer
 
-    return types.SimpleNamespace(PPLiteSeg=PPLiteSeg, STDCNet=STDCNet, WrappedModel=WrappedModel)
+    return types.SimpleNamespace(PPLiteSeg=PPLiteSeg, STDCNet=STDCNet, WrappedModel=WrappedModel,
+                                 SegFormer=SegFormer, MixVisionTransformer=MixVisionTransformer)
 
 
 def _legacy_shims() -> None:
     """Paddle 3.3 ops with no legacy static branch, appended as the legacy ops Paddle 2.x wrote."""
     import paddle
     import paddle.nn.functional as F
-    from paddle.base.framework import convert_np_dtype_to_dtype_, in_dygraph_mode, in_pir_mode
+    from paddle import _C_ops
+    from paddle.base.framework import Variable, convert_np_dtype_to_dtype_, in_dygraph_mode, in_pir_mode
     from paddle.base.layer_helper import LayerHelper
 
     def legacy_op(op_type: str, ins: dict, attrs: dict, dtype=None):
@@ -151,7 +179,31 @@ def _legacy_shims() -> None:
         out.stop_gradient = True
         return out
 
+    def matmul(x, y, transpose_x=False, transpose_y=False, name=None):
+        return legacy_op("matmul_v2", {"X": x, "Y": y}, {"trans_x": transpose_x, "trans_y": transpose_y})
+
+    # _C_ops called by Paddle 3.3's Python without a legacy branch (gelu from nn.GELU, roll, Tensor.sum)
+    def c_shim(name: str, legacy: Callable) -> None:
+        fn = getattr(_C_ops, name)
+
+        def wrapped(*args, **kwargs):
+            if not in_pir_mode() and any(isinstance(a, Variable) for a in args):
+                return legacy(*args, **kwargs)
+            return fn(*args, **kwargs)
+        setattr(_C_ops, name, wrapped)
+
+    def reduce_sum(x, axis, dtype, keepdim):
+        axis = [axis] if isinstance(axis, int) else list(axis or [])
+        vt = x.dtype if dtype is None else convert_np_dtype_to_dtype_(dtype)
+        return legacy_op("reduce_sum", {"X": x}, {"dim": axis or [0], "keep_dim": keepdim, "reduce_all": not axis,
+                                                 "in_dtype": -1, "out_dtype": -1 if dtype is None else vt}, vt)
+
+    c_shim("gelu", lambda x, approximate=False, *_, **__: legacy_op("gelu", {"X": x}, {"approximate": bool(approximate)}))
+    c_shim("roll", lambda x, shifts, axis, *_, **__: legacy_op("roll", {"X": x}, {"shifts": list(shifts),
+                                                                            "axis": list(axis)}))
+    c_shim("sum", lambda x, axis=None, dtype=None, keepdim=False, *_, **__: reduce_sum(x, axis, dtype, keepdim))
     F.sigmoid = paddle.nn.functional.activation.sigmoid = paddle.sigmoid = shim(F.sigmoid, sigmoid)
+    paddle.matmul = paddle.tensor.matmul = paddle.tensor.linalg.matmul = Variable.matmul = shim(paddle.matmul, matmul)
     paddle.multiply = paddle.tensor.multiply = shim(paddle.multiply, multiply)
     paddle.argmax = paddle.tensor.argmax = shim(paddle.argmax, argmax)
     paddle.logical_and = paddle.tensor.logical_and = shim(paddle.logical_and, logical_and)
@@ -186,6 +238,19 @@ def build(name: str, cls_root: Path, seg_root: Path):
         net = tk.PPLiteSeg(4, tk.STDCNet(base=8, layers=[2, 2, 2]), cm_out_ch=16, arm_out_chs=[16, 16, 16],
                            seg_head_inter_chs=[16, 16, 16])
         return tk.WrappedModel(net, "argmax")
+    if name == "swin_tiny_narrow":
+        tk = _import_cls(cls_root)
+        return WithSoftmax(tk.swin.SwinTransformer(img_size=64, patch_size=4, embed_dim=16, depths=[2, 2],
+                                                   num_heads=[1, 2], window_size=4, class_num=10))
+    if name == "vit_tiny_narrow":
+        tk = _import_cls(cls_root)
+        return WithSoftmax(tk.vit.VisionTransformer(img_size=64, patch_size=16, class_num=10, embed_dim=32, depth=2,
+                                                    num_heads=2, qkv_bias=True, epsilon=1e-6))
+    if name == "segformer_narrow":
+        tk = _import_seg(seg_root)
+        mit = tk.MixVisionTransformer(embed_dims=[8, 16, 24, 32], num_heads=[1, 1, 2, 2], mlp_ratios=[2, 2, 2, 2],
+                                      qkv_bias=True, depths=[1, 1, 1, 1], sr_ratios=[8, 4, 2, 1])
+        return tk.WrappedModel(tk.SegFormer(4, mit, embedding_dim=16), "argmax")
     raise SystemExit(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
 
@@ -298,8 +363,8 @@ def write_readme(root: Path, sizes: dict[str, int]) -> None:
     lines = [README_HEAD, "",
              "Made by `tools/make_toolkit_cls_seg.py` (paddleclas 2.6.0, paddleseg 2.8.0, Paddle 3.3.1): the toolkits'",
              "own model classes, seeded random weights, exported as `legacy/` (inference.pdmodel, `paddle.jit.save`",
-             "with FLAGS_enable_pir_api=0, sigmoid / multiply / argmax / logical_and shimmed to the legacy ops Paddle 2.x",
-             "wrote) and `pir/` (inference.json, `paddle.jit.save` under PIR). `<model>/case*.npz` hold an input",
+             "with FLAGS_enable_pir_api=0, sigmoid / multiply / argmax / logical_and / matmul / gelu / roll / sum shimmed",
+             "to the legacy ops Paddle 2.x wrote) and `pir/` (inference.json, `paddle.jit.save` under PIR). `<model>/case*.npz` hold an input",
              "(`in:x`, a random 8-bit image normalised as the toolkit does) and Paddle Inference's outputs on each",
              "format's files (`legacy.out:<fetch>`, `pir.out:<fetch>`; the two agree to 1e-5). Checked on host,",
              "intel_openvino and onnxruntime by `tests/conformance/test_toolkit_cls_seg.py`.", ""]
@@ -311,7 +376,7 @@ def write_readme(root: Path, sizes: dict[str, int]) -> None:
     if README_HEAD in text:
         start = text.index(README_HEAD)
         nxt = text.find("\n## ", start + len(README_HEAD))
-        text = text[:start] + section + (text[nxt + 1:] if nxt >= 0 else "")
+        text = text[:start] + section + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)
