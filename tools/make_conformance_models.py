@@ -230,6 +230,17 @@ def _define() -> None:  # noqa: C901 (one builder per model)
                 _op("matmul_v2", {"X": b, "Y": a}, {"trans_x": True, "trans_y": True}),
                 _op("matmul_v2", {"X": b, "Y": b}, {"trans_x": True})]
 
+    # set_value with unit steps (PaddleClas ReXNet's `out[:, 0:c] += x`): a ValueTensor of the slice's shape, one
+    # broadcast over two sliced axes with a negative start and an end past the dim, one into a decrease axis
+    @model("set_value_slices", ("x", [-1, 6, 5, 4], F32, None), ("v", [-1, 2, 5, 4], F32, None),
+           ("w", [3, 1], F32, None), ("u", [6, 4], F32, None), batch=2)
+    def _(x, v, w, u):
+        def sv(val, axes, starts, ends, decrease=()):
+            return _op("set_value", {"Input": x, "ValueTensor": val},
+                       {"axes": axes, "starts": starts, "ends": ends, "steps": [1] * len(axes),
+                        "decrease_axes": list(decrease), "none_axes": [], "shape": [], "dtype": 5}, {"Out": F32})
+        return [sv(v, [1], [0], [2]), sv(w, [1, 2], [1, -3], [3, 100]), sv(u, [2], [3], [4], [2])]
+
     # bmm (PaddleSeg OCRNet's spatial gather): [B, M, K] @ [B, K, N], batch dim fed at run time
     @model("bmm", ("a", [-1, 4, 5], F32, None), ("b", [-1, 5, 3], F32, None), ("c", [-1, 3, 4], F32, None), batch=2)
     def _(a, b, c):

@@ -22,9 +22,6 @@ Tolerances:
   and the ops the partitioner leaves on the host are exactly the expected ones, each for the reason
   `pdlite inspect` prints (the ONNX converters' refusal) or, for the ops the converters accept, because
   they only compute a shape (`pdlite.nnadapter.partition.shape_only`: no device group is formed for them).
-  Ops the converters refuse but that never reach the partitioner (computed from constants only and folded
-  before it: Swin's shifted-window attention mask, built with set_value) are listed apart and must not be on
-  the host at run time.
 """
 from __future__ import annotations
 
@@ -71,8 +68,6 @@ EXPECTED_ON_HOST: dict[tuple[str, str], dict[str, str]] = {
                                  "slice": SHAPE_ONLY, "stack": SHAPE_ONLY},
     ("segformer_narrow", "legacy"): {}, ("segformer_narrow", "pir"): {},
 }
-# per model: op types the converters refuse that are folded away before partitioning (constants only)
-FOLDED: dict[str, set[str]] = {"swin_tiny_narrow": {"set_value"}}
 
 
 def _folder(model: str, fmt: str) -> Path:
@@ -146,9 +141,7 @@ def test_device_matches_paddle_inference(model: str, case: str, fmt: str, device
         else:
             assert any(why in r for r in reasons), f"{what}: {op_type} refused for {dict(reasons)}, expected {why!r}"
     refused = {t for t, (n, k, _) in table.items() if k < n}
-    folded = FOLDED.get(model, set())
-    assert folded <= refused and not folded & on_host, f"{what}: {sorted(folded)} should be refused and folded"
-    assert refused <= set(expected) | folded, f"{what}: converters refuse {sorted(refused - set(expected))} unexpectedly"
+    assert refused <= set(expected), f"{what}: converters refuse {sorted(refused - set(expected))} unexpectedly"
 
 
 # -- bilinear_interp_v2 to a run-time size on the devices ---------------------------------------------------

@@ -1,5 +1,5 @@
 """Converters of the shape-manipulation ops: reshape2, flatten*, transpose2, (un)squeeze2, slice, shape,
-fill_constant, concat, split, stack, cast, assign, roll.
+fill_constant, concat, split, stack, cast, assign, roll, set_value.
 
 Paddle's reshape `0` (copy the input dim at that index) and `-1` (infer) mean the same in ONNX
 Reshape. When an output shape is fully known (the subgraph kernel converts with concrete shapes)
@@ -7,7 +7,11 @@ it is used as a constant; otherwise the shape is built from Shape/Slice/Concat s
 models keep their dynamic batch. `shape` yields int32 (Paddle's dtype), `slice` clamps like ONNX
 Slice and drops `decrease_axis` dims with Squeeze. `roll` (Paddle's out[(i + shift) mod n] = x[i] on each
 axis; no axis: on the flattened tensor) is Concat(Slice(x, n - s, n), Slice(x, 0, n - s)) with s = shift mod n,
-so the rolled dims (every dim when flattening) and the shifts must be known.
+so the rolled dims (every dim when flattening) and the shifts must be known. `set_value` with unit steps
+(Input[s:e] = value on some axes, e.g. PaddleClas ReXNet's `out[:, 0:c] += x`) is rebuilt by data movement
+only: on each sliced axis Concat(x[:s], middle, x[e:]), innermost the value broadcast to the slice
+(NumPy-aligned to the slice without its decrease_axes, then Expand to Shape(slice)); bounds normalised as
+Python slices, so the sliced dims and the bounds must be known; none_axes and other steps stay on the host.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import OpDesc
 from pdlite.nnadapter.convert import ConvertContext, TensorInfo
 from pdlite.nnadapter.registry import ConversionError, register_converter
+from pdlite.operators.creation import assign_values
 
 
 def _known_shape(ctx: ConvertContext, name: str | None) -> list[int] | None:
@@ -356,6 +361,96 @@ def _roll(ctx: ConvertContext, op: OpDesc) -> None:
             y = ctx.add("Concat", [tail, head], axis=axis)
     if not op.attrs.get("axis"):
         y = ctx.add("Reshape", [y, ctx.ints(shape)])
+    ctx.add("Identity", [y], [ctx.output(op, "Out")])
+
+
+def _set_value_bounds(op: OpDesc, value) -> tuple[list[int], list[int], list[int]] | None:
+    """(starts, ends, steps) of a set_value, None when a bound tensor is not a constant."""
+    n = len(op.attrs.get("axes") or [])
+    out = []
+    for slot, key, fill in (("StartsTensorList", "starts", 0), ("EndsTensorList", "ends", 0),
+                            ("StepsTensorList", "steps", 1)):
+        names = op.inputs.get(slot) or []
+        if names:
+            vals = [value(t) for t in names]
+            if any(v is None for v in vals):
+                return None
+            out.append([int(np.asarray(v).reshape(-1)[0]) for v in vals])
+        else:
+            out.append([int(v) for v in op.attrs.get(key) or []] or [fill] * n)
+    return out[0], out[1], out[2]
+
+
+def _set_value_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    bounds = _set_value_bounds(op, info.value)
+    if bounds is None:
+        return "set_value needs constant starts / ends / steps"
+    axes = [int(a) for a in op.attrs.get("axes") or []]
+    if any(st != 1 for st in bounds[2]) or op.attrs.get("none_axes"):
+        return "set_value with steps other than 1 or none_axes"
+    shape = info.shape(op.input("Input") or "")
+    if shape is None or any(shape[a] < 0 for a in axes):
+        return "set_value needs the sizes of the sliced dims of Input"
+    v = op.input("ValueTensor")
+    rank = info.rank(v) if v is not None else len(op.attrs.get("shape") or [1])
+    if rank is None or rank > len(shape) - len(op.attrs.get("decrease_axes") or []):
+        return "set_value needs a value of known rank that broadcasts to the slice"
+    if v is None and not assign_values(op.attrs):
+        return "set_value without a value"
+    return None
+
+
+@register_converter("set_value", supports=_set_value_refusal)
+def _set_value(ctx: ConvertContext, op: OpDesc) -> None:
+    x = op.input("Input")
+    assert x is not None
+    shape = [int(d) for d in ctx.shape(x) or []]
+    rank = len(shape)
+    axes = [int(a) % rank for a in op.attrs.get("axes") or []]
+    starts, ends, _ = _set_value_bounds(op, ctx.value) or ([], [], [])
+    spans = {a: slice(s, e).indices(shape[a])[:2] for a, s, e in zip(axes, starts, ends)}
+    spans = {a: (lo, max(lo, hi)) for a, (lo, hi) in spans.items()}
+    dt = ctx.dtype(x)
+    v = op.input("ValueTensor")
+    if v is not None:
+        val = ctx.tensor(v)
+        if ctx.dtype(v) != dt:
+            val = ctx.cast(val, dt)
+        vrank = ctx.rank(v) or 0
+    else:
+        vshape = [int(d) for d in op.attrs.get("shape") or []]
+        vals = np.asarray(assign_values(op.attrs), dtype=dt)
+        val = ctx.const(vals.reshape(vshape or [vals.size]), hint="setv")
+        vrank = len(vshape) or 1
+    decrease = sorted({int(d) % rank for d in op.attrs.get("decrease_axes") or []})
+    lead = rank - len(decrease) - vrank  # NumPy alignment to the slice without its decrease_axes
+    if lead > 0:
+        val = ctx.add("Unsqueeze", [val, ctx.ints(range(lead))])
+    if decrease:
+        val = ctx.add("Unsqueeze", [val, ctx.ints(decrease)])
+    x_t = ctx.tensor(x)
+    order = sorted(spans)
+
+    def region(t: str, upto: int) -> str:
+        """t restricted to the spans of the first `upto` sliced axes."""
+        for a in order[:upto]:
+            lo, hi = spans[a]
+            t = ctx.add("Slice", [t, ctx.ints([lo]), ctx.ints([hi]), ctx.ints([a])])
+        return t
+
+    inner = region(x_t, len(order))
+    y = ctx.add("Expand", [val, ctx.add("Shape", [inner])])
+    for i in reversed(range(len(order))):  # rebuild outwards: x[:lo], y, x[hi:] along each sliced axis
+        a = order[i]
+        lo, hi = spans[a]
+        outer = region(x_t, i)
+        parts = []
+        if lo > 0:
+            parts.append(ctx.add("Slice", [outer, ctx.ints([0]), ctx.ints([lo]), ctx.ints([a])]))
+        parts.append(y)
+        if hi < shape[a]:
+            parts.append(ctx.add("Slice", [outer, ctx.ints([hi]), ctx.ints([shape[a]]), ctx.ints([a])]))
+        y = parts[0] if len(parts) == 1 else ctx.add("Concat", parts, axis=a)
     ctx.add("Identity", [y], [ctx.output(op, "Out")])
 
 
