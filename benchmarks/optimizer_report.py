@@ -28,11 +28,11 @@ sys.path.insert(0, str(REPO))
 from pdlite.api.config import CxxConfig  # noqa: E402
 from pdlite.api.predictor import CxxPredictor  # noqa: E402
 from pdlite.optimizer.passes.memory_optimize import plan_memory  # noqa: E402
-from pdlite.optimizer.pipeline import default_passes  # noqa: E402
+from pdlite.optimizer.pipeline import ESSENTIAL_PASSES, default_passes  # noqa: E402
 
 MODELS = ["mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_small_noncombined",
           "ppocr_cls_v2", "ppocr_det_v4", "resnet18", "transformer_encoder"]
-UNFUSED = ["feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_cast_pass"]
+UNFUSED = ESSENTIAL_PASSES
 
 
 def find_model(name: str) -> Path | None:

@@ -43,6 +43,16 @@ DEFAULT_PASSES: list[str] = [
 ]
 
 
+# The passes every program needs to run at all (no rewrites): `pdlite check`'s unfused reference run,
+# `pdlite quantize`'s calibration, and the tests that separate a wrong kernel from a wrong fusion.
+ESSENTIAL_PASSES: list[str] = [
+    "control_flow_prepare_pass",
+    "feed_fetch_strip_pass",
+    "static_kernel_pick_pass",
+    "type_target_cast_pass",
+]
+
+
 def default_passes() -> list[str]:
     """A copy of the default pipeline."""
     return list(DEFAULT_PASSES)

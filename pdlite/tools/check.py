@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-ESSENTIAL = ["feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_cast_pass"]
+from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
+
+ESSENTIAL = ESSENTIAL_PASSES
 TOLERANCE = {"host": 1e-4, "host-unfused": 1e-4, "nb": 1e-4, "delegate": 1e-4}
 DEVICE_TOLERANCE = 1e-3
 

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from pdlite.errors import ConfigError, InputError
+from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 from pdlite.tools.common import source_config
 from pdlite.tools.progress import Progress
 
-ESSENTIAL = ["feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_cast_pass"]
+ESSENTIAL = ESSENTIAL_PASSES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,11 +16,12 @@ import pytest
 
 from pdlite.api.config import CxxConfig
 from pdlite.api.predictor import create_paddle_predictor
+from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 from tests.conftest import assert_close_rel
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "conformance"
 MODELS = sorted(p.name for p in ROOT.iterdir() if (p / "case.npz").is_file()) if ROOT.is_dir() else []
-ESSENTIAL = ["control_flow_prepare_pass", "feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_cast_pass"]
+ESSENTIAL = ESSENTIAL_PASSES
 REL = 1e-4
 # Models that fail for a known, reported reason (docs/conformance_status.md). strict: once the gap is
 # closed the test XPASSes and fails, so the entry must be removed.

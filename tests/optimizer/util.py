@@ -10,13 +10,15 @@ from pdlite.core.dtypes import var_type_of
 from pdlite.core.program import BlockDesc, OpDesc, Program, VarDesc
 from pdlite.core.types import Place
 from pdlite.optimizer.analysis import AnalysisResult, analyse
+from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 
-BASE = ["feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_cast_pass"]
+BASE = ESSENTIAL_PASSES
 
 
 def with_passes(*names: str) -> list[str]:
-    """feed_fetch_strip_pass, `names`, then kernel pick and cast insertion."""
-    return [BASE[0], *names, *BASE[1:]]
+    """The essential passes up to feed_fetch_strip_pass, `names`, then kernel pick and cast insertion."""
+    i = BASE.index("feed_fetch_strip_pass") + 1
+    return [*BASE[:i], *names, *BASE[i:]]
 
 
 class Builder:

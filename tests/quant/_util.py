@@ -7,9 +7,10 @@ import numpy as np
 
 from pdlite.api.config import CxxConfig
 from pdlite.api.predictor import create_paddle_predictor
+from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "quant"
-ESSENTIAL = ["feed_fetch_strip_pass", "static_kernel_pick_pass", "type_target_cast_pass"]
+ESSENTIAL = ESSENTIAL_PASSES
 
 
 def case(d: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.lib.npyio.NpzFile]:
