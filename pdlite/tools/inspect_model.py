@@ -59,19 +59,28 @@ def placement(prog, params: dict) -> dict[str, tuple[int, int, Counter]]:
     from pdlite.nnadapter.convert import TensorInfo, refusal
 
     out: dict[str, tuple[int, int, Counter]] = {}
+    # blocks run by while / conditional_block: their ops always run on the host, with the control-flow op
+    in_control_flow = {int(op.attrs["sub_block"]) for b in prog.blocks for op in b.ops
+                       if op.type in ("while", "conditional_block") and "sub_block" in op.attrs}
     for block in prog.blocks:
         info = TensorInfo.from_vars(block.vars, params)
         for op in block.ops:
             if op.type in ("feed", "fetch"):
                 continue
             n, k, why = out.get(op.type, (0, 0, Counter()))
-            reason = refusal(op, info)
+            reason = (f"inside a {_block_owner(prog, block.idx)} block (run on the host with it)"
+                      if block.idx in in_control_flow else refusal(op, info))
             if reason is None:
                 k += 1
             else:
                 why[reason] += 1
             out[op.type] = (n + 1, k, why)
     return out
+
+
+def _block_owner(prog, idx: int) -> str:
+    return next(op.type for b in prog.blocks for op in b.ops
+                if op.type in ("while", "conditional_block") and int(op.attrs.get("sub_block", -1)) == idx)
 
 
 def print_placement(prog, params: dict, host_types: set[str]) -> None:

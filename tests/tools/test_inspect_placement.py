@@ -32,3 +32,17 @@ def test_inspect_says_where_each_op_type_runs_and_why_not_on_a_device() -> None:
     assert eye.split()[1:3] == ["yes", "0/2"] and "no converter" in eye
     fill = _row(out, "fill_constant")
     assert fill.split()[1:3] == ["yes", "2/2"]
+
+
+def test_ops_inside_control_flow_blocks_are_host_only() -> None:
+    """A while / conditional_block runs its block on the host: inspect says so for every op inside it."""
+    from pdlite.model_parser import load_model
+    from pdlite.tools.inspect_model import placement
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "conformance" / "cf_cond_in_loop"
+    m = load_model(folder)
+    table = placement(m.program, {k: t.array for k, t in m.params.items()})
+    n, k, why = table["elementwise_sub"]
+    assert (n, k) == (1, 0) and "inside a conditional_block block" in next(iter(why))
+    n, k, why = table["increment"]
+    assert (n, k) == (1, 0) and "inside a while block" in next(iter(why))
