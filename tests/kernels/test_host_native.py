@@ -128,6 +128,24 @@ def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p):
     check(got, ref, f"{(n, c, mult, h, w, k, s, d, p)}")
 
 
+# 3x3 stride-1 convs with one pixel of padding all round run native_src/depthwise.c's dw3 path (straight from the
+# image, in bands of rows, edge columns redone): planes from 2x2 up, one band and several, a row longer than a band
+@pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
+@pytest.mark.parametrize("xs,mult", [((1, 3, 2, 2), 1), ((2, 2, 2, 5), 2), ((1, 2, 6, 2), 1), ((1, 4, 3, 3), 1),
+                                     ((2, 3, 7, 7), 2), ((1, 2, 60, 45), 1), ((1, 2, 4, 2100), 1)])
+def test_depthwise_3x3_same_padding_path(xs, mult, act):
+    c = xs[1]
+    x, w, b = rand(*xs, seed=11, scale=3.0), rand(c * mult, 1, 3, 3, seed=12), rand(c * mult, seed=13)
+    attrs = dict(strides=[1, 1], paddings=[1, 1], dilations=[1, 1], groups=c)
+    if act:
+        got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
+                            dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
+    else:
+        got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
+        check(got, naive_conv(x, w, (1, 1), (1, 1, 1, 1), (1, 1), c, b).astype(np.float64), f"native vs naive {xs}")
+    check(got, ref, f"native vs numpy {xs} x{mult} {act}")
+
+
 @pytest.mark.parametrize("act", list(ACTS))
 @pytest.mark.parametrize("conv_type,xs,ws,attrs", [
     ("depthwise_conv2d", (2, 8, 11, 9), (8, 1, 3, 3), dict(strides=[2, 2], paddings=[1, 1], groups=8)),
@@ -355,6 +373,8 @@ x = rng.standard_normal((1, 16, 19, 21), dtype=np.float32)
 wd, b = rng.standard_normal((16, 25), dtype=np.float32), rng.standard_normal(16).astype(np.float32)
 out = {"isa": _native.isa()}
 out["dw"] = native.depthwise_conv2d(x, wd, b, 16, 10, 11, (5, 5), (2, 2), (1, 1), (2, 2), (4, (3.0, 6.0, 6.0)))
+out["dw3"] = native.depthwise_conv2d(x, np.ascontiguousarray(wd[:, :9]), b, 16, 19, 21, (3, 3), (1, 1), (1, 1),
+                                     (1, 1), (2, (6.0, 0.0, 0.0)))  # the 3x3 "same" path
 out["pool"] = native.pool2d(x, 10, 11, (3, 3), (2, 2), (1, 1), False, True)
 out["gelu"] = native.bias_act(x.copy(), b, native.activation("gelu", {}))
 out["softmax"] = native.softmax(x * 9)

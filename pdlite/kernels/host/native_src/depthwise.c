@@ -5,7 +5,6 @@
 /* depthwise conv2d                                                                                 */
 /* ------------------------------------------------------------------------------------------------ */
 
-
 typedef struct {
     const float *x, *w, *bias;
     float *out;
@@ -128,6 +127,94 @@ PD_INLINE void dw_flat_taps(float *restrict acc, const float *const *p, const fl
     }
 }
 
+/* d[q] = sum over the kernel rows i in [i0, i1) and columns j of k[i*3 + j] * s[q + (i-1)*w + (j-1)]: one band
+ * of a 3x3 "same" conv read straight from the image (rows i outside [i0, i1) fall in the padding) */
+PD_INLINE void dw3_rows(float *restrict d, const float *restrict s, isz w, const float *restrict k, isz i0, isz i1,
+                        isz n) {
+    const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8];
+    const float *restrict u = s - w - 1, *restrict m = s - 1, *restrict l = s + w - 1;
+    if (i0 == 0 && i1 == 3) {
+        PD_SIMD for (isz q = 0; q < n; q++)
+            d[q] = k0 * u[q] + k1 * u[q + 1] + k2 * u[q + 2] + k3 * m[q] + k4 * m[q + 1] + k5 * m[q + 2] + k6 * l[q] +
+                   k7 * l[q + 1] + k8 * l[q + 2];
+    } else if (i0 == 1) {
+        PD_SIMD for (isz q = 0; q < n; q++)
+            d[q] = k3 * m[q] + k4 * m[q + 1] + k5 * m[q + 2] + k6 * l[q] + k7 * l[q + 1] + k8 * l[q + 2];
+    } else {
+        PD_SIMD for (isz q = 0; q < n; q++)
+            d[q] = k0 * u[q] + k1 * u[q + 1] + k2 * u[q + 2] + k3 * m[q] + k4 * m[q + 1] + k5 * m[q + 2];
+    }
+}
+
+/* output (y, x) of a 3x3 stride-1 conv with one-pixel zero padding, taps outside the image skipped */
+PD_INLINE float dw3_edge(const float *x, const float *k, isz h, isz w, isz y, isz xo) {
+    float s = 0.0f;
+    int first = 1;
+    for (isz i = 0; i < 3; i++) {
+        const isz iy = y + i - 1;
+        if (iy < 0 || iy >= h) continue;
+        for (isz j = 0; j < 3; j++) {
+            const isz ix = xo + j - 1;
+            if (ix < 0 || ix >= w) continue;
+            s = first ? k[i * 3 + j] * x[iy * w + ix] : s + k[i * 3 + j] * x[iy * w + ix];
+            first = 0;
+        }
+    }
+    return s;
+}
+
+#define DW3_BAND 2048 /* outputs per band of the 3x3 "same" path: the band and its input rows stay in L1 */
+
+/* One channel plane of a 3x3, stride-1, dilation-1 conv with one-pixel zero padding on every side (out: h x w),
+ * straight from the unpadded image: with equal input and output widths, output flat index q reads input flat
+ * index q + (i-1)*w + (j-1), so bands of rows are one flat 9-tap loop (6 taps on the first and last row). The
+ * loop leaves out each band's first and last element (they would read outside the plane); those and the edge
+ * columns it gets wrong (they wrap around to the neighbouring row) are redone with the padding, all in the L1
+ * buffer acc (dw3_band_rows(w) * w floats), and bias and activation are applied while copying the band out.
+ * Needs h, w >= 2. */
+static inline isz dw3_band_rows(isz w) { return DW3_BAND / w > 1 ? DW3_BAND / w : 1; }
+
+PD_INLINE void dw3_same_plane(float *restrict o, const float *restrict x, const float *restrict k, isz h, isz w,
+                              float b, int has_bias, const act_t *act, float *restrict acc) {
+    const isz rows = dw3_band_rows(w);
+    for (isz r0 = 0; r0 < h;) {
+        const int edge_row = r0 == 0 || r0 == h - 1; /* the first and last rows are bands of their own */
+        const isz r1 = edge_row ? r0 + 1 : (r0 + rows < h - 1 ? r0 + rows : h - 1);
+        const isz lo = r0 * w + 1, n = (r1 - r0) * w - 2;
+        if (n > 0) /* rows 1, 2 of the kernel on the first output row, 0, 1 on the last (h >= 2) */
+            dw3_rows(acc + 1, x + lo, w, k, r0 == 0 ? 1 : 0, r0 > 0 && r0 == h - 1 ? 2 : 3, n);
+        for (isz y = r0; y < r1; y++) {
+            acc[(y - r0) * w] = dw3_edge(x, k, h, w, y, 0);
+            acc[(y - r0) * w + w - 1] = dw3_edge(x, k, h, w, y, w - 1);
+        }
+        bias_act_copy(o + r0 * w, acc, (r1 - r0) * w, b, has_bias, act);
+        r0 = r1;
+    }
+}
+
+/* the geometry dw3_task handles: 3x3, stride 1, dilation 1, one pixel of zero padding on every side */
+static int dw3_applies(const dw_args *a) {
+    return a->KH == 3 && a->KW == 3 && a->SH == 1 && a->SW == 1 && a->DH == 1 && a->DW == 1 && a->PT == 1 &&
+           a->PL == 1 && a->OH == a->H && a->OW == a->W && a->H >= 2 && a->W >= 2;
+}
+
+/* planes [begin, end) of a conv dw3_applies to, by dw3_same_plane (no padded copy). A task of its own: as a
+ * branch inside dw_task_impl, GCC laid it out as cold code and left its loops scalar (3-10x slower). */
+PD_INLINE void dw3_task_impl(void *vctx, isz begin, isz end) {
+    const dw_args *a = (const dw_args *)vctx;
+    const isz mult = a->OC / a->C, plane = a->H * a->W;
+    /* the flat loop stores from acc + 1: that address is 64-byte aligned (no cache-line-split stores) */
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, (size_t)(dw3_band_rows(a->W) * a->W + 16) * sizeof(float)) != 0) return;
+    float *acc = (float *)mem + 15; /* (out of memory: the output is left as allocated, as in dw_task) */
+    for (isz p = begin; p < end; p++) {
+        const isz n = p / a->OC, oc = p % a->OC;
+        dw3_same_plane(a->out + p * plane, a->x + (n * a->C + oc / mult) * plane, a->w + oc * 9, a->H, a->W,
+                       a->bias ? a->bias[oc] : 0.0f, a->bias != NULL, &a->act, acc);
+    }
+    free(mem);
+}
+
 PD_INLINE void dw_task_impl(void *vctx, isz begin, isz end) {
     const dw_args *a = (const dw_args *)vctx;
     const isz SH = a->SH, SW = a->SW, OH = a->OH, OW = a->OW;
@@ -202,6 +289,7 @@ PD_INLINE void dw_task_impl(void *vctx, isz begin, isz end) {
 
 
 PD_VERSIONS(dw_task)
+PD_VERSIONS(dw3_task)
 
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     PyObject *xo, *wo, *bo, *oo, *ap;
@@ -229,7 +317,7 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     a.out = (float *)ob.buf;
     if (a.OH > 0 && a.OW > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        parallel_for(dw_task, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
+        parallel_for(dw3_applies(&a) ? dw3_task : dw_task, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
         Py_END_ALLOW_THREADS;
     }
     PyBuffer_Release(&ob);

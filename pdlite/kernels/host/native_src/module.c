@@ -18,6 +18,7 @@ static void pick_isa(void) {
     if (force && strcmp(force, "avx2") == 0) avx512 = 0;
     int isa = avx512 ? PD_ISA_AVX512 : (avx2 ? PD_ISA_AVX2 : PD_ISA_BASELINE);
     dw_task_pick(isa);
+    dw3_task_pick(isa);
     ba_task_pick(isa);
     i2c_task_pick(isa);
     pool_task_pick(isa);
