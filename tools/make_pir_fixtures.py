@@ -142,6 +142,20 @@ def _models() -> dict[str, tuple[Callable[[], object], list[tuple[str, list[int]
             a, b, c = paddle.split(y, 3, axis=1)
             return flat, up, paddle.concat([paddle.clip(a, -0.5, 0.5), b * c, a - c], axis=1)
 
+    class ArraySlice(nn.Layer):
+        """a tensor array written element by element, then read back by index, the last one as arr[-1]:
+        pd_op.slice_array_dense (Paddle 3 exports PaddleDetection's RPN reading its per-image rois so)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            arr = paddle.tensor.create_array("float32")
+            for k, v in enumerate((self.fc(x), x + 1.0, x * x)):
+                paddle.tensor.array_write(v, paddle.full([1], k, "int64"), array=arr)
+            return arr[0], arr[1], arr[-1]
+
     img = [("x", [-1, 3, 12, 20], "float32")]
     return {
         "conv": (Conv, [("x", [-1, 4, 16, 16], "float32")]),
@@ -150,6 +164,7 @@ def _models() -> dict[str, tuple[Callable[[], object], list[tuple[str, list[int]
         "tensor_ops": (Tensor, [("x", [-1, 6, 8], "float32"), ("ids", [-1, 5], "int64")]),
         "transformer": (Transformer, [("ids", [-1, 8], "int64")]),
         "dynamic_shape": (Dynamic, [("x", [-1, 4, -1, -1], "float32")]),
+        "array_slice": (ArraySlice, [("x", [-1, 3, 4], "float32")]),
     }
 
 

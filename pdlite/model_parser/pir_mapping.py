@@ -23,6 +23,7 @@ from pdlite.model_parser.pir_convert import (
     IntArg,
     PirConverter,
     ScalarArg,
+    const_ints,
     const_scalar,
     inputs,
     int_arg,
@@ -153,6 +154,32 @@ def _assign_value_op(c: PirConverter, op: PirOp) -> None:
     values = list(op.attrs.get("values", []))
     _assign_value(c, op, values, [int(d) for d in op.attrs.get("shape", [len(values)])],
                   op.attrs.get("dtype", "float32"))
+
+
+@register_pir("pd_op.slice_array_dense", produces=("fill_constant", "lod_array_length", "elementwise_add",
+                                                   "elementwise_max", "read_from_array"))
+def _slice_array_dense(c: PirConverter, op: PirOp) -> None:
+    """Paddle's SliceArrayDenseKernel: Out = a copy of input[start], start = starts[0], plus the array's length
+    when negative, then at least 0 (PaddleDetection's RPN reads its per-image rois back so): read_from_array."""
+    starts = const_ints(c, op, 1)
+    if not starts:
+        raise c.unsupported(op, "starts must be a constant (pd_op.full_int_array)")
+    arr = c.name(op, op.inputs[0])
+
+    def const(v: int) -> str:
+        n = c.temp(arr, int(VarType.INT64))
+        c.emit("fill_constant", {}, {"Out": [n]}, {"shape": [1], "value": float(v), "dtype": int(VarType.INT64),
+                                                    "str_value": ""})
+        return n
+
+    index = const(starts[0])
+    if starts[0] < 0:
+        length, wrapped, index = c.temp(arr, int(VarType.INT64)), c.temp(arr, int(VarType.INT64)), index
+        c.emit("lod_array_length", {"X": [arr]}, {"Out": [length]})
+        c.emit("elementwise_add", {"X": [length], "Y": [index]}, {"Out": [wrapped]}, {"axis": -1})
+        index = c.temp(arr, int(VarType.INT64))
+        c.emit("elementwise_max", {"X": [wrapped], "Y": [const(0)]}, {"Out": [index]}, {"axis": -1})
+    c.emit("read_from_array", {"X": [arr], "I": [index]}, {"Out": [c.define(op, 0)]})
 
 
 @register_pir("pd_op.full_like", produces=("fill_any_like", "shape64", "fill_constant"))

@@ -24,7 +24,7 @@ from pdlite.model_parser.pir import load_pir, parse_pir_program
 from tests.conftest import REPO, assert_close_rel, load_case, model_dir
 
 PIR_FIXTURES = REPO / "tests" / "fixtures" / "pir"
-FIXTURE_NAMES = ["conv", "pool", "resize_act", "tensor_ops", "transformer", "dynamic_shape"]
+FIXTURE_NAMES = ["conv", "pool", "resize_act", "tensor_ops", "transformer", "dynamic_shape", "array_slice"]
 REL = 1e-4
 
 
