@@ -340,6 +340,17 @@ def _define() -> None:  # noqa: C901 (one builder per model)
                 _op("nearest_interp", {"X": x}, {"out_h": 10, "out_w": 12, "interp_method": "nearest",
                                                   "align_corners": False})]
 
+    # linear_interp_v2 (NCW): to a constant width, and to a width read from another tensor's shape at run time
+    # (PP-MobileSeg's axial position embeddings), each alignment; y's last dim is fed as 7
+    @model("interp_linear_1d", ("x", [-1, 3, 4], F32, None), ("y", [-1, 2, -1], F32, None), batch=2)
+    def _(x, y):
+        w = paddle.shape(y)[2:3]
+        base = {"out_d": -1, "out_h": -1, "out_w": -1, "scale": [], "data_layout": "NCHW", "interp_method": "linear"}
+        aligns = [{"align_corners": False, "align_mode": 0}, {"align_corners": False, "align_mode": 1},
+                  {"align_corners": True, "align_mode": 0}]
+        return ([_op("linear_interp_v2", {"X": x}, {**base, **a, "out_w": 9}) for a in aligns]
+                + [_op("linear_interp_v2", {"X": x, "SizeTensor": [w]}, {**base, **a}) for a in aligns])
+
     @model("interp_bilinear", img(c=2, h=5, w=6))
     def _(x):
         return [F.interpolate(x, scale_factor=2, mode="bilinear"),

@@ -15,6 +15,11 @@ tensor: PP-LiteSeg's `F.interpolate(x, paddle.shape(y)[2:])`), with no scale:
     clamped at 0 as Paddle clamps it; Resize clamps the source coordinate to [0, in - 1]; an output of
     size 1 reads source 0, as Paddle's ratio 0 for out == 1 does, where "half_pixel" would read the
     centre). The ratio is computed in float32 by both, so the weights agree to rounding.
+linear_interp_v2 (NCW, one axis; PP-MobileSeg's axial position embeddings resized to a run-time length):
+    with a known input width and constant sizes, Gathers of the two neighbours and their weights as
+    bilinear; with the size known only at run time, the 4-D Resize above on [N, C, 1, W] (H stays 1),
+    except that align_mode 0 is "half_pixel": Paddle's 1-D kernel keeps the ratio in / out for a single
+    output (only the 2-D kernel zeroes it).
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from pdlite.operators.nn import InterpGeometry, interp_geometry, is_channel_last
 
 NEAREST = ("nearest_interp_v2", "nearest_interp")
 BILINEAR = ("bilinear_interp_v2", "bilinear_interp")
+LINEAR = "linear_interp_v2"
 
 
 def _pow2(v: float) -> bool:
@@ -182,3 +188,80 @@ def _bilinear(ctx: ConvertContext, op: OpDesc) -> None:
 
     rows = along(xo, h, g.out_h, g.scale_h, 2)
     ctx.add("Identity", [along(rows, w, g.out_w, g.scale_w, 3)], [out])
+
+
+def _linear_dynamic_ok(op: OpDesc) -> bool:
+    """The run-time-size form of linear_interp_v2: the width from SizeTensor, OutSize or out_w, ratio in / out."""
+    if op.inputs.get("Scale"):
+        return False
+    if op.inputs.get("SizeTensor"):
+        return len(op.inputs["SizeTensor"]) == 1
+    if _attr_scale(op)[0] > 0:
+        return False
+    return bool(op.inputs.get("OutSize")) or int(op.attrs["out_w"]) > 0
+
+
+def _linear_geometry(op: OpDesc, info: TensorInfo) -> InterpGeometry | None:
+    xs = info.shape(op.input("X"))
+    if xs is None or len(xs) != 3 or xs[2] < 0:
+        return None
+    vals = {n: info.value(n) for n in _size_inputs(op)}
+    if any(v is None for v in vals.values()):
+        return None
+    st = [info.value(n) for n in op.inputs.get("SizeTensor") or []]
+    osz = info.value(op.input("OutSize")) if op.input("OutSize") else None
+    sc = info.value(op.input("Scale")) if op.input("Scale") else None
+    return interp_geometry(op.type, op.attrs, (int(xs[2]),), st or None, osz, sc)
+
+
+def _linear_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    if is_channel_last(op.attrs["data_layout"]):
+        return "data_layout NWC"
+    if info.rank(op.input("X")) != 3:
+        return "linear_interp_v2 needs a 3-D input of known rank"
+    try:
+        g = _linear_geometry(op, info)
+    except Exception as e:
+        return f"bad geometry: {e}"
+    if g is None and not _linear_dynamic_ok(op):
+        return "needs the input size and constant size/scale inputs"
+    return None
+
+
+@register_converter(LINEAR, supports=_linear_refusal)
+def _linear(ctx: ConvertContext, op: OpDesc) -> None:
+    from pdlite.kernels.host.interp import linear_weights, source_ratio
+
+    x = op.input("X")
+    assert x is not None
+    xo, out = ctx.tensor(x), ctx.output(op, "Out")
+    ac = bool(op.attrs["align_corners"])
+    g = _linear_geometry(op, ctx.info)
+    if g is None:
+        if not _linear_dynamic_ok(op):
+            raise ConversionError("unknown geometry")
+        if op.inputs.get("SizeTensor"):
+            w = ctx.cast(ctx.add("Reshape", [ctx.tensor(op.inputs["SizeTensor"][0]), ctx.ints([1])]), np.int64)
+        elif op.inputs.get("OutSize"):
+            w = ctx.add("Slice", [ctx.cast(ctx.input(op, "OutSize"), np.int64), ctx.ints([-1]), ctx.ints([2**62])])
+        else:
+            w = ctx.ints([int(op.attrs["out_w"])])
+        x4 = ctx.add("Unsqueeze", [xo, ctx.ints([2])])
+        nc = ctx.add("Slice", [ctx.add("Shape", [x4]), ctx.ints([0]), ctx.ints([3])])
+        sizes = ctx.add("Concat", [nc, w], axis=0)
+        mode = "align_corners" if ac else "asymmetric" if int(op.attrs["align_mode"]) == 1 else "half_pixel"
+        y = ctx.add("Resize", [x4, "", "", sizes], mode="linear", coordinate_transformation_mode=mode)
+        ctx.add("Squeeze", [y, ctx.ints([2])], [out])
+        return
+    width = int((ctx.shape(x) or ())[2])
+    if g.out_w == width:
+        ctx.add("Identity", [xo], [out])
+        return
+    flag = int(op.attrs["align_mode"]) == 0 and not ac
+    i0, i1, d = linear_weights(source_ratio(width, g.out_w, g.scale_w, ac, zero_single=False), g.out_w, width, flag)
+    dt = ctx.dtype(x)
+    a = ctx.add("Gather", [xo, _index(ctx, i0)], axis=2)
+    b = ctx.add("Gather", [xo, _index(ctx, i1)], axis=2)
+    wd = ctx.const(d.astype(dt).reshape(1, 1, -1), hint="w")
+    wo = ctx.const((np.ones_like(d) - d).astype(dt).reshape(1, 1, -1), hint="w")
+    ctx.add("Add", [ctx.add("Mul", [a, wo]), ctx.add("Mul", [b, wd])], [out])
