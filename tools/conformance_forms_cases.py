@@ -11,6 +11,8 @@ the suite; the PIR twin (tools/make_pir_fixtures.py --conformance) is what exerc
   types only and ONNX Add / Mul no bool, so a device must build Add chains or leave them on the host.
 - grid_sampler nearest at coordinates that unnormalize to exactly k + 0.5 (Paddle rounds halves to even,
   and -0.5 -> 0 stays in bounds), 4-D and 5-D, with and without align_corners.
+- broadcast_tensors of three ranks / shapes (Paddle 3 exports PaddleDetection's Mask R-CNN mask paste with
+  it): the legacy op and PIR's pd_op.broadcast_tensors between a combine and a split.
 """
 from __future__ import annotations
 
@@ -75,3 +77,14 @@ def define(m: Any) -> None:
         for t in ("elementwise_add", "elementwise_mul"):
             outs.append(_op(t, {"X": p, "Y": q}, {"axis": -1}, {"Out": "bool"}))
         return outs
+
+    @model("broadcast_tensors_ranks", ("x", [2, 1, 4], F32, None), ("y", [3, 1], F32, None), ("z", [1, 3, 4], F32, None))
+    def _(x, y, z):
+        # every input broadcast to the common shape [2, 3, 4] (the rank-2 y aligned from the right); one
+        # op with a three-tensor X and Out (PIR: pd_op.broadcast_tensors on a combine, a split after)
+        from paddle.base.layer_helper import LayerHelper
+
+        helper = LayerHelper("broadcast_tensors")
+        outs = [helper.create_variable_for_type_inference(F32) for _ in range(3)]
+        helper.append_op(type="broadcast_tensors", inputs={"X": [x, y, z]}, outputs={"Out": outs})
+        return [o * 1.0 for o in outs]

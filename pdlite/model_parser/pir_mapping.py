@@ -410,6 +410,7 @@ TABLE: dict[str, Any] = {
     "pd_op.unstack": op_map("unstack", outs=("Y",)),
     "pd_op.unbind": op_map("unbind"),
     "pd_op.meshgrid": op_map("meshgrid"),
+    "pd_op.broadcast_tensors": op_map("broadcast_tensors"),
     "pd_op.slice": op_map("slice", ("Input",), args={1: IntArg("starts", "StartsTensor", "StartsTensorList"),
                                                      2: IntArg("ends", "EndsTensor", "EndsTensorList")}),
     "pd_op.strided_slice": op_map("strided_slice", ("Input",), args={

@@ -258,6 +258,20 @@ def _meshgrid(ctx: ShapeContext) -> Shapes:
     return {"Out": [dims] * ctx.count("X")}
 
 
+@register_op("broadcast_tensors", inputs=["X"])
+def _broadcast_tensors(ctx: ShapeContext) -> Shapes:
+    """Out[i]: X[i] broadcast to the shape of all X together (Paddle's BroadcastTensorsInferMeta: dims
+    aligned from the right, each axis equal across inputs or 1)."""
+    shapes = ctx.shapes("X")
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(1, rank + 1):
+        dims = {s[-k] for s in shapes if len(s) >= k} - {1}
+        ctx.require(len(dims) <= 1, f"inputs {[list(s) for s in shapes]} do not broadcast (axis {rank - k})")
+        out.append(dims.pop() if dims else 1)
+    return {"Out": [tuple(out[::-1])] * len(shapes)}
+
+
 @register_op("size", inputs=["Input"])
 def _size(ctx: ShapeContext) -> Shapes:
     return {"Out": [()]}

@@ -202,6 +202,15 @@ class Meshgrid(Kernel):
                                                                      indexing="ij")]}
 
 
+@generic("broadcast_tensors")
+class BroadcastTensors(Kernel):
+    """Every X broadcast to their common shape (a copy each)."""
+
+    def run(self, ins: Ins) -> Outs:
+        xs = ins["X"]
+        return {"Out": [np.array(v) for v in np.broadcast_arrays(*xs)]}
+
+
 @generic("unbind")
 class Unbind(Kernel):
     def run(self, ins: Ins) -> Outs:
