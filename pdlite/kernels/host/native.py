@@ -100,7 +100,7 @@ def _load_extension() -> ModuleType | None:
             load_note = (f"the build at {ext.__file__} is stale (built from other native_src/ sources): rebuild it with "
                          "`pip install -e .` or `python setup.py build_ext --inplace`; using the NumPy kernels")
             return None
-        load_note = f"built in place: {ext.__file__}"
+        load_note = f"built from these sources: {ext.__file__}"
         return ext
     if digest is None:
         load_note = "not built (no C compiler at install time, or Windows): using the NumPy kernels"
