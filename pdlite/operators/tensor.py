@@ -339,8 +339,29 @@ _SLICE_TENSORS = ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorL
 )
 @_fail_on_shape_error
 def _slice(ctx: ShapeContext) -> dict[str, list[Shape]]:
-    """Out: Input[starts:ends] on `axes` (clamped like Paddle), `decrease_axis` dims dropped."""
+    """Out: Input[starts:ends] on `axes` (clamped like Paddle), `decrease_axis` dims dropped. A tensor-array
+    Input (a list) has no shape to infer from: the kernel decides (`slice_array`)."""
+    if isinstance(ctx._get("Input", 0), list):
+        return {}
     return {"Out": [slice_params(ctx.attrs, ctx_values(ctx, *_SLICE_TENSORS), ctx.shape("Input"))[1]]}
+
+
+def slice_array(attrs: dict, values: Values, arr: list) -> object:
+    """Paddle's slice of a tensor array (SliceArrayKernel / SliceArrayDenseKernel): start = starts[0] (plus
+    the array's length when negative, then at least 0); with decrease_axis the element at start, else the
+    sub-array up to end = ends[0] (plus the length when negative, at most the length; end > start)."""
+    n = len(arr)
+    start = from_inputs(attrs, values, "starts", "StartsTensor", "StartsTensorList")[0]
+    start = max(start + n if start < 0 else start, 0)
+    if attrs.get("decrease_axis"):
+        if start >= n:
+            raise ShapeError(f"slice of a tensor array of {n}: start {start} is past its end")
+        return arr[start]
+    end = from_inputs(attrs, values, "ends", "EndsTensor", "EndsTensorList")[0]
+    end = min(end + n if end < 0 else end, n)
+    if end <= start:
+        raise ShapeError(f"slice of a tensor array of {n}: end {end} must be greater than start {start}")
+    return list(arr[start:end])
 
 
 def strided_bounds(start: int, end: int, stride: int) -> slice:

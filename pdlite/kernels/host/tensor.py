@@ -176,6 +176,12 @@ class Slice(Kernel):
 
     def run(self, ins: Ins) -> Outs:
         x = ins["Input"][0]
+        if isinstance(x, list):  # a tensor array: an element (decrease_axis) or a sub-array
+            try:
+                out = T.slice_array(self.attrs, ins, x)
+            except T.ShapeError as e:
+                raise KernelError(f"slice: {e}") from None
+            return {"Out": [np.array(out) if isinstance(out, np.ndarray) else out]}
         try:
             index, shape = T.slice_params(self.attrs, ins, x.shape)
         except T.ShapeError as e:
