@@ -477,6 +477,17 @@ def _define() -> None:  # noqa: C901 (one builder per model)
         logits = nn.Linear(9, 3)(h) * scale
         return [logits, u("sigmoid", vec), F.relu(nn.Conv2D(3, 2, 1)(image))]
 
+    # integer floor division by constant divisors of both signs (Swin's H // window), negative dividends
+    @model("floordiv_const_divisor", ("a", [-1, 9], "int32", (-20, 21)), batch=2)
+    def _(a):
+        import numpy as np
+
+        v = paddle.assign(np.asarray([5, -2, 7, 1, -1, 3, 2, -4, 6], np.int32))
+        a64 = paddle.cast(a, "int64")
+        return [ew("elementwise_floordiv", a, paddle.full([1], 4, "int32")),
+                ew("elementwise_floordiv", a, paddle.full([1], -3, "int32")), ew("elementwise_floordiv", a, v),
+                ew("elementwise_floordiv", a64, paddle.full([1], 7, "int64"))]
+
     @model("int_inputs", ("a", [-1, 5], "int32", (-5, 6)), ("b", [-1, 5], "int64", (1, 6)),
            ("x", [-1, 5], F32, None), batch=2)
     def _(a, b, x):

@@ -2,8 +2,10 @@
 
 Paddle's `axis` broadcasting aligns Y's first dim with X's dim `axis`; ONNX broadcasts like
 NumPy (right-aligned), so Y gets trailing unit dims (Unsqueeze, or a reshaped constant) first.
-Integer division, floor division, modulo and power are left to the host (C++ truncation
-rules differ between runtimes).
+Integer division, modulo and power are left to the host (C++ truncation rules differ between
+runtimes). Integer floor division by a constant nonzero Y (Paddle's FloorDivideFunctor: the quotient
+rounded towards -inf; Swin's window counts, H // window) is (X - Mod(X, Y)) / Y with ONNX's Python-style
+Mod (fmod=0): X - Mod(X, Y) is an exact multiple of Y, so truncating and flooring Div agree.
 """
 from __future__ import annotations
 
@@ -44,6 +46,24 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
     if np.dtype(bool) in (dx, dy):  # ONNX Add/Sub/Mul/Max/Min take no tensor(bool)
         return f"{base} on bool tensors stays on the host"
     return elementwise_refusal(op, info)
+
+
+def _floordiv_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    x, y = op.input("X"), op.input("Y")
+    dx, dy = info.dtype(x), info.dtype(y)
+    if dx is None or dx != dy or dx.kind not in "iu":
+        return "elementwise_floordiv on floats or mixed dtypes stays on the host"
+    v = info.value(y or "")
+    if v is None or not np.all(np.asarray(v) != 0):
+        return "elementwise_floordiv needs a constant nonzero Y (Paddle fails on a zero divisor)"
+    return elementwise_refusal(op, info)
+
+
+@register_converter("elementwise_floordiv", supports=_floordiv_refusal)
+def _floordiv(ctx: ConvertContext, op: OpDesc) -> None:
+    xo, yo = broadcast_pair(ctx, op)
+    exact = ctx.add("Sub", [xo, ctx.add("Mod", [xo, yo], fmod=0)])
+    ctx.add("Div", [exact, yo], [ctx.output(op, "Out")])
 
 
 @register_converter(*ONNX_OF, supports=_refusal)
