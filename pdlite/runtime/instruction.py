@@ -30,6 +30,12 @@ class _ValueTracking(ShapeContext):
         return v
 
 
+def _shapes_key(ins: dict[str, list[Any]]) -> tuple:
+    """The input shapes an op's cached shape inference is keyed on; a tensor array (a list) by its elements'."""
+    return tuple([v.shape if type(v) is not list else ("array", *(getattr(e, "shape", None) for e in v))
+                  for vals in ins.values() for v in vals])
+
+
 def _value_key(v: Any) -> tuple[str, tuple[int, ...], bytes]:
     a = v if isinstance(v, np.ndarray) else (v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v))
     return str(a.dtype), a.shape, a.tobytes()
@@ -80,7 +86,7 @@ class Instruction:
         fn = self.opdef.infer_shape
         if fn is None:
             return None
-        key = tuple([v.shape for vals in ins.values() for v in vals])
+        key = _shapes_key(ins)
         c = self._shape_cache
         if c is not None and c[0] == key and (not c[2] or all(_value_key(ins[s][i]) == k for s, i, k in c[2])):
             return c[1]
@@ -102,7 +108,7 @@ class Instruction:
         shapes = None
         if self.opdef.infer_shape is not None:
             c = self._shape_cache  # inlined cache hit of infer_shapes (the common case)
-            if c is not None and not c[2] and c[0] == tuple([v.shape for vals in ins.values() for v in vals]):
+            if c is not None and not c[2] and c[0] == _shapes_key(ins):
                 shapes = c[1]
             else:
                 try:

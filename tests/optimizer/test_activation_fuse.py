@@ -84,3 +84,17 @@ def test_elementwise_to_scale_refuses_non_scalars_and_rank_growth():
     b.set_shapes(feeds)
     res = check_same(b, feeds, with_passes("elementwise_to_scale_pass"))
     assert op_types(res) == ["elementwise_add", "elementwise_mul"]
+
+
+@pytest.mark.parametrize("ew", ["add", "sub", "mul"])
+def test_elementwise_to_scale_with_a_zero_constant(ew):
+    """x + 0.0 (DETR-style heads export it) becomes a scale; only a division by zero is refused."""
+    b = Builder()
+    x = b.feed("x", [2, 5])
+    c = b.param("c", np.array([0.0], np.float32))
+    b.op(f"elementwise_{ew}", {"X": x, "Y": c}, {"Out": "out"})
+    b.fetch("out")
+    feeds = {"x": RNG.standard_normal((2, 5)).astype(np.float32)}
+    b.set_shapes(feeds)
+    res = check_same(b, feeds, with_passes("elementwise_to_scale_pass"))
+    assert op_types(res) == ["scale"] and rewrites(res, "elementwise_to_scale_pass") == 1

@@ -206,3 +206,14 @@ def test_a_sub_block_index_out_of_range_is_a_model_error() -> None:
     next(o for o in b.block.ops if o.type == "while").attrs["sub_block"] = 5
     with pytest.raises(PdliteError, match=r"while: sub_block 5 is not a block of the model \(2 blocks\)"):
         run(b, {"x": np.ones(3, np.float32)}, list(DEFAULT_PASSES))
+
+
+def test_shape_cache_keys_tensor_arrays_by_their_elements():
+    """An op reading a tensor array (a list) keys its cached shape inference on the elements' shapes."""
+    from pdlite.runtime.instruction import _shapes_key
+
+    a = [np.zeros((2, 3), np.float32)]
+    b = [np.zeros((2, 3), np.float32), np.zeros((4,), np.float32)]
+    x = np.zeros((5,), np.float32)
+    assert _shapes_key({"X": [a], "Y": [x]}) != _shapes_key({"X": [b], "Y": [x]})
+    assert _shapes_key({"X": [a], "Y": [x]}) == _shapes_key({"X": [[np.ones((2, 3), np.float32)]], "Y": [x]})

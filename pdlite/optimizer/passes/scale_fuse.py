@@ -60,12 +60,14 @@ class ElementwiseToScale(Fuser):
         op = m.op("ew")
         c = float(np.asarray(param_value(ctx, m["c"])).reshape(-1)[0])
         c_left = op.input("X") == m["c"].name
-        s, t = {
-            "elementwise_add": (1.0, c),
-            "elementwise_sub": (-1.0, c) if c_left else (1.0, -c),
-            "elementwise_mul": (c, 0.0),
-            "elementwise_div": (1.0 / c, 0.0),
-        }[op.type]
+        if op.type == "elementwise_add":
+            s, t = 1.0, c
+        elif op.type == "elementwise_sub":
+            s, t = (-1.0, c) if c_left else (1.0, -c)
+        elif op.type == "elementwise_mul":
+            s, t = c, 0.0
+        else:  # elementwise_div by a non-zero constant (check refuses 0); only built for a div, so x + 0.0 is fine
+            s, t = 1.0 / c, 0.0
         replace_ops(graph, [m["ew"]], scale_desc(m["x"].name, m["out"].name, s, t))
 
 
