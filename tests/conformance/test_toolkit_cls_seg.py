@@ -63,11 +63,9 @@ EXPECTED_ON_HOST: dict[tuple[str, str], dict[str, str]] = {
     # Swin runs whole on the devices: the shifted windows' roll, the attention mask's set_value, the window
     # counts' integer floor division by the (folded) window size
     ("swin_tiny_narrow", "legacy"): {}, ("swin_tiny_narrow", "pir"): {},
-    # ViT: the class token expanded to the run-time batch (expand_v2 to a shape built from shape(x)[0])
-    ("vit_tiny_narrow", "legacy"): {"expand_v2": "non-constant expand_shapes_tensor input", "shape": SHAPE_ONLY,
-                                    "slice": SHAPE_ONLY},
-    ("vit_tiny_narrow", "pir"): {"expand_v2": "non-constant Shape input", "shape64": SHAPE_ONLY,
-                                 "slice": SHAPE_ONLY, "stack": SHAPE_ONLY},
+    # ViT runs whole on the devices: the class token expanded to the run-time batch (expand_v2 to a shape built
+    # from shape(x)[0]) as Expand(x, Where(shape == -1, 1, shape))
+    ("vit_tiny_narrow", "legacy"): {}, ("vit_tiny_narrow", "pir"): {},
     ("segformer_narrow", "legacy"): {}, ("segformer_narrow", "pir"): {},
 }
 # per model: ops `pdlite inspect` refuses on the unoptimised program (reason) that run on the device once folded

@@ -276,6 +276,11 @@ EXTRA = [
          {"i": np.array([[0, 1], [3, 4], [2, 2]], np.int32)}, dynamic=False),
     Case("tile", [op("tile", {"X": "x"}, {"Out": "y"}, repeat_times=[2, 1, 3])], {"x": f32(B, 2)}),
     Case("expand_v2", [op("expand_v2", {"X": "x"}, {"Out": "y"}, shape=[2, -1, 4])], {"x": f32(B, 1)}),
+    # shapes known only at run time (ViT's class token expanded to the batch): -1 keeps the dim
+    Case("expand_v2-Shape-tensor", [op("expand_v2", {"X": "x", "Shape": "s"}, {"Out": "y"})],
+         {"x": f32(1, 1, 4), "s": np.array([B, -1, 4], np.int32)}, dynamic=False),
+    Case("expand_v2-shape-list", [op("expand_v2", {"X": "x", "expand_shapes_tensor": ["n", "m"]}, {"Out": "y"})],
+         {"x": f32(1, 4), "n": np.array([3], np.int64), "m": np.array([-1], np.int64)}, dynamic=False),
     Case("expand_as_v2", [op("expand_as_v2", {"X": "x", "Y": "t"}, {"Out": "y"})], {"x": f32(B, 1), "t": f32(B, 5)}),
     Case("flip", [op("flip", {"X": "x"}, {"Out": "y"}, axis=[1, -1])], {"x": f32(B, 3, 4)}),
     Case("strided_slice", [op("strided_slice", {"Input": "x"}, {"Out": "y"}, axes=[1, 2], starts=[0, -1],

@@ -141,3 +141,20 @@ def apply_activation(ctx: ConvertContext, act_type: str, act_attrs: dict[str, An
     if why:
         raise ConversionError(f"fused activation {act_type}: {why}")
     CONVERTERS[act_type].convert(ctx, act)
+
+
+def int64_vector(ctx: ConvertContext, names: list[str]) -> str:
+    """One int64 1-D tensor from a list of 1-element int tensors (constants folded)."""
+    vals = [ctx.value(n) for n in names]
+    if all(v is not None for v in vals):
+        return ctx.ints(int(np.asarray(v).reshape(-1)[0]) for v in vals)
+    parts = [ctx.cast(ctx.add("Reshape", [ctx.tensor(n), ctx.ints([-1])]), np.int64) for n in names]
+    return parts[0] if len(parts) == 1 else ctx.add("Concat", parts, axis=0)
+
+
+def as_int64(ctx: ConvertContext, name: str) -> str:
+    val = ctx.value(name)
+    if val is not None:
+        return ctx.ints(np.asarray(val).reshape(-1).tolist())
+    t = ctx.add("Reshape", [ctx.tensor(name), ctx.ints([-1])])
+    return t if ctx.dtype(name) == np.int64 else ctx.cast(t, np.int64)

@@ -3,7 +3,7 @@
 - gather / index_select = Gather(axis); gather_nd = GatherND (int64 indices).
 - tile(repeat_times): X gains leading unit dims when repeat_times is longer, repeat_times gains
   leading 1s when shorter; expand_v2(shape): -1 keeps a dim, which is ONNX Expand's broadcasting
-  with 1 in that place.
+  with 1 in that place (a shape tensor known only at run time: Where(shape == -1, 1, shape)).
 - flip = Slice with step -1 on each axis; strided_slice = Slice with steps (+ Squeeze of
   decrease_axis).
 - pad (every dim, [before0, after0, ...]) and pad3d (NCDHW, [left, right, top, bottom, front, back];
@@ -16,7 +16,7 @@ import numpy as np
 
 from pdlite.core.program import OpDesc
 from pdlite.nnadapter.convert import ConvertContext, TensorInfo
-from pdlite.nnadapter.converters.common import scalar
+from pdlite.nnadapter.converters.common import as_int64, int64_vector, scalar
 from pdlite.nnadapter.registry import ConversionError, register_converter
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -93,14 +93,17 @@ def _tile(ctx: ConvertContext, op: OpDesc) -> None:
     ctx.add("Tile", [xo, ctx.ints(reps)], [ctx.output(op, "Out")])
 
 
-def _expand_refusal(op: OpDesc, info: TensorInfo) -> str | None:
-    return _const_list(info, op, ("Shape", "expand_shapes_tensor"))
-
-
-@register_converter("expand_v2", supports=_expand_refusal)
+@register_converter("expand_v2")
 def _expand(ctx: ConvertContext, op: OpDesc) -> None:
-    shape = _values(ctx, op, "Shape", "expand_shapes_tensor", "shape")
-    ctx.add("Expand", [ctx.input(op, "X"), ctx.ints(1 if d == -1 else d for d in shape)], [ctx.output(op, "Out")])
+    """A shape known only at run time (ViT's class token expanded to the batch): -1 -> 1 with Where."""
+    if _const_list(ctx.info, op, ("Shape", "expand_shapes_tensor")) is None:
+        shape = _values(ctx, op, "Shape", "expand_shapes_tensor", "shape")
+        target = ctx.ints(1 if d == -1 else d for d in shape)
+    else:
+        s = as_int64(ctx, op.input("Shape")) if op.input("Shape") is not None else int64_vector(
+            ctx, op.inputs["expand_shapes_tensor"])
+        target = ctx.add("Where", [ctx.add("Equal", [s, ctx.ints([-1])]), ctx.ints([1]), s])
+    ctx.add("Expand", [ctx.input(op, "X"), target], [ctx.output(op, "Out")])
 
 
 @register_converter("expand_as_v2")

@@ -20,6 +20,7 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import OpDesc
 from pdlite.nnadapter.convert import ConvertContext, TensorInfo
+from pdlite.nnadapter.converters.common import as_int64, int64_vector
 from pdlite.nnadapter.registry import ConversionError, register_converter
 from pdlite.operators.creation import assign_values
 
@@ -27,23 +28,6 @@ from pdlite.operators.creation import assign_values
 def _known_shape(ctx: ConvertContext, name: str | None) -> list[int] | None:
     s = ctx.shape(name) if name else None
     return [int(d) for d in s] if s is not None and all(d >= 0 for d in s) else None
-
-
-def _int64_vector(ctx: ConvertContext, names: list[str]) -> str:
-    """One int64 1-D tensor from a list of 1-element int tensors (constants folded)."""
-    vals = [ctx.value(n) for n in names]
-    if all(v is not None for v in vals):
-        return ctx.ints(int(np.asarray(v).reshape(-1)[0]) for v in vals)
-    parts = [ctx.cast(ctx.add("Reshape", [ctx.tensor(n), ctx.ints([-1])]), np.int64) for n in names]
-    return parts[0] if len(parts) == 1 else ctx.add("Concat", parts, axis=0)
-
-
-def _as_int64(ctx: ConvertContext, name: str) -> str:
-    val = ctx.value(name)
-    if val is not None:
-        return ctx.ints(np.asarray(val).reshape(-1).tolist())
-    t = ctx.add("Reshape", [ctx.tensor(name), ctx.ints([-1])])
-    return t if ctx.dtype(name) == np.int64 else ctx.cast(t, np.int64)
 
 
 def _reshape_to(ctx: ConvertContext, x: str, out: str, spec: str) -> None:
@@ -58,9 +42,9 @@ def _reshape(ctx: ConvertContext, op: OpDesc) -> None:
     if known is not None:
         spec = ctx.ints(known)
     elif op.inputs.get("ShapeTensor"):
-        spec = _int64_vector(ctx, op.inputs["ShapeTensor"])
+        spec = int64_vector(ctx, op.inputs["ShapeTensor"])
     elif op.input("Shape") is not None:
-        spec = _as_int64(ctx, op.input("Shape"))
+        spec = as_int64(ctx, op.input("Shape"))
     else:
         spec = ctx.ints(int(d) for d in op.attrs.get("shape") or [])
     _reshape_to(ctx, x, out, spec)
@@ -183,15 +167,15 @@ def _slice(ctx: ConvertContext, op: OpDesc) -> None:
     a = op.attrs
     axes = [int(v) for v in a.get("axes") or []]
     if op.input("StartsTensor") is not None:
-        starts = _as_int64(ctx, op.input("StartsTensor"))
+        starts = as_int64(ctx, op.input("StartsTensor"))
     elif op.inputs.get("StartsTensorList"):
-        starts = _int64_vector(ctx, op.inputs["StartsTensorList"])
+        starts = int64_vector(ctx, op.inputs["StartsTensorList"])
     else:
         starts = ctx.ints(int(v) for v in a.get("starts") or [])
     if op.input("EndsTensor") is not None:
-        ends = _as_int64(ctx, op.input("EndsTensor"))
+        ends = as_int64(ctx, op.input("EndsTensor"))
     elif op.inputs.get("EndsTensorList"):
-        ends = _int64_vector(ctx, op.inputs["EndsTensorList"])
+        ends = int64_vector(ctx, op.inputs["EndsTensorList"])
     else:
         ends = ctx.ints(int(v) for v in a.get("ends") or [])
     y = ctx.add("Slice", [ctx.tensor(x), starts, ends, ctx.ints(axes)])
@@ -249,9 +233,9 @@ def _fill_constant(ctx: ConvertContext, op: OpDesc) -> None:
     assert out is not None
     known = _known_shape(ctx, out)
     if op.input("ShapeTensor") is not None and known is None:
-        spec = _as_int64(ctx, op.input("ShapeTensor"))
+        spec = as_int64(ctx, op.input("ShapeTensor"))
     elif op.inputs.get("ShapeTensorList") and known is None:
-        spec = _int64_vector(ctx, op.inputs["ShapeTensorList"])
+        spec = int64_vector(ctx, op.inputs["ShapeTensorList"])
     else:
         spec = ctx.ints(known if known is not None else [int(d) for d in op.attrs.get("shape") or []])
     value = ctx.onnx.numpy_helper.from_array(np.asarray([v], dtype=dt))
