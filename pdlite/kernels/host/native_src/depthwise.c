@@ -132,8 +132,10 @@ PD_INLINE void dw_flat_taps(float *restrict acc, const float *const *p, const fl
 PD_INLINE void dw3_rows(float *restrict d, const float *restrict s, isz w, const float *restrict k, isz i0, isz i1,
                         isz n) {
     const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8];
-    const float *restrict u = s - w - 1, *restrict m = s - 1, *restrict l = s + w - 1;
+    /* the row above is formed only where it is read (on the first output row it would point before the image) */
+    const float *restrict m = s - 1, *restrict l = s + w - 1;
     if (i0 == 0 && i1 == 3) {
+        const float *restrict u = s - w - 1;
         PD_SIMD for (isz q = 0; q < n; q++)
             d[q] = k0 * u[q] + k1 * u[q + 1] + k2 * u[q + 2] + k3 * m[q] + k4 * m[q + 1] + k5 * m[q + 2] + k6 * l[q] +
                    k7 * l[q + 1] + k8 * l[q + 2];
@@ -141,6 +143,7 @@ PD_INLINE void dw3_rows(float *restrict d, const float *restrict s, isz w, const
         PD_SIMD for (isz q = 0; q < n; q++)
             d[q] = k3 * m[q] + k4 * m[q + 1] + k5 * m[q + 2] + k6 * l[q] + k7 * l[q + 1] + k8 * l[q + 2];
     } else {
+        const float *restrict u = s - w - 1;
         PD_SIMD for (isz q = 0; q < n; q++)
             d[q] = k0 * u[q] + k1 * u[q + 1] + k2 * u[q + 2] + k3 * m[q] + k4 * m[q + 1] + k5 * m[q + 2];
     }
