@@ -64,9 +64,11 @@ def _scale_resize_ok(op: OpDesc) -> bool:
     return _pow2(sh) and _pow2(sw)
 
 
-def _geometry(op: OpDesc, info: TensorInfo) -> InterpGeometry | None:
+def _geometry(op: OpDesc, info: TensorInfo, rank: int = 4) -> InterpGeometry | None:
+    """The resize geometry of a rank-`rank` NC... input (4: 2-D interps, 3: linear_interp_v2), or None when the
+    input size or a size/scale input is not known."""
     xs = info.shape(op.input("X"))
-    if xs is None or len(xs) != 4 or xs[2] < 0 or xs[3] < 0:
+    if xs is None or len(xs) != rank or any(d < 0 for d in xs[2:]):
         return None
     vals = {n: info.value(n) for n in _size_inputs(op)}
     if any(v is None for v in vals.values()):
@@ -74,7 +76,7 @@ def _geometry(op: OpDesc, info: TensorInfo) -> InterpGeometry | None:
     st = [info.value(n) for n in op.inputs.get("SizeTensor") or []]
     osz = info.value(op.input("OutSize")) if op.input("OutSize") else None
     sc = info.value(op.input("Scale")) if op.input("Scale") else None
-    return interp_geometry(op.type, op.attrs, (int(xs[2]), int(xs[3])), st or None, osz, sc)
+    return interp_geometry(op.type, op.attrs, tuple(int(d) for d in xs[2:]), st or None, osz, sc)
 
 
 def _dynamic_bilinear_ok(op: OpDesc) -> bool:
@@ -201,26 +203,13 @@ def _linear_dynamic_ok(op: OpDesc) -> bool:
     return bool(op.inputs.get("OutSize")) or int(op.attrs["out_w"]) > 0
 
 
-def _linear_geometry(op: OpDesc, info: TensorInfo) -> InterpGeometry | None:
-    xs = info.shape(op.input("X"))
-    if xs is None or len(xs) != 3 or xs[2] < 0:
-        return None
-    vals = {n: info.value(n) for n in _size_inputs(op)}
-    if any(v is None for v in vals.values()):
-        return None
-    st = [info.value(n) for n in op.inputs.get("SizeTensor") or []]
-    osz = info.value(op.input("OutSize")) if op.input("OutSize") else None
-    sc = info.value(op.input("Scale")) if op.input("Scale") else None
-    return interp_geometry(op.type, op.attrs, (int(xs[2]),), st or None, osz, sc)
-
-
 def _linear_refusal(op: OpDesc, info: TensorInfo) -> str | None:
     if is_channel_last(op.attrs["data_layout"]):
         return "data_layout NWC"
     if info.rank(op.input("X")) != 3:
         return "linear_interp_v2 needs a 3-D input of known rank"
     try:
-        g = _linear_geometry(op, info)
+        g = _geometry(op, info, rank=3)
     except Exception as e:
         return f"bad geometry: {e}"
     if g is None and not _linear_dynamic_ok(op):
@@ -236,7 +225,7 @@ def _linear(ctx: ConvertContext, op: OpDesc) -> None:
     assert x is not None
     xo, out = ctx.tensor(x), ctx.output(op, "Out")
     ac = bool(op.attrs["align_corners"])
-    g = _linear_geometry(op, ctx.info)
+    g = _geometry(op, ctx.info, rank=3)
     if g is None:
         if not _linear_dynamic_ok(op):
             raise ConversionError("unknown geometry")
