@@ -1,6 +1,8 @@
 """Shared test helpers: locating the test models and comparing against Paddle's reference outputs."""
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +77,22 @@ def assert_close_rel(got: np.ndarray, ref: np.ndarray, rel: float, what: str = "
     scale = float(np.max(np.abs(ref))) if ref.size else 1.0
     err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
     assert err <= rel * max(scale, 1e-30), f"{what}: max|got-ref| = {err:.3g} > {rel} * max|ref| ({scale:.3g})"
+
+
+def on_threads(n: int, work: Callable[[int], None]) -> None:
+    """Run work(0..n-1) on n threads at once; re-raise the first failure (an assert included) here."""
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from pdlite.lite import CxxConfig, MobileConfig, create_paddle_predictor
 from pdlite.runtime import threads as rt_threads
-from tests.conftest import assert_close_rel, load_case, model_dir
+from tests.conftest import assert_close_rel, load_case, model_dir, on_threads
 
 NAME = "ppocr_cls_v2"
 
@@ -36,24 +35,6 @@ def _inputs(n: int, seed: int = 0) -> list[np.ndarray]:
     x = load_case(NAME)[0]["x"]
     rng = np.random.default_rng(seed)
     return [(x + 0.2 * rng.standard_normal(x.shape)).astype(np.float32) for _ in range(n)]
-
-
-def _on_threads(n: int, work: Callable[[int], None]) -> None:
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            work(i)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 def _handles_run(pred, x: np.ndarray) -> np.ndarray:
@@ -95,7 +76,7 @@ def test_clones_share_and_run_concurrently_bit_exact(kind, tmp_path):
         for _ in range(2):
             got[i] = [_handles_run(clones[i], x) for x in xs[i]]
 
-    _on_threads(4, work)
+    on_threads(4, work)
     for i in range(4):
         for g, s in zip(got[i], serial[i]):
             assert np.array_equal(g, s), f"{kind} clone {i} differs from the serial run"
@@ -119,7 +100,7 @@ def test_one_predictor_shared_by_threads_is_never_silently_wrong():
             got[i].append(pred.get_output(0).numpy())
         got[i] += [pred.predict({"x": xs[i]})[0] for _ in range(2)]
 
-    _on_threads(4, work)
+    on_threads(4, work)
     for i in range(4):
         for g in got[i]:
             assert np.array_equal(g, want[i]), f"thread {i} got another thread's result"
@@ -132,7 +113,7 @@ def test_handles_set_in_one_thread_are_seen_from_another():
     want = _handles_run(pred, x)
     pred.get_input(0).from_numpy(x)
     out: list[np.ndarray] = []
-    _on_threads(1, lambda i: (pred.run(), out.append(pred.get_output(0).numpy())))
+    on_threads(1, lambda i: (pred.run(), out.append(pred.get_output(0).numpy())))
     assert np.array_equal(out[0], want)
     assert np.array_equal(pred.get_output(0).numpy(), want)  # the run's outputs, read back in this thread
 
@@ -155,7 +136,7 @@ def test_blas_threads_per_run_and_restored_after():
         assert rt_threads.get_blas_threads() == 2, "the user's BLAS thread count was not restored"
         # overlapping runs on threads: the count the user had comes back once the last run ends
         clones = [pred.clone() for _ in range(3)]
-        _on_threads(3, lambda i: [clones[i].predict(load_case(NAME)[0]) for _ in range(2)])
+        on_threads(3, lambda i: [clones[i].predict(load_case(NAME)[0]) for _ in range(2)])
         assert rt_threads.get_blas_threads() == 2
 
 

@@ -5,13 +5,11 @@ model runs in both paths).
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 from pdlite.nnadapter.subgraph_kernel import direct_program
-from tests.conftest import load_case
+from tests.conftest import load_case, on_threads
 from tests.nnadapter._models import DEVICES, need, predictor, subgraph_kernels
 
 MODEL = "ppocr_cls_v2"
@@ -89,25 +87,14 @@ def test_direct_and_general_runs_on_threads(device: str) -> None:
     want = [[np.array(o, copy=True) for o in pred.predict(x)] for x in xs]
     run = _direct(pred)
     clones = [pred.clone() for _ in range(4)]
-    errors: list[BaseException] = []
-
     def work(i: int) -> None:
-        try:
-            for r in range(6):
-                got = run(xs[i]) if (i + r) % 2 else clones[i].predict(xs[i])
-                assert got is not None
-                for g, w in zip(got, want[i]):
-                    assert np.array_equal(g, w), f"thread {i} round {r}"
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for r in range(6):
+            got = run(xs[i]) if (i + r) % 2 else clones[i].predict(xs[i])
+            assert got is not None
+            for g, w in zip(got, want[i]):
+                assert np.array_equal(g, w), f"thread {i} round {r}"
 
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
+    on_threads(4, work)
 
 
 @pytest.mark.parametrize("device", list(DEVICES))
