@@ -34,16 +34,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdlite import CxxConfig, create_paddle_predictor
 from pdlite.core.program import VarDesc
 from pdlite.model_parser import load_model
 from pdlite.nnadapter.convert import GraphInput, TensorInfo, convert_ops, refusal
 from pdlite.tools.inspect_model import placement
+from tests.conformance._toolkit import ROOT, folder, load_case, predictor
 from tests.conftest import assert_close_rel
 from tests.nnadapter._models import DEVICES, REL, NNAdapterFallbackWarning, need, subgraph_kernels
 from tests.nnadapter._util import Case, host_run, op
 
-ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "toolkit"
 MODELS = ["pplcnet_x0_25", "pphgnet_tiny_narrow", "ppliteseg_stdc1_b8", "swin_tiny_narrow", "vit_tiny_narrow",
           "segformer_narrow"]
 FORMATS = ["legacy", "pir"]
@@ -73,30 +72,14 @@ INSPECT_ONLY: dict[str, dict[str, str]] = {"swin_tiny_narrow": {"elementwise_flo
 
 
 def _folder(model: str, fmt: str) -> Path:
-    d = ROOT / model / fmt
-    if not d.is_dir():
-        pytest.skip(f"{d} is missing (tools/make_toolkit_cls_seg.py)")
-    return d
+    return folder(model, fmt, "tools/make_toolkit_cls_seg.py")
 
 
 def _case(model: str, fmt: str, case: str) -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """The inputs and this format's reference outputs (fetch name, array) in fetch order."""
-    path = ROOT / model / case
-    if not path.is_file():
-        pytest.skip(f"{path} is missing (tools/make_toolkit_cls_seg.py)")
-    z = np.load(path)
-    ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
-    outs = [(k[len(fmt) + 5:], z[k]) for k in z.files if k.startswith(f"{fmt}.out:")]
+    ins, outs = load_case(model, fmt, case, "tools/make_toolkit_cls_seg.py")
     assert outs, f"{model}/{case} has no {fmt} outputs"
     return ins, outs
-
-
-def _predictor(folder: Path, device: str | None):
-    cfg = CxxConfig()
-    cfg.set_model_dir(str(folder))
-    if device:
-        cfg.set_nnadapter_device_names([device])
-    return create_paddle_predictor(cfg)
 
 
 def _check(pred, model: str, fmt: str, case: str, rel: float, what: str) -> None:
@@ -116,7 +99,7 @@ def _check(pred, model: str, fmt: str, case: str, rel: float, what: str) -> None
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("model, case", CASES)
 def test_host_matches_paddle_inference(model: str, case: str, fmt: str) -> None:
-    _check(_predictor(_folder(model, fmt), None), model, fmt, case, HOST_REL, f"{model}/{fmt} {case} on host")
+    _check(predictor(_folder(model, fmt), None), model, fmt, case, HOST_REL, f"{model}/{fmt} {case} on host")
 
 
 @pytest.mark.parametrize("device", list(DEVICES))
@@ -128,7 +111,7 @@ def test_device_matches_paddle_inference(model: str, case: str, fmt: str, device
     what = f"{model}/{fmt} {case} on {device}"
     with warnings.catch_warnings():
         warnings.simplefilter("error", NNAdapterFallbackWarning)  # the device really runs its subgraphs
-        pred = _predictor(folder, device)
+        pred = predictor(folder, device)
         _check(pred, model, fmt, case, REL, what)
     assert subgraph_kernels(pred), f"{what}: nothing ran on the device"
     on_host = {i.op.type for i in pred.runtime_program.instructions if i.op.type != "subgraph"}

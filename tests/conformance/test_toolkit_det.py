@@ -29,13 +29,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdlite import CxxConfig, create_paddle_predictor
 from pdlite.model_parser import load_model
 from pdlite.tools.inspect_model import placement
+from tests.conformance._toolkit import ROOT, folder, load_case, predictor
 from tests.conftest import assert_close_rel
 from tests.nnadapter._models import DEVICES, REL, NNAdapterFallbackWarning, need, subgraph_kernels
 
-ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "toolkit"
 MODELS = ["ppyoloe_plus_crn", "picodet_lcnet"]
 FORMATS = ["legacy", "pir"]
 HOST_REL = 1e-4
@@ -45,27 +44,14 @@ CASES = ["case.npz", "case_b2.npz"]
 
 
 def _folder(model: str, fmt: str) -> Path:
-    d = ROOT / model / fmt
-    if not d.is_dir():
-        pytest.skip(f"{d} is missing (tools/make_toolkit_det.py)")
-    return d
+    return folder(model, fmt, "tools/make_toolkit_det.py")
 
 
 def _case(model: str, fmt: str, case: str = "case.npz") -> tuple[dict[str, np.ndarray], list[tuple[str, np.ndarray]]]:
     """The inputs and this format's reference outputs (fetch name, array) in fetch order: bbox, bbox_num."""
-    z = np.load(ROOT / model / case)
-    ins = {k[3:]: z[k] for k in z.files if k.startswith("in:")}
-    outs = [(k[len(fmt) + 5:], z[k]) for k in z.files if k.startswith(f"{fmt}.out:")]
+    ins, outs = load_case(model, fmt, case, "tools/make_toolkit_det.py")
     assert len(outs) == 2, f"{model}/{case}: {fmt} outputs {[n for n, _ in outs]}, expected bbox and bbox_num"
     return ins, outs
-
-
-def _predictor(folder: Path, device: str | None):
-    cfg = CxxConfig()
-    cfg.set_model_dir(str(folder))
-    if device:
-        cfg.set_nnadapter_device_names([device])
-    return create_paddle_predictor(cfg)
 
 
 def _check(pred, model: str, fmt: str, rel: float, what: str) -> None:
@@ -116,7 +102,7 @@ def test_fixtures_are_detectors_with_nms() -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("model", MODELS)
 def test_host_matches_paddle_inference(model: str, fmt: str) -> None:
-    _check(_predictor(_folder(model, fmt), None), model, fmt, HOST_REL, f"{model}/{fmt} on host")
+    _check(predictor(_folder(model, fmt), None), model, fmt, HOST_REL, f"{model}/{fmt} on host")
 
 
 @pytest.mark.parametrize("device", list(DEVICES))
@@ -128,7 +114,7 @@ def test_device_matches_paddle_inference(model: str, fmt: str, device: str) -> N
     what = f"{model}/{fmt} on {device}"
     with warnings.catch_warnings():
         warnings.simplefilter("error", NNAdapterFallbackWarning)  # the device really runs its subgraphs
-        pred = _predictor(folder, device)
+        pred = predictor(folder, device)
         _check(pred, model, fmt, REL, what)
     assert subgraph_kernels(pred), f"{what}: nothing ran on the device"
     on_host = [i.op.type for i in pred.runtime_program.instructions if i.op.type != "subgraph"]
