@@ -222,6 +222,24 @@ def _check_eager(layer, specs, feeds: dict[str, np.ndarray], outs: dict[str, np.
             raise SystemExit(f"{what}: fetch_name_{i} differs from eager by {err}")
 
 
+def jit_save_to(layer, spec, out: Path, fmt: str, what: str) -> None:
+    """paddle.jit.save `layer` into the folder `out` (replaced): inference.json (PIR) or inference.pdmodel (legacy,
+    as FLAGS_enable_pir_api of this process says) + inference.pdiparams; `fmt` says which program must be there."""
+    import paddle
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paddle.jit.save(layer, str(Path(tmp) / "inference"), input_spec=spec)
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for f in ("inference.json", "inference.pdmodel", "inference.pdiparams"):
+            if (Path(tmp) / f).is_file():
+                shutil.copy(Path(tmp) / f, out / f)
+    want = "inference.json" if fmt == "pir" else "inference.pdmodel"
+    if not (out / want).is_file():
+        raise SystemExit(f"{what}: jit.save did not write {want}")
+
+
 def make(name: str, out_root: Path) -> Path:
     import paddle
 
@@ -235,13 +253,7 @@ def make(name: str, out_root: Path) -> Path:
     layer.eval()
     spec = [paddle.static.InputSpec(shape, dtype, n) for n, shape, dtype in specs]
     out = out_root / name
-    with tempfile.TemporaryDirectory() as tmp:
-        paddle.jit.save(layer, str(Path(tmp) / "inference"), input_spec=spec)
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        for f in ("inference.json", "inference.pdiparams"):
-            shutil.copy(Path(tmp) / f, out / f)
+    jit_save_to(layer, spec, out, "pir", name)
     for case, batch in (("case.npz", 1), ("case_b2.npz", 2)):
         feeds = _inputs(specs, batch, rng)
         outs = _reference(out, feeds)

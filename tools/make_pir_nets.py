@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -253,7 +252,7 @@ def export(name: str, out: Path, fmt: str) -> None:
     """Build net `name` with its seeded weights and jit.save it to out/inference (PIR or legacy, as
     FLAGS_enable_pir_api of this process says)."""
     import paddle
-    from make_pir_fixtures import _randomize
+    from make_pir_fixtures import _randomize, jit_save_to
 
     cls, specs, _ = _nets()[name]
     seed = sum(map(ord, name))
@@ -263,16 +262,7 @@ def export(name: str, out: Path, fmt: str) -> None:
     _randomize(layer, np.random.default_rng(seed))
     layer.eval()
     spec = [paddle.static.InputSpec(shape, dtype, n) for n, shape, dtype in specs]
-    with tempfile.TemporaryDirectory() as tmp:
-        paddle.jit.save(layer, str(Path(tmp) / "inference"), input_spec=spec)
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        for f in ("inference.json", "inference.pdmodel", "inference.pdiparams"):
-            if (Path(tmp) / f).is_file():
-                shutil.copy(Path(tmp) / f, out / f)
-    if fmt == "pir" and not (out / "inference.json").is_file() or fmt == "legacy" and not (out / "inference.pdmodel").is_file():
-        raise SystemExit(f"{name}: jit.save did not write the {fmt} format")
+    jit_save_to(layer, spec, out, fmt, name)
 
 
 def make(name: str, root: Path) -> Path:

@@ -41,10 +41,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -257,7 +255,7 @@ def build(name: str, cls_root: Path, seg_root: Path):
 def export(name: str, out: Path, fmt: str, cls_root: Path, seg_root: Path) -> None:
     """Build `name` with its seeded weights and jit.save it to out/inference in this process's format."""
     import paddle
-    from make_pir_fixtures import _randomize
+    from make_pir_fixtures import _randomize, jit_save_to
 
     if fmt == "legacy":
         _legacy_shims()
@@ -269,17 +267,7 @@ def export(name: str, out: Path, fmt: str, cls_root: Path, seg_root: Path) -> No
     layer.eval()
     hw = list(MODELS[name][1][0][2:]) if MODELS[name][0] == "cls" else [None, None]
     spec = [paddle.static.InputSpec([None, 3, *hw], "float32", "x")]
-    with tempfile.TemporaryDirectory() as tmp:
-        paddle.jit.save(layer, str(Path(tmp) / "inference"), input_spec=spec)
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        for f in ("inference.json", "inference.pdmodel", "inference.pdiparams"):
-            if (Path(tmp) / f).is_file():
-                shutil.copy(Path(tmp) / f, out / f)
-    want = "inference.json" if fmt == "pir" else "inference.pdmodel"
-    if not (out / want).is_file():
-        raise SystemExit(f"{name}: jit.save did not write {want}")
+    jit_save_to(layer, spec, out, fmt, name)
     if fmt == "pir" and MODELS[name][0] == "seg":
         for i in range(len(MODELS[name][1])):
             print(f"margin {_case_file(name, i)} {_label_margin(layer.model, _image(name, i)):.6g}")
