@@ -182,9 +182,7 @@ class PredictorBase:
             with self._lock:
                 outs = self._direct(feeds)
             if outs is not None:  # None: a signature not built yet, or one that fell back to the host
-                fed = {id(_root(v)) for v in feeds.values()}
-                for t, v in zip(self._outputs, outs):
-                    t._set(self._private(v, fed))
+                self._publish(outs, feeds)
                 return
         scope: dict[str, Any] = dict(self._params)
         scope.update(feeds)
@@ -202,12 +200,16 @@ class PredictorBase:
                 raise InputError(f"zero-size input {', '.join(empty)}: this model cannot run on an empty batch "
                                  f"(give at least one row): {e}") from e
             raise
-        fed = {id(_root(v)) for v in feeds.values()}
         missing = [t.name for t in self._outputs if t.name not in scope]
         if missing:
             raise ModelFormatError(f"the program fetches {missing}, but none of its ops computes them")
-        for t in self._outputs:
-            t._set(self._private(scope[t.name], fed))
+        self._publish([scope[t.name] for t in self._outputs], feeds)
+
+    def _publish(self, values: Sequence[Any], feeds: Mapping[str, Any]) -> None:
+        """Hand this run's output `values` to the output tensors (private copies where they alias a feed or a weight)."""
+        fed = {id(_root(v)) for v in feeds.values()}
+        for t, v in zip(self._outputs, values):
+            t._set(self._private(v, fed))
 
     def _private(self, value: Any, fed: set[int]) -> Any:
         """`value`, or a copy of it when it shares memory with a parameter, an input or a buffer not made by this run."""
