@@ -6,6 +6,8 @@ Paddle's QDQ programs quantize op inputs only: ``DQ(x) -> conv(DQ(w)) -> batch_n
 [max pool] -> Q(s_out) -> DQ -> next conv``. ORT runs that as a float conv behind dequantizing nodes (slower
 than fp32). The rewrites, in order, all exact in real numbers:
 
+0. ``MergeQuantizers``: quantizers of the same value with the same constant scale and zero point (Paddle
+   writes one per quantized reader) become one, so that the value's one quantizer can move (rules 2, 2b).
 1. ``ActivationsToUint8``: an activation quantizer ``Q(x, s, zp=0) -> int8`` whose readers are all
    DequantizeLinear becomes ``Q(x, s, zp=128) -> uint8`` and its readers ``DQ(q, s, 128)``. With
    q8 = clip(round(x / s), -128, 127), q_u8 = clip(round(x / s) + 128, 0, 255) = q8 + 128, so
@@ -24,6 +26,11 @@ than fp32). The rewrites, in order, all exact in real numbers:
      The activation and pooling are applied to the quantized tensor instead.
    It applies only where the conv's value reaches nothing but that one quantizer (a float reader, such as a
    residual add, keeps the float conv); `check` names the reason otherwise.
+2b. ``AddRequantize``: ``Add(DQ(a_u8), DQ(b_u8)) -> [Relu | Clip | Max | Min | MaxPool]* -> Q(s_out)``
+   (a residual add quantized on both inputs: `pdlite quantize`'s default, or Paddle's PTQ with elementwise_add
+   in quantizable_op_type) becomes ``Add -> Q(s_out) -> [Clip | MaxPool]*``, which ORT runs as QLinearAdd;
+   the same commuting argument as rule 2's tail. Together with rule 2 a ResNet / MobileNetV2 block stays
+   uint8 from conv to conv.
 3. ``PointwiseToMatMul``: a 1x1 conv left float (its value feeds a residual add) becomes a MatMul over
    channels between transposes, which ORT runs as MatMulIntegerToFloat (exact int32 sums, scaled once).
 4. ``FoldFloatWeights``: the int8 weights of convs / matmuls left float become float initializers w8 * s
@@ -108,6 +115,14 @@ class _Graph:
         return helper.make_node(op_type, inputs, outputs, name=self.fresh(f"n.{op_type}"),
                                 **{k: v for k, v in attrs.items() if v is not None})
 
+    def replace(self, old: list[Any], new: list[Any]) -> None:
+        """Put `new` where the first of `old` was, drop `old`, re-index."""
+        gone = {id(n) for n in old}
+        at = next(i for i, n in enumerate(self.nodes) if id(n) in gone)
+        self.nodes = [n for n in self.nodes[:at] if id(n) not in gone] + new + [
+            n for n in self.nodes[at:] if id(n) not in gone]
+        self.index()
+
     def commit(self) -> None:
         """Drop dead nodes and unused initializers, sort the nodes topologically, write the graph back."""
         live = set(self.outputs)
@@ -165,14 +180,123 @@ class FusionReport:
     """What `fuse_qdq` rewrote, and why it left convs alone (reason -> count)."""
 
     uint8: int = 0
+    merged: int = 0
     convs: int = 0
+    adds: int = 0
     matmuls: int = 0
     float_weights: int = 0
     refused: dict[str, int] = field(default_factory=dict)
 
     @property
     def modified(self) -> bool:
-        return bool(self.uint8 or self.convs or self.matmuls or self.float_weights)
+        return bool(self.uint8 or self.merged or self.convs or self.adds or self.matmuls or self.float_weights)
+
+
+def _post_step(g: _Graph, n: Any) -> tuple[str, Any] | str:
+    """Node `n` (reading the value on its first input) as a step that commutes with a later quantizer:
+    ("clip", (lo, hi)) for Relu / Clip / Max / Min with constant bounds, ("pool", n) for MaxPool; else a reason."""
+    if n.op_type == "Relu":
+        return ("clip", (0.0, None))
+    if n.op_type == "Clip":
+        lo = g.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
+        hi = g.const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+        if (len(n.input) > 1 and n.input[1] and lo is None) or (len(n.input) > 2 and n.input[2] and hi is None):
+            return "Clip bounds not constant"
+        return ("clip", (None if lo is None else float(lo), None if hi is None else float(hi)))
+    if n.op_type in ("Max", "Min") and len(n.input) == 2:  # round_type 1 clips to [-s, s] first
+        v = g.const(n.input[1])
+        if v is None or v.size != 1:
+            return f"{n.op_type} with a non-constant or non-scalar bound"
+        return ("clip", (float(v.reshape(())), None) if n.op_type == "Max" else (None, float(v.reshape(()))))
+    if n.op_type == "MaxPool" and len(n.output) == 1:
+        return ("pool", n)
+    return f"goes through {n.op_type} before its quantizer"
+
+
+def _quantized_tail(g: _Graph, value: str, q: Any, post: list[tuple[str, Any]]) -> list[Any]:
+    """Nodes computing ``q(post(value))`` as ``post'(Q(value))``: the quantizer `q` (its scale and zero point)
+    right after `value`, then the clamps as uint8 codes (consecutive overlapping clamps merged) and the max pools
+    on the quantized tensor, the last one writing `q`'s output."""
+    s_q = F32(g.const(q.input[1]))
+    steps: list[tuple[str, Any]] = []
+    for kind, arg in post:
+        if kind == "clip":
+            arg = (_quantize_bound(arg[0], s_q, 0), _quantize_bound(arg[1], s_q, 255))
+            if steps and steps[-1][0] == "clip" and max(arg[0], steps[-1][1][0]) <= min(arg[1], steps[-1][1][1]):
+                arg = (max(arg[0], steps[-1][1][0]), min(arg[1], steps[-1][1][1]))
+                steps.pop()
+        steps.append((kind, arg))
+    final = q.output[0]
+    cur = g.fresh("q") if steps else final
+    new = [g.node("QuantizeLinear", [value, q.input[1], q.input[2]], [cur])]
+    for i, (kind, arg) in enumerate(steps):
+        out = final if i == len(steps) - 1 else g.fresh("q")
+        if kind == "clip":
+            new.append(g.node("Clip", [cur, g.add_init(np.array(arg[0], np.uint8), "lo"),
+                                       g.add_init(np.array(arg[1], np.uint8), "hi")], [out]))
+        else:
+            pattrs = {a.name: _attr(arg, a.name) for a in arg.attribute}
+            new.append(g.node("MaxPool", [cur], [out], **pattrs))
+        cur = out
+    return new
+
+
+def _walk_to_quantizer(g: _Graph, cur: str, post: list[tuple[str, Any]], removed: list[Any]) -> Any | str:
+    """From value `cur` through single-reader commuting steps (appended to `post`, their nodes to `removed`)
+    to the one uint8 per-tensor QuantizeLinear reading the result; the quantizer, or a reason."""
+    while True:
+        readers = g.readers.get(cur, [])
+        if cur in g.outputs or not readers:
+            return "result is a graph output"
+        if len(readers) != 1:
+            return "result read " + ("by float ops" if any(r.op_type != "QuantizeLinear" for r in readers)
+                                     else "by several quantizers")
+        n = readers[0]
+        if n.op_type == "QuantizeLinear":
+            zp = g.const(n.input[2]) if len(n.input) > 2 else None
+            if zp is None or zp.dtype != np.uint8 or zp.ndim != 0 or g.const(n.input[1]) is None:
+                return "its quantizer is not per-tensor uint8"
+            return n
+        if n.input[0] != cur:
+            return f"result is input #{list(n.input).index(cur)} of {n.op_type}"
+        step = _post_step(g, n)
+        if isinstance(step, str):
+            return step
+        post.append(step)
+        removed.append(n)
+        cur = n.output[0]
+
+
+# ------------------------------------------------------------------------------------------------- rule 0
+class MergeQuantizers:
+    """Quantizers of the same value with the same constant scale and zero point compute the same codes: the
+    first one is kept and the others' readers read it. (Paddle's quantizer writes one quantize_linear per
+    quantized reader; a residual block's input read by a conv and by the add then has two.)"""
+
+    def pattern(self, g: _Graph) -> Iterable[list[Any]]:
+        groups: dict[tuple[str, ...], list[Any]] = {}
+        for n in g.nodes:
+            if n.op_type == "QuantizeLinear":
+                groups.setdefault((n.input[0], *_quant_params_key(g, n)), []).append(n)
+        return [v for k, v in groups.items() if len(v) > 1 and "" not in k]
+
+    def rewrite(self, g: _Graph, same: list[Any]) -> None:
+        keep = same[0].output[0]
+        for q in same[1:]:
+            for r in g.readers.get(q.output[0], []):
+                r.input[:] = [keep if i == q.output[0] else i for i in r.input]
+        g.nodes = [n for n in g.nodes if not any(n is q for q in same[1:])]
+        g.index()
+
+
+def _quant_params_key(g: _Graph, q: Any) -> tuple[str, ...]:
+    """(scale bytes, zero point bytes + dtype, axis) of a quantizer with constant parameters; "" where not constant."""
+    s = g.const(q.input[1])
+    zp = g.const(q.input[2]) if len(q.input) > 2 and q.input[2] else np.zeros((), np.uint8)
+    if s is None or zp is None:
+        return ("",)
+    return (s.tobytes().hex() + str(s.shape), zp.tobytes().hex() + str(zp.dtype) + str(zp.shape),
+            str(_attr(q, "axis", 1)))
 
 
 # ------------------------------------------------------------------------------------------------- rule 1
@@ -247,57 +371,34 @@ class ConvRequantize:
         if b is None:
             return "bias not constant"
         c = b.astype(np.float64).reshape(-1)
-        post: list[tuple[str, Any]] = []
         removed: list[Any] = []
         cur = conv.output[0]
-        while True:
-            readers = g.readers.get(cur, [])
-            if cur in g.outputs or not readers:
-                return "conv result is a graph output"
-            if len(readers) != 1:
-                return "conv result read " + ("by float ops" if any(r.op_type != "QuantizeLinear" for r in readers)
-                                              else "by several quantizers")
-            n = readers[0]
-            if n.op_type == "QuantizeLinear":
-                break
+        while len(g.readers.get(cur, [])) == 1 and cur not in g.outputs:  # batch norm / per-channel adds first
+            n = g.readers[cur][0]
             if n.input[0] != cur:
-                return f"conv result is input #{list(n.input).index(cur)} of {n.op_type}"
-            if n.op_type == "BatchNormalization" and not post:
+                break
+            if n.op_type == "BatchNormalization":
                 p = [g.const(i) for i in n.input[1:5]]
                 if any(v is None or v.size != cout for v in p) or _attr(n, "training_mode", 0):
                     return "batch norm parameters not constant"
                 sc, bb, mean, var = (v.astype(np.float64).reshape(-1) for v in p)  # type: ignore[union-attr]
                 kk = sc / np.sqrt(var + float(_attr(n, "epsilon", 1e-5)))
                 k, c = k * kk, c * kk + bb - mean * kk
-            elif n.op_type in ("Add", "Sub") and not post:
+            elif n.op_type in ("Add", "Sub"):
                 v = g.const(n.input[1])
                 tail = (cout,) + (1,) * (w8.ndim - 2)
                 if v is None or not (v.size == 1 or (v.size == cout and v.shape[-len(tail):] == tail)):
                     return f"{n.op_type} of a non-constant or non-per-channel value"
                 c = c + (1 if n.op_type == "Add" else -1) * np.broadcast_to(v.astype(np.float64).reshape(-1), cout)
-            elif n.op_type == "Relu":
-                post.append(("clip", (0.0, None)))
-            elif n.op_type == "Clip":
-                lo = g.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
-                hi = g.const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
-                if (len(n.input) > 1 and n.input[1] and lo is None) or (len(n.input) > 2 and n.input[2] and hi is None):
-                    return "Clip bounds not constant"
-                post.append(("clip", (None if lo is None else float(lo), None if hi is None else float(hi))))
-            elif n.op_type in ("Max", "Min") and len(n.input) == 2:  # round_type 1 clips to [-s, s] first
-                v = g.const(n.input[1])
-                if v is None or v.size != 1:
-                    return f"{n.op_type} with a non-constant or non-scalar bound"
-                post.append(("clip", (float(v.reshape(())), None) if n.op_type == "Max" else (None, float(v.reshape(())))))
-            elif n.op_type == "MaxPool" and len(n.output) == 1:
-                post.append(("pool", n))
             else:
-                return f"conv result goes through {n.op_type} before its quantizer"
+                break
             removed.append(n)
             cur = n.output[0]
-        q = readers[0]
-        zp = g.const(q.input[2]) if len(q.input) > 2 else None
-        if zp is None or zp.dtype != np.uint8 or zp.ndim != 0 or g.const(q.input[1]) is None:
-            return "its quantizer is not per-tensor uint8"
+        post: list[tuple[str, Any]] = []
+        q = _walk_to_quantizer(g, cur, post, removed)
+        if isinstance(q, str):
+            return "conv " + q if q.startswith("result") else (
+                "conv result " + q if q.startswith("goes") else q)
         w = w8.astype(np.int32)
         neg = (k < 0)
         if np.any(w[neg] == -128):
@@ -325,36 +426,41 @@ class ConvRequantize:
         conv_out = g.fresh("conv")
         attrs = {a.name: _attr(ch.conv, a.name) for a in ch.conv.attribute}
         conv = g.node("Conv", [ch.conv.input[0], w_dq.output[0], b_dq.output[0]], [conv_out], **attrs)
-        s_q = F32(g.const(ch.q.input[1]))
-        new = [w_dq, b_dq, conv]
-        cur = conv_out
-        steps: list[tuple[str, Any]] = []
-        for kind, arg in ch.post:  # clamps as uint8 codes; consecutive overlapping clamps become one
-            if kind == "clip":
-                arg = (_quantize_bound(arg[0], s_q, 0), _quantize_bound(arg[1], s_q, 255))
-                if steps and steps[-1][0] == "clip" and max(arg[0], steps[-1][1][0]) <= min(arg[1], steps[-1][1][1]):
-                    arg = (max(arg[0], steps[-1][1][0]), min(arg[1], steps[-1][1][1]))
-                    steps.pop()
-            steps.append((kind, arg))
-        final = ch.q.output[0]
-        q_out = g.fresh("q") if steps else final
-        new.append(g.node("QuantizeLinear", [cur, ch.q.input[1], ch.q.input[2]], [q_out]))
-        cur = q_out
-        for i, (kind, arg) in enumerate(steps):
-            out = final if i == len(steps) - 1 else g.fresh("q")
-            if kind == "clip":
-                new.append(g.node("Clip", [cur, g.add_init(np.array(arg[0], np.uint8), "lo"),
-                                           g.add_init(np.array(arg[1], np.uint8), "hi")], [out]))
-            else:
-                pattrs = {a.name: _attr(arg, a.name) for a in arg.attribute}
-                new.append(g.node("MaxPool", [cur], [out], **pattrs))
-            cur = out
-        gone = {id(n) for n in (ch.conv, *ch.removed, ch.q)}
-        at = next(i for i, n in enumerate(g.nodes) if id(n) in gone)
-        g.nodes = [n for n in g.nodes[:at] if id(n) not in gone] + new + [
-            n for n in g.nodes[at:] if id(n) not in gone]
-        g.index()
+        new = [w_dq, b_dq, conv, *_quantized_tail(g, conv_out, ch.q, ch.post)]
+        g.replace([ch.conv, *ch.removed, ch.q], new)
         return True
+
+
+# ------------------------------------------------------------------------------------------------ rule 2b
+class AddRequantize:
+    """``Add(DQ(a_u8), DQ(b_u8)) -> [Relu|Clip|Max|Min|MaxPool]* -> Q_u8``  ==>  ``Add(DQ(a), DQ(b)) -> Q ->
+    [Clip|MaxPool]*`` on uint8, the form ORT's QDQ selectors make a QLinearAdd of (integer inputs, one
+    requantization). Exact in real numbers for the same reason as ConvRequantize's tail: Q commutes with clamps
+    and max. A residual add quantized on both inputs (pdlite quantize's default; Paddle's PTQ with
+    elementwise_add in quantizable_op_type) then stays int8 from conv to conv."""
+
+    def pattern(self, g: _Graph) -> Iterable[Any]:
+        return [n for n in g.nodes if n.op_type == "Add" and len(n.input) == 2 and all(
+            getattr(g.producer.get(i), "op_type", None) == "DequantizeLinear" for i in n.input)]
+
+    def check(self, g: _Graph, add: Any) -> tuple[Any, list[tuple[str, Any]], list[Any]] | str:
+        for i in add.input[:2]:
+            dq = g.producer.get(i)
+            zp = g.const(dq.input[2]) if dq is not None and dq.op_type == "DequantizeLinear" and len(dq.input) > 2 \
+                else None
+            if zp is None or zp.dtype != np.uint8 or zp.ndim != 0 or g.const(dq.input[1]) is None:
+                return "add input not a per-tensor uint8 activation"
+        post: list[tuple[str, Any]] = []
+        removed: list[Any] = []
+        q = _walk_to_quantizer(g, add.output[0], post, removed)
+        if isinstance(q, str):
+            return "add " + q
+        return q, post, removed
+
+    def rewrite(self, g: _Graph, add: Any, q: Any, post: list[tuple[str, Any]], removed: list[Any]) -> None:
+        value = g.fresh("add")
+        new = [g.node("Add", list(add.input), [value]), *_quantized_tail(g, value, q, post)]
+        g.replace([add, *removed, q], new)
 
 
 # ------------------------------------------------------------------------------------------------- rule 3
@@ -496,6 +602,10 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
     if not any(n.op_type == "QuantizeLinear" for n in g.nodes):
         return report
     g.commit()  # drop the dead Casts of quantizer outputs first: they would read the uint8 codes
+    merge = MergeQuantizers()
+    for same in merge.pattern(g):
+        merge.rewrite(g, same)
+        report.merged += len(same) - 1
     to_u8 = ActivationsToUint8()
     zp = None
     for q in to_u8.pattern(g):
@@ -514,6 +624,14 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
             report.convs += 1
         else:
             report.refused["bias out of int32 range"] = report.refused.get("bias out of int32 range", 0) + 1
+    adds = AddRequantize()
+    for add in adds.pattern(g):
+        got = adds.check(g, add)
+        if isinstance(got, str):
+            report.refused[got] = report.refused.get(got, 0) + 1
+            continue
+        adds.rewrite(g, add, *got)
+        report.adds += 1
     pointwise = PointwiseToMatMul()
     for conv in pointwise.pattern(g):
         if pointwise.check(g, conv) is None:
@@ -526,6 +644,7 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
             report.float_weights += 1
     g.commit()
     if log is not None:
-        log(f"qdq_fusion: {report.uint8} activation quantizers to uint8, {report.convs} convs requantized, "
+        log(f"qdq_fusion: {report.merged} duplicate quantizers merged, {report.uint8} activation quantizers to "
+            f"uint8, {report.convs} convs and {report.adds} adds requantized, "
             f"{report.matmuls} 1x1 convs as matmuls, {report.float_weights} float weights; left alone: {report.refused}")
     return report

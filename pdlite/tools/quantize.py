@@ -2,7 +2,8 @@
 
 Runs the float model on the host over the calibration batches, computes each quantized op's activation
 scale (abs_max, hist or KL; pdlite.optimizer.quantization), quantizes conv / depthwise / transpose conv /
-mul / matmul weights per channel, and writes OUT/inference.pdmodel + inference.pdiparams in Paddle's QDQ
+mul / matmul weights per channel and the inputs of those ops and of residual adds (elementwise_add of two
+activations; `--ops` narrows the list), and writes OUT/inference.pdmodel + inference.pdiparams in Paddle's QDQ
 format (quantize_linear / dequantize_linear, int8 weights), which Paddle Inference, OpenVINO and pdlite
 load. Then it prints how far the int8 model is from the float one on the calibration batches.
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from pdlite.errors import ConfigError, InputError
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
+from pdlite.optimizer.quantization.qdq import DEFAULT_OPS
 from pdlite.tools.common import source_config
 from pdlite.tools.progress import Progress
 
@@ -37,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--algo", default="KL", choices=["abs_max", "hist", "KL"],
                    help="activation calibration (default KL, as Paddle's PostTrainingQuantization)")
     p.add_argument("--batches", type=int, default=0, help="use at most this many calibration batches (0: all)")
+    p.add_argument("--ops", default=",".join(DEFAULT_OPS),
+                   help="op types to quantize, comma-separated (default: %(default)s; leave out elementwise_add to "
+                        "keep residual adds float, as Paddle's default quantizable_op_type does)")
     p.add_argument("--skip", action="append", default=[], metavar="VAR",
                    help="keep the op writing VAR in float (repeatable)")
     p.set_defaults(func=main)
@@ -144,18 +149,19 @@ def main(args: argparse.Namespace) -> int:
     batches = read_calibration(args.calib, feeds)
     if args.batches > 0:
         batches = batches[:args.batches]
-    targets = quant_targets(model.program, params, set(args.skip))
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    targets = quant_targets(model.program, params, set(args.skip), ops)
     if not targets:
-        raise ConfigError(f"{args.model}: no op to quantize (conv2d, depthwise_conv2d, conv2d_transpose, mul, "
-                          "matmul, matmul_v2 with float weights)")
-    scales = calibrate(args, batches, {t.activation for t in targets})
+        raise ConfigError(f"{args.model}: no op to quantize among {ops} (conv2d, depthwise_conv2d, conv2d_transpose, "
+                          "mul, matmul, matmul_v2 with float weights; elementwise_add of two float activations)")
+    scales = calibrate(args, batches, {a for t in targets for a in t.activations})
     program, new_params = insert_qdq(model.program, params, scales, targets)
     out = Path(args.output)
     os.makedirs(out, exist_ok=True)
     persist = set(program.persistable_names())
     save_model(program, {n: LoDTensor(np.asarray(v, order="C")) for n, v in new_params.items() if n in persist},
                out / "inference.pdmodel", out / "inference.pdiparams")
-    w = len({t.weight for t in targets})
+    w = len({t.weight for t in targets if t.weight is not None})
     print(f"wrote {out}/inference.pdmodel + inference.pdiparams: {len(targets)} ops quantized "
           f"({w} int8 weights, {len(scales)} activation scales, {args.algo} over {len(batches)} batches)")
     fpred = _predictor(source_config(args.model, args.params, "quantize"))

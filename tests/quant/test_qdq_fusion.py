@@ -122,6 +122,66 @@ def test_refusals_name_the_reason() -> None:
     assert report.convs == 0 and report.refused == {"weight holds -128 where batch norm flips the sign": 1}
 
 
+
+def _residual(rng: np.random.Generator) -> Any:
+    """x -> Q -> DQ -> Conv(DQ(w8)) -> BN -> Q(sa) -> DQ -> Add <- DQ <- Q(sx) <- x (a second quantizer of x, as
+    Paddle writes one per quantized reader) -> Relu -> Q(so) -> DQ -> y: a residual block with its add quantized."""
+    c = 4
+    w8 = rng.integers(-127, 128, (c, c, 3, 3)).astype(np.int8)
+    inits = [
+        _init("sx", np.float32(0.02)), _init("zx", np.int8(0)), _init("w8", w8),
+        _init("sw", rng.uniform(0.002, 0.01, c).astype(np.float32)), _init("zw", np.zeros(c, np.int8)),
+        _init("g", rng.uniform(0.5, 1.5, c).astype(np.float32)), _init("b", rng.normal(0, 0.3, c).astype(np.float32)),
+        _init("m", rng.normal(0, 0.2, c).astype(np.float32)), _init("v", rng.uniform(0.5, 2, c).astype(np.float32)),
+        _init("sa", np.float32(0.03)), _init("za", np.int8(0)), _init("so", np.float32(0.04)), _init("zo", np.int8(0)),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w8", "sw", "zw"], ["wd"], axis=0),
+        helper.make_node("Conv", ["xd", "wd"], ["cv"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["cv", "g", "b", "m", "v"], ["bn"], epsilon=1e-5),
+        helper.make_node("QuantizeLinear", ["bn", "sa", "za"], ["aq"]),
+        helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq2"]),
+        helper.make_node("DequantizeLinear", ["xq2", "sx", "zx"], ["xd2"]),
+        helper.make_node("Add", ["ad", "xd2"], ["sum"]),
+        helper.make_node("Relu", ["sum"], ["r"]),
+        helper.make_node("QuantizeLinear", ["r", "so", "zo"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_quantized_residual_add_becomes_qlinearadd_with_the_same_numbers(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    original = _residual(rng)
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.merged, report.uint8, report.convs, report.adds, report.refused) == (1, 3, 1, 1, {}), report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["Relu"] == kinds["BatchNormalization"] == 0 and kinds["Clip"] == 1 and kinds["QuantizeLinear"] == 3
+    onnx.checker.check_model(fused, full_check=True)
+    x = rng.normal(0, 1.0, (2, 4, 8, 8)).astype(np.float32)
+    ref = _session(original).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "opt.onnx").run(None, {"x": x})[0]
+    optimized = _ops(tmp_path / "opt.onnx")
+    assert optimized["QLinearConv"] == 1 and optimized["QLinearAdd"] == 1, optimized
+    steps = np.abs(got - ref) / np.float32(0.04)
+    assert steps.max() <= 1.0 + 1e-5 and (steps < 1e-3).mean() >= 0.97, (steps.max(), (steps < 1e-3).mean())
+    assert ref.min() == 0 and np.ptp(ref) > 1  # the relu did act
+
+
+def test_add_read_in_float_stays_float() -> None:
+    m = _residual(np.random.default_rng(5))
+    m.graph.node.append(helper.make_node("Relu", ["sum"], ["side"]))
+    m.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, [2, 4, 8, 8]))
+    report = fuse_qdq(m)
+    assert report.adds == 0 and report.refused == {"add result read by float ops": 1}
+
+
 def _convert(model_dir: Path, device: str | None, ins: dict[str, np.ndarray]) -> Any:
     """The whole program (feed/fetch removed) converted as the subgraph kernel does, for `device`."""
     from pdlite.model_parser.loader import load_model

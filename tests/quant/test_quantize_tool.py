@@ -154,3 +154,50 @@ def test_progress_bar_counts_calibration_batches(calib, tmp_path: Path, monkeypa
     assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "KL", "-o", str(tmp_path / "q")]) == 0
     text = stream.getvalue()
     assert "calibrating (KL)" in text and "6/6" in text  # 3 batches x 2 passes
+
+
+def test_residual_adds_quantized_by_default_and_ops_narrows(quantized: Path, calib, tmp_path: Path, capsys) -> None:
+    """Both inputs of each add of two activations are dequantized values (their codes and scale from calibration);
+    `--ops` without elementwise_add leaves them float; an unknown op type is refused by name."""
+    from pdlite.model_parser import load_model
+
+    def adds(model: Path) -> list[list[str]]:
+        m = load_model(model)
+        return [[op.input("X"), op.input("Y")] for op in m.program.main.ops if op.type == "elementwise_add"
+                and op.input("Y") not in m.params and not op.input("Y").endswith(".b_0")]
+
+    default = adds(quantized)
+    assert len(default) >= 5 and all(n.endswith(".quantized.dequantized") for pair in default for n in pair)
+    out = tmp_path / "no_adds"
+    ops = "conv2d,depthwise_conv2d,matmul_v2"
+    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "abs_max", "--ops", ops, "-o", str(out)]) == 0
+    narrowed = adds(out)
+    assert len(narrowed) == len(default) and not any(n.endswith(".dequantized") for pair in narrowed for n in pair)
+    capsys.readouterr()
+    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--ops", "conv2d,softmax", "-o", str(tmp_path / "x")]) != 0
+    assert "cannot quantize op type(s) ['softmax']" in capsys.readouterr().err
+
+
+def test_quantized_adds_run_as_integer_adds_on_onnxruntime(quantized: Path, calib, tmp_path: Path) -> None:
+    """pdlite quantize's output on onnxruntime: the residual adds run as QLinearAdd (integer) and the output stays
+    within the device tolerance (2e-2 * max|ref|, tests/quant/test_quant_devices.py) of the host simulation."""
+    pytest.importorskip("onnxruntime")
+    from collections import Counter
+
+    import onnx
+
+    from pdlite.nnadapter.registry import get_driver
+    from pdlite.registries import load_registries
+    from tests.quant.test_qdq_fusion import _convert
+
+    _, x = calib
+    model = _convert(quantized, "onnxruntime", {"x": x})
+    load_registries()
+    driver = get_driver("onnxruntime")()
+    compiled = driver.build(model.SerializeToString(), {"ONNXRUNTIME_INTRA_OP_NUM_THREADS": "1"},
+                            str(tmp_path / "optimized.onnx"))
+    optimized = Counter(n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node)
+    assert optimized["QLinearAdd"] >= 5 and optimized["QLinearConv"] >= 20, optimized
+    (got,) = driver.run(compiled, [x])
+    (ref,) = run(quantized, {"x": x}).values()
+    assert max_rel_err(np.asarray(got), ref) <= 2e-2 and np.array_equal(np.asarray(got).argmax(-1), ref.argmax(-1))

@@ -7,6 +7,13 @@ feeds the observers here and calls `insert_qdq`; this package never runs a model
 from __future__ import annotations
 
 from pdlite.optimizer.quantization.calibration import ALGOS, Observer, make_observer
-from pdlite.optimizer.quantization.qdq import QUANTIZABLE, QuantTarget, insert_qdq, quant_targets
+from pdlite.optimizer.quantization.qdq import (
+                                               ACTIVATION_OPS,
+                                               DEFAULT_OPS,
+                                               QUANTIZABLE,
+                                               QuantTarget,
+                                               insert_qdq,
+                                               quant_targets,
+)
 
-__all__ = ["ALGOS", "QUANTIZABLE", "Observer", "QuantTarget", "insert_qdq", "make_observer", "quant_targets"]
+__all__ = ["ACTIVATION_OPS", "ALGOS", "DEFAULT_OPS", "QUANTIZABLE", "Observer", "QuantTarget", "insert_qdq", "make_observer", "quant_targets"]

@@ -4,6 +4,12 @@ onnx_format=True), so that Paddle Inference, OpenVINO and pdlite all run it:
     act  -> quantize_linear(act, act@scale) -> dequantize_linear(.., act@scale) -> op
     W    (int8 param, same name) -> dequantize_linear(W, W@scale, quant_axis) -> op
 
+Ops with a weight (QUANTIZABLE) get both; elementwise_add of two activations (ACTIVATION_OPS) gets its two
+inputs quantized, as Paddle's PostTrainingQuantization does when `quantizable_op_type` names it: a residual
+add between int8 convolutions then stays int8 on the devices (a conv whose result feeds the add can requantize
+right after itself, and the add runs as an integer add). Every activation is quantized once, however many
+quantized ops read it.
+
 Activation scales come from calibration (pdlite.optimizer.quantization.calibration); weights use
 per-channel abs-max along the output-channel axis (conv: 0, conv2d_transpose: 1, mul/matmul [K, N]
 weights: 1), W8 = clip(round_half_even(W * 127 / s[c]), -128, 127). Scales and zero points (int32 zeros,
@@ -12,7 +18,7 @@ which Paddle ignores) are new persistable variables; every attribute not written
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,28 +32,45 @@ from pdlite.kernels.host.quant import channel_abs_max, channel_view, quantize
 QUANTIZABLE = {"conv2d": ("Input", "Filter", 0), "depthwise_conv2d": ("Input", "Filter", 0),
                "conv2d_transpose": ("Input", "Filter", 1), "mul": ("X", "Y", 1), "matmul": ("X", "Y", 1),
                "matmul_v2": ("X", "Y", 1)}
+# op type -> activation slots (ops without weights, quantized on their activation inputs only)
+ACTIVATION_OPS = {"elementwise_add": ("X", "Y")}
+# what `pdlite quantize` quantizes unless told otherwise (`--ops`)
+DEFAULT_OPS = (*QUANTIZABLE, *ACTIVATION_OPS)
 
 
 @dataclass(frozen=True)
 class QuantTarget:
-    """One quantizable op of block 0: its index, activation input and float weight."""
+    """One quantizable op of block 0: its index, activation inputs and float weight (None: activations only)."""
 
     index: int
     op_type: str
-    activation: str
-    weight: str
-    axis: int
+    activations: tuple[str, ...]
+    weight: str | None = None
+    axis: int = 0
 
 
-def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[str] = frozenset()
-                  ) -> list[QuantTarget]:
-    """The ops `insert_qdq` would quantize: a quantizable type, a float32 parameter weight of rank 2 or 4,
-    a non-parameter activation; ops whose output name is in `skip` are left float."""
+def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[str] = frozenset(),
+                  ops: Iterable[str] = DEFAULT_OPS) -> list[QuantTarget]:
+    """The ops `insert_qdq` would quantize: a type in `ops`; with a float32 parameter weight of rank 2 or 4 and a
+    non-parameter activation (QUANTIZABLE), or float32 non-parameter activations only (ACTIVATION_OPS); ops
+    whose output name is in `skip` are left float."""
+    unknown = set(ops) - set(QUANTIZABLE) - set(ACTIVATION_OPS)
+    if unknown:
+        raise ConfigError(f"cannot quantize op type(s) {sorted(unknown)}; quantizable: "
+                          f"{sorted((*QUANTIZABLE, *ACTIVATION_OPS))}")
+    wanted = set(ops)
+    block = program.main
     out = []
-    for i, op in enumerate(program.main.ops):
-        spec = QUANTIZABLE.get(op.type)
-        if spec is None or any(n in skip for n in op.output_names()):
+    for i, op in enumerate(block.ops):
+        if op.type not in wanted or any(n in skip for n in op.output_names()):
             continue
+        if op.type in ACTIVATION_OPS:
+            names = tuple(op.input(slot) for slot in ACTIVATION_OPS[op.type])
+            if all(n is not None and n not in params and n in block.vars and block.vars[n].dtype == VarType.FP32
+                   for n in names):
+                out.append(QuantTarget(i, op.type, names))  # type: ignore[arg-type]
+            continue
+        spec = QUANTIZABLE[op.type]
         a, w = op.input(spec[0]), op.input(spec[1])
         if a is None or w is None or a in params or w not in params:
             continue
@@ -57,7 +80,7 @@ def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[
         axis = spec[2]
         if op.type in ("matmul", "matmul_v2") and (op.attrs.get("trans_y") or op.attrs.get("transpose_Y")):
             axis = 0
-        out.append(QuantTarget(i, op.type, a, w, axis))
+        out.append(QuantTarget(i, op.type, (a,), w, axis))
     return out
 
 
@@ -74,25 +97,29 @@ def insert_qdq(program: Program, params: Mapping[str, np.ndarray], act_scales: M
 
     for t in targets:
         before = inserted.setdefault(t.index, [])
-        if t.activation not in renamed:
-            s = float(act_scales.get(t.activation, 0.0))
+        for act in t.activations:
+            if act in renamed:
+                continue
+            s = float(act_scales.get(act, 0.0))
             if not np.isfinite(s) or s <= 0:
-                raise ConfigError(f"activation {t.activation!r} ({t.op_type}) has no calibration scale; "
+                raise ConfigError(f"activation {act!r} ({t.op_type}) has no calibration scale; "
                                   "was it computed by the calibration batches?")
-            sname, zname = f"{t.activation}@scale", f"{t.activation}@zero_point"
-            q, dq = f"{t.activation}.quantized", f"{t.activation}.quantized.dequantized"
+            sname, zname = f"{act}@scale", f"{act}@zero_point"
+            q, dq = f"{act}.quantized", f"{act}.quantized.dequantized"
             new_params[sname], new_params[zname] = np.array([s], np.float32), np.zeros(1, np.int32)
             var(sname, VarType.FP32, [1], True)
             var(zname, VarType.INT32, [1], True)
-            shape = list(block.vars[t.activation].shape) if t.activation in block.vars else []
+            shape = list(block.vars[act].shape) if act in block.vars else []
             var(q, VarType.FP32, shape)
             var(dq, VarType.FP32, shape)
             attrs = {"quant_axis": -1, "bit_length": 8, "round_type": 0, "is_test": True, "only_observer": False}
-            before.append(OpDesc("quantize_linear", {"X": [t.activation], "Scale": [sname], "ZeroPoint": [zname]},
+            before.append(OpDesc("quantize_linear", {"X": [act], "Scale": [sname], "ZeroPoint": [zname]},
                                  {"Y": [q]}, dict(attrs)))
             before.append(OpDesc("dequantize_linear", {"X": [q], "Scale": [sname], "ZeroPoint": [zname]},
                                  {"Y": [dq]}, dict(attrs)))
-            renamed[t.activation] = dq
+            renamed[act] = dq
+        if t.weight is None:
+            continue
         if t.weight not in renamed:
             w = np.asarray(params[t.weight])
             s = channel_abs_max(w, t.axis)
@@ -117,7 +144,7 @@ def insert_qdq(program: Program, params: Mapping[str, np.ndarray], act_scales: M
             op = op.copy()
             for names in op.inputs.values():
                 for k, n in enumerate(names):
-                    if n in (t.activation, t.weight):
+                    if n in t.activations or n == t.weight:
                         names[k] = renamed[n]
         ops.append(op)
     block.ops = ops
