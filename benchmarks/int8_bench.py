@@ -2,7 +2,8 @@
 
 For each model of ../shared/models (classifiers and PP-OCR det) the script makes an int8 QDQ model
 (`--quantizer paddle`: Paddle's PostTrainingQuantization, abs_max, onnx_format; `--quantizer pdlite`:
-`pdlite quantize`, abs_max) from calibration inputs (the case input plus noise), then, per device,
+`pdlite quantize`, abs_max; both quantizing the op types of `--ops`, by default the convs, the matmuls and
+the residual adds) from calibration inputs (the case input plus noise), then, per device,
 builds one predictor for the fp32 model and one for the int8 model and times them interleaved
 (A B A B ..., batch 1, 2 threads, medians of `--rounds` runs after warm-up), `--repeats` times: the table
 gives the median speed-up and its range over the repeats (a shared, noisy machine).
@@ -20,6 +21,7 @@ Prints a Markdown table (for BENCHMARKS.md).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import subprocess
 import sys
@@ -34,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "models"
 CLASSIFIERS = ("mobilenet_v1", "mobilenet_v2", "resnet18")
 DETECTORS = ("ppocr_det_v4",)
+OPS = "conv2d,depthwise_conv2d,mul,matmul,matmul_v2,elementwise_add"
 
 
 def _inputs(model: str, n: int, seed: int) -> list[np.ndarray]:
@@ -42,22 +45,23 @@ def _inputs(model: str, n: int, seed: int) -> list[np.ndarray]:
     return [np.clip(x + rng.normal(0, 0.3, x.shape), -3, 3).astype(np.float32) for _ in range(n)]
 
 
-def quantize(model: str, out: Path, quantizer: str, calib: list[np.ndarray]) -> Path:
-    """An int8 QDQ model of ../shared/models/<model> in `out` (made once, then reused)."""
+def quantize(model: str, out: Path, quantizer: str, calib: list[np.ndarray], ops: str) -> Path:
+    """An int8 QDQ model of ../shared/models/<model> in `out` (made once, then reused), quantizing the op types
+    `ops` (comma-separated)."""
     if (out / "inference.pdmodel").is_file():
         return out
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(Path(tmp) / "calib.npz", **{f"x_{i}": c for i, c in enumerate(calib)})
         if quantizer == "pdlite":
             cmd = [sys.executable, "-m", "pdlite", "quantize", str(SHARED / model), "--calib",
-                   str(Path(tmp) / "calib.npz"), "--algo", "abs_max", "-o", str(out)]
+                   str(Path(tmp) / "calib.npz"), "--algo", "abs_max", "--ops", ops, "-o", str(out)]
         else:
             code = ("import os, sys; os.environ['FLAGS_enable_pir_api'] = '0'; sys.path.insert(0, sys.argv[1])\n"
                     "import numpy as np; from pathlib import Path; import make_quant_fixtures as M\n"
                     "z = np.load(sys.argv[3]); calib = [z[k] for k in z.files]\n"
-                    "M._ptq(Path(sys.argv[2]), Path(sys.argv[4]), calib, 'x', True, 'abs_max', M.CNN_OPS)\n")
+                    "M._ptq(Path(sys.argv[2]), Path(sys.argv[4]), calib, 'x', True, 'abs_max', sys.argv[5].split(','))\n")
             cmd = [sys.executable, "-c", code, str(REPO / "tools"), str(SHARED / model),
-                   str(Path(tmp) / "calib.npz"), str(out)]
+                   str(Path(tmp) / "calib.npz"), str(out), ops]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return out
 
@@ -111,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", nargs="*", default=["intel_openvino", "onnxruntime"])
     ap.add_argument("--quantizer", choices=["paddle", "pdlite"], default="paddle")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "pdlite_int8_bench"))
+    ap.add_argument("--ops", default=OPS, help="op types to quantize (default: %(default)s; without "
+                    "elementwise_add residual adds stay float, as Paddle's default quantizable_op_type)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
@@ -122,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
           "int8 device vs host simulation |")
     print("|---|---|---|---|---|---|---|")
     for model in args.models:
-        q = quantize(model, Path(args.work) / f"{model}_{args.quantizer}", args.quantizer,
-                     _inputs(model, 4, seed=1))
+        tag = hashlib.sha256(args.ops.encode()).hexdigest()[:8]
+        q = quantize(model, Path(args.work) / f"{model}_{args.quantizer}_{tag}", args.quantizer,
+                     _inputs(model, 4, seed=1), args.ops)
         samples = _inputs(model, args.samples, seed=2)
         x = np.load(SHARED / model / "case.npz")["in:x"]
         sim = outputs(predictor(q, "host", args.threads), samples)
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def len_note(args: argparse.Namespace) -> str:
     return (f"{args.samples} accuracy inputs, {args.repeats} x {args.rounds} interleaved rounds, "
-            f"{args.threads} threads, quantizer {args.quantizer}")
+            f"{args.threads} threads, quantizer {args.quantizer}, ops {args.ops}")
 
 
 if __name__ == "__main__":
