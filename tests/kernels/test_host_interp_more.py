@@ -220,6 +220,27 @@ def test_nearest_5d():
     check(got, last(x[:, :, idx[0]][:, :, :, idx[1]][:, :, :, :, idx[2]]), "nearest 5-D align_corners NDHWC")
 
 
+
+@pytest.mark.parametrize("attrs", [dict(scale=[2.0, 2.0]), dict(scale=[4.0, 1.0]), dict(out_h=9, out_w=10),
+                                   dict(scale=[1.5, 2.5]), dict(out_h=6, out_w=8, align_corners=True)],
+                         ids=["2x", "4x1", "uneven", "fractional", "align"])
+def test_nearest_4d_is_a_contiguous_gather(attrs):
+    """Whole-factor upsampling (its repeat path) and any other size (one take per axis) give x[:, :, ih][..., iw]
+    with Paddle's source indices, in a C-contiguous array (a strided result made the ops after it slow)."""
+    x = rand(2, 3, 3, 4, seed=11)
+    got = run1("nearest_interp_v2", {"X": x}, dict(interp_method="nearest", **{"align_corners": False, **attrs}))
+    align = bool(attrs.get("align_corners"))
+    sc = attrs.get("scale", [-1.0, -1.0])
+
+    def src(n: int, o: int, s: float) -> list[int]:  # Paddle's nearest source index (float32 ratio)
+        r = f32(n - 1) / f32(o - 1) if align else (f32(1.0 / s) if s > 0 else f32(n) / f32(o))
+        return [min(int(float(r * f32(k)) + (0.5 if align else 0.0)), n - 1) for k in range(o)]
+
+    idx = [src(n, o, s) for n, o, s in zip(x.shape[2:], got.shape[2:], sc)]
+    assert np.array_equal(got, x[:, :, idx[0]][:, :, :, idx[1]]) and got.flags["C_CONTIGUOUS"]
+    if "scale" in attrs and float(sc[0]).is_integer() and float(sc[1]).is_integer():
+        assert np.array_equal(got, np.repeat(np.repeat(x, int(sc[0]), axis=2), int(sc[1]), axis=3))
+
 def test_interp_rank_and_size_errors():
     with pytest.raises(InputError, match="linear interpolation needs a 3-D input"):
         infer("linear_interp_v2", {"X": rand(1, 2, 3, 4)}, dict(out_w=5))

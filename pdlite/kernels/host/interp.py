@@ -148,7 +148,25 @@ class NearestInterp(_Interp):
 
     def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
         idx = [nearest_index(r, o, i, align) for r, o, i in zip(ratios, g.out, x.shape[2:])]
-        return x[(slice(None), slice(None), *np.ix_(*idx))]
+        reps = [_whole_repeat(i, n) for i, n in zip(idx, x.shape[2:])]
+        if x.ndim == 4 and all(reps):  # each source pixel repeated rh x rw times (2x, 4x upsampling)
+            (n, c, h, w), (rh, rw) = x.shape, reps
+            rows = np.repeat(x, rw, axis=3) if rw > 1 else x
+            out = np.empty((n, c, h * rh, w * rw), x.dtype)
+            out.reshape(n, c, h, rh, w * rw)[...] = rows[:, :, :, None, :]
+            return out
+        out = x  # one axis at a time: the result stays C-contiguous (np.ix_ indexing would not)
+        for axis, i in enumerate(idx, start=2):
+            out = np.take(out, i, axis=axis)
+        return out
+
+
+def _whole_repeat(idx: np.ndarray, size: int) -> int:
+    """r when `idx` is [0]*r + [1]*r + ... + [size-1]*r (nearest upsampling by a whole factor), else 0."""
+    if size == 0 or idx.size % size:
+        return 0
+    r = idx.size // size
+    return r if np.array_equal(idx, np.arange(idx.size) // r) else 0
 
 
 class _Linear(_Interp):
