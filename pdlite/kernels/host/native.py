@@ -17,7 +17,8 @@ GEMMs (`conv_gemm`, `winograd_conv3x3`) call the cblas_sgemm of the OpenBLAS Num
 with ctypes, checked once against np.matmul), one single-threaded call per block on the native
 thread pool, with bias and activation applied to each block while it is in cache.
 `gemm_available()` is False when that entry point is not found; the conv kernel then uses np.matmul.
-The `*_plan` functions bind one conv's call for one input shape (the conv kernel keeps it).
+`packed_conv` needs no BLAS: weights packed once (`pack_weights`), its own register-tiled kernel (fast with
+AVX-512; `packed_gemm_fast()`). The `*_plan` functions bind one conv's call for one input shape (the conv kernel keeps it).
 
 Threads: `set_num_threads` (called by pdlite/runtime/threads.py for `set_threads`; NumPy's OpenBLAS
 is found by pdlite/kernels/host/blas.py). Environment:
@@ -324,6 +325,33 @@ def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, oh: 
     return out
 
 
+PACK_ROWS = 64  # output channels per panel of packed weights (native_src/packed_gemm.c PK_MR)
+
+
+def packed_gemm_fast() -> bool:
+    """Whether packed_conv runs its fast form here (AVX-512: its register tile is 28 vectors of 16 floats); on
+    other instruction sets it is correct but slower than the BLAS path."""
+    return _ext is not None and isa() == "avx512"
+
+
+def pack_weights(w: np.ndarray) -> np.ndarray:
+    """Weights (M, K) packed for packed_conv: rows padded with zeros to a multiple of 16, in panels of 64 rows
+    (the last one 16..64), each laid out (K, rows)."""
+    m, k = w.shape
+    mp = -(-m // 16) * 16
+    wp = np.zeros((mp, k), dtype=F32)
+    wp[:m] = w
+    return np.concatenate([wp[p:p + PACK_ROWS].T.ravel() for p in range(0, mp, PACK_ROWS)])
+
+
+def packed_conv(x: np.ndarray, wp: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
+                kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
+                pads: tuple[int, int], act: Act = NO_ACT) -> np.ndarray:
+    """Conv (one group) of NCHW x with weights packed by pack_weights from (M, C*kh*kw), by the native kernel with
+    its own register tiles: act(conv + bias), (N, M, oh, ow). `pads` = (top, left)."""
+    return packed_plan(wp, bias, x.shape, m, oh, ow, kernel, strides, dilations, pads, act)(_f32(x, "packed_conv"))
+
+
 # --- plans: the native call of one conv for one input shape, arguments bound once ------------------------------
 Plan = Callable[[np.ndarray], np.ndarray]
 
@@ -392,6 +420,25 @@ def winograd_plan(u: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ..
     def run(x: np.ndarray) -> np.ndarray:
         out = np.empty(shape, dtype=F32)
         fn(x, u, bias, out, geo, code, params)
+        return out
+
+    return run
+
+
+def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], m: int, oh: int, ow: int,
+                kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
+                pads: tuple[int, int], act: Act) -> Plan:
+    """x -> packed_conv(x, wp, bias, ...) for C-contiguous float32 x of shape x_shape."""
+    assert _ext is not None
+    n, c, h, w = x_shape
+    geo = (n, c, h, w, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+           pads[0], pads[1])
+    shape, fn, code, params = (n, m, oh, ow), _ext.packed_conv, act[0], act[1]
+    wp, bias = _f32(wp, "packed_conv"), None if bias is None else _f32(bias, "packed_conv")
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out = np.empty(shape, dtype=F32)
+        fn(x, wp, bias, out, geo, code, params)
         return out
 
     return run

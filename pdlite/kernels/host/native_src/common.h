@@ -9,6 +9,8 @@
  *                     optionally gathering its own im2col columns (bounded memory)
  *   winograd_conv3x3  3x3 stride-1 convs by Winograd F(2x2, 3x3): 16 GEMMs over 2x2 output tiles (small
  *                     images of a batch side by side in the same GEMMs)
+ *   packed_conv       out[n] = act(W @ columns(x[n]) + bias) with weights packed once and an own register-tiled
+ *                     kernel (vectorised along the output channels: fast on small maps too), no BLAS
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
  *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
  *   pool2d            max / avg windows with Paddle's divisor rules (exclusive or not)
@@ -29,6 +31,7 @@
  *   threadpool.c    the pthread pool (parallel_for)
  *   depthwise.c     depthwise_conv2d          activation.c    bias_act
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
+ *   packed_gemm.c   packed_conv
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
  *   module.c        the Python module: method table, ISA pick, threads, SOURCE_HASH
  */
@@ -266,6 +269,50 @@ static inline void valid_range(isz no, isz s, isz p, isz off, isz size, isz *lo,
     *hi = h;
 }
 
+/* conv geometry of one image: C channels of H x W in, OH x OW out, KH x KW window, strides, dilations, top / left
+ * padding */
+typedef struct {
+    isz C, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+} conv_geo;
+
+/* Rows [r0, r1) (row = (c, i, j) over C*KH*KW) and columns [q0, q1) (column = oy*OW + ox) of the
+ * columns matrix of one image `x` (C, H, W), into dst with row stride ldd; padding reads as 0. */
+PD_INLINE void im2col_block(const conv_geo *g, const float *x, isz r0, isz r1, isz q0, isz q1, float *dst, isz ldd) {
+    const isz kk = g->KH * g->KW;
+    for (isz r = r0; r < r1; r++) {
+        const isz c = r / kk, i = (r % kk) / g->KW, j = r % g->KW;
+        const float *src = x + c * g->H * g->W;
+        float *d = dst + (r - r0) * ldd - q0; /* d[q] for q in [q0, q1) */
+        isz ylo, yhi, xlo, xhi;
+        valid_range(g->OH, g->SH, g->PT, i * g->DH, g->H, &ylo, &yhi);
+        valid_range(g->OW, g->SW, g->PL, j * g->DW, g->W, &xlo, &xhi);
+        for (isz oy = q0 / g->OW; oy * g->OW < q1; oy++) {
+            const isz qa = oy * g->OW > q0 ? oy * g->OW : q0;           /* this row's columns: [qa, qb) */
+            const isz qb = (oy + 1) * g->OW < q1 ? (oy + 1) * g->OW : q1;
+            const isz xa = qa - oy * g->OW, xb = qb - oy * g->OW;       /* as ox */
+            float *drow = d + oy * g->OW;                               /* drow[ox] */
+            if (oy < ylo || oy >= yhi) {
+                memset(drow + xa, 0, (size_t)(xb - xa) * sizeof(float));
+                continue;
+            }
+            const float *s = src + (oy * g->SH - g->PT + i * g->DH) * g->W + (j * g->DW - g->PL);
+            const isz lo = xlo > xa ? xlo : xa, hi = xhi < xb ? xhi : xb;
+            if (lo >= hi) {
+                memset(drow + xa, 0, (size_t)(xb - xa) * sizeof(float));
+                continue;
+            }
+            for (isz ox = xa; ox < lo; ox++) drow[ox] = 0.0f;
+            if (g->SW == 1)
+                memcpy(drow + lo, s + lo, (size_t)(hi - lo) * sizeof(float));
+            else if (g->SW == 2)
+                for (isz ox = lo; ox < hi; ox++) drow[ox] = s[2 * ox];
+            else
+                for (isz ox = lo; ox < hi; ox++) drow[ox] = s[ox * g->SW];
+            for (isz ox = hi; ox < xb; ox++) drow[ox] = 0.0f;
+        }
+    }
+}
+
 /* max that propagates NaN (as np.maximum): v if v > m or v is NaN */
 #define PD_MAXNAN(m, v) (((v) > (m) || (v) != (v)) ? (v) : (m))
 
@@ -315,6 +362,8 @@ PD_HIDDEN void gemm_task_pick(int isa);
 PD_HIDDEN void wino_in_task_pick(int isa);
 PD_HIDDEN void wino_gemm_task_pick(int isa);
 PD_HIDDEN void wino_out_task_pick(int isa);
+PD_HIDDEN void pk_pack_task_pick(int isa);
+PD_HIDDEN void pk_gemm_task_pick(int isa);
 PD_HIDDEN void ln_task_pick(int isa);
 PD_HIDDEN void sm_task_pick(int isa);
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args);
@@ -323,6 +372,7 @@ PD_HIDDEN PyObject *py_im2col(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_set_sgemm(PyObject *self, PyObject *args);

@@ -6,48 +6,6 @@
 /* ------------------------------------------------------------------------------------------------ */
 
 typedef struct {
-    isz C, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
-} conv_geo;
-
-/* Rows [r0, r1) (row = (c, i, j) over C*KH*KW) and columns [q0, q1) (column = oy*OW + ox) of the
- * columns matrix of one image `x` (C, H, W), into dst with row stride ldd; padding reads as 0. */
-PD_INLINE void im2col_block(const conv_geo *g, const float *x, isz r0, isz r1, isz q0, isz q1, float *dst, isz ldd) {
-    const isz kk = g->KH * g->KW;
-    for (isz r = r0; r < r1; r++) {
-        const isz c = r / kk, i = (r % kk) / g->KW, j = r % g->KW;
-        const float *src = x + c * g->H * g->W;
-        float *d = dst + (r - r0) * ldd - q0; /* d[q] for q in [q0, q1) */
-        isz ylo, yhi, xlo, xhi;
-        valid_range(g->OH, g->SH, g->PT, i * g->DH, g->H, &ylo, &yhi);
-        valid_range(g->OW, g->SW, g->PL, j * g->DW, g->W, &xlo, &xhi);
-        for (isz oy = q0 / g->OW; oy * g->OW < q1; oy++) {
-            const isz qa = oy * g->OW > q0 ? oy * g->OW : q0;           /* this row's columns: [qa, qb) */
-            const isz qb = (oy + 1) * g->OW < q1 ? (oy + 1) * g->OW : q1;
-            const isz xa = qa - oy * g->OW, xb = qb - oy * g->OW;       /* as ox */
-            float *drow = d + oy * g->OW;                               /* drow[ox] */
-            if (oy < ylo || oy >= yhi) {
-                memset(drow + xa, 0, (size_t)(xb - xa) * sizeof(float));
-                continue;
-            }
-            const float *s = src + (oy * g->SH - g->PT + i * g->DH) * g->W + (j * g->DW - g->PL);
-            const isz lo = xlo > xa ? xlo : xa, hi = xhi < xb ? xhi : xb;
-            if (lo >= hi) {
-                memset(drow + xa, 0, (size_t)(xb - xa) * sizeof(float));
-                continue;
-            }
-            for (isz ox = xa; ox < lo; ox++) drow[ox] = 0.0f;
-            if (g->SW == 1)
-                memcpy(drow + lo, s + lo, (size_t)(hi - lo) * sizeof(float));
-            else if (g->SW == 2)
-                for (isz ox = lo; ox < hi; ox++) drow[ox] = s[2 * ox];
-            else
-                for (isz ox = lo; ox < hi; ox++) drow[ox] = s[ox * g->SW];
-            for (isz ox = hi; ox < xb; ox++) drow[ox] = 0.0f;
-        }
-    }
-}
-
-typedef struct {
     const float *x;
     float *cols;
     isz N;

@@ -1,0 +1,123 @@
+"""The native packed-weights conv GEMM (native_src/packed_gemm.c) against float64 maths and the NumPy conv kernel.
+
+Shapes cover its edges: output channels not a multiple of 16 or 64 (zero-padded panels of 16..64 rows), columns
+not a multiple of its 7-column tiles and more than one chunk of 32 tiles, reductions over several blocks of 256,
+1x1 convs read in place and every im2col geometry (stride, padding, dilation), batches, bias and activations.
+Tolerance as the other native kernels: max|native - ref| <= 1e-5 * max(1, max|ref|). Skipped when the extension
+is not built; it runs on every instruction set (only the conv kernel's choice of it needs AVX-512).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdlite.kernels.host import conv as conv_module
+from pdlite.kernels.host import native
+from pdlite.kernels.registry import KernelContext
+from pdlite.operators.nn import conv2d_geometry
+from pdlite.operators.registry import OPS
+from tests.kernels._util import kernel_class, make_op
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
+
+TOL = 1e-5
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def check(got: np.ndarray, ref: np.ndarray, what: str) -> None:
+    assert got.shape == ref.shape and got.dtype == np.float32, f"{what}: {got.dtype}{got.shape} vs {ref.shape}"
+    err = float(np.max(np.abs(got.astype(np.float64) - ref)))
+    bound = TOL * max(1.0, float(np.max(np.abs(ref))))
+    assert err <= bound, f"{what}: max|native - ref| = {err:.3g} > {bound:.3g}"
+
+
+def reference(x, w, bias, k, s, p, d, act):
+    """act(conv + bias) in float64 through the NumPy kernel's im2col (pads p on every side)."""
+    n, c, h, wd = x.shape
+    attrs = {**OPS["conv2d"].defaults, "strides": [s, s], "paddings": [p, p], "dilations": [d, d]}
+    g = conv2d_geometry(attrs, x.shape, w.shape)
+    cols = conv_module.im2col(x, g).astype(np.float64)
+    out = np.matmul(w.reshape(w.shape[0], -1).astype(np.float64), cols).reshape(n, -1, g.oh, g.ow)
+    if bias is not None:
+        out += bias.reshape(1, -1, 1, 1)
+    if act == "relu":
+        out = np.maximum(out, 0.0)
+    elif act == "relu6":
+        out = np.clip(out, 0.0, 6.0)
+    return out, g
+
+
+ACT_CODES = {None: native.NO_ACT, "relu": (1, native.NO_PARAMS), "relu6": (2, (6.0, 0.0, 0.0))}
+
+# (n, c, h, w, m, k, stride, pad, dilation, bias, act)
+CASES = [
+    (1, 64, 7, 7, 64, 3, 1, 1, 1, True, "relu"),  # one full panel, 7 full tiles
+    (1, 40, 7, 7, 100, 3, 1, 1, 1, True, None),  # K = 360: two reduction blocks; panels of 64 and 48 rows (36 pad)
+    (2, 24, 14, 14, 24, 3, 2, 1, 1, False, "relu6"),  # batch, stride 2, 24 rows (one panel of 32, 8 padded)
+    (1, 300, 5, 6, 70, 1, 1, 0, 1, True, None),  # 1x1 read in place, K = 300, 30 columns (2 padded in the last tile)
+    (3, 16, 17, 19, 16, 1, 2, 0, 1, True, "relu"),  # strided 1x1 (im2col), 81 columns
+    (1, 8, 20, 20, 33, 3, 1, 2, 2, True, None),  # dilation, 400 columns: two chunks of tiles, K = 72
+    (1, 3, 16, 16, 17, 7, 2, 3, 1, True, "relu"),  # a stem: K = 147
+    (1, 1, 3, 3, 1, 1, 1, 0, 1, False, None),  # the smallest: K = 1, one row, one partial tile
+]
+
+
+@pytest.mark.parametrize("n,c,h,w,m,k,s,p,d,has_bias,act", CASES)
+def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act):
+    x, wt = rand(n, c, h, w, seed=1), rand(m, c, k, k, seed=2)
+    bias = rand(m, seed=3) if has_bias else None
+    ref, g = reference(x, wt, bias, k, s, p, d, act)
+    wp = native.pack_weights(wt.reshape(m, -1))
+    assert wp.size == -(-m // 16) * 16 * c * k * k
+    got = native.packed_conv(x, wp, bias, m, g.oh, g.ow, (k, k), (s, s), (d, d), (p, p), ACT_CODES[act])
+    check(got, ref, f"packed conv {(n, c, h, w, m, k, s, p, d)}")
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_packed_conv_thread_counts_give_the_same_results(threads):
+    x, wt, b = rand(2, 48, 9, 9, seed=4), rand(80, 48, 3, 3, seed=5), rand(80, seed=6)
+    wp = native.pack_weights(wt.reshape(80, -1))
+    old = native.get_num_threads()
+    outs = []
+    try:
+        for t in (1, threads):
+            native.set_num_threads(t)
+            outs.append(native.packed_conv(x, wp, b, 80, 9, 9, (3, 3), (1, 1), (1, 1), (1, 1)))
+    finally:
+        native.set_num_threads(old or 1)
+    assert np.array_equal(outs[0], outs[1])
+
+
+def test_packed_conv_checks_buffers():
+    x, wt = rand(1, 8, 5, 5), rand(20, 8, 1, 1)
+    wp = native.pack_weights(wt.reshape(20, 8))
+    from pdlite.kernels.host import _native
+
+    with pytest.raises(ValueError, match="packed weights"):  # packed for 20 rows: 32 * 8 floats, not 20 * 8
+        _native.packed_conv(x, np.ascontiguousarray(wt.reshape(-1)), None, np.empty((1, 20, 5, 5), np.float32),
+                            (1, 8, 5, 5, 20, 5, 5, 1, 1, 1, 1, 1, 1, 0, 0), 0, native.NO_PARAMS)
+    with pytest.raises(ValueError, match="bad geometry"):
+        _native.packed_conv(x, wp, None, np.empty(0, np.float32), (1, 8, 5, 5, 20, 5, 5, 1, 1, 0, 1, 1, 1, 0, 0),
+                            0, native.NO_PARAMS)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 64, 7, 7), (96, 64, 3, 3), dict(paddings=[1, 1])),  # 3x3 on a 7x7 map, batch 1 (no Winograd: too few tiles)
+    ((2, 128, 14, 14), (64, 128, 1, 1), {}),  # 1x1 on 14x14
+    ((1, 64, 14, 14), (48, 64, 3, 3), dict(strides=[2, 2], paddings=[1, 1])),
+])
+def test_conv_kernel_small_maps(xs, ws, attrs):
+    """The conv kernel on the shapes it gives the packed GEMM (on AVX-512) matches its NumPy path."""
+    x, w, b = rand(*xs, seed=7), rand(*ws, seed=8), rand(ws[0], seed=9)
+    g = conv2d_geometry({**OPS["conv2d"].defaults, **attrs}, xs, ws)
+    assert conv_module.Conv2d.packed(g, "mm") == native.packed_gemm_fast()
+    res = []
+    for on in (True, False):
+        op = make_op("conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs, {"Output": 1})
+        k = kernel_class("conv2d")(op)
+        k.context = KernelContext({"host_native": on})
+        res.append(k.run({"Input": [x], "Filter": [w], "Bias": [b]})["Output"][0])
+    check(res[0], res[1].astype(np.float64), f"conv2d {xs} {ws}")
