@@ -10,9 +10,9 @@ Contenders (each skipped with a note when its package is absent):
 
 The machine is shared and noisy, and engines disturb each other when they share a process (Paddle's
 OpenMP threads keep spinning for ~200 ms after each run and take a core from whoever runs next). So each
-contender runs in its own worker process, and the parent interleaves them in blocks (A B C A B C ...,
-`--block` runs each, a short pause between blocks); each cell is the median of all its runs. Ratios are
-contender / paddle-inference.
+contender runs in its own worker process, and the parent interleaves them in blocks (A B C, B C A, ...:
+the order rotates each round; `--block` timed runs each after `--block-warmup` untimed ones, a short pause
+between blocks); each cell is the median of all its timed runs. Ratios are contender / paddle-inference.
 
     python benchmarks/compare.py [--models a,b] [--batches 1,4] [--threads 1,2] [--repeats 20]
 """
@@ -156,13 +156,18 @@ def export_onnx(d: Path, out: Path) -> Path | None:
     return out
 
 
-def bench_cell(workers: dict[str, subprocess.Popen], rounds: int, block: int, pause: float) -> dict[str, float]:
-    """Interleave the workers in blocks; the median latency of each."""
+def bench_cell(workers: dict[str, subprocess.Popen], rounds: int, block: int, pause: float,
+               block_warmup: int = 1) -> dict[str, float]:
+    """Interleave the workers in blocks, the order rotated each round (A B C, B C A, ...); each block starts
+    with `block_warmup` untimed runs (after the pause a runtime's sleeping threads and cold caches would
+    otherwise land on the first timed run, a cost that differs between runtimes); the median latency of each."""
     times: dict[str, list[float]] = {k: [] for k in workers}
-    for _ in range(rounds):
-        for k, w in workers.items():  # interleaved: A B C A B C ...
+    names = list(workers)
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            w = workers[k]
             assert w.stdin is not None and w.stdout is not None
-            w.stdin.write(f"{block}\n")
+            w.stdin.write(f"{block} {block_warmup}\n")
             w.stdin.flush()
             times[k] += json.loads(w.stdout.readline())
             time.sleep(pause)
@@ -206,7 +211,9 @@ def worker_main(kind: str, d: str, batch: str, threads: str, warmup: str, onnx: 
         run()
     print("\t".join(["ready"] + NOTES), flush=True)
     for line in sys.stdin:
-        n = int(line)
+        n, untimed = (int(v) for v in line.split())
+        for _ in range(untimed):
+            run()
         out = []
         for _ in range(n):
             t0 = time.perf_counter()
@@ -241,6 +248,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6, help="blocks per contender")
     ap.add_argument("--block", type=int, default=5, help="runs per block")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
+    ap.add_argument("--block-warmup", type=int, default=1, help="untimed runs at the start of each block")
     ap.add_argument("--devices", default="intel_openvino,onnxruntime,auto",
                     help="pdlite NNAdapter devices to include (auto: pdlite's measured choice, the CLI default)")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
@@ -253,7 +261,8 @@ def main() -> int:
         pass
     print(f"machine: {cpu}, {os.cpu_count()} CPUs; {versions()}")
     print(f"median ms of {args.rounds} x {args.block} runs per contender, each in its own process, interleaved in "
-          f"blocks, after {args.warmup} warm-ups; ratio = / paddle-inference\n")
+          f"blocks (each after {args.block_warmup} untimed), after {args.warmup} warm-ups; "
+          f"ratio = / paddle-inference\n")
     header_done = False
     notes: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="pdlite_cmp_"))
@@ -280,7 +289,7 @@ def main() -> int:
                     print("|---|---|---|" + "---|" * (len(cols) + 1))
                     header_done = True
                 try:
-                    med = bench_cell(workers, args.rounds, args.block, args.pause)
+                    med = bench_cell(workers, args.rounds, args.block, args.pause, args.block_warmup)
                 finally:
                     for w in workers.values():
                         w.kill()
