@@ -297,6 +297,23 @@ def _cnn(x: Any) -> list[Any]:
     return [F.softmax(nn.Linear(32, 10)(y))]
 
 
+
+def _resnet(x: Any) -> list[Any]:
+    """A narrow ResNet-like classifier: a stem, two basic blocks (the second with a strided 1x1 shortcut),
+    residual adds then relu, GAP, FC, softmax."""
+    import paddle.nn as nn
+    import paddle.nn.functional as F
+
+    def cb(y, cin, cout, k, s):
+        return nn.BatchNorm2D(cout)(nn.Conv2D(cin, cout, k, stride=s, padding=k // 2, bias_attr=False)(y))
+
+    y = F.relu(cb(x, 3, 8, 3, 2))
+    for cin, cout, s in ((8, 8, 1), (8, 16, 2)):
+        short = y if (cin, s) == (cout, 1) else cb(y, cin, cout, 1, s)
+        y = F.relu(cb(F.relu(cb(y, cin, cout, 3, s)), cout, cout, 3, 1) + short)
+    y = nn.AdaptiveAvgPool2D(1)(y).flatten(1)
+    return [F.softmax(nn.Linear(16, 10)(y))]
+
 def _detector(x: Any) -> list[Any]:
     """A small detector-like CNN: strided backbone, nearest upsample + concat neck, a box head and a sigmoid
     score head per cell (8 boxes x 4 coords, 3 classes)."""
@@ -425,6 +442,17 @@ def _ptq_cnn_qdq(d: Path, rng: np.random.Generator) -> None:
         feeds = {"x": rng.normal(0, 1, (8, 3, 32, 32)).astype(np.float32)}
         _ptq_fixture(d, Path(tmp), feeds, calib, True, "hist", CNN_OPS, pir=True)
 
+
+
+@fixture("ptq_res_qdq")
+def _ptq_res_qdq(d: Path, rng: np.random.Generator) -> None:
+    """The narrow ResNet, QDQ format, abs_max calibration, residual adds quantized too (elementwise_add in
+    quantizable_op_type: Paddle then also quantizes conv, batch norm and add outputs)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _save_fp32(Path(tmp), _resnet, [3, 32, 32], rng)
+        calib = [rng.normal(0, 1, (4, 3, 32, 32)).astype(np.float32) for _ in range(4)]
+        feeds = {"x": rng.normal(0, 1, (8, 3, 32, 32)).astype(np.float32)}
+        _ptq_fixture(d, Path(tmp), feeds, calib, True, "abs_max", [*CNN_OPS, "elementwise_add"])
 
 @fixture("ptq_cnn_fake")
 def _ptq_cnn_fake(d: Path, rng: np.random.Generator) -> None:

@@ -46,7 +46,7 @@ def test_ptq_model_matches_paddle_inference(name: str, passes: list[str] | None)
 def test_every_family_is_present() -> None:
     names = set(MODELS)
     for need in ("ptq_cnn_qdq", "ptq_cnn_qdq_pir", "ptq_cnn_fake", "ptq_cnn_fake_pir", "ptq_det_qdq", "ptq_det_fake",
-                 "ptq_ppocr_cls_qdq", "ptq_ppocr_det_qdq", "ptq_rec_qdq"):
+                 "ptq_ppocr_cls_qdq", "ptq_ppocr_det_qdq", "ptq_rec_qdq", "ptq_res_qdq"):
         assert need in names, need
 
 

@@ -199,7 +199,11 @@ def _convert(model_dir: Path, device: str | None, ins: dict[str, np.ndarray]) ->
 # (convs requantized, float 1x1 convs as matmuls); the others stay float where Paddle's program puts a
 # non-monotone op (hard_swish), an average pool, a resize or a residual add between a conv and the next
 # quantizer, or reads the conv's value in float
-FIXTURES = {"ptq_cnn_qdq": (8, 1), "ptq_ppocr_cls_qdq": (15, 28), "ptq_det_qdq": (1, 2), "ptq_rec_qdq": (4, 2)}
+FIXTURES = {"ptq_cnn_qdq": (8, 1), "ptq_ppocr_cls_qdq": (15, 28), "ptq_det_qdq": (1, 2), "ptq_rec_qdq": (4, 2),
+            "ptq_res_qdq": (6, 0)}
+# residual adds that become integer adds (ptq_res_qdq: Paddle's PTQ with elementwise_add; its last add feeds the
+# average pool in float)
+ADDS = {"ptq_res_qdq": 1}
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
@@ -211,7 +215,7 @@ def test_fixture_on_onnxruntime_runs_qlinearconv_within_tolerance(name: str, tmp
     neutral = _convert(ROOT / name, None, ins)
     assert not any(n.op_type == "QuantizeLinear" and n.input[2].startswith("_qdq") for n in neutral.graph.node)
     report = fuse_qdq(neutral)
-    assert (report.convs, report.matmuls) == FIXTURES[name], report
+    assert (report.convs, report.matmuls, report.adds) == (*FIXTURES[name], ADDS.get(name, 0)), report
     model = _convert(ROOT / name, "onnxruntime", ins)  # convert_ops applies the rewrite for this device
     assert Counter(n.op_type for n in model.graph.node) == Counter(n.op_type for n in neutral.graph.node)
     load_registries()
@@ -219,7 +223,7 @@ def test_fixture_on_onnxruntime_runs_qlinearconv_within_tolerance(name: str, tmp
     props = {"ONNXRUNTIME_INTRA_OP_NUM_THREADS": "1"}
     compiled = driver.build(model.SerializeToString(), props, str(tmp_path / "optimized.onnx"))
     optimized = _ops(tmp_path / "optimized.onnx")
-    assert optimized["QLinearConv"] == report.convs
+    assert optimized["QLinearConv"] == report.convs and optimized["QLinearAdd"] == report.adds
     assert optimized["MatMulIntegerToFloat"] >= report.matmuls
     # the float convs' batch norms stay separate ops (not folded into the now constant float weights)
     assert optimized["BatchNormalization"] == Counter(n.op_type for n in model.graph.node)["BatchNormalization"]

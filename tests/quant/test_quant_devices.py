@@ -24,7 +24,7 @@ DEVICES = {"intel_openvino": "openvino", "onnxruntime": "onnxruntime"}
 MODELS = sorted(p.name for p in ROOT.glob("ptq_*") if (p / "case.npz").is_file())
 REL = 2e-2
 CLASSIFIERS = {"ptq_cnn_qdq", "ptq_cnn_qdq_pir", "ptq_cnn_fake", "ptq_cnn_fake_pir", "ptq_ppocr_cls_qdq",
-               "ptq_rec_qdq"}  # the recogniser: a class per time step
+               "ptq_rec_qdq", "ptq_res_qdq"}  # the recogniser: a class per time step
 # PP-OCRv4 det (a DB probability map, 160x160): rounding-edge flips move a few pixels (see
 # test_ptq_models.FLIP_PRONE); checked as mean error and agreement of the text mask (map > 0.3).
 MAPS = {"ptq_ppocr_det_qdq": (2e-3, 0.995)}  # (max mean|err| / max|ref|, min mask agreement)
