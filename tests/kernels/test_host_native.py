@@ -382,6 +382,8 @@ out["layer_norm"] = native.layer_norm(x.reshape(16 * 19, 21), wd[0, :21].copy(),
 wk = rng.standard_normal((20, 16 * 9), dtype=np.float32)
 out["packed"] = native.packed_conv(x, native.pack_weights(wk), None, 20, 10, 11, (3, 3),
                                    (2, 2), (1, 1), (1, 1), (1, (0.0, 0.0, 0.0)))
+out["packed_wide"] = native.packed_conv(x, native.pack_weights(wk[:, :16], True), None, 20, 19, 21, (1, 1), (1, 1),
+                                        (1, 1), (0, 0), (1, (0.0, 0.0, 0.0)), True)
 if native.gemm_available():
     w3 = rng.standard_normal((8, 16, 3, 3), dtype=np.float32)
     out["wino"] = native.winograd_conv3x3(x, native.winograd_weights(w3), None, 19, 21, (1, 1), (2, (6.0, 0, 0)))

@@ -51,6 +51,7 @@ def reference(x, w, bias, k, s, p, d, act):
 
 
 ACT_CODES = {None: native.NO_ACT, "relu": (1, native.NO_PARAMS), "relu6": (2, (6.0, 0.0, 0.0))}
+# the wide form: tiles of 8 rows x 48 columns, its 1x1 stride-1 columns read in place when 48 of them are there
 
 # (n, c, h, w, m, k, stride, pad, dilation, bias, act)
 CASES = [
@@ -62,30 +63,33 @@ CASES = [
     (1, 8, 20, 20, 33, 3, 1, 2, 2, True, None),  # dilation, 400 columns: two chunks of tiles, K = 72
     (1, 3, 16, 16, 17, 7, 2, 3, 1, True, "relu"),  # a stem: K = 147
     (1, 1, 3, 3, 1, 1, 1, 0, 1, False, None),  # the smallest: K = 1, one row, one partial tile
+    (2, 20, 10, 11, 13, 1, 1, 0, 1, True, "relu"),  # wide: 1x1, 110 columns (2 tiles in place, 14 packed), 13 rows
 ]
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("n,c,h,w,m,k,s,p,d,has_bias,act", CASES)
-def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act):
+def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act, wide):
     x, wt = rand(n, c, h, w, seed=1), rand(m, c, k, k, seed=2)
     bias = rand(m, seed=3) if has_bias else None
     ref, g = reference(x, wt, bias, k, s, p, d, act)
-    wp = native.pack_weights(wt.reshape(m, -1))
-    assert wp.size == -(-m // 16) * 16 * c * k * k
-    got = native.packed_conv(x, wp, bias, m, g.oh, g.ow, (k, k), (s, s), (d, d), (p, p), ACT_CODES[act])
-    check(got, ref, f"packed conv {(n, c, h, w, m, k, s, p, d)}")
+    wp = native.pack_weights(wt.reshape(m, -1), wide)
+    assert wp.size == -(-m // (8 if wide else 16)) * (8 if wide else 16) * c * k * k
+    got = native.packed_conv(x, wp, bias, m, g.oh, g.ow, (k, k), (s, s), (d, d), (p, p), ACT_CODES[act], wide)
+    check(got, ref, f"packed conv {(n, c, h, w, m, k, s, p, d)} wide={wide}")
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("threads", [2, 3])
-def test_packed_conv_thread_counts_give_the_same_results(threads):
+def test_packed_conv_thread_counts_give_the_same_results(threads, wide):
     x, wt, b = rand(2, 48, 9, 9, seed=4), rand(80, 48, 3, 3, seed=5), rand(80, seed=6)
-    wp = native.pack_weights(wt.reshape(80, -1))
+    wp = native.pack_weights(wt.reshape(80, -1), wide)
     old = native.get_num_threads()
     outs = []
     try:
         for t in (1, threads):
             native.set_num_threads(t)
-            outs.append(native.packed_conv(x, wp, b, 80, 9, 9, (3, 3), (1, 1), (1, 1), (1, 1)))
+            outs.append(native.packed_conv(x, wp, b, 80, 9, 9, (3, 3), (1, 1), (1, 1), (1, 1), native.NO_ACT, wide))
     finally:
         native.set_num_threads(old or 1)
     assert np.array_equal(outs[0], outs[1])
@@ -108,12 +112,13 @@ def test_packed_conv_checks_buffers():
     ((1, 64, 7, 7), (96, 64, 3, 3), dict(paddings=[1, 1])),  # 3x3 on a 7x7 map, batch 1 (no Winograd: too few tiles)
     ((2, 128, 14, 14), (64, 128, 1, 1), {}),  # 1x1 on 14x14
     ((1, 64, 14, 14), (48, 64, 3, 3), dict(strides=[2, 2], paddings=[1, 1])),
+    ((1, 24, 20, 20), (40, 24, 1, 1), {}),  # wide: 1x1 on a 20x20 map
 ])
 def test_conv_kernel_small_maps(xs, ws, attrs):
     """The conv kernel on the shapes it gives the packed GEMM (on AVX-512) matches its NumPy path."""
     x, w, b = rand(*xs, seed=7), rand(*ws, seed=8), rand(ws[0], seed=9)
     g = conv2d_geometry({**OPS["conv2d"].defaults, **attrs}, xs, ws)
-    assert conv_module.Conv2d.packed(g, "mm") == native.packed_gemm_fast()
+    assert (conv_module.Conv2d.packed(g, "mm") is not None) == native.packed_gemm_fast()
     res = []
     for on in (True, False):
         op = make_op("conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs, {"Output": 1})

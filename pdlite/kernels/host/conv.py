@@ -13,9 +13,9 @@ NHWC inputs are transposed to NCHW and back.
 With the native extension (pdlite/kernels/host/native.py; option `host_native`, default on),
 float32 NCHW convs run in C on the native thread pool: depthwise directly; 3x3 stride-1 convs with
 enough channels and outputs by Winograd F(2x2, 3x3) (option `host_winograd`, default on); on
-AVX-512, ungrouped convs on small maps (7x7, 14x14) by the packed-weights GEMM with its own register
-tiles (`Conv2d.packed`); the others as blocked GEMMs (BLAS sgemm per block) over the input (1x1) or its im2col columns (built
-whole, or per block when large), with bias and the fused activation (relu, relu6, leaky_relu,
+AVX-512, ungrouped convs on small maps (7x7, 14x14) and 1x1 convs on large ones by the packed-weights
+GEMM with its own register tiles (`Conv2d.packed`); the others as blocked GEMMs (BLAS sgemm per block)
+over the input (1x1) or its im2col columns (built whole, or per block when large), with bias and the fused activation (relu, relu6, leaky_relu,
 hard_swish, hard_sigmoid) applied to each block in cache. The first run of a conv for an input
 shape binds its native call (`native_plan`); later runs with that shape make just that call.
 The NumPy code above stays the fallback and the reference. Either way the output is a fresh
@@ -242,6 +242,7 @@ class Conv2d(Kernel):
         self._weights = _WeightCache()
         self._wino = _WeightCache()
         self._packed = _WeightCache()
+        self._packed_wide = _WeightCache()
         self._bias = _WeightCache()
         self._geo: dict[tuple[tuple[int, ...], tuple[int, ...]], ConvGeometry] = {}
         self._native: bool | None = None
@@ -288,15 +289,23 @@ class Conv2d(Kernel):
                 and native.gemm_available())
 
     @staticmethod
-    def packed(g: ConvGeometry, kind: str) -> bool:
-        """Whether the native packed-weights GEMM (native_src/packed_gemm.c) takes this conv: one group, small maps
-        (at most 256 outputs per channel and image: a BLAS vectorised along them wastes much of its tiles on 7x7 and
-        14x14 maps) and a deep enough reduction (at least 128: below, the transposed write of its tiles costs more
-        than the products), on AVX-512 only. Measured on one Zen 4 core against the BLAS path: 1.36x on ResNet18's
-        512x512 3x3 convs on 7x7 maps, 1.26x on MobileNetV1's 1024x1024 1x1 conv on 7x7, 1.09x on 256x128x3x3
-        stride 2 to 14x14; 0.6x to 0.8x on 56x56 and larger maps."""
-        return (kind == "mm" and g.oh * g.ow <= 256 and g.c * g.kh * g.kw >= 128 and g.oc >= 32
-                and native.packed_gemm_fast())
+    def packed(g: ConvGeometry, kind: str) -> str | None:
+        """Which form of the native packed-weights GEMM (native_src/packed_gemm.c) takes this conv, if any (AVX-512
+        only, one group). "small": at most 256 outputs per channel and image (a BLAS vectorised along them wastes
+        much of its tiles on 7x7 and 14x14 maps) and a reduction of at least 128 (below, the transposed write of
+        its tiles costs more than the products). "wide": 1x1 stride-1 convs on larger maps with at least 32
+        outputs or a reduction of at least 128 (its columns read in place). Measured on one Zen 4 core against
+        the BLAS path: small 1.36x on ResNet18's 512x512 3x3 convs on 7x7 maps, 1.26x on MobileNetV1's 1024x1024
+        1x1 on 7x7, 1.09x on 256x128x3x3 stride 2 to 14x14; wide 1.07x to 1.29x on MobileNet's 1x1 convs on
+        28x28 to 112x112 maps, 0.9x with fewer outputs and a short reduction (16 x 32), 0.9x on strided or
+        padded convs (their columns gathered)."""
+        if kind != "mm" or not native.packed_gemm_fast():
+            return None
+        depth = g.c * g.kh * g.kw
+        if g.oh * g.ow <= 256:
+            return "small" if depth >= 128 and g.oc >= 32 else None
+        pointwise = g.kh == g.kw == 1 and g.sh == g.sw == 1 and g.pads == (0, 0, 0, 0)
+        return "wide" if pointwise and (g.oc >= 32 or depth >= 128) else None
 
     def native_plan(self, g: ConvGeometry, kind: str, w: np.ndarray, w_src: Any, bias: np.ndarray | None,
                     act: native.Act, x_shape: tuple[int, ...]) -> native.Plan | None:
@@ -306,10 +315,12 @@ class Conv2d(Kernel):
             return native.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
                                          (g.dh, g.dw), pads, act)
         wino = self.winograd(g, kind)
-        if not wino and self.packed(g, kind):
-            wp = self._packed.get(w_src, lambda f: native.pack_weights(w))
+        form = None if wino else self.packed(g, kind)
+        if form is not None:
+            wide = form == "wide"
+            wp = (self._packed_wide if wide else self._packed).get(w_src, lambda f: native.pack_weights(w, wide))
             return native.packed_plan(wp, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
-                                      pads, act)
+                                      pads, act, wide)
         if not native.gemm_available():
             return None
         wg = w.reshape(g.groups if kind == "group" else 1, -1, w.shape[-1])

@@ -334,22 +334,25 @@ def packed_gemm_fast() -> bool:
     return _ext is not None and isa() == "avx512"
 
 
-def pack_weights(w: np.ndarray) -> np.ndarray:
+def pack_weights(w: np.ndarray, wide: bool = False) -> np.ndarray:
     """Weights (M, K) packed for packed_conv: rows padded with zeros to a multiple of 16, in panels of 64 rows
-    (the last one 16..64), each laid out (K, rows)."""
+    (the last one 16..64), each laid out (K, rows); `wide` (its form for large maps): to a multiple of 8, in
+    panels of 8 rows."""
     m, k = w.shape
-    mp = -(-m // 16) * 16
+    align, panel = (8, 8) if wide else (16, PACK_ROWS)
+    mp = -(-m // align) * align
     wp = np.zeros((mp, k), dtype=F32)
     wp[:m] = w
-    return np.concatenate([wp[p:p + PACK_ROWS].T.ravel() for p in range(0, mp, PACK_ROWS)])
+    return np.concatenate([wp[p:p + panel].T.ravel() for p in range(0, mp, panel)])
 
 
 def packed_conv(x: np.ndarray, wp: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
                 kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
-                pads: tuple[int, int], act: Act = NO_ACT) -> np.ndarray:
-    """Conv (one group) of NCHW x with weights packed by pack_weights from (M, C*kh*kw), by the native kernel with
-    its own register tiles: act(conv + bias), (N, M, oh, ow). `pads` = (top, left)."""
-    return packed_plan(wp, bias, x.shape, m, oh, ow, kernel, strides, dilations, pads, act)(_f32(x, "packed_conv"))
+                pads: tuple[int, int], act: Act = NO_ACT, wide: bool = False) -> np.ndarray:
+    """Conv (one group) of NCHW x with weights packed by pack_weights(.., wide) from (M, C*kh*kw), by the native
+    kernel with its own register tiles: act(conv + bias), (N, M, oh, ow). `pads` = (top, left)."""
+    return packed_plan(wp, bias, x.shape, m, oh, ow, kernel, strides, dilations, pads, act, wide)(
+        _f32(x, "packed_conv"))
 
 
 # --- plans: the native call of one conv for one input shape, arguments bound once ------------------------------
@@ -427,7 +430,7 @@ def winograd_plan(u: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ..
 
 def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], m: int, oh: int, ow: int,
                 kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
-                pads: tuple[int, int], act: Act) -> Plan:
+                pads: tuple[int, int], act: Act, wide: bool = False) -> Plan:
     """x -> packed_conv(x, wp, bias, ...) for C-contiguous float32 x of shape x_shape."""
     assert _ext is not None
     n, c, h, w = x_shape
@@ -438,7 +441,7 @@ def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...
 
     def run(x: np.ndarray) -> np.ndarray:
         out = np.empty(shape, dtype=F32)
-        fn(x, wp, bias, out, geo, code, params)
+        fn(x, wp, bias, out, geo, code, params, wide)
         return out
 
     return run

@@ -364,6 +364,7 @@ PD_HIDDEN void wino_gemm_task_pick(int isa);
 PD_HIDDEN void wino_out_task_pick(int isa);
 PD_HIDDEN void pk_pack_task_pick(int isa);
 PD_HIDDEN void pk_gemm_task_pick(int isa);
+PD_HIDDEN void pw_task_pick(int isa);
 PD_HIDDEN void ln_task_pick(int isa);
 PD_HIDDEN void sm_task_pick(int isa);
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args);

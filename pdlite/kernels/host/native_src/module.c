@@ -28,6 +28,7 @@ static void pick_isa(void) {
     wino_out_task_pick(isa);
     pk_pack_task_pick(isa);
     pk_gemm_task_pick(isa);
+    pw_task_pick(isa);
     ln_task_pick(isa);
     sm_task_pick(isa);
     g_isa = avx512 ? "avx512" : (avx2 ? "avx2" : "baseline");
@@ -95,7 +96,7 @@ static PyMethodDef methods[] = {
     {"winograd_conv3x3", py_winograd_conv3x3, METH_VARARGS,
      "winograd_conv3x3(x, u (16,OC,C), bias|None, out, (N,C,H,W,OC,OH,OW,PT,PL), act, (a0,a1,a2)): stride 1"},
     {"packed_conv", py_packed_conv, METH_VARARGS,
-     "packed_conv(x, packed w, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), act, (a0,a1,a2))"},
+     "packed_conv(x, packed w, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), act, (a0,a1,a2)[, wide])"},
     {"layer_norm", py_layer_norm, METH_VARARGS,
      "layer_norm(x, scale|None, bias|None, y, mean|None, var|None, (rows, cols), eps): over each row"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(x, y, (rows, cols)): over each row"},
