@@ -278,14 +278,17 @@ def test_pool2d_native_matches_numpy(xs, attrs, ptype, exclusive):
     check(np.where(fin, got, 0), np.where(fin, ref, 0), f"pool2d {ptype} {attrs}")
 
 
-def test_max_pool_naive_and_nan():
-    x = rand(1, 2, 9, 9, seed=41)
+@pytest.mark.parametrize("h,w", [(9, 9), (34, 51)])  # 3 and 24 inner outputs per row (vector loops and tails)
+def test_max_pool_naive_and_nan(h, w):
+    x = rand(1, 2, h, w, seed=41)
     x[0, 1, 3, 3] = np.nan  # in 2 x 2 windows
-    got = native.pool2d(x, 5, 5, (3, 3), (2, 2), (1, 1), True, True)
+    x[0, 0, h - 2, w - 4] = np.nan
+    oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    got = native.pool2d(x, oh, ow, (3, 3), (2, 2), (1, 1), True, True)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
-    ref = np.stack([np.stack([xp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max(axis=(2, 3)) for j in range(5)], -1)
-                    for i in range(5)], -2)
-    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.isnan(got).sum() == 4
+    ref = np.stack([np.stack([xp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max(axis=(2, 3)) for j in range(ow)], -1)
+                    for i in range(oh)], -2)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.isnan(got[0, 0]).any() and np.isnan(got[0, 1]).any()
     assert np.array_equal(got[~np.isnan(got)], ref[~np.isnan(ref)])
 
 
