@@ -113,6 +113,7 @@ def test_packed_conv_checks_buffers():
     ((2, 128, 14, 14), (64, 128, 1, 1), {}),  # 1x1 on 14x14
     ((1, 64, 14, 14), (48, 64, 3, 3), dict(strides=[2, 2], paddings=[1, 1])),
     ((1, 24, 20, 20), (40, 24, 1, 1), {}),  # wide: 1x1 on a 20x20 map
+    ((2, 3, 40, 44), (32, 3, 3, 3), dict(strides=[2, 2], paddings=[1, 1])),  # wide, gathered: a stem, 440 columns
 ])
 def test_conv_kernel_small_maps(xs, ws, attrs):
     """The conv kernel on the shapes it gives the packed GEMM (on AVX-512) matches its NumPy path."""

@@ -293,19 +293,18 @@ class Conv2d(Kernel):
         """Which form of the native packed-weights GEMM (native_src/packed_gemm.c) takes this conv, if any (AVX-512
         only, one group). "small": at most 256 outputs per channel and image (a BLAS vectorised along them wastes
         much of its tiles on 7x7 and 14x14 maps) and a reduction of at least 128 (below, the transposed write of
-        its tiles costs more than the products). "wide": 1x1 stride-1 convs on larger maps with at least 32
-        outputs or a reduction of at least 128 (its columns read in place). Measured on one Zen 4 core against
-        the BLAS path: small 1.36x on ResNet18's 512x512 3x3 convs on 7x7 maps, 1.26x on MobileNetV1's 1024x1024
-        1x1 on 7x7, 1.09x on 256x128x3x3 stride 2 to 14x14; wide 1.07x to 1.29x on MobileNet's 1x1 convs on
-        28x28 to 112x112 maps, 0.9x with fewer outputs and a short reduction (16 x 32), 0.9x on strided or
-        padded convs (their columns gathered)."""
+        its tiles costs more than the products). "wide": larger maps, with at least 32 outputs or a reduction of
+        at least 128. Measured on one Zen 4 core against the BLAS path: small 1.36x on ResNet18's 512x512 3x3
+        convs on 7x7 maps, 1.26x on MobileNetV1's 1024x1024 1x1 on 7x7, 1.09x on 256x128x3x3 stride 2 to 14x14;
+        wide 1.07x to 1.29x on MobileNet's 1x1 convs on 28x28 to 112x112 maps, 1.08x on ResNet18's 7x7 stride-2
+        stem and its 3x3 stride-2 conv to 28x28, 1.10x on MobileNet's 3x3 stride-2 stem; 0.9x with fewer outputs
+        and a short reduction (16 x 32)."""
         if kind != "mm" or not native.packed_gemm_fast():
             return None
         depth = g.c * g.kh * g.kw
         if g.oh * g.ow <= 256:
             return "small" if depth >= 128 and g.oc >= 32 else None
-        pointwise = g.kh == g.kw == 1 and g.sh == g.sw == 1 and g.pads == (0, 0, 0, 0)
-        return "wide" if pointwise and (g.oc >= 32 or depth >= 128) else None
+        return "wide" if g.oc >= 32 or depth >= 128 else None
 
     def native_plan(self, g: ConvGeometry, kind: str, w: np.ndarray, w_src: Any, bias: np.ndarray | None,
                     act: native.Act, x_shape: tuple[int, ...]) -> native.Plan | None:
