@@ -241,6 +241,15 @@ def _quantized_tail(g: _Graph, value: str, q: Any, post: list[tuple[str, Any]]) 
     return new
 
 
+def _reason(what: str, why: str) -> str:
+    """A `_walk_to_quantizer` reason about the value of `what` ("conv", "add") as a sentence about it."""
+    if why.startswith("result"):
+        return f"{what} {why}"
+    if why.startswith("goes"):
+        return f"{what} result {why}"
+    return f"{what}: {why}"
+
+
 def _walk_to_quantizer(g: _Graph, cur: str, post: list[tuple[str, Any]], removed: list[Any]) -> Any | str:
     """From value `cur` through single-reader commuting steps (appended to `post`, their nodes to `removed`)
     to the one uint8 per-tensor QuantizeLinear reading the result; the quantizer, or a reason."""
@@ -397,8 +406,7 @@ class ConvRequantize:
         post: list[tuple[str, Any]] = []
         q = _walk_to_quantizer(g, cur, post, removed)
         if isinstance(q, str):
-            return "conv " + q if q.startswith("result") else (
-                "conv result " + q if q.startswith("goes") else q)
+            return _reason("conv", q)
         w = w8.astype(np.int32)
         neg = (k < 0)
         if np.any(w[neg] == -128):
@@ -454,7 +462,7 @@ class AddRequantize:
         removed: list[Any] = []
         q = _walk_to_quantizer(g, add.output[0], post, removed)
         if isinstance(q, str):
-            return "add " + q
+            return _reason("add", q)
         return q, post, removed
 
     def rewrite(self, g: _Graph, add: Any, q: Any, post: list[tuple[str, Any]], removed: list[Any]) -> None:
