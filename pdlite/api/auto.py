@@ -15,6 +15,7 @@ candidate set, in `<cache dir>/auto/`: the config's NNAdapter model cache dir wh
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import json
 import os
@@ -56,6 +57,9 @@ class AutoChoice:
     medians_ms: dict[str, float] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     cached: bool = False
+    # with choose_device(keep=True): the measured predictor of the chosen device (None when the choice came from
+    # the cache); the caller takes it over, so the instance that was measured is the one that runs
+    predictor: Any = field(default=None, repr=False, compare=False)
 
     def runner_up(self) -> tuple[str, float] | None:
         rest = sorted((t, d) for d, t in self.medians_ms.items() if d != self.device)
@@ -212,11 +216,13 @@ def paired_scores(blocks: Mapping[str, list[float]]) -> dict[str, float]:
 
 
 def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Callable[[CxxConfig], Any], *,
-                  rounds: int = 5, candidates: list[str] | None = None, use_cache: bool = True) -> AutoChoice:
+                  rounds: int = 5, candidates: list[str] | None = None, use_cache: bool = True,
+                  keep: bool = False) -> AutoChoice:
     """Measure `candidates` (default: host + installed devices) on `feeds`; the fastest that agrees with host.
 
     `build(config)` makes a predictor (`pdlite.lite.create_paddle_predictor`): this module sits below the
-    predictors, which use it for `set_nnadapter_device_names(["auto"])`."""
+    predictors, which use it for `set_nnadapter_device_names(["auto"])`. `keep`: hand the chosen device's
+    measured predictor back in `AutoChoice.predictor` (the others are released before returning)."""
     if not isinstance(config, CxxConfig):
         raise ConfigError("the auto device needs a CxxConfig (a Paddle model); an optimized .nb keeps its device")
     cands = candidates if candidates is not None else [HOST] + installed_devices()
@@ -282,4 +288,8 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Cal
     choice = AutoChoice(best, {d: round(v, 4) for d, v in scores.items()}, refused)
     if use_cache:
         _store(path, key, choice)
+    if keep:
+        choice.predictor = preds[best]
+    preds.clear()  # the other candidates' runtimes (and their thread pools) go now, not at some later collection
+    gc.collect()
     return choice

@@ -66,11 +66,13 @@ class CxxPredictor(PredictorBase):
         feeds = {t.name: t.numpy() for t in self._inputs if t.raw() is not None}
         if len(feeds) < len(self._inputs):
             return  # base.run() reports the missing input
-        choice = choose_device(base, feeds, CxxPredictor)
+        choice = choose_device(base, feeds, CxxPredictor, keep=True)
+        chosen, choice.predictor = choice.predictor, None
         if choice.device != "host":
-            cfg = base
-            apply_device(cfg, choice.device)
-            chosen = CxxPredictor(cfg)
+            if chosen is None:  # a cached choice: build it
+                cfg = base
+                apply_device(cfg, choice.device)
+                chosen = CxxPredictor(cfg)
             inputs, outputs = self._inputs, self._outputs
             self.__dict__.update({k: v for k, v in chosen.__dict__.items() if k not in PER_PREDICTOR})
             self._inputs, self._outputs = inputs, outputs

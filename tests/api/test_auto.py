@@ -153,3 +153,34 @@ def test_a_close_call_is_measured_again_and_decides(cache, monkeypatch):
     c = choose_device(_cfg(), ins, create_paddle_predictor, candidates=CANDS, rounds=3, use_cache=False)
     assert calls == [sorted(CANDS), sorted(CANDS)], "a close call gets a second measurement of the two"
     assert c.device == "host" == min(c.medians_ms, key=c.medians_ms.get)
+
+
+def test_the_measured_predictor_is_the_one_that_runs(cache, monkeypatch):
+    """The API's auto takes over the chosen device's predictor that was measured (no second build: the instance
+    measured is the instance used); a cached choice builds it."""
+    from pdlite.lite import CxxConfig
+
+    kept = []
+
+    def pick(config, feeds, build, **kw):  # onnxruntime wins, and we see what auto hands back
+        monkeypatch.setattr(auto, "paired_scores", lambda blocks: {d: 0.5 if d != "host" else 1.0 for d in blocks})
+        c = choose_device(config, feeds, build, candidates=CANDS, rounds=1, **kw)
+        kept.append((c.cached, c.predictor))
+        return c
+
+    monkeypatch.setattr(auto, "choose_device", pick)
+    ins, outs = load_case("ppocr_cls_v2")
+    for cached in (False, True):
+        cfg = CxxConfig()
+        cfg.set_model_dir(str(model_dir("ppocr_cls_v2")))
+        cfg.set_nnadapter_device_names(["auto"])
+        pred = create_paddle_predictor(cfg)
+        got = pred.predict(ins)
+        assert pred.auto_choice.device == "onnxruntime" and pred.auto_choice.predictor is None
+        was_cached, measured = kept[-1]
+        assert was_cached is cached
+        if cached:
+            assert measured is None
+        else:
+            assert measured is not None and pred.runtime_program is measured.runtime_program
+        np.testing.assert_allclose(got[0], next(iter(outs.values())), rtol=0, atol=1e-4)
