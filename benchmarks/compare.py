@@ -78,10 +78,14 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
     if device == "auto":  # what a user gets by default: measured on this input, the fastest kept
         from pdlite.api.auto import choose_device
 
-        choice = choose_device(cfg, feeds, create_paddle_predictor, candidates=["host", "intel_openvino", "onnxruntime"], use_cache=False)
+        choice = choose_device(cfg, feeds, create_paddle_predictor, candidates=["host", "intel_openvino", "onnxruntime"],
+                               use_cache=False, keep=True)
         text = " ".join(choice.describe().split())  # one line, no tabs (it travels in the `ready` line)
         NOTES.append(f"{d.name} b{len(next(iter(feeds.values())))} t{threads}: {text}")
-        device = None if choice.device == "host" else choice.device
+        pred = choice.predictor  # the measured instance, as the API's auto keeps it
+        for k, v in feeds.items():
+            pred.get_input_by_name(k).from_numpy(v)
+        return pred.run
     if device:
         cfg.set_nnadapter_device_names([device])
         cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
