@@ -156,7 +156,9 @@ PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o
             for (int v = 0; v < 3; v++) acc[i][v] += bv[v] * ai;
         }
     }
-    const int in_regs = act->kind == ACT_NONE || act->kind == ACT_RELU; /* bias and relu applied to the tile */
+    /* bias, relu and relu6 applied to the tile (as bias_act_copy: v < 0 ? 0 : v, then v > t ? t : v; NaN kept) */
+    const int in_regs = act->kind == ACT_NONE || act->kind == ACT_RELU || act->kind == ACT_RELU6;
+    const pk_v16 zero = {0}, top = zero + act->a0;
     for (int i = 0; i < PW_MR; i++) {
         if (i >= rows) break;
         float *oi = o + i * ldo;
@@ -164,8 +166,11 @@ PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o
             const float bi = bias ? bias[i] : 0.0f;
             for (int v = 0; v < 3; v++) {
                 if (bias) acc[i][v] += bi;
-                if (act->kind == ACT_RELU) /* v < 0 ? 0 : v, NaN kept (as bias_act_copy) */
-                    acc[i][v] = (pk_v16)((pk_v16i)acc[i][v] & ~(acc[i][v] < (pk_v16){0}));
+                if (act->kind != ACT_NONE) acc[i][v] = (pk_v16)((pk_v16i)acc[i][v] & ~(acc[i][v] < zero));
+                if (act->kind == ACT_RELU6) {
+                    const pk_v16i over = acc[i][v] > top;
+                    acc[i][v] = (pk_v16)(((pk_v16i)acc[i][v] & ~over) | ((pk_v16i)top & over));
+                }
             }
         }
         if (cols == PW_NR) {
@@ -180,41 +185,46 @@ PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o
 }
 
 /* (image, group of a->group tiles of 48 columns) items [begin, end). 1x1 stride-1 convs read full tiles in place;
- * others gather the group's columns at once (im2col rows of up to 384 columns: its per-row cost spread) */
+ * others gather the group's columns at once (im2col rows of up to 384 columns: its per-row cost spread). Panels
+ * outer, tiles inner: each output row is written 48 * group floats at a time (measured faster inside a model,
+ * where the output is not in cache, than all panels per tile). */
 PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
     const pk_args *a = (const pk_args *)vctx;
     const conv_geo *g = &a->geo;
     const isz ld = a->group * PW_NR, groups = (a->tiles + a->group - 1) / a->group;
-    float *buf = (float *)malloc((size_t)(a->K * ld) * sizeof(float));
+    /* the gathered group, or (1x1 stride 1) the last, partial tile with zeros past L */
+    float *buf = (float *)malloc((size_t)(a->K * (a->pointwise ? PW_NR : ld)) * sizeof(float));
     if (!buf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
     for (isz it = begin; it < end; it++) {
         const isz n = it / groups, qa = (it % groups) * ld;
         const isz span = a->L - qa < ld ? a->L - qa : ld; /* columns of this group */
+        const isz ntile = (span + PW_NR - 1) / PW_NR;
         const float *img = a->x + n * g->C * g->H * g->W;
-        if (!a->pointwise) {
-            im2col_block(g, img, 0, a->K, qa, qa + span, buf, ld);
-            const isz padded = (span + PW_NR - 1) / PW_NR * PW_NR;
-            if (span < padded)
-                for (isz k = 0; k < a->K; k++) memset(buf + k * ld + span, 0, (size_t)(padded - span) * sizeof(float));
-        }
-        for (isz t = 0; t * PW_NR < span; t++) {
-            const isz q0 = qa + t * PW_NR, cols = span - t * PW_NR < PW_NR ? span - t * PW_NR : PW_NR;
-            const float *b = buf + t * PW_NR;
-            isz ldb = ld;
-            if (a->pointwise && cols == PW_NR) { /* the image's rows in place */
-                b = img + q0;
-                ldb = a->L;
-            } else if (a->pointwise) { /* the last, partial tile: packed, zeros past L */
-                b = buf;
-                ldb = PW_NR;
+        const float *b0 = buf; /* tile t's columns: b0 + t * 48, rows ldb apart */
+        isz ldb = ld;
+        if (a->pointwise) {
+            b0 = img + qa;
+            ldb = a->L;
+            const isz last = span - (ntile - 1) * PW_NR;
+            if (last < PW_NR)
                 for (isz k = 0; k < a->K; k++) {
-                    memcpy(buf + k * PW_NR, img + k * a->L + q0, (size_t)cols * sizeof(float));
-                    memset(buf + k * PW_NR + cols, 0, (size_t)(PW_NR - cols) * sizeof(float));
+                    memcpy(buf + k * PW_NR, img + k * a->L + qa + span - last, (size_t)last * sizeof(float));
+                    memset(buf + k * PW_NR + last, 0, (size_t)(PW_NR - last) * sizeof(float));
                 }
-            }
-            for (isz m0 = 0; m0 < a->M; m0 += PW_MR) {
-                pw_tile(a->K, a->w + m0 * a->K, b, ldb, a->out + (n * a->M + m0) * a->L + q0, a->L,
-                        a->M - m0 < PW_MR ? a->M - m0 : PW_MR, cols, a->bias ? a->bias + m0 : NULL, &a->act);
+        } else {
+            im2col_block(g, img, 0, a->K, qa, qa + span, buf, ld);
+            if (span < ntile * PW_NR)
+                for (isz k = 0; k < a->K; k++)
+                    memset(buf + k * ld + span, 0, (size_t)(ntile * PW_NR - span) * sizeof(float));
+        }
+        for (isz m0 = 0; m0 < a->M; m0 += PW_MR) {
+            const isz rows = a->M - m0 < PW_MR ? a->M - m0 : PW_MR;
+            float *o = a->out + (n * a->M + m0) * a->L + qa;
+            for (isz t = 0; t < ntile; t++) {
+                const isz cols = span - t * PW_NR < PW_NR ? span - t * PW_NR : PW_NR;
+                const int packed_tail = a->pointwise && cols < PW_NR;
+                pw_tile(a->K, a->w + m0 * a->K, packed_tail ? buf : b0 + t * PW_NR, packed_tail ? PW_NR : ldb,
+                        o + t * PW_NR, a->L, rows, cols, a->bias ? a->bias + m0 : NULL, &a->act);
             }
         }
     }
@@ -264,8 +274,8 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     int ok = 1;
     if (wide && a.N > 0 && a.L > 0) {
         a.tiles = (a.L + PW_NR - 1) / PW_NR;
-        /* gathered columns: groups of up to 8 tiles, about 256 KiB of them (L2) */
-        a.group = a.pointwise ? 1 : 65536 / (a.K * PW_NR);
+        /* groups of up to 8 tiles, about 256 KiB of columns (L2) */
+        a.group = 65536 / (a.K * PW_NR);
         if (a.group > 8) a.group = 8;
         if (a.group < 1) a.group = 1;
         Py_BEGIN_ALLOW_THREADS;
