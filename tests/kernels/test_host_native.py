@@ -101,6 +101,9 @@ DW_CASES = [
     ((1, 2, 12, 12), 1, 9, [1, 1], [4, 4], [1, 1], "EXPLICIT", (4, 4, 4, 4)),  # 81 taps: several tap blocks
     ((1, 3, 1, 1), 1, 3, [1, 1], [1, 1], [1, 1], "EXPLICIT", (1, 1, 1, 1)),  # 1x1 image
     ((1, 3, 6, 5), 1, 3, [4, 4], [0, 0], [1, 1], "EXPLICIT", (0, 0, 0, 0)),  # stride beyond the window
+    # 3x3 stride 2 in bands of output rows: 2 bands (185 + 25 rows), 3 bands (39 + 39 + 11)
+    ((1, 2, 420, 41), 1, 3, [2, 2], [1, 1], [1, 1], "EXPLICIT", (1, 1, 1, 1)),
+    ((1, 2, 179, 200), 2, 3, [2, 2], [0, 1, 1, 0], [1, 1], "EXPLICIT", (0, 1, 1, 0)),
 ]
 
 

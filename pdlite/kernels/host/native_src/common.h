@@ -355,6 +355,7 @@ PD_HIDDEN int parse_act(int kind, PyObject *params, act_t *act);
 /* each kernel file's ISA picker and Python entry points (in module.c's method table) */
 PD_HIDDEN void dw_task_pick(int isa);
 PD_HIDDEN void dw3_task_pick(int isa);
+PD_HIDDEN void dws2_task_pick(int isa);
 PD_HIDDEN void ba_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);
 PD_HIDDEN void pool_task_pick(int isa);

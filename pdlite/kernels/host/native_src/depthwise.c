@@ -46,8 +46,9 @@ PD_INLINE void gather_plane(float *restrict dst, const float *restrict src, isz 
 }
 
 /* stride 2 x 2: the four phase planes (row phase pr, column phase pc) of the padded image in one pass over
- * the input rows, each row split into its even and odd columns: plane (pr, pc)[y][x] = image[2y + pr - pt][2x + pc - pl] */
-PD_INLINE void gather_phases_s2(float *restrict buf, const float *restrict src, isz h, isz w, isz hq, isz wq,
+ * the input rows, each row split into its even and odd columns: plane (pr, pc)[y][x] = image[2(y0 + y) + pr - pt][2x
+ * + pc - pl] for the hq phase rows from y0 */
+PD_INLINE void gather_phases_s2(float *restrict buf, const float *restrict src, isz h, isz w, isz y0, isz hq, isz wq,
                                 isz pt, isz pl, isz plane) {
     /* columns x where both 2x - pl and 2x + 1 - pl are inside the row: [xa, xb) */
     isz xa = (pl + 1) / 2, xb = (w - 1 + pl) / 2; /* 2x - pl >= 0 and 2x + 1 - pl <= w - 1 */
@@ -56,7 +57,7 @@ PD_INLINE void gather_phases_s2(float *restrict buf, const float *restrict src, 
     for (isz pr = 0; pr < 2; pr++)
         for (isz y = 0; y < hq; y++) {
             float *e = buf + (pr * 2) * plane + y * wq, *o = buf + (pr * 2 + 1) * plane + y * wq;
-            const isz iy = 2 * y + pr - pt;
+            const isz iy = 2 * (y0 + y) + pr - pt;
             if (iy < 0 || iy >= h) {
                 for (isz x = 0; x < wq; x++) e[x] = o[x] = 0.0f;
                 continue;
@@ -259,7 +260,7 @@ PD_INLINE void dw_task_impl(void *vctx, isz begin, isz end) {
         if (src_plane != last_src) {
             const float *src = a->x + src_plane * a->H * a->W;
             if (SH == 2 && SW == 2 && all_used)
-                gather_phases_s2(buf, src, a->H, a->W, HQ, WQ, a->PT, a->PL, plane);
+                gather_phases_s2(buf, src, a->H, a->W, 0, HQ, WQ, a->PT, a->PL, plane);
             else
                 for (isz ph = 0; ph < nph; ph++)
                     if (used[ph])
@@ -291,8 +292,53 @@ PD_INLINE void dw_task_impl(void *vctx, isz begin, isz end) {
 }
 
 
+/* the geometry dws2_task handles: 3x3, stride 2, dilation 1 (every tap's phase plane is read) */
+static int dws2_applies(const dw_args *a) {
+    return a->KH == 3 && a->KW == 3 && a->SH == 2 && a->SW == 2 && a->DH == 1 && a->DW == 1;
+}
+
+#define DWS2_BAND_FLOATS 4096 /* floats per phase plane of a band: the band's four planes stay in L1 */
+
+/* planes [begin, end) of a conv dws2_applies to: dw_task's polyphase form in bands of output rows, so that the
+ * gathered phase planes of a band (rows oy0 .. oy1 of each) are still in L1 when its taps read them (whole
+ * planes of a 112x112 image are 52 KiB: gathering them took most of the time) */
+PD_INLINE void dws2_task_impl(void *vctx, isz begin, isz end) {
+    const dw_args *a = (const dw_args *)vctx;
+    const isz OH = a->OH, OW = a->OW, WQ = OW + 1;
+    isz rows = DWS2_BAND_FLOATS / WQ - 1; /* output rows per band */
+    if (rows < 1) rows = 1;
+    if (rows > OH) rows = OH;
+    const isz bplane = (rows + 1) * WQ, lenmax = (rows - 1) * WQ + OW, lenmax_r = (lenmax + 15) / 16 * 16;
+    /* 4 phase planes, zero slack after them (the flat loop's extra outputs read a little past the planes), acc */
+    float *buf = (float *)malloc((size_t)(4 * bplane + 32 + lenmax_r) * sizeof(float));
+    if (!buf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
+    memset(buf + 4 * bplane, 0, 32 * sizeof(float));
+    float *acc = buf + 4 * bplane + 32;
+    const float *ptr[9];
+    for (isz i = 0; i < 3; i++)
+        for (isz j = 0; j < 3; j++) ptr[i * 3 + j] = buf + ((i % 2) * 2 + j % 2) * bplane + (i / 2) * WQ + j / 2;
+    const isz mult = a->OC / a->C;
+    for (isz p = begin; p < end; p++) {
+        const isz n = p / a->OC, oc = p % a->OC;
+        const float *src = a->x + (n * a->C + oc / mult) * a->H * a->W, *k = a->w + oc * 9;
+        const float b = a->bias ? a->bias[oc] : 0.0f;
+        float *o = a->out + p * OH * OW;
+        for (isz oy0 = 0; oy0 < OH; oy0 += rows) {
+            const isz nr = OH - oy0 < rows ? OH - oy0 : rows;
+            /* phase rows oy0 .. oy0 + nr (one more than the band: the taps of kernel row 2) */
+            gather_phases_s2(buf, src, a->H, a->W, oy0, nr + 1, WQ, a->PT, a->PL, bplane);
+            const isz len_r = ((nr - 1) * WQ + OW + 15) / 16 * 16;
+            dw_flat9(acc, ptr, k, len_r);
+            for (isz oy = 0; oy < nr; oy++)
+                bias_act_copy(o + (oy0 + oy) * OW, acc + oy * WQ, OW, b, a->bias != NULL, &a->act);
+        }
+    }
+    free(buf);
+}
+
 PD_VERSIONS(dw_task)
 PD_VERSIONS(dw3_task)
+PD_VERSIONS(dws2_task)
 
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     PyObject *xo, *wo, *bo, *oo, *ap;
@@ -320,7 +366,8 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     a.out = (float *)ob.buf;
     if (a.OH > 0 && a.OW > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        parallel_for(dw3_applies(&a) ? dw3_task : dw_task, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
+        parallel_for(dw3_applies(&a) ? dw3_task : (dws2_applies(&a) ? dws2_task : dw_task), &a, a.N * a.OC,
+                     grain_for(a.N * a.OC, 4));
         Py_END_ALLOW_THREADS;
     }
     PyBuffer_Release(&ob);

@@ -19,6 +19,7 @@ static void pick_isa(void) {
     int isa = avx512 ? PD_ISA_AVX512 : (avx2 ? PD_ISA_AVX2 : PD_ISA_BASELINE);
     dw_task_pick(isa);
     dw3_task_pick(isa);
+    dws2_task_pick(isa);
     ba_task_pick(isa);
     i2c_task_pick(isa);
     pool_task_pick(isa);
