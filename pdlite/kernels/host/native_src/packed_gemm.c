@@ -222,6 +222,11 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
             float *o = a->out + (n * a->M + m0) * a->L + qa;
             for (isz t = 0; t < ntile; t++) {
                 const isz cols = span - t * PW_NR < PW_NR ? span - t * PW_NR : PW_NR;
+                /* the next tile's output lines, for writing (inside a model the output is not in cache) */
+                const float *nx = t + 1 < ntile ? o + (t + 1) * PW_NR : o + a->L * PW_MR;
+                if (t + 1 < ntile || m0 + PW_MR < a->M)
+                    for (isz i = 0; i < PW_MR; i++)
+                        for (int l = 0; l < 3; l++) __builtin_prefetch(nx + i * a->L + l * 16, 1, 3);
                 const int packed_tail = a->pointwise && cols < PW_NR;
                 pw_tile(a->K, a->w + m0 * a->K, packed_tail ? buf : b0 + t * PW_NR, packed_tail ? PW_NR : ldb,
                         o + t * PW_NR, a->L, rows, cols, a->bias ? a->bias + m0 : NULL, &a->act);
