@@ -279,9 +279,11 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     int ok = 1;
     if (wide && a.N > 0 && a.L > 0) {
         a.tiles = (a.L + PW_NR - 1) / PW_NR;
-        /* groups of up to 8 tiles, about 256 KiB of columns (L2) */
+        /* groups of up to 8 tiles, about 256 KiB of columns (L2), and at least 4 items per image where there are
+         * tiles for them (256x256 1x1 on 28x28, 2 threads: 4 items of 5, 5, 5, 2 tiles 0.59 ms, 5 items 0.54) */
         a.group = 65536 / (a.K * PW_NR);
         if (a.group > 8) a.group = 8;
+        if (a.group > a.tiles / 4) a.group = a.tiles / 4;
         if (a.group < 1) a.group = 1;
         Py_BEGIN_ALLOW_THREADS;
         parallel_for(pw_task, &a, a.N * ((a.tiles + a.group - 1) / a.group), 1);
