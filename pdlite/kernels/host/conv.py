@@ -13,10 +13,11 @@ NHWC inputs are transposed to NCHW and back.
 With the native extension (pdlite/kernels/host/native.py; option `host_native`, default on),
 float32 NCHW convs run in C on the native thread pool: depthwise directly; 3x3 stride-1 convs with
 enough channels and outputs by Winograd F(2x2, 3x3) (option `host_winograd`, default on); on
-AVX-512, ungrouped convs on small maps (7x7, 14x14) and 1x1 convs on large ones by the packed-weights
-GEMM with its own register tiles (`Conv2d.packed`); the others as blocked GEMMs (BLAS sgemm per block)
-over the input (1x1) or its im2col columns (built whole, or per block when large), with bias and the fused activation (relu, relu6, leaky_relu,
-hard_swish, hard_sigmoid) applied to each block in cache. The first run of a conv for an input
+AVX-512, the other ungrouped convs (those with enough outputs or a deep enough reduction) by the
+packed-weights GEMM with its own register tiles (`Conv2d.packed`); the others as blocked GEMMs
+(BLAS sgemm per block) over the input (1x1) or its im2col columns (built whole, or per block when
+large), with bias and the fused activation (relu, relu6, leaky_relu, hard_swish, hard_sigmoid)
+applied to each block in cache. The first run of a conv for an input
 shape binds its native call (`native_plan`); later runs with that shape make just that call.
 The NumPy code above stays the fallback and the reference. Either way the output is a fresh
 array, so bias, residual and activation are applied to it in place.
