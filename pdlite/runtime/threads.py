@@ -1,9 +1,8 @@
 """Compute threads per predictor run: `set_threads` honoured for one run, then BLAS restored.
 
 `run_threads(n, native_gemm)` wraps a predictor's run: pdlite's native kernel pool runs `n`
-threads (and so do the big elementwise / scale / concat / upsampling copies of
-pdlite/kernels/host/parallel.py), and the BLAS NumPy uses runs `n` (or 1 while the native pool runs the
-GEMMs, so that the two pools do not compete) through threadpoolctl's controllers. When the last run in progress
+threads, and the BLAS NumPy uses runs `n` (or 1 while the native pool runs the GEMMs, so that
+the two pools do not compete) through threadpoolctl's controllers. When the last run in progress
 (over all threads of the process) ends, BLAS gets back the thread count it had before, so a
 user's own NumPy code is not left single-threaded. Where threadpoolctl recognises no BLAS, the same
 is done on NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
@@ -18,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pdlite.kernels.host import blas, native, parallel
+from pdlite.kernels.host import blas, native
 
 _lock = threading.Lock()
 _active = 0  # predictor runs in progress, over every thread
@@ -59,7 +58,6 @@ def _set_native(n: int) -> None:
     global _native_now
     if n != _native_now:
         native.set_num_threads(n)
-        parallel.set_threads(n)
         _native_now = n
 
 

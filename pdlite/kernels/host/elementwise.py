@@ -14,7 +14,6 @@ import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION
 from pdlite.errors import KernelError
-from pdlite.kernels.host import parallel
 from pdlite.kernels.registry import Kernel, register_kernel
 from pdlite.operators.elementwise import BINARY_OPS, aligned_shapes
 
@@ -87,9 +86,7 @@ class ElementwiseKernel(Kernel):
             x, y = broadcast_operands(x0, y0, axis)
             if self.name in _INT_DIVISIONS and _is_int(y) and not np.all(y):
                 raise KernelError(f"{self.op.type}: integer division by zero (Y holds a 0)")
-            out = parallel.ufunc(self.fn, x, y) if isinstance(self.fn, np.ufunc) else None
-            if out is None:
-                out = self.fn(x, y)
+            out = self.fn(x, y)
         except ValueError as e:  # NumPy's or aligned_shapes' broadcasting error
             raise KernelError(
                 f"{self.op.type}: X {list(np.shape(x0))} {x0.dtype} and Y {list(np.shape(y0))} {y0.dtype} "

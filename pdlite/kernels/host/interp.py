@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST
-from pdlite.kernels.host import parallel
 from pdlite.kernels.host.layout import from_channels_first, to_channels_first
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.operators.nn import InterpGeometry, interp_geometry, is_channel_last
@@ -152,19 +151,9 @@ class NearestInterp(_Interp):
         reps = [_whole_repeat(i, n) for i, n in zip(idx, x.shape[2:])]
         if x.ndim == 4 and all(reps):  # each source pixel repeated rh x rw times (2x, 4x upsampling)
             (n, c, h, w), (rh, rw) = x.shape, reps
+            rows = np.repeat(x, rw, axis=3) if rw > 1 else x
             out = np.empty((n, c, h * rh, w * rw), x.dtype)
-            view = out.reshape(n, c, h, rh, w * rw)
-
-            def fill(sl: slice, axis: int = 0) -> None:
-                part = x[parallel.at(axis, sl)]
-                rows = np.repeat(part, rw, axis=3) if rw > 1 else part
-                view[parallel.at(axis, sl)] = rows[:, :, :, None, :]
-
-            axis = parallel.split_axis(out.shape, parallel.threads(), below=2)
-            if axis is None:
-                fill(slice(None))
-            else:
-                parallel.run_slabs(out, axis, lambda sl: fill(sl, axis))
+            out.reshape(n, c, h, rh, w * rw)[...] = rows[:, :, :, None, :]
             return out
         out = x  # one axis at a time: the result stays C-contiguous (np.ix_ indexing would not)
         for axis, i in enumerate(idx, start=2):

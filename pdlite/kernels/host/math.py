@@ -12,7 +12,7 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION
 from pdlite.errors import KernelError
-from pdlite.kernels.host import native, parallel
+from pdlite.kernels.host import native
 from pdlite.kernels.host.tensor import ANY, Ins, Outs
 from pdlite.kernels.registry import Kernel, register_kernel
 from pdlite.operators import math as M
@@ -140,21 +140,7 @@ class Scale(Kernel):
         bias = self.attrs["bias"]
         t = x.dtype.type
         sc, b = (t(int(scale)), t(int(bias))) if x.dtype.kind in "iu" else (t(scale), t(bias))
-        after = bool(self.attrs["bias_after_scale"])
-
-        def slab(xs: np.ndarray, o: np.ndarray) -> None:  # the same float operations as below, on a slab
-            if after or not b:
-                np.multiply(xs, sc, out=o)
-                if b and after:
-                    o += b
-            else:
-                np.add(xs, b, out=o)
-                o *= sc
-
-        out = parallel.map_into(x, slab) if parallel.threads() > 1 else None
-        if out is not None:
-            return {"Out": [out]}
-        if after:
+        if self.attrs["bias_after_scale"]:
             out = x * sc
             if b:
                 out += b

@@ -12,7 +12,6 @@ import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST
 from pdlite.errors import KernelError
-from pdlite.kernels.host import parallel
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.operators import tensor as T
 
@@ -132,8 +131,7 @@ class Concat(Kernel):
         xs = ins["X"]
         try:
             axis = T.concat_axis(self.attrs, ins, xs[0].ndim)
-            out = parallel.concat(xs, axis)
-            return {"Out": [out if out is not None else np.concatenate(xs, axis=axis)]}
+            return {"Out": [np.concatenate(xs, axis=axis)]}
         except (T.ShapeError, ValueError) as e:
             shapes = [list(x.shape) for x in xs]
             raise KernelError(f"concat: inputs {shapes} (axis={self.attrs.get('axis')}): {e}") from None
