@@ -72,7 +72,12 @@ def test_layer_norm(shape, axis, affine, seed):
         y = y * ins["Scale"]
     if ins["Bias"] is not None:
         y = y + ins["Bias"]
-    assert np.max(np.abs(got["Y"][0].reshape(-1, n) - y)) <= 1e-5 * max(1.0, float(np.max(np.abs(y))))
+    # 1e-5 of the largest output, plus float32's own limit: one rounding of x (eps32 * |x|) is amplified by
+    # 1 / sqrt(var + eps) in a row whose values are close together (few elements: [25, 34, 2] has rows of 2)
+    cond = np.abs(x2).max(1, keepdims=True) / np.sqrt(x2.var(1, keepdims=True) + 1e-5)
+    gain = float(np.max(np.abs(ins["Scale"]))) if ins["Scale"] is not None else 1.0
+    bound = 1e-5 * max(1.0, float(np.max(np.abs(y)))) + 4 * float(np.finfo(np.float32).eps) * cond * max(gain, 1.0)
+    assert np.all(np.abs(got["Y"][0].reshape(-1, n) - y) <= bound)
 
 
 @settings(max_examples=25, deadline=None)
