@@ -10,9 +10,9 @@ Contenders (each skipped with a note when its package is absent):
 
 The machine is shared and noisy, and engines disturb each other when they share a process (Paddle's
 OpenMP threads keep spinning for ~200 ms after each run and take a core from whoever runs next). So each
-contender runs in its own worker process, and the parent interleaves them in blocks (A B C, B C A, ...:
-the order rotates each round; `--block` timed runs each after `--block-warmup` untimed ones, a short pause
-between blocks); each cell is the median of all its timed runs. Ratios are contender / paddle-inference.
+contender runs in its own worker process (`--procs` of them), and the parent interleaves them in blocks (A B C,
+B C A, ...: the order rotates each round; `--block` timed runs each after `--block-warmup` untimed ones, a short
+pause between blocks); each cell is the median of all its timed runs. Ratios are contender / paddle-inference.
 
     python benchmarks/compare.py [--models a,b] [--batches 1,4] [--threads 1,2] [--repeats 20]
 """
@@ -160,21 +160,22 @@ def export_onnx(d: Path, out: Path) -> Path | None:
     return out
 
 
-def bench_cell(workers: dict[str, subprocess.Popen], rounds: int, block: int, pause: float,
+def bench_cell(workers: dict[str, list[subprocess.Popen]], rounds: int, block: int, pause: float,
                block_warmup: int = 1) -> dict[str, float]:
     """Interleave the workers in blocks, the order rotated each round (A B C, B C A, ...); each block starts
     with `block_warmup` untimed runs (after the pause a runtime's sleeping threads and cold caches would
-    otherwise land on the first timed run, a cost that differs between runtimes); the median latency of each."""
+    otherwise land on the first timed run, a cost that differs between runtimes). A contender with several
+    worker processes runs a block in each of them per round. The median latency of each contender."""
     times: dict[str, list[float]] = {k: [] for k in workers}
     names = list(workers)
     for r in range(rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:
-            w = workers[k]
-            assert w.stdin is not None and w.stdout is not None
-            w.stdin.write(f"{block} {block_warmup}\n")
-            w.stdin.flush()
-            times[k] += json.loads(w.stdout.readline())
-            time.sleep(pause)
+            for w in workers[k]:
+                assert w.stdin is not None and w.stdout is not None
+                w.stdin.write(f"{block} {block_warmup}\n")
+                w.stdin.flush()
+                times[k] += json.loads(w.stdout.readline())
+                time.sleep(pause)
     return {k: statistics.median(v) for k, v in times.items() if v}
 
 
@@ -253,6 +254,9 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=5, help="runs per block")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
     ap.add_argument("--block-warmup", type=int, default=1, help="untimed runs at the start of each block")
+    ap.add_argument("--procs", type=int, default=1,
+                    help="worker processes per contender (a block in each per round): the same engine moves "
+                         "15-30%% between processes on small models, and more processes average that out")
     ap.add_argument("--devices", default="intel_openvino,onnxruntime,auto",
                     help="pdlite NNAdapter devices to include (auto: pdlite's measured choice, the CLI default)")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
@@ -264,9 +268,9 @@ def main() -> int:
     except OSError:
         pass
     print(f"machine: {cpu}, {os.cpu_count()} CPUs; {versions()}")
-    print(f"median ms of {args.rounds} x {args.block} runs per contender, each in its own process, interleaved in "
-          f"blocks (each after {args.block_warmup} untimed), after {args.warmup} warm-ups; "
-          f"ratio = / paddle-inference\n")
+    print(f"median ms of {args.rounds} x {args.block} runs per contender and process ({args.procs} process(es) per "
+          f"contender), interleaved in blocks (each after {args.block_warmup} untimed), after {args.warmup} "
+          f"warm-ups; ratio = / paddle-inference\n")
     header_done = False
     notes: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="pdlite_cmp_"))
@@ -281,11 +285,15 @@ def main() -> int:
                 makers = ["pdlite-host"] + [f"pdlite-{dev}" for dev in filter(None, args.devices.split(","))]
                 if not args.no_peers:
                     makers += ["paddle-inference"] + (["onnxruntime"] if onnx_path is not None else []) + ["openvino"]
-                workers: dict[str, subprocess.Popen] = {}
+                workers: dict[str, list[subprocess.Popen]] = {}
                 for k in makers:
                     try:
-                        workers[k] = start_worker(k, d, batch, threads, args.warmup, onnx_path, notes)
+                        for _ in range(args.procs):
+                            workers.setdefault(k, []).append(
+                                start_worker(k, d, batch, threads, args.warmup, onnx_path, notes))
                     except Exception as e:  # noqa: BLE001 - a contender that cannot run is reported
+                        for w in workers.pop(k, []):
+                            w.kill()
                         print(f"  ({k} unavailable for {name} b{batch} t{threads}: {str(e)[:120]})", file=sys.stderr)
                 if not header_done:
                     cols = list(makers)
@@ -295,8 +303,9 @@ def main() -> int:
                 try:
                     med = bench_cell(workers, args.rounds, args.block, args.pause, args.block_warmup)
                 finally:
-                    for w in workers.values():
-                        w.kill()
+                    for ws in workers.values():
+                        for w in ws:
+                            w.kill()
                 base = med.get("paddle-inference")
                 cells = []
                 for k in cols:
