@@ -104,6 +104,15 @@ extern PD_HIDDEN long g_spin_ns; /* how long idle threads poll for work (PDLITE_
 PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain);
 /* chunk size giving about `per_thread` chunks per thread */
 PD_HIDDEN isz grain_for(isz n, int per_thread);
+/* A task's scratch memory: malloc, except that a failure (or one injected by the tests through
+ * `_inject_alloc_failure`) is counted. A Python entry reads the count first (pd_failures) and ends with
+ * `return pd_done(count)`: MemoryError if any task of its call could not get its memory (that task did nothing,
+ * so the output is incomplete), else None. Never a silently incomplete output. (A failure in another thread's
+ * concurrent call also turns up there: a false MemoryError, never a missed one.) */
+PD_HIDDEN void *pd_scratch(size_t bytes);
+PD_HIDDEN unsigned pd_failures(void);
+PD_HIDDEN PyObject *pd_done(unsigned before);
+extern PD_HIDDEN int g_fail_alloc_in; /* > 0: the n-th next pd_scratch fails (module `_inject_alloc_failure`) */
 PD_HIDDEN void pool_after_fork_child(void);
 
 /* ------------------------------------------------------------------------------------------------ */

@@ -231,14 +231,15 @@ PD_INLINE void dw_task_impl(void *vctx, isz begin, isz end) {
      * slack after the planes and are never copied out */
     const isz len_r = (len + 15) / 16 * 16;
     const isz nph = SH * SW;
-    float *buf = (float *)malloc((size_t)(plane * nph + 16 + len_r) * sizeof(float));
-    if (!buf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
+    float *buf = (float *)pd_scratch((size_t)(plane * nph + 16 + len_r) * sizeof(float));
+    if (!buf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
     float *acc = buf + plane * nph + 16;
     memset(buf + plane * nph, 0, 16 * sizeof(float));
     const isz mult = a->OC / a->C;
     /* per tap: its flat slice in buf; per phase plane: whether some tap reads it */
-    const float **ptr = (const float **)malloc((size_t)taps * sizeof(float *));
-    unsigned char *used = (unsigned char *)calloc((size_t)nph, 1);
+    const float **ptr = (const float **)pd_scratch((size_t)taps * sizeof(float *));
+    unsigned char *used = (unsigned char *)pd_scratch((size_t)nph);
+    if (used) memset(used, 0, (size_t)nph);
     if (!ptr || !used) {
         free(buf), free(ptr), free(used);
         return;
@@ -310,8 +311,8 @@ PD_INLINE void dws2_task_impl(void *vctx, isz begin, isz end) {
     if (rows > OH) rows = OH;
     const isz bplane = (rows + 1) * WQ, lenmax = (rows - 1) * WQ + OW, lenmax_r = (lenmax + 15) / 16 * 16;
     /* 4 phase planes, zero slack after them (the flat loop's extra outputs read a little past the planes), acc */
-    float *buf = (float *)malloc((size_t)(4 * bplane + 32 + lenmax_r) * sizeof(float));
-    if (!buf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
+    float *buf = (float *)pd_scratch((size_t)(4 * bplane + 32 + lenmax_r) * sizeof(float));
+    if (!buf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
     memset(buf + 4 * bplane, 0, 32 * sizeof(float));
     float *acc = buf + 4 * bplane + 32;
     const float *ptr[9];
@@ -341,6 +342,7 @@ PD_VERSIONS(dw3_task)
 PD_VERSIONS(dws2_task)
 
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
+    const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *wo, *bo, *oo, *ap;
     dw_args a;
     int act;
@@ -374,7 +376,7 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     if (has_bias) PyBuffer_Release(&bb);
     PyBuffer_Release(&wb);
     PyBuffer_Release(&xb);
-    Py_RETURN_NONE;
+    return pd_done(pd_fail0);
 fail_b:
     if (has_bias) PyBuffer_Release(&bb);
 fail_w:

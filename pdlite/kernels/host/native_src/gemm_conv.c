@@ -60,8 +60,8 @@ PD_INLINE void gemm_task_impl(void *vctx, isz begin, isz end) {
     const gemm_args *a = (const gemm_args *)vctx;
     float *buf = NULL;
     if (a->fused_im2col) {
-        buf = (float *)malloc((size_t)(a->K * a->cols_per) * sizeof(float));
-        if (!buf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
+        buf = (float *)pd_scratch((size_t)(a->K * a->cols_per) * sizeof(float));
+        if (!buf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
     }
     for (isz t = begin; t < end; t++) {
         const isz ng = t / a->blocks, blk = t % a->blocks, g = ng % a->G;
@@ -192,6 +192,7 @@ PD_HIDDEN PyObject *py_has_sgemm(PyObject *self, PyObject *noargs) {
 }
 
 PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args) {
+    const unsigned pd_fail0 = pd_failures();
     PyObject *wo, *xo, *bo, *oo, *ap, *geo = Py_None;
     gemm_args a;
     int act;
@@ -251,7 +252,7 @@ PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args) {
     if (has_bias) PyBuffer_Release(&bb);
     PyBuffer_Release(&xb);
     PyBuffer_Release(&wb);
-    Py_RETURN_NONE;
+    return pd_done(pd_fail0);
 fail_b:
     if (has_bias) PyBuffer_Release(&bb);
 fail_x:

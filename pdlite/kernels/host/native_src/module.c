@@ -79,6 +79,14 @@ static PyObject *py_get_num_threads(PyObject *self, PyObject *noargs) {
     return PyLong_FromLong(g_threads);
 }
 
+static PyObject *py_inject_alloc_failure(PyObject *self, PyObject *arg) {
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    __atomic_store_n(&g_fail_alloc_in, (int)(n > 0 ? n : 0), __ATOMIC_RELAXED);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_isa(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
@@ -106,6 +114,8 @@ static PyMethodDef methods[] = {
     {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "the threads per kernel call"},
     {"isa", py_isa, METH_NOARGS, "the instruction set the kernels run with: baseline, avx2 or avx512"},
+    {"_inject_alloc_failure", py_inject_alloc_failure, METH_O,
+     "tests: the n-th next task scratch allocation fails (0: none); the call it belongs to raises MemoryError"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -96,8 +96,8 @@ PD_INLINE void pk_pack_task_impl(void *vctx, isz begin, isz end) {
 /* (image, chunk, panel) items [begin, end) */
 PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
     const pk_args *a = (const pk_args *)vctx;
-    float *cbuf = (float *)malloc((size_t)PK_CHUNK * PK_NR * PK_MR * sizeof(float));
-    if (!cbuf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
+    float *cbuf = (float *)pd_scratch((size_t)PK_CHUNK * PK_NR * PK_MR * sizeof(float));
+    if (!cbuf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
     const isz mpad = (a->M + 15) / 16 * 16;
     for (isz it = begin; it < end; it++) {
         const isz p = it % a->panels, nc = it / a->panels, n = nc / a->chunks, t0 = (nc % a->chunks) * a->ctiles;
@@ -194,8 +194,8 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
     const conv_geo *g = &a->geo;
     const isz ld = a->group * PW_NR, groups = (a->tiles + a->group - 1) / a->group;
     /* the gathered group, or (1x1 stride 1) the last, partial tile with zeros past L */
-    float *buf = (float *)malloc((size_t)(a->K * (a->pointwise ? PW_NR : ld)) * sizeof(float));
-    if (!buf) return; /* out of memory: the output is left as allocated (cannot happen in practice) */
+    float *buf = (float *)pd_scratch((size_t)(a->K * (a->pointwise ? PW_NR : ld)) * sizeof(float));
+    if (!buf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
     for (isz it = begin; it < end; it++) {
         const isz n = it / groups, qa = (it % groups) * ld;
         const isz span = a->L - qa < ld ? a->L - qa : ld; /* columns of this group */
@@ -242,6 +242,7 @@ PD_VERSIONS(pk_gemm_task)
 PD_VERSIONS(pw_task)
 
 PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
+    const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *wo, *bo, *oo, *ap;
     pk_args a;
     int act, wide = 0;
@@ -315,7 +316,7 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     PyBuffer_Release(&wb);
     PyBuffer_Release(&xb);
     if (!ok) return PyErr_NoMemory();
-    Py_RETURN_NONE;
+    return pd_done(pd_fail0);
 fail_b:
     if (has_bias) PyBuffer_Release(&bb);
 fail_w:

@@ -40,7 +40,7 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
     if (ihi > OW) ihi = OW;
     if (ilo > ihi) ilo = ihi;
     /* acc: one output row; then the row-reduced input columns (at most W + KW) and their two phases */
-    float *acc = (float *)malloc((size_t)(OW + 2 * (a->W + KW) + 2) * sizeof(float));
+    float *acc = (float *)pd_scratch((size_t)(OW + 2 * (a->W + KW) + 2) * sizeof(float));
     if (!acc) return;
     for (isz p = begin; p < end; p++) {
         const float *src = a->x + p * a->H * a->W;
@@ -173,6 +173,7 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
 PD_VERSIONS(pool_task)
 
 PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args) {
+    const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *oo;
     pool_args a;
     (void)self;
@@ -199,5 +200,5 @@ PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args) {
     }
     PyBuffer_Release(&ob);
     PyBuffer_Release(&xb);
-    Py_RETURN_NONE;
+    return pd_done(pd_fail0);
 }

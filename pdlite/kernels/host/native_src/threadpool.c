@@ -163,3 +163,29 @@ PD_HIDDEN isz grain_for(isz n, int per_thread) {
     isz g = n / (t > 0 ? t : 1);
     return g > 0 ? g : 1;
 }
+
+/* ------------------------------------------------------------------------------------------------ */
+/* task scratch memory with failure accounting (see common.h)                                        */
+static unsigned g_alloc_failures = 0;
+PD_HIDDEN int g_fail_alloc_in = 0; /* > 0: the n-th next pd_scratch fails (tests) */
+
+PD_HIDDEN void *pd_scratch(size_t bytes) {
+    int n = __atomic_load_n(&g_fail_alloc_in, __ATOMIC_RELAXED);
+    if (n > 0 && __atomic_sub_fetch(&g_fail_alloc_in, 1, __ATOMIC_RELAXED) == 0) {
+        __atomic_add_fetch(&g_alloc_failures, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) __atomic_add_fetch(&g_alloc_failures, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+PD_HIDDEN unsigned pd_failures(void) { return __atomic_load_n(&g_alloc_failures, __ATOMIC_RELAXED); }
+
+PD_HIDDEN PyObject *pd_done(unsigned before) {
+    if (pd_failures() != before) {
+        PyErr_SetString(PyExc_MemoryError, "pdlite native kernel: a task could not allocate its scratch memory");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}

@@ -20,7 +20,7 @@ typedef struct {
 PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
     const wino_args *a = (const wino_args *)vctx;
     const isz TW = a->TW, PW = 2 * TW + 2; /* padded row: columns 2*tx - PL .. 2*tx - PL + 3 of each tile */
-    float *buf = (float *)malloc((size_t)(4 * PW + 8 * (TW + 1)) * sizeof(float));
+    float *buf = (float *)pd_scratch((size_t)(4 * PW + 8 * (TW + 1)) * sizeof(float));
     if (!buf) return;
     float *rows = buf;           /* 4 input rows (zero padded), then the vertical combinations in place */
     float *ev = buf + 4 * PW;    /* even / odd columns of one combined row: 4 x (TW + 1) each */
@@ -92,7 +92,7 @@ PD_INLINE void wino_gemm_task_impl(void *vctx, isz begin, isz end) {
 PD_INLINE void wino_out_task_impl(void *vctx, isz begin, isz end) {
     const wino_args *a = (const wino_args *)vctx;
     const isz TW = a->TW, TT = a->TT, OW = a->OW;
-    float *buf = (float *)malloc((size_t)(8 * TW + 2 * 2 * TW) * sizeof(float));
+    float *buf = (float *)pd_scratch((size_t)(8 * TW + 2 * 2 * TW) * sizeof(float));
     if (!buf) return;
     float *s0 = buf, *s1 = buf + 4 * TW; /* s0[j], s1[j]: rows of A^T m for column j (4 x TW each) */
     float *row = buf + 8 * TW;           /* two output rows of width 2*TW */
@@ -134,6 +134,7 @@ PD_VERSIONS(wino_gemm_task)
 PD_VERSIONS(wino_out_task)
 
 PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
+    const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *uo, *bo, *oo, *ap;
     wino_args a;
     isz n;
@@ -202,7 +203,7 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     if (has_bias) PyBuffer_Release(&bb);
     PyBuffer_Release(&ub);
     PyBuffer_Release(&xb);
-    Py_RETURN_NONE;
+    return pd_done(pd_fail0);
 fail_b:
     if (has_bias) PyBuffer_Release(&bb);
 fail_u:

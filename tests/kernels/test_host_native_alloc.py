@@ -1,0 +1,64 @@
+"""A native kernel whose task cannot get its scratch memory raises MemoryError (never a silently incomplete output).
+
+Allocation failures are injected through the extension's test hook (`_inject_alloc_failure(n)`: the n-th next
+task scratch allocation fails) into each kernel family that allocates scratch in its tasks: depthwise (the
+stride-2 and general forms; the 3x3 stride-1 form needs none), the blocked GEMM with gathered im2col columns, the
+packed GEMM (small and wide forms), pooling and Winograd; on 1 and 2 threads. After the error the same call
+succeeds and gives the numbers it gave before.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pdlite.kernels.host import native
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="native extension not built")
+rng = np.random.default_rng(0)
+F32 = np.float32
+
+
+def _x(*shape: int) -> np.ndarray:
+    return rng.normal(size=shape).astype(F32)
+
+
+def _calls() -> dict:
+    x = _x(1, 8, 12, 12)
+    dw, dw5 = _x(8, 9), _x(8, 25)
+    w = _x(16, 8, 3, 3)
+    u = native.winograd_weights(w)
+    calls = {
+        "depthwise_s2": lambda: native.depthwise_conv2d(x, dw, None, 8, 6, 6, (3, 3), (2, 2), (1, 1), (1, 1)),
+        "depthwise_5x5": lambda: native.depthwise_conv2d(x, dw5, None, 8, 12, 12, (5, 5), (1, 1), (1, 1),
+                                                         (2, 2)),
+        "pool_max": lambda: native.pool2d(x, 6, 6, (3, 3), (2, 2), (1, 1), True, True),
+        "winograd": lambda: native.winograd_conv3x3(x, u, None, 12, 12, (1, 1)),
+    }
+    if native.gemm_available():
+        calls["gemm_im2col"] = lambda: native.conv2d_gemm(x, w.reshape(1, 16, 72), None, 12, 12, (3, 3), (1, 1),
+                                                          (1, 1), (1, 1))
+    big = _x(1, 128, 7, 7)
+    small_w = native.pack_weights(_x(64, 128))
+    wide_w = native.pack_weights(w.reshape(16, -1), True)
+    calls["packed_small"] = lambda: native.packed_conv(big, small_w, None, 64, 7, 7, (1, 1), (1, 1), (1, 1), (0, 0))
+    calls["packed_wide"] = lambda: native.packed_conv(x, wide_w, None, 16, 12, 12, (3, 3), (1, 1), (1, 1), (1, 1),
+                                                      wide=True)
+    return calls
+
+
+@pytest.mark.parametrize("name", sorted(_calls()))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scratch_allocation_failure_raises_memory_error(name: str, threads: int) -> None:
+    call = _calls()[name]
+    before = native.get_num_threads()
+    native.set_num_threads(threads)
+    try:
+        ref = call()
+        native._ext._inject_alloc_failure(1)
+        with pytest.raises(MemoryError, match="scratch memory"):
+            call()
+        native._ext._inject_alloc_failure(0)
+        np.testing.assert_array_equal(call(), ref)  # the next call is whole again
+    finally:
+        native._ext._inject_alloc_failure(0)
+        native.set_num_threads(before or 1)
