@@ -124,8 +124,8 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
         const isz rows = a->M - m0 < PK_MR ? a->M - m0 : PK_MR;
         for (isz r = 0; r < rows; r++) {
             float *o = a->out + (n * a->M + m0 + r) * a->L;
-            const float *cr = cbuf + r - q0 * PK_MR;
-            for (isz q = q0; q < q1; q++) o[q] = cr[q * PK_MR];
+            const float *cr = cbuf + r; /* column q of the chunk at (q - q0) * PK_MR */
+            for (isz q = q0; q < q1; q++) o[q] = cr[(q - q0) * PK_MR];
             if (a->bias || a->act.kind != ACT_NONE)
                 bias_act_copy(o + q0, o + q0, q1 - q0, a->bias ? a->bias[m0 + r] : 0.0f, a->bias != NULL, &a->act);
         }
