@@ -177,7 +177,7 @@ def _is_zero(g: _Graph, name: str | None, dtype: Any) -> bool:
 
 @dataclass
 class FusionReport:
-    """What `fuse_qdq` rewrote, and why it left convs alone (reason -> count)."""
+    """What `fuse_qdq` rewrote, and why it left convs and adds alone (reason -> count)."""
 
     uint8: int = 0
     merged: int = 0
@@ -190,6 +190,9 @@ class FusionReport:
     @property
     def modified(self) -> bool:
         return bool(self.uint8 or self.merged or self.convs or self.adds or self.matmuls or self.float_weights)
+
+    def refuse(self, why: str) -> None:
+        self.refused[why] = self.refused.get(why, 0) + 1
 
 
 def _post_step(g: _Graph, n: Any) -> tuple[str, Any] | str:
@@ -626,17 +629,17 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
     for conv in rule.pattern(g):
         got = rule.check(g, conv)
         if isinstance(got, str):
-            report.refused[got] = report.refused.get(got, 0) + 1
+            report.refuse(got)
             continue
         if rule.rewrite(g, got):
             report.convs += 1
         else:
-            report.refused["bias out of int32 range"] = report.refused.get("bias out of int32 range", 0) + 1
+            report.refuse("bias out of int32 range")
     adds = AddRequantize()
     for add in adds.pattern(g):
         got = adds.check(g, add)
         if isinstance(got, str):
-            report.refused[got] = report.refused.get(got, 0) + 1
+            report.refuse(got)
             continue
         adds.rewrite(g, add, *got)
         report.adds += 1
