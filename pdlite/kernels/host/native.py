@@ -259,8 +259,7 @@ def depthwise_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, oc: 
     out = np.empty((n, oc, oh, ow), dtype=F32)
     _ext.depthwise_conv2d(_f32(x, "depthwise_conv2d"), _f32(w, "depthwise_conv2d"),
                           None if bias is None else _f32(bias, "depthwise_conv2d"), out,
-                          (n, c, h, wd, oc, oh, ow, kernel[0], kernel[1], strides[0], strides[1],
-                           dilations[0], dilations[1], pads[0], pads[1]), act[0], act[1])
+                          _geo(x.shape, oc, oh, ow, kernel, strides, dilations, pads), act[0], act[1])
     return out
 
 
@@ -360,23 +359,34 @@ def packed_conv(x: np.ndarray, wp: np.ndarray, bias: np.ndarray | None, m: int, 
 Plan = Callable[[np.ndarray], np.ndarray]
 
 
+def _geo(x_shape: tuple[int, ...], m: int, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+         dilations: tuple[int, int], pads: tuple[int, int]) -> tuple[int, ...]:
+    """(N, C, H, W, M, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL): the geometry tuple the native depthwise and packed
+    convs parse."""
+    return (*x_shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+            pads[0], pads[1])
+
+
+def _bound(fn: Callable[..., Any], shape: tuple[int, ...], w: np.ndarray, bias: np.ndarray | None,
+           *rest: Any) -> Plan:
+    """x -> fn(x, w, bias, out, *rest) into a new float32 `out` of `shape` (the native conv entries' order)."""
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out = np.empty(shape, dtype=F32)
+        fn(x, w, bias, out, *rest)
+        return out
+
+    return run
+
+
 def depthwise_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oc: int, oh: int, ow: int,
                    kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
                    pads: tuple[int, int], act: Act) -> Plan:
     """x -> depthwise_conv2d(x, ...) for C-contiguous float32 x of shape x_shape."""
     assert _ext is not None
-    n, c, h, wd = x_shape
-    geo = (n, c, h, wd, oc, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-           pads[0], pads[1])
-    shape, fn, code, params = (n, oc, oh, ow), _ext.depthwise_conv2d, act[0], act[1]
-    w, bias = _f32(w, "depthwise"), None if bias is None else _f32(bias, "depthwise")
-
-    def run(x: np.ndarray) -> np.ndarray:
-        out = np.empty(shape, dtype=F32)
-        fn(x, w, bias, out, geo, code, params)
-        return out
-
-    return run
+    return _bound(_ext.depthwise_conv2d, (x_shape[0], oc, oh, ow), _f32(w, "depthwise"),
+                  None if bias is None else _f32(bias, "depthwise"),
+                  _geo(x_shape, oc, oh, ow, kernel, strides, dilations, pads), act[0], act[1])
 
 
 def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
@@ -418,15 +428,8 @@ def winograd_plan(u: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ..
     n, c, h, w = x_shape
     oc = u.shape[1]
     geo, shape = (n, c, h, w, oc, oh, ow, pads[0], pads[1]), (n, oc, oh, ow)
-    fn, code, params = _ext.winograd_conv3x3, act[0], act[1]
-    u, bias = _f32(u, "winograd"), None if bias is None else _f32(bias, "winograd")
-
-    def run(x: np.ndarray) -> np.ndarray:
-        out = np.empty(shape, dtype=F32)
-        fn(x, u, bias, out, geo, code, params)
-        return out
-
-    return run
+    return _bound(_ext.winograd_conv3x3, shape, _f32(u, "winograd"),
+                  None if bias is None else _f32(bias, "winograd"), geo, act[0], act[1])
 
 
 def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], m: int, oh: int, ow: int,
@@ -434,18 +437,9 @@ def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...
                 pads: tuple[int, int], act: Act, wide: bool = False) -> Plan:
     """x -> packed_conv(x, wp, bias, ...) for C-contiguous float32 x of shape x_shape."""
     assert _ext is not None
-    n, c, h, w = x_shape
-    geo = (n, c, h, w, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-           pads[0], pads[1])
-    shape, fn, code, params = (n, m, oh, ow), _ext.packed_conv, act[0], act[1]
-    wp, bias = _f32(wp, "packed_conv"), None if bias is None else _f32(bias, "packed_conv")
-
-    def run(x: np.ndarray) -> np.ndarray:
-        out = np.empty(shape, dtype=F32)
-        fn(x, wp, bias, out, geo, code, params, wide)
-        return out
-
-    return run
+    return _bound(_ext.packed_conv, (x_shape[0], m, oh, ow), _f32(wp, "packed_conv"),
+                  None if bias is None else _f32(bias, "packed_conv"),
+                  _geo(x_shape, m, oh, ow, kernel, strides, dilations, pads), act[0], act[1], wide)
 
 
 def bias_act(out: np.ndarray, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
