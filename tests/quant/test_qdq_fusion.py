@@ -35,29 +35,42 @@ def _init(name: str, v: np.ndarray) -> Any:
     return numpy_helper.from_array(np.asarray(v, order="C"), name)
 
 
-def _chain(rng: np.random.Generator, *, w_min: int = -127, float_reader: bool = False, min_max: bool = False) -> Any:
-    """x -> Q -> DQ -> Conv(DQ(w8) per channel) -> BN -> Add(c) -> Clip(0, 6) -> MaxPool -> Q -> DQ -> y;
-    `min_max`: Max(0) -> Min(6) instead of the Clip (the form of Paddle's round_type 1 clip before a quantizer)."""
-    cin, cout = 4, 6
-    w8 = rng.integers(w_min, 128, (cout, cin, 3, 3)).astype(np.int8)
-    s_w = rng.uniform(0.002, 0.01, cout).astype(np.float32)
-    s_w[2] = 0.0                                                  # a zero weight scale
-    gamma = rng.uniform(0.5, 1.5, cout).astype(np.float32)
-    gamma[[1, 4]] *= -1                                           # batch norm flips the sign of two channels
-    gamma[5] = 0.0                                                # and zeroes one
-    inits = [
-        _init("sx", np.float32(0.02)), _init("zx", np.int8(0)), _init("w8", w8), _init("sw", s_w),
-        _init("zw", np.zeros(cout, np.int8)), _init("g", gamma), _init("b", rng.normal(0, 0.3, cout).astype(np.float32)),
-        _init("m", rng.normal(0, 0.2, cout).astype(np.float32)), _init("v", rng.uniform(0.5, 2, cout).astype(np.float32)),
-        _init("c", rng.normal(0, 0.2, (1, cout, 1, 1)).astype(np.float32)), _init("lo", np.float32(0)),
-        _init("hi", np.float32(6)), _init("so", np.float32(0.025)), _init("zo", np.int8(0)),
-    ]
+def _conv_bn(rng: np.random.Generator, cin: int, cout: int, w_min: int = -127) -> tuple[dict[str, Any], list[Any]]:
+    """The head both test graphs start with, x -> Q(sx) -> DQ -> Conv(DQ(w8, sw per channel), pads 1) -> BN -> "bn":
+    its initializer values by name (seeded draws in the order w8, sw, g, b, m, v) and its nodes."""
+    vals = {
+        "sx": np.float32(0.02), "zx": np.int8(0), "w8": rng.integers(w_min, 128, (cout, cin, 3, 3)).astype(np.int8),
+        "sw": rng.uniform(0.002, 0.01, cout).astype(np.float32), "zw": np.zeros(cout, np.int8),
+        "g": rng.uniform(0.5, 1.5, cout).astype(np.float32), "b": rng.normal(0, 0.3, cout).astype(np.float32),
+        "m": rng.normal(0, 0.2, cout).astype(np.float32), "v": rng.uniform(0.5, 2, cout).astype(np.float32),
+    }
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
         helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
         helper.make_node("DequantizeLinear", ["w8", "sw", "zw"], ["wd"], axis=0),
         helper.make_node("Conv", ["xd", "wd"], ["cv"], pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization", ["cv", "g", "b", "m", "v"], ["bn"], epsilon=1e-5),
+    ]
+    return vals, nodes
+
+
+def _model(name: str, nodes: list[Any], vals: dict[str, Any], x_shape: list[int], outputs: list[Any]) -> Any:
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)], outputs,
+                              [_init(k, v) for k, v in vals.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _chain(rng: np.random.Generator, *, w_min: int = -127, float_reader: bool = False, min_max: bool = False) -> Any:
+    """x -> Q -> DQ -> Conv(DQ(w8) per channel) -> BN -> Add(c) -> Clip(0, 6) -> MaxPool -> Q -> DQ -> y;
+    `min_max`: Max(0) -> Min(6) instead of the Clip (the form of Paddle's round_type 1 clip before a quantizer)."""
+    cin, cout = 4, 6
+    vals, nodes = _conv_bn(rng, cin, cout, w_min)
+    vals["sw"][2] = 0.0                                           # a zero weight scale
+    vals["g"][[1, 4]] *= -1                                       # batch norm flips the sign of two channels
+    vals["g"][5] = 0.0                                            # and zeroes one
+    vals.update(c=rng.normal(0, 0.2, (1, cout, 1, 1)).astype(np.float32), lo=np.float32(0), hi=np.float32(6),
+                so=np.float32(0.025), zo=np.int8(0))
+    nodes += [
         helper.make_node("Add", ["bn", "c"], ["ad"]),
         *([helper.make_node("Max", ["ad", "lo"], ["r0"]), helper.make_node("Min", ["r0", "hi"], ["r6"])] if min_max
           else [helper.make_node("Clip", ["ad", "lo", "hi"], ["r6"])]),
@@ -69,9 +82,7 @@ def _chain(rng: np.random.Generator, *, w_min: int = -127, float_reader: bool = 
     if float_reader:
         nodes.append(helper.make_node("Relu", ["bn"], ["side"]))
         outputs.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, [2, cout, 16, 16]))
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, cin, 16, 16])],
-                              outputs, inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return _model("chain", nodes, vals, [2, cin, 16, 16], outputs)
 
 
 def _session(model: Any, optimized: Path | None = None) -> Any:
@@ -127,20 +138,9 @@ def _residual(rng: np.random.Generator) -> Any:
     """x -> Q -> DQ -> Conv(DQ(w8)) -> BN -> Q(sa) -> DQ -> Add <- DQ <- Q(sx) <- x (a second quantizer of x, as
     Paddle writes one per quantized reader) -> Relu -> Q(so) -> DQ -> y: a residual block with its add quantized."""
     c = 4
-    w8 = rng.integers(-127, 128, (c, c, 3, 3)).astype(np.int8)
-    inits = [
-        _init("sx", np.float32(0.02)), _init("zx", np.int8(0)), _init("w8", w8),
-        _init("sw", rng.uniform(0.002, 0.01, c).astype(np.float32)), _init("zw", np.zeros(c, np.int8)),
-        _init("g", rng.uniform(0.5, 1.5, c).astype(np.float32)), _init("b", rng.normal(0, 0.3, c).astype(np.float32)),
-        _init("m", rng.normal(0, 0.2, c).astype(np.float32)), _init("v", rng.uniform(0.5, 2, c).astype(np.float32)),
-        _init("sa", np.float32(0.03)), _init("za", np.int8(0)), _init("so", np.float32(0.04)), _init("zo", np.int8(0)),
-    ]
-    nodes = [
-        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
-        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-        helper.make_node("DequantizeLinear", ["w8", "sw", "zw"], ["wd"], axis=0),
-        helper.make_node("Conv", ["xd", "wd"], ["cv"], pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization", ["cv", "g", "b", "m", "v"], ["bn"], epsilon=1e-5),
+    vals, nodes = _conv_bn(rng, c, c)
+    vals.update(sa=np.float32(0.03), za=np.int8(0), so=np.float32(0.04), zo=np.int8(0))
+    nodes += [
         helper.make_node("QuantizeLinear", ["bn", "sa", "za"], ["aq"]),
         helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
         helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq2"]),
@@ -150,9 +150,8 @@ def _residual(rng: np.random.Generator) -> Any:
         helper.make_node("QuantizeLinear", ["r", "so", "zo"], ["yq"]),
         helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"]),
     ]
-    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 8, 8])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return _model("residual", nodes, vals, [2, c, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                     [2, c, 8, 8])])
 
 
 def test_quantized_residual_add_becomes_qlinearadd_with_the_same_numbers(tmp_path: Path) -> None:
