@@ -54,11 +54,11 @@ def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[
     """The ops `insert_qdq` would quantize: a type in `ops`; with a float32 parameter weight of rank 2 or 4 and a
     non-parameter activation (QUANTIZABLE), or float32 non-parameter activations only (ACTIVATION_OPS); ops
     whose output name is in `skip` are left float."""
-    unknown = set(ops) - set(QUANTIZABLE) - set(ACTIVATION_OPS)
+    wanted = set(ops)
+    unknown = wanted - set(QUANTIZABLE) - set(ACTIVATION_OPS)
     if unknown:
         raise ConfigError(f"cannot quantize op type(s) {sorted(unknown)}; quantizable: "
                           f"{sorted((*QUANTIZABLE, *ACTIVATION_OPS))}")
-    wanted = set(ops)
     block = program.main
     out = []
     for i, op in enumerate(block.ops):
