@@ -416,7 +416,8 @@ class ConvRequantize:
             return "weight holds -128 where batch norm flips the sign"
         return _Chain(conv, x_dq, w8, s_w.astype(F32).reshape(-1), k, c, post, q, removed)
 
-    def rewrite(self, g: _Graph, ch: _Chain) -> bool:
+    def rewrite(self, g: _Graph, ch: _Chain) -> str | None:
+        """None once rewritten; the reason when the int32 bias cannot hold the folded one (nothing changed)."""
         cout = ch.w8.shape[0]
         shape = (cout,) + (1,) * (ch.w8.ndim - 1)
         sign = np.where(ch.k < 0, -1, 1).astype(np.int32)
@@ -429,7 +430,7 @@ class ConvRequantize:
         s_b = (s_x * s_w).astype(F32)
         b32 = np.round(ch.c / s_b.astype(np.float64))
         if np.any(np.abs(b32) > 2**31 - 1) or np.any(s_b <= 0):
-            return False
+            return "bias out of int32 range"
         w_dq = g.node("DequantizeLinear", [g.add_init(w.astype(np.int8), "w8"), g.add_init(s_w, "ws"),
                                            g.add_init(np.zeros(cout, np.int8), "wzp")], [g.fresh("w")], axis=0)
         b_dq = g.node("DequantizeLinear", [g.add_init(b32.astype(np.int32), "b32"), g.add_init(s_b, "bs"),
@@ -439,7 +440,7 @@ class ConvRequantize:
         conv = g.node("Conv", [ch.conv.input[0], w_dq.output[0], b_dq.output[0]], [conv_out], **attrs)
         new = [w_dq, b_dq, conv, *_quantized_tail(g, conv_out, ch.q, ch.post)]
         g.replace([ch.conv, *ch.removed, ch.q], new)
-        return True
+        return None
 
 
 # ------------------------------------------------------------------------------------------------ rule 2b
@@ -454,7 +455,7 @@ class AddRequantize:
         return [n for n in g.nodes if n.op_type == "Add" and len(n.input) == 2 and all(
             getattr(g.producer.get(i), "op_type", None) == "DequantizeLinear" for i in n.input)]
 
-    def check(self, g: _Graph, add: Any) -> tuple[Any, list[tuple[str, Any]], list[Any]] | str:
+    def check(self, g: _Graph, add: Any) -> tuple[Any, Any, list[tuple[str, Any]], list[Any]] | str:
         for i in add.input[:2]:
             dq = g.producer.get(i)
             zp = g.const(dq.input[2]) if dq is not None and dq.op_type == "DequantizeLinear" and len(dq.input) > 2 \
@@ -466,9 +467,10 @@ class AddRequantize:
         q = _walk_to_quantizer(g, add.output[0], post, removed)
         if isinstance(q, str):
             return _reason("add", q)
-        return q, post, removed
+        return add, q, post, removed
 
-    def rewrite(self, g: _Graph, add: Any, q: Any, post: list[tuple[str, Any]], removed: list[Any]) -> None:
+    def rewrite(self, g: _Graph, got: tuple[Any, Any, list[tuple[str, Any]], list[Any]]) -> None:
+        add, q, post, removed = got
         value = g.fresh("add")
         new = [g.node("Add", list(add.input), [value]), *_quantized_tail(g, value, q, post)]
         g.replace([add, *removed, q], new)
@@ -606,6 +608,20 @@ def _quantize_bound(v: float | None, s: Any, none: int) -> int:
     return int(q) + _U8_ZP
 
 
+def _apply(rule: Any, g: _Graph, report: FusionReport) -> int:
+    """Run a rule with refusal reasons (check: its match or a reason; rewrite: None, or a reason when it could
+    not after all) over its pattern; the refusals go to `report`, the count of rewrites is returned."""
+    done = 0
+    for node in rule.pattern(g):
+        got = rule.check(g, node)
+        why = got if isinstance(got, str) else rule.rewrite(g, got)
+        if why is None:
+            done += 1
+        else:
+            report.refuse(why)
+    return done
+
+
 def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionReport:
     """Apply the rewrites to `model` (an onnx ModelProto, changed in place); returns what changed."""
     g = _Graph(model.graph)
@@ -625,24 +641,8 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
             to_u8.rewrite(g, q, zp)
             report.uint8 += 1
     g.index()
-    rule = ConvRequantize()
-    for conv in rule.pattern(g):
-        got = rule.check(g, conv)
-        if isinstance(got, str):
-            report.refuse(got)
-            continue
-        if rule.rewrite(g, got):
-            report.convs += 1
-        else:
-            report.refuse("bias out of int32 range")
-    adds = AddRequantize()
-    for add in adds.pattern(g):
-        got = adds.check(g, add)
-        if isinstance(got, str):
-            report.refuse(got)
-            continue
-        adds.rewrite(g, add, *got)
-        report.adds += 1
+    report.convs = _apply(ConvRequantize(), g, report)
+    report.adds = _apply(AddRequantize(), g, report)
     pointwise = PointwiseToMatMul()
     for conv in pointwise.pattern(g):
         if pointwise.check(g, conv) is None:
