@@ -13,22 +13,24 @@ than fp32). The rewrites, in order, all exact in real numbers:
    q8 = clip(round(x / s), -128, 127), q_u8 = clip(round(x / s) + 128, 0, 255) = q8 + 128, so
    DQ gives (q_u8 - 128) * s = q8 * s: the same values. (ORT's x86 QDQ fusions take uint8 activations
    with int8 weights; int8 activations are fused on ARM only.)
-2. ``ConvRequantize``: ``DQ(x_u8) -> Conv(DQ(w8, s_w), b) -> [BatchNormalization] -> [Add(c)] ->
-   [Relu | Clip(lo, hi) | Max(lo) | Min(hi) | MaxPool]* -> Q(s_out)`` becomes
-   ``Conv(DQ(x_u8), DQ(w8', s_w'), DQ(b32, s_x * s_w')) -> Q(s_out) -> [Clip | MaxPool]* (uint8)``:
-   - batch norm y = k * conv + (beta - k * mean), k = gamma / sqrt(var + eps), and a per-channel add are
-     folded per output channel: s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128 there),
-     bias c = k * b + beta - k * mean (+ the added constant);
+2. ``ConvRequantize``: ``DQ(x_u8) -> Conv(DQ(w8, s_w), b) -> [BatchNormalization | Add(c) | Sub(c) | Mul(m)]*
+   -> [Relu | Clip(lo, hi) | Max(lo) | Min(hi) | MaxPool | nearest Resize]* -> Q(s_out)`` becomes
+   ``Conv(DQ(x_u8), DQ(w8', s_w'), DQ(b32, s_x * s_w')) -> Q(s_out) -> [Clip | MaxPool | Resize]* (uint8)``:
+   - the affine steps (constant scalars or per-channel values; batch norm y = k * conv + (beta - k * mean),
+     k = gamma / sqrt(var + eps); PP-LCNet's learnable affine blocks m * x + c) compose into one y = k * conv + c
+     per output channel, folded into the conv: s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128
+     there), bias c (starting from the conv's b, each step mapping k, c to k * m, c * m or adding its constant);
    - the bias becomes int32 b32 = round(c / (s_x * s_w')) read through DQ with scale s_x * s_w' (what
      QLinearConv needs); it moves by at most half of s_x * s_w', one product step of the accumulator;
    - Q is monotone non-decreasing, so it commutes with clamps and max: Q(clip(v, lo, hi)) =
-     clip(Q(v), Q(lo), Q(hi)) (Relu: lo = 0, Q(0) = zero point) and Q(maxpool(v)) = maxpool(Q(v)).
-     The activation and pooling are applied to the quantized tensor instead.
+     clip(Q(v), Q(lo), Q(hi)) (Relu: lo = 0, Q(0) = zero point) and Q(maxpool(v)) = maxpool(Q(v)); it is
+     elementwise, so it commutes with ops that only pick elements (nearest Resize). The activation, pooling
+     and upsampling are applied to the quantized tensor instead.
    It applies only where the conv's value reaches nothing but that one quantizer (a float reader, such as a
    residual add, keeps the float conv); `check` names the reason otherwise.
-2b. ``AddRequantize``: ``Add(DQ(a_u8), DQ(b_u8)) -> [Relu | Clip | Max | Min | MaxPool]* -> Q(s_out)``
+2b. ``AddRequantize``: ``Add(DQ(a_u8), DQ(b_u8)) -> [Relu | Clip | Max | Min | MaxPool | Resize]* -> Q(s_out)``
    (a residual add quantized on both inputs: `pdlite quantize`'s default, or Paddle's PTQ with elementwise_add
-   in quantizable_op_type) becomes ``Add -> Q(s_out) -> [Clip | MaxPool]*``, which ORT runs as QLinearAdd;
+   in quantizable_op_type) becomes ``Add -> Q(s_out) -> [Clip | MaxPool | Resize]*``, which ORT runs as QLinearAdd;
    the same commuting argument as rule 2's tail. Together with rule 2 a ResNet / MobileNetV2 block stays
    uint8 from conv to conv.
 3. ``PointwiseToMatMul``: a 1x1 conv left float (its value feeds a residual add) becomes a MatMul over
@@ -197,7 +199,8 @@ class FusionReport:
 
 def _post_step(g: _Graph, n: Any) -> tuple[str, Any] | str:
     """Node `n` (reading the value on its first input) as a step that commutes with a later quantizer:
-    ("clip", (lo, hi)) for Relu / Clip / Max / Min with constant bounds, ("pool", n) for MaxPool; else a reason."""
+    ("clip", (lo, hi)) for Relu / Clip / Max / Min with constant bounds, ("pick", n) for MaxPool and nearest
+    Resize (they pick input elements, which Q maps one by one); else a reason."""
     if n.op_type == "Relu":
         return ("clip", (0.0, None))
     if n.op_type == "Clip":
@@ -212,7 +215,9 @@ def _post_step(g: _Graph, n: Any) -> tuple[str, Any] | str:
             return f"{n.op_type} with a non-constant or non-scalar bound"
         return ("clip", (float(v.reshape(())), None) if n.op_type == "Max" else (None, float(v.reshape(()))))
     if n.op_type == "MaxPool" and len(n.output) == 1:
-        return ("pool", n)
+        return ("pick", n)
+    if n.op_type == "Resize" and _attr(n, "mode", b"nearest") in (b"nearest", "nearest"):
+        return ("pick", n)
     return f"goes through {n.op_type} before its quantizer"
 
 
@@ -239,7 +244,7 @@ def _quantized_tail(g: _Graph, value: str, q: Any, post: list[tuple[str, Any]]) 
                                        g.add_init(np.array(arg[1], np.uint8), "hi")], [out]))
         else:
             pattrs = {a.name: _attr(arg, a.name) for a in arg.attribute}
-            new.append(g.node("MaxPool", [cur], [out], **pattrs))
+            new.append(g.node(arg.op_type, [cur, *arg.input[1:]], [out], **pattrs))
         cur = out
     return new
 
@@ -313,18 +318,33 @@ def _quant_params_key(g: _Graph, q: Any) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------------------------------- rule 1
 class ActivationsToUint8:
-    """Q(x, s, 0) -> int8 read only by DQ(., s', 0) becomes uint8 with zero point 128 (see the module doc)."""
+    """Q(x, s, 0) -> int8 read only by DQ(., s', 0) becomes uint8 with zero point 128 (see the module doc). A
+    Concat of such quantizers read only by DQ (how converters/quant.py quantizes a concat) is one unit: all its
+    quantizers and readers change together (a concat of codes is the same concat for either zero point)."""
 
-    def pattern(self, g: _Graph) -> Iterable[Any]:
-        return [n for n in g.nodes if n.op_type == "QuantizeLinear"]
+    def pattern(self, g: _Graph) -> Iterable[tuple[list[Any], str]]:
+        """(quantizers, the value their codes reach the readers as): one quantizer and its output, or the
+        quantizers of a Concat's inputs and the Concat's output."""
+        units: list[tuple[list[Any], str]] = []
+        for n in g.nodes:
+            if n.op_type == "QuantizeLinear":
+                units.append(([n], n.output[0]))
+            elif n.op_type == "Concat" and n.input and all(
+                    getattr(g.producer.get(i), "op_type", "") == "QuantizeLinear" for i in n.input):
+                units.append(([g.producer[i] for i in n.input], n.output[0]))
+        return units
 
-    def check(self, g: _Graph, q: Any) -> str | None:
-        if len(q.input) < 3 or not _is_zero(g, q.input[2], np.int8) or g.const(q.input[2]).ndim != 0:
-            return "not a per-tensor int8 quantizer with zero point 0"
-        if g.const(q.input[0]) is not None:
-            return "quantizes a constant"
-        readers = g.readers.get(q.output[0], [])
-        if not readers or q.output[0] in g.outputs:
+    def check(self, g: _Graph, unit: tuple[list[Any], str]) -> str | None:
+        qs, value = unit
+        for q in qs:
+            if len(q.input) < 3 or not _is_zero(g, q.input[2], np.int8) or g.const(q.input[2]).ndim != 0:
+                return "not a per-tensor int8 quantizer with zero point 0"
+            if g.const(q.input[0]) is not None:
+                return "quantizes a constant"
+            if value != q.output[0] and (len(g.readers.get(q.output[0], [])) != 1 or q.output[0] in g.outputs):
+                return "a concatenated quantizer read elsewhere too"
+        readers = g.readers.get(value, [])
+        if not readers or value in g.outputs:
             return "no readers, or a graph output"
         for r in readers:
             if r.op_type != "DequantizeLinear" or len(r.input) < 3 or not _is_zero(g, r.input[2], np.int8):
@@ -333,8 +353,9 @@ class ActivationsToUint8:
                 return "read per channel"
         return None
 
-    def rewrite(self, g: _Graph, q: Any, zp: str) -> None:
-        for n in (q, *g.readers[q.output[0]]):
+    def rewrite(self, g: _Graph, unit: tuple[list[Any], str], zp: str) -> None:
+        qs, value = unit
+        for n in (*qs, *g.readers[value]):
             n.input[2] = zp
 
 
@@ -345,16 +366,16 @@ class _Chain:
     x_dq: Any
     w8: np.ndarray
     s_w: np.ndarray
-    k: np.ndarray        # per output channel multiplier (batch norm)
+    k: np.ndarray        # per output channel multiplier (the affine steps)
     c: np.ndarray        # per output channel bias
-    post: list[tuple[str, Any]]  # ("clip", (lo, hi)) or ("pool", MaxPool node), in order
+    post: list[tuple[str, Any]]  # ("clip", (lo, hi)) or ("pick", MaxPool / Resize node), in order
     q: Any
     removed: list[Any]
 
 
 class ConvRequantize:
-    """DQ(x_u8) -> Conv(DQ(w8)) -> [BN] -> [Add c] -> [Relu|Clip|MaxPool]* -> Q_u8  ==>  QLinearConv-ready
-    Conv -> Q -> [Clip|MaxPool]* on uint8 (see the module doc for the maths)."""
+    """DQ(x_u8) -> Conv(DQ(w8)) -> [BN|Add c|Sub c|Mul m]* -> [Relu|Clip|MaxPool|Resize]* -> Q_u8  ==>
+    QLinearConv-ready Conv -> Q -> [Clip|MaxPool|Resize]* on uint8 (see the module doc for the maths)."""
 
     def pattern(self, g: _Graph) -> Iterable[Any]:
         return [n for n in g.nodes if n.op_type == "Conv"]
@@ -385,9 +406,14 @@ class ConvRequantize:
         c = b.astype(np.float64).reshape(-1)
         removed: list[Any] = []
         cur = conv.output[0]
-        while len(g.readers.get(cur, [])) == 1 and cur not in g.outputs:  # batch norm / per-channel adds first
+        tail = (cout,) + (1,) * (w8.ndim - 2)
+        while len(g.readers.get(cur, [])) == 1 and cur not in g.outputs:  # per-channel affine steps first
             n = g.readers[cur][0]
-            if n.input[0] != cur:
+            if n.op_type in ("Add", "Mul") and len(n.input) == 2 and n.input[1] == cur:
+                other = n.input[0]  # constant * x, constant + x (PP-LCNet's learnable affine blocks)
+            elif n.input[0] == cur:
+                other = n.input[1] if len(n.input) > 1 else ""
+            else:
                 break
             if n.op_type == "BatchNormalization":
                 p = [g.const(i) for i in n.input[1:5]]
@@ -396,12 +422,15 @@ class ConvRequantize:
                 sc, bb, mean, var = (v.astype(np.float64).reshape(-1) for v in p)  # type: ignore[union-attr]
                 kk = sc / np.sqrt(var + float(_attr(n, "epsilon", 1e-5)))
                 k, c = k * kk, c * kk + bb - mean * kk
-            elif n.op_type in ("Add", "Sub"):
-                v = g.const(n.input[1])
-                tail = (cout,) + (1,) * (w8.ndim - 2)
+            elif n.op_type in ("Add", "Sub", "Mul"):
+                v = g.const(other)
                 if v is None or not (v.size == 1 or (v.size == cout and v.shape[-len(tail):] == tail)):
                     return f"{n.op_type} of a non-constant or non-per-channel value"
-                c = c + (1 if n.op_type == "Add" else -1) * np.broadcast_to(v.astype(np.float64).reshape(-1), cout)
+                v = np.broadcast_to(v.astype(np.float64).reshape(-1), cout)
+                if n.op_type == "Mul":
+                    k, c = k * v, c * v
+                else:
+                    c = c + (v if n.op_type == "Add" else -v)
             else:
                 break
             removed.append(n)
@@ -445,8 +474,8 @@ class ConvRequantize:
 
 # ------------------------------------------------------------------------------------------------ rule 2b
 class AddRequantize:
-    """``Add(DQ(a_u8), DQ(b_u8)) -> [Relu|Clip|Max|Min|MaxPool]* -> Q_u8``  ==>  ``Add(DQ(a), DQ(b)) -> Q ->
-    [Clip|MaxPool]*`` on uint8, the form ORT's QDQ selectors make a QLinearAdd of (integer inputs, one
+    """``Add(DQ(a_u8), DQ(b_u8)) -> [Relu|Clip|Max|Min|MaxPool|Resize]* -> Q_u8``  ==>  ``Add(DQ(a), DQ(b)) -> Q
+    -> [Clip|MaxPool|Resize]*`` on uint8, the form ORT's QDQ selectors make a QLinearAdd of (integer inputs, one
     requantization). Exact in real numbers for the same reason as ConvRequantize's tail: Q commutes with clamps
     and max. A residual add quantized on both inputs (pdlite quantize's default; Paddle's PTQ with
     elementwise_add in quantizable_op_type) then stays int8 from conv to conv."""
@@ -635,11 +664,11 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
         report.merged += len(same) - 1
     to_u8 = ActivationsToUint8()
     zp = None
-    for q in to_u8.pattern(g):
-        if to_u8.check(g, q) is None:
+    for unit in to_u8.pattern(g):
+        if to_u8.check(g, unit) is None:
             zp = zp or g.add_init(np.array(_U8_ZP, np.uint8), "zp_u8")
-            to_u8.rewrite(g, q, zp)
-            report.uint8 += 1
+            to_u8.rewrite(g, unit, zp)
+            report.uint8 += len(unit[0])
     g.index()
     report.convs = _apply(ConvRequantize(), g, report)
     report.adds = _apply(AddRequantize(), g, report)

@@ -198,7 +198,7 @@ def _convert(model_dir: Path, device: str | None, ins: dict[str, np.ndarray]) ->
 # (convs requantized, float 1x1 convs as matmuls); the others stay float where Paddle's program puts a
 # non-monotone op (hard_swish), an average pool, a resize or a residual add between a conv and the next
 # quantizer, or reads the conv's value in float
-FIXTURES = {"ptq_cnn_qdq": (8, 1), "ptq_ppocr_cls_qdq": (15, 28), "ptq_det_qdq": (1, 2), "ptq_rec_qdq": (4, 2),
+FIXTURES = {"ptq_cnn_qdq": (8, 1), "ptq_ppocr_cls_qdq": (15, 28), "ptq_det_qdq": (3, 2), "ptq_rec_qdq": (4, 2),
             "ptq_res_qdq": (6, 0)}
 # residual adds that become integer adds (ptq_res_qdq: Paddle's PTQ with elementwise_add; its last add feeds the
 # average pool in float)
@@ -259,3 +259,90 @@ def test_predictor_on_onnxruntime_runs_qlinearconv(tmp_path: Path) -> None:
     assert sum(_ops(p)["QLinearConv"] for p in cached) == FIXTURES[name][0]
     for (k, r), g in zip(ref.items(), got):
         assert max_rel_err(np.asarray(g), r) <= REL, k
+
+
+def _affine_chain(rng: np.random.Generator) -> Any:
+    """x -> Q -> DQ -> Conv -> BN -> Mul(m, .) (per channel, one negative) -> Add(c0, .) (scalar) -> Resize
+    (nearest, x2) -> Q -> DQ -> HardSwish -> y: PP-LCNet's learnable affine block before a non-monotone
+    activation, quantized on the activation's input, with an upsampling between."""
+    cin, cout = 4, 6
+    vals, nodes = _conv_bn(rng, cin, cout)
+    k = rng.uniform(0.5, 1.5, (1, cout, 1, 1)).astype(np.float32)
+    k[0, 3] *= -1
+    vals.update(lab_k=k, c0=np.float32(0.3), roi=np.zeros(0, np.float32), scales=np.array([1, 1, 2, 2], np.float32),
+                so=np.float32(0.03), zo=np.int8(0))
+    nodes += [
+        helper.make_node("Mul", ["lab_k", "bn"], ["mu"]),
+        helper.make_node("Add", ["c0", "mu"], ["ad"]),
+        helper.make_node("Resize", ["ad", "roi", "scales"], ["up"], mode="nearest"),
+        helper.make_node("QuantizeLinear", ["up", "so", "zo"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["yd"]),
+        helper.make_node("HardSwish", ["yd"], ["y"]),
+    ]
+    return _model("affine", nodes, vals, [2, cin, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                          [2, cout, 16, 16])])
+
+
+def test_affine_steps_and_nearest_resize_fold_into_qlinearconv(tmp_path: Path) -> None:
+    """Constant Mul / Add steps (either input order, a negative per-channel factor) fold into the conv's weight
+    scales, signs and bias; the nearest Resize runs on the uint8 codes after the quantizer: one QLinearConv, the
+    same numbers within one quantization step (>= 99% exactly)."""
+    rng = np.random.default_rng(5)
+    original = _affine_chain(rng)
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.uint8, report.convs, report.refused) == (2, 1, {}), report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["BatchNormalization"] == kinds["Mul"] == kinds["Add"] == 0 and kinds["Resize"] == 1
+    resize = next(n for n in fused.graph.node if n.op_type == "Resize")
+    assert next(n for n in fused.graph.node if n.output[0] == resize.input[0]).op_type == "QuantizeLinear"
+    onnx.checker.check_model(fused, full_check=True)
+    x = rng.normal(0, 1.2, (2, 4, 8, 8)).astype(np.float32)
+    ref = _session(original).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "opt.onnx").run(None, {"x": x})[0]
+    assert _ops(tmp_path / "opt.onnx")["QLinearConv"] == 1
+    codes = lambda y: np.rint(y / np.float32(0.03))  # noqa: E731  HardSwish is 1-Lipschitz-ish: compare inputs
+    ref_in = _session(_with_output(original, "yd")).run(None, {"x": x})[1]
+    got_in = _session(_with_output(fused, "yd")).run(None, {"x": x})[1]
+    steps = np.abs(codes(got_in) - codes(ref_in))
+    assert steps.max() <= 1 and (steps == 0).mean() >= 0.99, (steps.max(), (steps == 0).mean())
+    assert np.abs(got - ref).max() <= 0.03 * 1.5
+    assert (ref_in < 0).any() and (ref_in > 0).any()  # both signs reach the quantizer: the test is not trivial
+
+
+def _with_output(model: Any, name: str) -> Any:
+    m = onnx.load_from_string(model.SerializeToString())
+    m.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    return m
+
+
+def test_concatenated_quantizers_become_uint8_together(tmp_path: Path) -> None:
+    """A Concat of quantizers read only by DequantizeLinear (how converters/quant.py quantizes a concat) turns
+    uint8 as one unit, so the conv reading it can run as QLinearConv; same numbers within one step."""
+    rng = np.random.default_rng(6)
+    vals, nodes = _conv_bn(rng, 4, 6)
+    nodes[0:2] = [
+        helper.make_node("Relu", ["x"], ["xr"]),
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["q0"]),
+        helper.make_node("QuantizeLinear", ["xr", "sx", "zx"], ["q1"]),
+        helper.make_node("Concat", ["q0", "q1"], ["xq"], axis=1),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+    ]
+    vals["w8"] = rng.integers(-127, 128, (6, 8, 3, 3)).astype(np.int8)
+    vals.update(so=np.float32(0.05), zo=np.int8(0))
+    nodes += [helper.make_node("QuantizeLinear", ["bn", "so", "zo"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
+    original = _model("concat", nodes, vals, [2, 4, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                           [2, 6, 8, 8])])
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.uint8, report.convs, report.refused) == (3, 1, {}), report
+    concat = next(n for n in fused.graph.node if n.op_type == "Concat")
+    assert all(next(n for n in fused.graph.node if n.output[0] == i).input[2] != "zx" for i in concat.input)
+    onnx.checker.check_model(fused, full_check=True)
+    x = rng.normal(0, 1.2, (2, 4, 8, 8)).astype(np.float32)
+    ref = _session(original).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "opt.onnx").run(None, {"x": x})[0]
+    assert _ops(tmp_path / "opt.onnx")["QLinearConv"] == 1
+    steps = np.abs(got - ref) / np.float32(0.05)
+    assert steps.max() <= 1.0 + 1e-5 and (steps < 1e-3).mean() >= 0.99, (steps.max(), (steps < 1e-3).mean())
