@@ -2,9 +2,9 @@
 
 For each model of ../shared/models (classifiers and PP-OCR det) the script makes an int8 QDQ model
 (`--quantizer paddle`: Paddle's PostTrainingQuantization, abs_max, onnx_format; `--quantizer pdlite`:
-`pdlite quantize`, abs_max; both quantizing the op types of `--ops`, by default the convs, the matmuls and
-the residual adds) from calibration inputs (the case input plus noise), then, per device,
-builds one predictor for the fp32 model and one for the int8 model and times them interleaved
+`pdlite quantize`, abs_max; both quantizing the op types of `--ops`, by default the quantizer's own: the
+convs, the matmuls and the residual adds, and for pdlite the inputs of hard_swish / swish) from calibration
+inputs (the case input plus noise), then, per device, builds one predictor for the fp32 model and one for the int8 model and times them interleaved
 (A B A B ..., batch 1, 2 threads, medians of `--rounds` runs after warm-up), `--repeats` times: the table
 gives the median speed-up and its range over the repeats (a shared, noisy machine).
 
@@ -115,13 +115,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", nargs="*", default=["intel_openvino", "onnxruntime"])
     ap.add_argument("--quantizer", choices=["paddle", "pdlite"], default="paddle")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "pdlite_int8_bench"))
-    ap.add_argument("--ops", default=OPS, help="op types to quantize (default: %(default)s; without "
-                    "elementwise_add residual adds stay float, as Paddle's default quantizable_op_type)")
+    ap.add_argument("--ops", default=None, help="op types to quantize (default: pdlite quantize's own default "
+                    f"for --quantizer pdlite, {OPS} for paddle; without elementwise_add residual adds stay "
+                    "float, as Paddle's default quantizable_op_type)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="interleaved timings per model and device")
     args = ap.parse_args(argv)
+    if args.ops is None:
+        from pdlite.optimizer.quantization import DEFAULT_OPS
+
+        args.ops = ",".join(DEFAULT_OPS) if args.quantizer == "pdlite" else OPS
     warnings.simplefilter("ignore")
     print(f"({len_note(args)})")
     print("| model | device | fp32 ms | int8 ms | speed-up (range) | int8 vs fp32, same device | "

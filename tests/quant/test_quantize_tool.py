@@ -158,7 +158,8 @@ def test_progress_bar_counts_calibration_batches(calib, tmp_path: Path, monkeypa
 
 def test_residual_adds_quantized_by_default_and_ops_narrows(quantized: Path, calib, tmp_path: Path, capsys) -> None:
     """Both inputs of each add of two activations are dequantized values (their codes and scale from calibration);
-    `--ops` without elementwise_add leaves them float; an unknown op type is refused by name."""
+    `--ops` without elementwise_add leaves the input only the add reads float; an unknown op type is refused by
+    name."""
     from pdlite.model_parser import load_model
 
     def adds(model: Path) -> list[list[str]]:
@@ -172,10 +173,22 @@ def test_residual_adds_quantized_by_default_and_ops_narrows(quantized: Path, cal
     ops = "conv2d,depthwise_conv2d,matmul_v2"
     assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "abs_max", "--ops", ops, "-o", str(out)]) == 0
     narrowed = adds(out)
-    assert len(narrowed) == len(default) and not any(n.endswith(".dequantized") for pair in narrowed for n in pair)
+    # the block's last conv feeds only the add: float; the block input X, which the next conv reads quantized, is
+    # read dequantized by the add too (a conv's value quantized for one reader is quantized for all)
+    assert len(narrowed) == len(default) and not any(pair[1].endswith(".dequantized") for pair in narrowed)
     capsys.readouterr()
     assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--ops", "conv2d,softmax", "-o", str(tmp_path / "x")]) != 0
     assert "cannot quantize op type(s) ['softmax']" in capsys.readouterr().err
+
+
+def test_hard_swish_inputs_are_quantized(quantized: Path) -> None:
+    """Each hard_swish reads a dequantized value: it is not monotone, so its input is where the conv before it
+    gets its output quantizer (tests/quant/test_qdq_insert.py checks the layout rules one by one)."""
+    from pdlite.model_parser import load_model
+
+    ops = load_model(quantized).program.main.ops
+    swish = [op.input("X") for op in ops if op.type == "hard_swish"]
+    assert len(swish) >= 10 and all(n.endswith(".quantized.dequantized") for n in swish)
 
 
 def test_quantized_adds_run_as_integer_adds_on_onnxruntime(quantized: Path, calib, tmp_path: Path) -> None:

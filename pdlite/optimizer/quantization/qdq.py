@@ -7,8 +7,10 @@ onnx_format=True), so that Paddle Inference, OpenVINO and pdlite all run it:
 Ops with a weight (QUANTIZABLE) get both; elementwise_add of two activations (ACTIVATION_OPS) gets its two
 inputs quantized, as Paddle's PostTrainingQuantization does when `quantizable_op_type` names it: a residual
 add between int8 convolutions then stays int8 on the devices (a conv whose result feeds the add can requantize
-right after itself, and the add runs as an integer add). Every activation is quantized once, however many
-quantized ops read it.
+right after itself, and the add runs as an integer add). hard_swish and swish get their input quantized (they
+are not monotone: a quantizer after them cannot move up to the conv before them). Every activation is quantized
+once, however many quantized ops read it; a convolution's output quantized for one reader is quantized right
+after the convolution and read dequantized by all its readers (but fetch), so the convolution can write int8.
 
 Activation scales come from calibration (pdlite.optimizer.quantization.calibration); weights use
 per-channel abs-max along the output-channel axis (conv: 0, conv2d_transpose: 1, mul/matmul [K, N]
@@ -32,8 +34,11 @@ from pdlite.kernels.host.quant import channel_abs_max, channel_view, quantize
 QUANTIZABLE = {"conv2d": ("Input", "Filter", 0), "depthwise_conv2d": ("Input", "Filter", 0),
                "conv2d_transpose": ("Input", "Filter", 1), "mul": ("X", "Y", 1), "matmul": ("X", "Y", 1),
                "matmul_v2": ("X", "Y", 1)}
-# op type -> activation slots (ops without weights, quantized on their activation inputs only)
-ACTIVATION_OPS = {"elementwise_add": ("X", "Y")}
+# op type -> activation slots (ops without weights, quantized on their activation inputs only). hard_swish and
+# swish are not monotone, so a quantizer after them cannot move up to the conv before them: quantizing their
+# input gives that conv a requantized int8 output (QLinearConv on ONNX Runtime)
+ACTIVATION_OPS = {"elementwise_add": ("X", "Y"), "hard_swish": ("X",), "swish": ("X",)}
+CONV_OPS = ("conv2d", "depthwise_conv2d")
 # what `pdlite quantize` quantizes unless told otherwise (`--ops`)
 DEFAULT_OPS = (*QUANTIZABLE, *ACTIVATION_OPS)
 
@@ -84,6 +89,27 @@ def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[
     return out
 
 
+def _conv_outputs(ops: list[OpDesc], params: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Values computed by a conv and then only per-channel affine ops (batch norm, add or multiply by a
+    parameter), each written once: name -> index of the op writing it."""
+    writes: dict[str, int] = {}
+    for n in (n for op in ops for n in op.output_names()):
+        writes[n] = writes.get(n, 0) + 1
+    out: dict[str, int] = {}
+    for i, op in enumerate(ops):
+        if op.type in CONV_OPS:
+            value = op.output("Output")
+        elif op.type == "batch_norm" and op.input("X") in out:
+            value = op.output("Y")
+        elif op.type in ("elementwise_add", "elementwise_mul") and op.input("X") in out and op.input("Y") in params:
+            value = op.output("Out")
+        else:
+            continue
+        if value is not None and writes.get(value) == 1:
+            out[value] = i
+    return out
+
+
 def insert_qdq(program: Program, params: Mapping[str, np.ndarray], act_scales: Mapping[str, float],
                targets: list[QuantTarget]) -> tuple[Program, dict[str, np.ndarray]]:
     """A new program and params with QDQ pairs on the targets' activations and int8 weights."""
@@ -95,11 +121,16 @@ def insert_qdq(program: Program, params: Mapping[str, np.ndarray], act_scales: M
     def var(name: str, dtype: VarType, shape: list[int], persistable: bool = False) -> None:
         block.vars[name] = VarDesc(name, dtype=dtype, shape=shape, persistable=persistable)
 
+    # a conv output (after its batch norm or bias add, if any) quantized for one reader is quantized right after
+    # it and read dequantized by every reader but fetch: the conv then writes int8 on integer backends (ONNX
+    # Runtime's QLinearConv needs its output quantized and read by nothing else; e.g. PP-OCR's residual
+    # squeeze-excitation convs, read by the add, the pool and the scale). Only for values written once.
+    conv_at = _conv_outputs(block.ops, params)
     for t in targets:
-        before = inserted.setdefault(t.index, [])
         for act in t.activations:
             if act in renamed:
                 continue
+            before = inserted.setdefault(conv_at[act] + 1 if act in conv_at else t.index, [])
             s = float(act_scales.get(act, 0.0))
             if not np.isfinite(s) or s <= 0:
                 raise ConfigError(f"activation {act!r} ({t.op_type}) has no calibration scale; "
@@ -131,20 +162,23 @@ def insert_qdq(program: Program, params: Mapping[str, np.ndarray], act_scales: M
             var(sname, VarType.FP32, [int(s.size)], True)
             var(zname, VarType.INT32, [int(s.size)], True)
             var(dq, VarType.FP32, list(w.shape))
-            before.append(OpDesc("dequantize_linear", {"X": [t.weight], "Scale": [sname], "ZeroPoint": [zname]},
-                                 {"Y": [dq]}, {"quant_axis": t.axis, "bit_length": 8, "round_type": 0,
-                                              "is_test": True, "only_observer": False}))
+            attrs = {"quant_axis": t.axis, "bit_length": 8, "round_type": 0, "is_test": True, "only_observer": False}
+            inserted.setdefault(t.index, []).append(OpDesc(
+                "dequantize_linear", {"X": [t.weight], "Scale": [sname], "ZeroPoint": [zname]}, {"Y": [dq]}, attrs))
             renamed[t.weight] = dq
+    shared = {n for n in renamed if n in conv_at}
     ops: list[OpDesc] = []
     targets_at = {t.index: t for t in targets}
     for i, op in enumerate(block.ops):
         ops.extend(inserted.get(i, []))
         t = targets_at.get(i)
-        if t is not None:
+        mine = set(t.activations) | {t.weight} if t is not None else set()
+        reads_shared = op.type != "fetch" and any(n in shared for n in op.input_names())
+        if mine or reads_shared:
             op = op.copy()
             for names in op.inputs.values():
                 for k, n in enumerate(names):
-                    if n in t.activations or n == t.weight:
+                    if n in mine or (reads_shared and n in shared):
                         names[k] = renamed[n]
         ops.append(op)
     block.ops = ops
