@@ -11,10 +11,11 @@ Contenders (each skipped with a note when its package is absent):
 The machine is shared and noisy, and engines disturb each other when they share a process (Paddle's
 OpenMP threads keep spinning for ~200 ms after each run and take a core from whoever runs next). So each
 contender runs in its own worker process (`--procs` of them), and the parent interleaves them in blocks (A B C,
-B C A, ...: the order rotates each round; `--block` timed runs each after `--block-warmup` untimed ones, a short
-pause between blocks); each cell is the median of all its timed runs. Ratios are contender / paddle-inference.
+B C A, ...: the order rotates each round; `--block` timed runs each after `--block-warmup` untimed ones, and
+with `--block-ms` more until that much time has passed, a short pause between blocks); each cell is the median
+of all its timed runs. Ratios are contender / paddle-inference.
 
-    python benchmarks/compare.py [--models a,b] [--batches 1,4] [--threads 1,2] [--repeats 20]
+    python benchmarks/compare.py [--models a,b] [--batches 1,4] [--threads 1,2] [--rounds 4] [--block 3]
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 MODELS = ["mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "ppocr_cls_v2", "ppocr_det_v4",
           "transformer_encoder"]
+
+
+MAX_BLOCK_RUNS = 200
 
 
 def find_model(name: str) -> Path | None:
@@ -161,18 +165,20 @@ def export_onnx(d: Path, out: Path) -> Path | None:
 
 
 def bench_cell(workers: dict[str, list[subprocess.Popen]], rounds: int, block: int, pause: float,
-               block_warmup: int = 1) -> dict[str, float]:
+               block_warmup: int = 1, block_ms: float = 0.0) -> dict[str, float]:
     """Interleave the workers in blocks, the order rotated each round (A B C, B C A, ...); each block starts
     with `block_warmup` untimed runs (after the pause a runtime's sleeping threads and cold caches would
-    otherwise land on the first timed run, a cost that differs between runtimes). A contender with several
-    worker processes runs a block in each of them per round. The median latency of each contender."""
+    otherwise land on the first timed run, a cost that differs between runtimes), then times `block` runs, and
+    more until `block_ms` have passed (sub-millisecond models get enough samples for a stable median). A
+    contender with several worker processes runs a block in each of them per round. The median latency of each
+    contender."""
     times: dict[str, list[float]] = {k: [] for k in workers}
     names = list(workers)
     for r in range(rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:
             for w in workers[k]:
                 assert w.stdin is not None and w.stdout is not None
-                w.stdin.write(f"{block} {block_warmup}\n")
+                w.stdin.write(f"{block} {block_warmup} {block_ms}\n")
                 w.stdin.flush()
                 times[k] += json.loads(w.stdout.readline())
                 time.sleep(pause)
@@ -216,11 +222,11 @@ def worker_main(kind: str, d: str, batch: str, threads: str, warmup: str, onnx: 
         run()
     print("\t".join(["ready"] + NOTES), flush=True)
     for line in sys.stdin:
-        n, untimed = (int(v) for v in line.split())
+        n, untimed, min_ms = int(line.split()[0]), int(line.split()[1]), float(line.split()[2])
         for _ in range(untimed):
             run()
-        out = []
-        for _ in range(n):
+        out: list[float] = []
+        while len(out) < n or (sum(out) < min_ms and len(out) < MAX_BLOCK_RUNS):
             t0 = time.perf_counter()
             run()
             out.append((time.perf_counter() - t0) * 1e3)
@@ -254,6 +260,8 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=5, help="runs per block")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
     ap.add_argument("--block-warmup", type=int, default=1, help="untimed runs at the start of each block")
+    ap.add_argument("--block-ms", type=float, default=0.0,
+                    help=f"time more runs in a block until this many ms have passed (at most {MAX_BLOCK_RUNS} runs)")
     ap.add_argument("--procs", type=int, default=1,
                     help="worker processes per contender (a block in each per round): the same engine moves "
                          "15-30%% between processes on small models, and more processes average that out")
@@ -268,8 +276,9 @@ def main() -> int:
     except OSError:
         pass
     print(f"machine: {cpu}, {os.cpu_count()} CPUs; {versions()}")
-    print(f"median ms of {args.rounds} x {args.block} runs per contender and process ({args.procs} process(es) per "
-          f"contender), interleaved in blocks (each after {args.block_warmup} untimed), after {args.warmup} "
+    more = f" (or more, to fill {args.block_ms:g} ms)" if args.block_ms else ""
+    print(f"median ms of {args.rounds} x {args.block}{more} runs per contender and process ({args.procs} process(es) "
+          f"per contender), interleaved in blocks (each after {args.block_warmup} untimed), after {args.warmup} "
           f"warm-ups; ratio = / paddle-inference\n")
     header_done = False
     notes: list[str] = []
@@ -301,7 +310,7 @@ def main() -> int:
                     print("|---|---|---|" + "---|" * (len(cols) + 1))
                     header_done = True
                 try:
-                    med = bench_cell(workers, args.rounds, args.block, args.pause, args.block_warmup)
+                    med = bench_cell(workers, args.rounds, args.block, args.pause, args.block_warmup, args.block_ms)
                 finally:
                     for ws in workers.values():
                         for w in ws:
