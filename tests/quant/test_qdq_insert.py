@@ -123,3 +123,19 @@ def test_quantized_program_runs_and_matches_numpy() -> None:
     tol = 1e-4
     assert np.abs(got_c - c).max() <= tol * np.abs(c).max()
     assert np.abs(got_y - y).max() <= tol * np.abs(y).max(), np.abs(got_y - y).max()
+
+
+def test_values_computed_from_parameters_are_not_activations() -> None:
+    """paddle.vision's MobileNetV3 adds a conv bias reshaped by reshape2 (a value of parameters only): the add
+    is no residual add of two activations and is left float (it has nothing to calibrate; `pdlite quantize`
+    used to stop with "has no calibration scale")."""
+    b = Builder()
+    x = b.feed("x", [1, 3, 6, 6])
+    b.op("conv2d", {"Input": x, "Filter": b.param("w", RNG.normal(0, 0.3, (4, 3, 1, 1)).astype(np.float32))},
+         {"Output": "cv"}, strides=[1, 1], paddings=[0, 0], dilations=[1, 1], groups=1)
+    b.op("reshape2", {"X": b.param("bias", np.zeros(4, np.float32))}, {"Out": "rb", "XShape": "rb_shape"},
+         shape=[1, 4, 1, 1])
+    b.op("elementwise_add", {"X": "cv", "Y": "rb"}, {"Out": "c"}, axis=-1)
+    b.fetch("c")
+    targets = quant_targets(b.program(), b.params)
+    assert [t.op_type for t in targets] == ["conv2d"]

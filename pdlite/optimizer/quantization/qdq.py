@@ -29,6 +29,7 @@ from pdlite.core.dtypes import VarType
 from pdlite.core.program import OpDesc, Program, VarDesc
 from pdlite.errors import ConfigError
 from pdlite.kernels.host.quant import channel_abs_max, channel_view, quantize
+from pdlite.optimizer.passes.constant_folding import NON_DETERMINISTIC
 
 # op type -> (activation slot, weight slot, weight output-channel axis)
 QUANTIZABLE = {"conv2d": ("Input", "Filter", 0), "depthwise_conv2d": ("Input", "Filter", 0),
@@ -65,19 +66,20 @@ def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[
         raise ConfigError(f"cannot quantize op type(s) {sorted(unknown)}; quantizable: "
                           f"{sorted((*QUANTIZABLE, *ACTIVATION_OPS))}")
     block = program.main
+    const = _constants(block.ops, params)
     out = []
     for i, op in enumerate(block.ops):
         if op.type not in wanted or any(n in skip for n in op.output_names()):
             continue
         if op.type in ACTIVATION_OPS:
             names = tuple(op.input(slot) for slot in ACTIVATION_OPS[op.type])
-            if all(n is not None and n not in params and n in block.vars and block.vars[n].dtype == VarType.FP32
+            if all(n is not None and n not in const and n in block.vars and block.vars[n].dtype == VarType.FP32
                    for n in names):
                 out.append(QuantTarget(i, op.type, names))  # type: ignore[arg-type]
             continue
         spec = QUANTIZABLE[op.type]
         a, w = op.input(spec[0]), op.input(spec[1])
-        if a is None or w is None or a in params or w not in params:
+        if a is None or w is None or a in const or w not in params:
             continue
         warr = np.asarray(params[w])
         if warr.dtype != np.float32 or warr.ndim not in (2, 4):
@@ -87,6 +89,18 @@ def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[
             axis = 0
         out.append(QuantTarget(i, op.type, (a,), w, axis))
     return out
+
+
+def _constants(ops: list[OpDesc], params: Mapping[str, np.ndarray]) -> set[str]:
+    """The parameters and the values computed from parameters only (e.g. a conv bias reshaped for its add):
+    constants, not activations, so there is nothing to calibrate or quantize."""
+    const = set(params)
+    for op in ops:
+        ins = op.input_names()
+        if ins and op.type not in NON_DETERMINISTIC and op.type not in ("feed", "fetch") and all(
+                n in const for n in ins):
+            const.update(op.output_names())
+    return const
 
 
 def _conv_outputs(ops: list[OpDesc], params: Mapping[str, np.ndarray]) -> dict[str, int]:
