@@ -34,7 +34,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "models"
-CLASSIFIERS = ("mobilenet_v1", "mobilenet_v2", "resnet18")
+CLASSIFIERS = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "resnet18")
 DETECTORS = ("ppocr_det_v4",)
 OPS = "conv2d,depthwise_conv2d,mul,matmul,matmul_v2,elementwise_add"
 
