@@ -257,6 +257,11 @@ EXTRA = [
     unary("reduce_max", dim=[-1]), unary("reduce_min", reduce_all=True), unary("reduce_prod", dim=[2]),
     unary("arg_max", axis=1), unary("arg_min", axis=-1, keepdims=True, dtype=int(VarType.INT32)),
     unary("arg_max", flatten=True), unary("cumsum", axis=1), unary("cumsum", axis=-1, exclusive=True, reverse=True),
+    Case("top_k_v2", [op("top_k_v2", {"X": "x"}, {"Out": "y", "Indices": "i"}, k=3, axis=1)], {"x": f32(B, 7, 2)},
+         outputs=["y", "i"]),
+    Case("top_k_v2-smallest-ties-K", [op("top_k_v2", {"X": "x", "K": "k"}, {"Out": "y", "Indices": "i"},
+                                         largest=False)],
+         {"x": np.round(f32(B, 3, 9))}, {"k": np.array([4], np.int32)}, outputs=["y", "i"]),
     *[Case(t, [op(t, {"X": "x", "Y": "y"}, {"Out": "z"})], {"x": np.round(f32(B, 4)), "y": np.round(f32(B, 4))})
       for t in ("equal", "not_equal", "less_than", "less_equal", "greater_than", "greater_equal")],
     Case("less_than-axis", [op("less_than", {"X": "x", "Y": "y"}, {"Out": "z"}, axis=1)], {"x": f32(B, 3, 2)},
@@ -268,6 +273,15 @@ EXTRA = [
                      op("logical_and", {"X": "a", "Y": "d"}, {"Out": "e"}),
                      op("where", {"Condition": "e", "X": "x", "Y": "y"}, {"Out": "z"})],
          {"x": np.round(f32(B, 6)), "y": np.round(f32(B, 6))}, outputs=["d", "z"]),
+    *[Case(f"grid_sampler-{m}-{pad}-align{int(al)}", [op("grid_sampler", {"X": "x", "Grid": "g"}, {"Output": "y"},
+                                                         mode=m, padding_mode=pad, align_corners=al)],
+           {"x": f32(B, 3, 5, 6), "g": f32(B, 4, 7, 2, lo=-1.3, hi=1.3)})
+      for m in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection") for al in (True, False)],
+    *[Case(f"grid_sampler-nearest-halves-align{int(al)}",  # grid 0 lands on x.5 positions: halves to even
+           [op("grid_sampler", {"X": "x", "Grid": "g"}, {"Output": "y"}, mode="nearest", align_corners=al)],
+           {"x": f32(B, 2, 4, 4), "g": np.broadcast_to(np.stack(np.meshgrid(*[np.array(
+               [0.0, 1 / 3, -1 / 3, 0.2, -1.0, 1.0], np.float32)] * 2), -1), (B, 6, 6, 2)).copy()})
+      for al in (True, False)],
     Case("gather", [op("gather", {"X": "x", "Index": "i"}, {"Out": "y"}, axis=1)], {"x": f32(B, 5, 2)},
          {"i": np.array([4, 0, 2, 2], np.int64)}),
     Case("index_select", [op("index_select", {"X": "x", "Index": "i"}, {"Out": "y"}, dim=-1)], {"x": f32(B, 2, 5)},

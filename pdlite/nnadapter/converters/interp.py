@@ -1,4 +1,5 @@
-"""Converters of nearest_interp(_v2) and bilinear_interp(_v2), NCHW, with Paddle's index arithmetic.
+"""Converters of nearest_interp(_v2), bilinear_interp(_v2), linear_interp_v2 and grid_sampler, with Paddle's
+index arithmetic.
 
 nearest, align_corners=False, a scale that is a power of two (ratio = 1 / scale exactly):
     ONNX Resize(scales=[1, 1, sh, sw], coordinate_transformation_mode="asymmetric",
@@ -254,3 +255,16 @@ def _linear(ctx: ConvertContext, op: OpDesc) -> None:
     wd = ctx.const(d.astype(dt).reshape(1, 1, -1), hint="w")
     wo = ctx.const((np.ones_like(d) - d).astype(dt).reshape(1, 1, -1), hint="w")
     ctx.add("Add", [ctx.add("Mul", [a, wo]), ctx.add("Mul", [b, wd])], [out])
+
+
+def _grid_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    return None if info.rank(op.input("X")) == 4 else "only 4-D grid_sampler converts (ONNX GridSample, opset 16)"
+
+
+@register_converter("grid_sampler", supports=_grid_refusal)
+def _grid_sampler(ctx: ConvertContext, op: OpDesc) -> None:
+    """ONNX GridSample has Paddle's arithmetic: the same unnormalization per align_corners, the same zeros /
+    border / reflection padding, bilinear corner weights, nearest rounding halves to even."""
+    ctx.add("GridSample", [ctx.input(op, "X"), ctx.input(op, "Grid")], [ctx.output(op, "Output")],
+            mode=str(op.attrs["mode"]), padding_mode=str(op.attrs["padding_mode"]),
+            align_corners=int(bool(op.attrs["align_corners"])))

@@ -354,6 +354,24 @@ def _arg(ctx: ConvertContext, op: OpDesc) -> None:
     ctx.add("Identity", [idx], [ctx.output(op, "Out")])
 
 
+def _top_k_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    k = op.input("K")
+    if k is not None and info.value(k) is None:
+        return "k is a run-time tensor (ONNX TopK's k is taken as a constant here)"
+    return None if info.rank(op.input("X")) else "needs X of known rank >= 1"
+
+
+@register_converter("top_k_v2", supports=_top_k_refusal)
+def _top_k(ctx: ConvertContext, op: OpDesc) -> None:
+    """ONNX TopK, always sorted: equal values keep their index order, as the host's stable sort (and Paddle)."""
+    kname = op.input("K")
+    k = int(np.asarray(ctx.value(kname)).reshape(-1)[0]) if kname is not None else int(op.attrs["k"])
+    values, indices = ctx.add("TopK", [ctx.input(op, "X"), ctx.ints([k])], 2, axis=int(op.attrs["axis"]),
+                              largest=int(bool(op.attrs["largest"])), sorted=1)
+    ctx.add("Identity", [values], [ctx.output(op, "Out")])
+    ctx.add("Identity", [indices], [ctx.output(op, "Indices")])
+
+
 @register_converter("cumsum")
 def _cumsum(ctx: ConvertContext, op: OpDesc) -> None:
     xo = ctx.input(op, "X")
