@@ -233,8 +233,9 @@ def test_gemm_convs_match_numpy_and_naive(xs, ws, attrs, fused_im2col, monkeypat
     (1, 32, 48, 30, 33, (2, 2, 1, 1)),
     # small images of a batch share passes: all 5 in one (4x4 tiles), 7 in passes of 5 and 2 (7x7 tiles)
     (5, 16, 24, 7, 7, (1, 1, 1, 1)), (7, 8, 12, 13, 14, (1, 1, 1, 0)),
-    # large images go through in bands of tile rows: 15 + 8 rows of 17 tiles; one row of 300 tiles at a time
-    (2, 9, 17, 45, 33, (1, 1, 1, 1)), (1, 8, 8, 9, 600, (1, 1, 0, 1)),
+    # large images go through in bands of tile rows, each band whole on one thread: 12 + 11 rows of 17 tiles per
+    # image; one row of 300 tiles per band (5 bands); 32x33 outputs on one image: 2 bands of 8 rows
+    (2, 9, 17, 45, 33, (1, 1, 1, 1)), (1, 8, 8, 9, 600, (1, 1, 0, 1)), (1, 16, 8, 32, 33, (1, 1, 1, 1)),
 ])
 def test_winograd_direct(n, c, oc, h, w, pads):
     x, wt, b = rand(n, c, h, w, seed=21), rand(oc, c, 3, 3, seed=22), rand(oc, seed=23)

@@ -372,6 +372,7 @@ PD_HIDDEN void gemm_task_pick(int isa);
 PD_HIDDEN void wino_in_task_pick(int isa);
 PD_HIDDEN void wino_gemm_task_pick(int isa);
 PD_HIDDEN void wino_out_task_pick(int isa);
+PD_HIDDEN void wino_band_task_pick(int isa);
 PD_HIDDEN void pk_pack_task_pick(int isa);
 PD_HIDDEN void pk_gemm_task_pick(int isa);
 PD_HIDDEN void pw_task_pick(int isa);

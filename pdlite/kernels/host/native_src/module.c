@@ -27,6 +27,7 @@ static void pick_isa(void) {
     wino_in_task_pick(isa);
     wino_gemm_task_pick(isa);
     wino_out_task_pick(isa);
+    wino_band_task_pick(isa);
     pk_pack_task_pick(isa);
     pk_gemm_task_pick(isa);
     pw_task_pick(isa);

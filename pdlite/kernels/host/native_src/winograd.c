@@ -129,6 +129,42 @@ PD_INLINE void wino_out_task_impl(void *vctx, isz begin, isz end) {
 }
 
 
+/* Large images (one per pass) as bands of tile rows, one whole band per item: its input transform, 16 GEMMs and
+ * output transform on the thread that runs it, in that thread's own scratch: no barrier between the three steps
+ * (the passes had three each), and the band's transformed data stays in that thread's caches. Measured in
+ * ResNet18 on its 64 -> 64 convs on 56x56 maps: 2 threads 1.10 -> 0.90 ms at batch 1, 3.8 -> 3.0 ms at batch 4. */
+typedef struct {
+    const wino_args *a; /* the call's arguments (x, out: image 0) */
+    isz bands, rows;    /* bands per image, tile rows per band (the last one may have fewer) */
+} wino_band_args;
+
+/* (image, band) items [begin, end) */
+PD_INLINE void wino_band_task_impl(void *vctx, isz begin, isz end) {
+    const wino_band_args *ba = (const wino_band_args *)vctx;
+    wino_args la = *ba->a;
+    const isz most = ba->rows * la.TW; /* tiles of the widest band */
+    float *v = (float *)pd_scratch((size_t)(16 * (la.C + la.OC) * most) * sizeof(float));
+    if (!v) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
+    la.v = v;
+    la.m = v + 16 * la.C * most;
+    la.col_blocks = 1;
+    for (isz it = begin; it < end; it++) {
+        const isz img = it / ba->bands, band = it % ba->bands;
+        la.x = ba->a->x + img * la.C * la.H * la.W;
+        la.out = ba->a->out + img * la.OC * la.OH * la.OW;
+        la.ty0 = band * ba->rows;
+        la.ty1 = la.ty0 + ba->rows < la.TH ? la.ty0 + ba->rows : la.TH;
+        la.TP = (la.ty1 - la.ty0) * la.TW;
+        la.TT = la.TP;
+        la.cols_per = la.TT;
+        wino_in_task_impl(&la, 0, la.C);
+        wino_gemm_task_impl(&la, 0, 16);
+        wino_out_task_impl(&la, 0, la.OC);
+    }
+    free(v);
+}
+
+PD_VERSIONS(wino_band_task)
 PD_VERSIONS(wino_in_task)
 PD_VERSIONS(wino_gemm_task)
 PD_VERSIONS(wino_out_task)
@@ -174,6 +210,28 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     isz rows_per = a.NB > 1 ? a.TH : (a.TW >= 256 ? 1 : 256 / a.TW);
     if (rows_per > a.TH) rows_per = a.TH;
     const isz most = a.NB > 1 ? a.NB * a.T : rows_per * a.TW; /* tile columns of the widest pass */
+    const isz bands = (a.TH + rows_per - 1) / rows_per; /* passes per image */
+    if (a.NB == 1 && n * bands >= 2) {
+        /* one image per pass and at least two passes in all: bands run whole, one per item (wino_band_task),
+         * of equal rows, an even count of them (a balanced split on 2 threads; the split depends on the shapes
+         * only, not on the thread count). An image of one band stays on the pass path, which spreads each of its
+         * steps over the threads (as 2 bands, measured 6-30% slower on 2 threads, ResNet18's 28x28 and 14x14). */
+        wino_band_args ba;
+        ba.a = &a;
+        ba.bands = bands + (bands % 2 && n % 2);
+        ba.rows = (a.TH + ba.bands - 1) / ba.bands;
+        ba.bands = (a.TH + ba.rows - 1) / ba.rows;
+        a.x = (const float *)xb.buf;
+        a.out = (float *)ob.buf;
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(wino_band_task, &ba, n * ba.bands, 1);
+        Py_END_ALLOW_THREADS;
+        PyBuffer_Release(&ob);
+        if (has_bias) PyBuffer_Release(&bb);
+        PyBuffer_Release(&ub);
+        PyBuffer_Release(&xb);
+        return pd_done(pd_fail0);
+    }
     a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * most) * sizeof(float));
     if (!a.v) {
         PyBuffer_Release(&ob);
