@@ -95,6 +95,32 @@ def test_packed_conv_thread_counts_give_the_same_results(threads, wide):
     assert np.array_equal(outs[0], outs[1])
 
 
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("n,c,h,w,k,p", [
+    (1, 16, 40, 40, 1, 0),  # 1x1 in place: 34 tiles in groups of 8, split mid-group (2 threads: 17 + 17)
+    (3, 20, 10, 11, 1, 0),  # 3 tiles per image (the last partial): ranges cross images
+    (2, 3, 30, 30, 3, 1),  # gathered columns: 19 tiles per image (groups of 4)
+])
+def test_packed_wide_thread_ranges(n, c, h, w, k, p, threads):
+    """The wide form gives each thread one contiguous range of tiles over all images, starting anywhere in a group
+    or image: the same values as on one thread (each output's reduction does not depend on the split), and
+    within tolerance of float64."""
+    x, wt, b = rand(n, c, h, w, seed=10), rand(24, c, k, k, seed=11), rand(24, seed=12)
+    ref, g = reference(x, wt, b, k, 1, p, 1, "relu")
+    wp = native.pack_weights(wt.reshape(24, -1), True)
+    old = native.get_num_threads()
+    outs = []
+    try:
+        for t in (1, threads):
+            native.set_num_threads(t)
+            outs.append(native.packed_conv(x, wp, b, 24, g.oh, g.ow, (k, k), (1, 1), (1, 1), (p, p),
+                                           ACT_CODES["relu"], True))
+    finally:
+        native.set_num_threads(old or 1)
+    check(outs[1], ref, f"packed wide {(n, c, h, w, k)} on {threads} threads")
+    assert np.array_equal(outs[0], outs[1])
+
 def test_packed_conv_checks_buffers():
     x, wt = rand(1, 8, 5, 5), rand(20, 8, 1, 1)
     wp = native.pack_weights(wt.reshape(20, 8))
