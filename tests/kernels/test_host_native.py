@@ -179,6 +179,8 @@ def test_fused_conv_with_residual_applies_activation_last():
 @pytest.mark.parametrize("act", ["relu", "hard_swish", "leaky_relu", "gelu"])
 @pytest.mark.parametrize("op_type,ins", [
     ("fusion_elementwise_add_activation", {"X": rand(2, 3, 4, 5, seed=1, scale=3), "Y": rand(2, 3, 4, 5, seed=2)}),
+    # same shape, >= native.ADD_ACT_MIN floats: native.add_act
+    ("fusion_elementwise_add_activation", {"X": rand(2, 8, 33, 40, seed=6, scale=3), "Y": rand(2, 8, 33, 40, seed=7)}),
     ("fusion_elementwise_mul_activation", {"X": rand(2, 3, 4, 5, seed=3, scale=3), "Y": rand(3, seed=4)}),
     ("fusion_scale_activation", {"X": rand(4, 7, seed=5, scale=3)}),
 ])
@@ -193,6 +195,43 @@ def test_fused_elementwise_activation_in_place(op_type, ins, act):
     check(got, ref, f"{op_type} + {act}", tol=1e-6)
     for k, v in ins.items():
         assert np.array_equal(v, before[k]), f"input {k} was modified"
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("act", [None, "relu", "relu6"])
+@pytest.mark.parametrize("size", [1, 4095, 4096 * 3 + 5, 40000])
+def test_add_act_is_numpy_add_then_the_activation(size, act, threads):
+    """native.add_act: NumPy's float32 sums (NaN, inf and -0.0 included) and the activation bias_act applies, bit
+    for bit, on any thread count (blocks of 4096 floats: sizes around them)."""
+    x, y = rand(size, seed=31, scale=4), rand(size, seed=32, scale=4)
+    x[::97], y[1::89], x[2::101], y[2::101] = np.nan, np.inf, -0.0, -0.0
+    code = {None: native.NO_ACT, "relu": (1, native.NO_PARAMS), "relu6": (2, (6.0, 0.0, 0.0))}[act]
+    ref = x + y
+    if act:
+        native.bias_act(ref.reshape(1, 1, -1), None, code)
+    old = native.get_num_threads()
+    try:
+        native.set_num_threads(threads)
+        got = native.add_act(x, y, code)
+    finally:
+        native.set_num_threads(old or 1)
+    assert np.array_equal(got, ref, equal_nan=True)
+    if act == "relu":
+        assert np.array_equal(got, np.maximum(x + y, 0), equal_nan=True)
+
+
+def test_elementwise_add_same_shape_runs_native():
+    """elementwise_add of two float32 arrays of one shape (MobileNetV2's residuals) takes native.add_act; other
+    shapes (broadcasting) and dtypes keep NumPy's add. Values equal either way."""
+    x, y = rand(2, 16, 30, 30, seed=41), rand(2, 16, 30, 30, seed=42)
+    assert native.add_act_applies(x, y)
+    got, ref = run_both("elementwise_add", {"X": x, "Y": y}, {"axis": -1}, "Out")
+    assert np.array_equal(got, x + y) and np.array_equal(ref, x + y)
+    b = rand(16, seed=43)
+    assert not native.add_act_applies(x, np.broadcast_to(b.reshape(16, 1, 1), x.shape))
+    got, _ = run_both("elementwise_add", {"X": x, "Y": b}, {"axis": 1}, "Out")
+    assert np.array_equal(got, x + b.reshape(1, 16, 1, 1))
+    assert not native.add_act_applies(x.astype(np.float64), y.astype(np.float64))
 
 
 # ---------------------------------------------------------------------------------------------- GEMM convs

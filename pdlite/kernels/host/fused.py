@@ -120,10 +120,22 @@ class FusedConv2d(BasePlusActivation):
 
 
 class FusionElementwiseActivation(BasePlusActivation):
-    """Out = act(X <op> Y) via the host elementwise kernel."""
+    """Out = act(X <op> Y) via the host elementwise kernel; an add of two float32 arrays of one shape with a native
+    activation (ResNet's residual add + relu) in one pass on the native pool (native.add_act)."""
+
+    def __init__(self, op: OpDesc) -> None:
+        super().__init__(op)
+        self.native_add = self.base_type() == "elementwise_add" and (self.act is None or self.inplace_act is not None)
 
     def base_type(self) -> str:
         return FUSED_ELEMENTWISE[self.op.type]
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if self.native_add:
+            x, y = ins["X"][0], ins["Y"][0]
+            if native.add_act_applies(x, y) and native.use_native(self.context):
+                return {"Out": [native.add_act(x, y, self.inplace_act or native.NO_ACT)]}
+        return super().run(ins)
 
 
 for _t in FUSED_ELEMENTWISE:

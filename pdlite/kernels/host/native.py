@@ -442,6 +442,24 @@ def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...
                   _geo(x_shape, m, oh, ow, kernel, strides, dilations, pads), act[0], act[1], wide)
 
 
+ADD_ACT_MIN = 16384  # floats: below, NumPy's add (one thread) costs no more than the native call
+
+
+def add_act_applies(x: Any, y: Any) -> bool:
+    """Whether add_act takes x + y: both C-contiguous float32 arrays of one shape, at least ADD_ACT_MIN floats."""
+    return (type(x) is np.ndarray and type(y) is np.ndarray and x.dtype == F32 and y.dtype == F32
+            and x.shape == y.shape and x.size >= ADD_ACT_MIN and x.flags.c_contiguous and y.flags.c_contiguous)
+
+
+def add_act(x: np.ndarray, y: np.ndarray, act: Act = NO_ACT) -> np.ndarray:
+    """act(x + y) into a new array, on the native pool (the same float32 sums as NumPy's add, then the
+    activation as bias_act applies it): for x, y where add_act_applies."""
+    assert _ext is not None
+    out = np.empty(x.shape, dtype=F32)
+    _ext.add_act(x, y, out, x.size, act[0], act[1])
+    return out
+
+
 def bias_act(out: np.ndarray, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
     """In place on (N, C, ...) `out`: out = act(out + bias[c]); returns out."""
     assert _ext is not None

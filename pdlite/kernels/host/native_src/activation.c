@@ -1,4 +1,4 @@
-/* pdlite native host kernels: bias + activation in place (see common.h) */
+/* pdlite native host kernels: bias + activation in place, and a sum + activation (see common.h) */
 #include "common.h"
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -56,5 +56,75 @@ PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args) {
     }
     if (has_bias) PyBuffer_Release(&bb);
     PyBuffer_Release(&ob);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* out = act(x + y), same shapes (a residual add and its relu): one pass on the pool, where NumPy's    */
+/* add runs on one thread and the activation after it is a second pass                              */
+/* ------------------------------------------------------------------------------------------------ */
+
+#define AA_BLOCK 4096 /* floats per item: the sum is still in L1 when the activation runs over it */
+
+typedef struct {
+    const float *x, *y;
+    float *out;
+    isz n;
+    act_t act;
+} aa_args;
+
+/* blocks [begin, end) of AA_BLOCK floats: the sum as NumPy's float32 add, then bias_act_copy's activation */
+PD_INLINE void aa_task_impl(void *vctx, isz begin, isz end) {
+    const aa_args *a = (const aa_args *)vctx;
+    for (isz b = begin; b < end; b++) {
+        const isz i0 = b * AA_BLOCK, m = a->n - i0 < AA_BLOCK ? a->n - i0 : AA_BLOCK;
+        const float *restrict x = a->x + i0, *restrict y = a->y + i0;
+        float *restrict o = a->out + i0;
+        PD_SIMD for (isz i = 0; i < m; i++) o[i] = x[i] + y[i];
+        if (a->act.kind != ACT_NONE) bias_act_copy(o, o, m, 0.0f, 0, &a->act);
+    }
+}
+
+PD_VERSIONS(aa_task)
+
+PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args) {
+    PyObject *xo, *yo, *oo, *ap;
+    isz n;
+    int act;
+    aa_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOniO", &xo, &yo, &oo, &n, &act, &ap)) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "add_act: bad size");
+        return NULL;
+    }
+    if (parse_act(act, ap, &a.act) < 0) return NULL;
+    Py_buffer xb, yb, ob;
+    if (get_buf(xo, &xb, 0, n, "add_act x") < 0) return NULL;
+    if (get_buf(yo, &yb, 0, n, "add_act y") < 0) {
+        PyBuffer_Release(&xb);
+        return NULL;
+    }
+    if (get_buf(oo, &ob, 1, n, "add_act output") < 0) {
+        PyBuffer_Release(&yb);
+        PyBuffer_Release(&xb);
+        return NULL;
+    }
+    a.x = (const float *)xb.buf;
+    a.y = (const float *)yb.buf;
+    a.out = (float *)ob.buf;
+    a.n = n;
+    const isz blocks = (n + AA_BLOCK - 1) / AA_BLOCK;
+    if (blocks > 0) {
+        /* one contiguous half per thread on 2 (a stream each); small tensors on one thread (waking a worker
+         * costs more than the work) */
+        const isz grain = n < 16384 ? blocks : (blocks + g_threads - 1) / g_threads;
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(aa_task, &a, blocks, grain);
+        Py_END_ALLOW_THREADS;
+    }
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&yb);
+    PyBuffer_Release(&xb);
     Py_RETURN_NONE;
 }
