@@ -266,7 +266,8 @@ def main() -> int:
                     help="worker processes per contender (a block in each per round): the same engine moves "
                          "15-30%% between processes on small models, and more processes average that out")
     ap.add_argument("--devices", default="intel_openvino,onnxruntime,auto",
-                    help="pdlite NNAdapter devices to include (auto: pdlite's measured choice, the CLI default)")
+                    help="pdlite NNAdapter devices to include (auto: pdlite's measured choice, the CLI default; "
+                         "none: the host target only)")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
     args = ap.parse_args()
     cpu = platform.processor() or platform.machine()
@@ -291,7 +292,8 @@ def main() -> int:
         onnx_path = None if args.no_peers else export_onnx(d, tmp / f"{name}.onnx")
         for batch in map(int, args.batches.split(",")):
             for threads in map(int, args.threads.split(",")):
-                makers = ["pdlite-host"] + [f"pdlite-{dev}" for dev in filter(None, args.devices.split(","))]
+                makers = ["pdlite-host"] + [f"pdlite-{dev}" for dev in filter(None, args.devices.split(","))
+                                            if dev != "none"]
                 if not args.no_peers:
                     makers += ["paddle-inference"] + (["onnxruntime"] if onnx_path is not None else []) + ["openvino"]
                 workers: dict[str, list[subprocess.Popen]] = {}
