@@ -139,3 +139,23 @@ def test_values_computed_from_parameters_are_not_activations() -> None:
     b.fetch("c")
     targets = quant_targets(b.program(), b.params)
     assert [t.op_type for t in targets] == ["conv2d"]
+
+
+def test_conv_value_after_a_reshaped_bias_is_shared_too() -> None:
+    """A conv + add of a reshaped (constant) bias, read by a quantized conv and by a pool: quantized once right
+    after the add, and the pool reads the dequantized value."""
+    b = Builder()
+    x = b.feed("x", [1, 3, 6, 6])
+    b.op("conv2d", {"Input": x, "Filter": b.param("w", RNG.normal(0, 0.3, (4, 3, 1, 1)).astype(np.float32))},
+         {"Output": "cv"}, strides=[1, 1], paddings=[0, 0], dilations=[1, 1], groups=1)
+    b.op("reshape2", {"X": b.param("bias", np.zeros(4, np.float32))}, {"Out": "rb", "XShape": "rb_shape"},
+         shape=[1, 4, 1, 1])
+    b.op("elementwise_add", {"X": "cv", "Y": "rb"}, {"Out": "c"}, axis=-1)
+    b.op("pool2d", {"X": "c"}, {"Out": "p"}, pooling_type="avg", global_pooling=True, ksize=[1, 1])
+    b.op("conv2d", {"Input": "c", "Filter": b.param("w2", RNG.normal(0, 0.3, (2, 4, 1, 1)).astype(np.float32))},
+         {"Output": "y"}, strides=[1, 1], paddings=[0, 0], dilations=[1, 1], groups=1)
+    b.fetch("y", "p")
+    ops, _ = _quantized(b)
+    at = next(i for i, op in enumerate(ops) if op.type == "elementwise_add")
+    assert ops[at + 1].type == "quantize_linear" and ops[at + 1].input("X") == "c"
+    assert next(op for op in ops if op.type == "pool2d").input("X") == "c.quantized.dequantized"

@@ -103,9 +103,9 @@ def _constants(ops: list[OpDesc], params: Mapping[str, np.ndarray]) -> set[str]:
     return const
 
 
-def _conv_outputs(ops: list[OpDesc], params: Mapping[str, np.ndarray]) -> dict[str, int]:
+def _conv_outputs(ops: list[OpDesc], const: set[str]) -> dict[str, int]:
     """Values computed by a conv and then only per-channel affine ops (batch norm, add or multiply by a
-    parameter), each written once: name -> index of the op writing it."""
+    constant, `_constants`), each written once: name -> index of the op writing it."""
     writes: dict[str, int] = {}
     for n in (n for op in ops for n in op.output_names()):
         writes[n] = writes.get(n, 0) + 1
@@ -115,7 +115,7 @@ def _conv_outputs(ops: list[OpDesc], params: Mapping[str, np.ndarray]) -> dict[s
             value = op.output("Output")
         elif op.type == "batch_norm" and op.input("X") in out:
             value = op.output("Y")
-        elif op.type in ("elementwise_add", "elementwise_mul") and op.input("X") in out and op.input("Y") in params:
+        elif op.type in ("elementwise_add", "elementwise_mul") and op.input("X") in out and op.input("Y") in const:
             value = op.output("Out")
         else:
             continue
@@ -139,7 +139,7 @@ def insert_qdq(program: Program, params: Mapping[str, np.ndarray], act_scales: M
     # it and read dequantized by every reader but fetch: the conv then writes int8 on integer backends (ONNX
     # Runtime's QLinearConv needs its output quantized and read by nothing else; e.g. PP-OCR's residual
     # squeeze-excitation convs, read by the add, the pool and the scale). Only for values written once.
-    conv_at = _conv_outputs(block.ops, params)
+    conv_at = _conv_outputs(block.ops, _constants(block.ops, params))
     for t in targets:
         for act in t.activations:
             if act in renamed:
