@@ -125,10 +125,8 @@ def test_quantized_program_runs_and_matches_numpy() -> None:
     assert np.abs(got_y - y).max() <= tol * np.abs(y).max(), np.abs(got_y - y).max()
 
 
-def test_values_computed_from_parameters_are_not_activations() -> None:
-    """paddle.vision's MobileNetV3 adds a conv bias reshaped by reshape2 (a value of parameters only): the add
-    is no residual add of two activations and is left float (it has nothing to calibrate; `pdlite quantize`
-    used to stop with "has no calibration scale")."""
+def _conv_reshaped_bias() -> Builder:
+    """x -> conv2d = cv; c = cv + reshape2(bias) (paddle.vision MobileNetV3's bias add)."""
     b = Builder()
     x = b.feed("x", [1, 3, 6, 6])
     b.op("conv2d", {"Input": x, "Filter": b.param("w", RNG.normal(0, 0.3, (4, 3, 1, 1)).astype(np.float32))},
@@ -136,6 +134,14 @@ def test_values_computed_from_parameters_are_not_activations() -> None:
     b.op("reshape2", {"X": b.param("bias", np.zeros(4, np.float32))}, {"Out": "rb", "XShape": "rb_shape"},
          shape=[1, 4, 1, 1])
     b.op("elementwise_add", {"X": "cv", "Y": "rb"}, {"Out": "c"}, axis=-1)
+    return b
+
+
+def test_values_computed_from_parameters_are_not_activations() -> None:
+    """paddle.vision's MobileNetV3 adds a conv bias reshaped by reshape2 (a value of parameters only): the add
+    is no residual add of two activations and is left float (it has nothing to calibrate; `pdlite quantize`
+    used to stop with "has no calibration scale")."""
+    b = _conv_reshaped_bias()
     b.fetch("c")
     targets = quant_targets(b.program(), b.params)
     assert [t.op_type for t in targets] == ["conv2d"]
@@ -144,13 +150,7 @@ def test_values_computed_from_parameters_are_not_activations() -> None:
 def test_conv_value_after_a_reshaped_bias_is_shared_too() -> None:
     """A conv + add of a reshaped (constant) bias, read by a quantized conv and by a pool: quantized once right
     after the add, and the pool reads the dequantized value."""
-    b = Builder()
-    x = b.feed("x", [1, 3, 6, 6])
-    b.op("conv2d", {"Input": x, "Filter": b.param("w", RNG.normal(0, 0.3, (4, 3, 1, 1)).astype(np.float32))},
-         {"Output": "cv"}, strides=[1, 1], paddings=[0, 0], dilations=[1, 1], groups=1)
-    b.op("reshape2", {"X": b.param("bias", np.zeros(4, np.float32))}, {"Out": "rb", "XShape": "rb_shape"},
-         shape=[1, 4, 1, 1])
-    b.op("elementwise_add", {"X": "cv", "Y": "rb"}, {"Out": "c"}, axis=-1)
+    b = _conv_reshaped_bias()
     b.op("pool2d", {"X": "c"}, {"Out": "p"}, pooling_type="avg", global_pooling=True, ksize=[1, 1])
     b.op("conv2d", {"Input": "c", "Filter": b.param("w2", RNG.normal(0, 0.3, (2, 4, 1, 1)).astype(np.float32))},
          {"Output": "y"}, strides=[1, 1], paddings=[0, 0], dilations=[1, 1], groups=1)
