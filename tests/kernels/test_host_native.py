@@ -598,3 +598,53 @@ def test_shape_inference_cached_per_shapes_and_read_values(monkeypatch):
     scope["X_0"] = rand(3, 8)  # new input shape
     inst.run(scope)
     assert len(calls) == 3
+
+
+def _entry_calls() -> list[tuple[str, list[object], list[int]]]:
+    """(entry point, a valid argument list, the positions of its float32 buffers) for every native entry point
+    that takes buffers (shapes: one 1x4x6x6 image, 3x3 kernels, stride 1, padding 1)."""
+    from pdlite.kernels.host import _native
+
+    def f(*shape: int) -> np.ndarray:
+        return rand(*shape)
+
+    geo = native._geo((1, 4, 6, 6), 4, 6, 6, (3, 3), (1, 1), (1, 1), (1, 1))
+    no = (0.0, 0.0, 0.0)
+    calls = [
+        ("depthwise_conv2d", [f(1, 4, 6, 6), f(4, 9), f(4), f(1, 4, 6, 6), geo, 1, no], [0, 1, 2, 3]),
+        ("conv_gemm", [f(1, 4, 36), f(1, 4, 6, 6), f(4), f(1, 4, 36), (1, 1, 4, 36, 36), 1, no,
+                       (4, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1)], [0, 1, 2, 3]),
+        ("im2col", [f(1, 4, 6, 6), f(1, 36, 36), (1, 4, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1)], [0, 1]),
+        ("winograd_conv3x3", [f(1, 4, 6, 6), f(16, 4, 4), f(4), f(1, 4, 6, 6), (1, 4, 6, 6, 4, 6, 6, 1, 1), 1, no],
+         [0, 1, 2, 3]),
+        ("pool2d", [f(1, 4, 6, 6), f(1, 4, 3, 3), (4, 6, 6, 3, 3, 2, 2, 2, 2, 0, 0), 1, 1], [0, 1]),
+        ("bias_act", [f(1, 4, 6, 6), f(4), (1, 4, 36), 1, no], [0, 1]),
+        ("add_act", [f(4, 36), f(4, 36), f(4, 36), 144, 1, no], [0, 1, 2]),
+        ("layer_norm", [f(4, 6), f(6), f(6), f(4, 6), f(4), f(4), (4, 6), 1e-5], [0, 1, 2, 3, 4, 5]),
+        ("softmax", [f(4, 6), f(4, 6), (4, 6)], [0, 1]),
+    ]
+    if native.packed_gemm_fast():
+        wp = native.pack_weights(f(4, 36))
+        calls.append(("packed_conv", [f(1, 4, 6, 6), wp, f(4), f(1, 4, 6, 6), geo, 1, no], [0, 1, 2, 3]))
+    return [(name, args, bufs) for name, args, bufs in calls if hasattr(_native, name)]
+
+
+@pytest.mark.parametrize("name,args,bufs", _entry_calls(), ids=[c[0] for c in _entry_calls()])
+def test_entry_points_release_every_buffer_on_a_bad_one(name: str, args: list[object], bufs: list[int]) -> None:
+    """Each buffer argument in turn one float too short: a ValueError naming the entry point, and no buffer left
+    held (a held Py_buffer keeps a reference to its array); the valid call holds none after returning either."""
+    from pdlite.kernels.host import _native
+
+    fn = getattr(_native, name)
+    native.gemm_available()  # conv_gemm / winograd need the BLAS sgemm set
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    before = [sys.getrefcount(a) for a in arrays]
+    fn(*args)
+    assert [sys.getrefcount(a) for a in arrays] == before
+    for i in bufs:
+        bad = list(args)
+        bad[i] = np.zeros(np.asarray(args[i]).size - 1, np.float32)
+        with pytest.raises(ValueError, match=f"{name.split('_')[0]}.*: expected .* float32 values"):
+            fn(*bad)
+        del bad
+        assert [sys.getrefcount(a) for a in arrays] == before, f"{name}: a buffer stays held after argument {i}"

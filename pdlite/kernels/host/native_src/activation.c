@@ -35,18 +35,13 @@ PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (parse_act(act, ap, &a.act) < 0) return NULL;
-    Py_buffer ob, bb;
-    int has_bias = bo != Py_None;
-    if (get_buf(oo, &ob, 1, n * c * inner, "bias_act output") < 0) return NULL;
-    if (has_bias && get_buf(bo, &bb, 0, c, "bias_act bias") < 0) {
-        PyBuffer_Release(&ob);
-        return NULL;
-    }
-    a.out = (float *)ob.buf;
-    a.bias = has_bias ? (const float *)bb.buf : NULL;
+    pd_bufs bs = {0};
+    a.out = bufs_take(&bs, oo, 1, n * c * inner, "bias_act output");
+    a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, c, "bias_act bias");
+    if (bs.failed) return NULL;
     a.C = c;
     a.inner = inner;
-    if (inner > 0 && (has_bias || a.act.kind != ACT_NONE)) {
+    if (inner > 0 && (a.bias != NULL || a.act.kind != ACT_NONE)) {
         isz rows = n * c;
         /* tiny tensors: one thread (waking a worker costs more than the work) */
         isz grain = rows * inner < 16384 ? rows : grain_for(rows, 4);
@@ -54,8 +49,7 @@ PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args) {
         parallel_for(ba_task, &a, rows, grain);
         Py_END_ALLOW_THREADS;
     }
-    if (has_bias) PyBuffer_Release(&bb);
-    PyBuffer_Release(&ob);
+    bufs_release(&bs);
     Py_RETURN_NONE;
 }
 
@@ -99,20 +93,11 @@ PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (parse_act(act, ap, &a.act) < 0) return NULL;
-    Py_buffer xb, yb, ob;
-    if (get_buf(xo, &xb, 0, n, "add_act x") < 0) return NULL;
-    if (get_buf(yo, &yb, 0, n, "add_act y") < 0) {
-        PyBuffer_Release(&xb);
-        return NULL;
-    }
-    if (get_buf(oo, &ob, 1, n, "add_act output") < 0) {
-        PyBuffer_Release(&yb);
-        PyBuffer_Release(&xb);
-        return NULL;
-    }
-    a.x = (const float *)xb.buf;
-    a.y = (const float *)yb.buf;
-    a.out = (float *)ob.buf;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, n, "add_act x");
+    a.y = bufs_take(&bs, yo, 0, n, "add_act y");
+    a.out = bufs_take(&bs, oo, 1, n, "add_act output");
+    if (bs.failed) return NULL;
     a.n = n;
     const isz blocks = (n + AA_BLOCK - 1) / AA_BLOCK;
     if (blocks > 0) {
@@ -123,8 +108,6 @@ PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args) {
         parallel_for(aa_task, &a, blocks, grain);
         Py_END_ALLOW_THREADS;
     }
-    PyBuffer_Release(&ob);
-    PyBuffer_Release(&yb);
-    PyBuffer_Release(&xb);
+    bufs_release(&bs);
     Py_RETURN_NONE;
 }

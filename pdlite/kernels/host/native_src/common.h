@@ -356,8 +356,17 @@ enum { PD_ISA_BASELINE = 0, PD_ISA_AVX2 = 1, PD_ISA_AVX512 = 2 };
 /* Python bindings                                                                                  */
 /* ------------------------------------------------------------------------------------------------ */
 
-/* obj's buffer, which must hold exactly nfloats float32 values (module.c) */
-PD_HIDDEN int get_buf(PyObject *obj, Py_buffer *view, int writable, isz nfloats, const char *what);
+/* The buffers an entry point reads and writes (module.c): each taken with bufs_take (obj's buffer, which must
+ * hold exactly nfloats float32 values; its data, or NULL on failure), all released with bufs_release. A failed
+ * take releases those taken before it and makes later takes return NULL, so an entry point takes them all and
+ * checks `failed` once. */
+#define PD_MAX_BUFS 6
+typedef struct {
+    Py_buffer view[PD_MAX_BUFS];
+    int n, failed;
+} pd_bufs;
+PD_HIDDEN float *bufs_take(pd_bufs *s, PyObject *obj, int writable, isz nfloats, const char *what);
+PD_HIDDEN void bufs_release(pd_bufs *s);
 /* act from an activation code and its (a0, a1, a2) tuple (module.c) */
 PD_HIDDEN int parse_act(int kind, PyObject *params, act_t *act);
 

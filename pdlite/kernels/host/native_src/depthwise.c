@@ -356,32 +356,18 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (parse_act(act, ap, &a.act) < 0) return NULL;
-    Py_buffer xb, wb, bb, ob;
-    if (get_buf(xo, &xb, 0, a.N * a.C * a.H * a.W, "depthwise_conv2d input") < 0) return NULL;
-    if (get_buf(wo, &wb, 0, a.OC * a.KH * a.KW, "depthwise_conv2d filter") < 0) goto fail_x;
-    int has_bias = bo != Py_None;
-    if (has_bias && get_buf(bo, &bb, 0, a.OC, "depthwise_conv2d bias") < 0) goto fail_w;
-    if (get_buf(oo, &ob, 1, a.N * a.OC * a.OH * a.OW, "depthwise_conv2d output") < 0) goto fail_b;
-    a.x = (const float *)xb.buf;
-    a.w = (const float *)wb.buf;
-    a.bias = has_bias ? (const float *)bb.buf : NULL;
-    a.out = (float *)ob.buf;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, a.N * a.C * a.H * a.W, "depthwise_conv2d input");
+    a.w = bufs_take(&bs, wo, 0, a.OC * a.KH * a.KW, "depthwise_conv2d filter");
+    a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.OC, "depthwise_conv2d bias");
+    a.out = bufs_take(&bs, oo, 1, a.N * a.OC * a.OH * a.OW, "depthwise_conv2d output");
+    if (bs.failed) return NULL;
     if (a.OH > 0 && a.OW > 0) {
         Py_BEGIN_ALLOW_THREADS;
         parallel_for(dw3_applies(&a) ? dw3_task : (dws2_applies(&a) ? dws2_task : dw_task), &a, a.N * a.OC,
                      grain_for(a.N * a.OC, 4));
         Py_END_ALLOW_THREADS;
     }
-    PyBuffer_Release(&ob);
-    if (has_bias) PyBuffer_Release(&bb);
-    PyBuffer_Release(&wb);
-    PyBuffer_Release(&xb);
+    bufs_release(&bs);
     return pd_done(pd_fail0);
-fail_b:
-    if (has_bias) PyBuffer_Release(&bb);
-fail_w:
-    PyBuffer_Release(&wb);
-fail_x:
-    PyBuffer_Release(&xb);
-    return NULL;
 }

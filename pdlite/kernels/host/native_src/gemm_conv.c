@@ -155,22 +155,17 @@ PD_HIDDEN PyObject *py_im2col(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "im2col: bad geometry");
         return NULL;
     }
-    Py_buffer xb, cb;
-    if (get_buf(xo, &xb, 0, a.N * g->C * g->H * g->W, "im2col input") < 0) return NULL;
-    if (get_buf(co, &cb, 1, a.N * g->C * g->KH * g->KW * g->OH * g->OW, "im2col columns") < 0) {
-        PyBuffer_Release(&xb);
-        return NULL;
-    }
-    a.x = (const float *)xb.buf;
-    a.cols = (float *)cb.buf;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, a.N * g->C * g->H * g->W, "im2col input");
+    a.cols = bufs_take(&bs, co, 1, a.N * g->C * g->KH * g->KW * g->OH * g->OW, "im2col columns");
+    if (bs.failed) return NULL;
     isz rows = a.N * g->C * g->KH * g->KW;
     if (g->OH > 0 && g->OW > 0 && rows > 0) {
             Py_BEGIN_ALLOW_THREADS;
         parallel_for(i2c_task, &a, rows, grain_for(rows, 4));
         Py_END_ALLOW_THREADS;
     }
-    PyBuffer_Release(&cb);
-    PyBuffer_Release(&xb);
+    bufs_release(&bs);
     Py_RETURN_NONE;
 }
 
@@ -228,36 +223,23 @@ PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args) {
         xsize = a.N * g->C * g->H * g->W;
     }
     if (parse_act(act, ap, &a.act) < 0) return NULL;
-    Py_buffer wb, xb, bb, ob;
-    int has_bias = bo != Py_None;
-    if (get_buf(wo, &wb, 0, a.G * a.M * a.K, "conv_gemm weights") < 0) return NULL;
-    if (get_buf(xo, &xb, 0, xsize, "conv_gemm input") < 0) goto fail_w;
-    if (a.bias_cols && (a.G != 1 || geo != Py_None)) {
+    pd_bufs bs = {0};
+    a.w = bufs_take(&bs, wo, 0, a.G * a.M * a.K, "conv_gemm weights");
+    a.x = bufs_take(&bs, xo, 0, xsize, "conv_gemm input");
+    if (!bs.failed && a.bias_cols && (a.G != 1 || geo != Py_None)) {
         PyErr_SetString(PyExc_ValueError, "conv_gemm: per-column bias needs one group and no im2col");
-        goto fail_x;
+        bufs_release(&bs);
+        return NULL;
     }
-    if (has_bias && get_buf(bo, &bb, 0, a.bias_cols ? a.L : a.G * a.M, "conv_gemm bias") < 0) goto fail_x;
-    if (get_buf(oo, &ob, 1, a.N * a.G * a.M * a.L, "conv_gemm output") < 0) goto fail_b;
-    a.w = (const float *)wb.buf;
-    a.x = (const float *)xb.buf;
-    a.bias = has_bias ? (const float *)bb.buf : NULL;
-    a.out = (float *)ob.buf;
+    a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.bias_cols ? a.L : a.G * a.M, "conv_gemm bias");
+    a.out = bufs_take(&bs, oo, 1, a.N * a.G * a.M * a.L, "conv_gemm output");
+    if (bs.failed) return NULL;
     gemm_plan(&a);
     if (a.L > 0 && a.N > 0) {
         Py_BEGIN_ALLOW_THREADS;
         parallel_for(gemm_task, &a, a.N * a.G * a.blocks, 1);
         Py_END_ALLOW_THREADS;
     }
-    PyBuffer_Release(&ob);
-    if (has_bias) PyBuffer_Release(&bb);
-    PyBuffer_Release(&xb);
-    PyBuffer_Release(&wb);
+    bufs_release(&bs);
     return pd_done(pd_fail0);
-fail_b:
-    if (has_bias) PyBuffer_Release(&bb);
-fail_x:
-    PyBuffer_Release(&xb);
-fail_w:
-    PyBuffer_Release(&wb);
-    return NULL;
 }

@@ -42,15 +42,27 @@ static void pick_isa(void) {
 /* Python bindings                                                                                  */
 /* ------------------------------------------------------------------------------------------------ */
 
-PD_HIDDEN int get_buf(PyObject *obj, Py_buffer *view, int writable, isz nfloats, const char *what) {
-    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
-    if (view->len != nfloats * (isz)sizeof(float)) {
+PD_HIDDEN void bufs_release(pd_bufs *s) {
+    while (s->n > 0) PyBuffer_Release(&s->view[--s->n]);
+}
+
+PD_HIDDEN float *bufs_take(pd_bufs *s, PyObject *obj, int writable, isz nfloats, const char *what) {
+    if (s->failed) return NULL;
+    Py_buffer *view = &s->view[s->n];
+    if (s->n == PD_MAX_BUFS) {
+        PyErr_Format(PyExc_SystemError, "%s: more than %d buffers", what, PD_MAX_BUFS);
+    } else if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0) {
+        if (view->len == nfloats * (isz)sizeof(float)) {
+            s->n++;
+            return (float *)view->buf;
+        }
         PyErr_Format(PyExc_ValueError, "%s: expected %zd float32 values, got a buffer of %zd bytes", what, nfloats,
                      view->len);
         PyBuffer_Release(view);
-        return -1;
     }
-    return 0;
+    s->failed = 1;
+    bufs_release(s);
+    return NULL;
 }
 
 PD_HIDDEN int parse_act(int kind, PyObject *params, act_t *act) {

@@ -102,41 +102,23 @@ PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "layer_norm: bad shape");
         return NULL;
     }
-    Py_buffer bufs[6];
-    PyObject *objs[6] = {xo, so, bo, yo, mo, vo};
-    const isz sizes[6] = {rows * cols, cols, cols, rows * cols, rows, rows};
-    const int writable[6] = {0, 0, 0, 1, 1, 1};
-    static const char *what[6] = {"layer_norm x", "layer_norm scale", "layer_norm bias", "layer_norm y",
-                                  "layer_norm mean", "layer_norm variance"};
-    void *ptr[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    int got = 0, ok = 1;
-    for (; got < 6; got++) {
-        if (objs[got] == Py_None) {
-            if (got == 0 || got == 3) {
-                PyErr_SetString(PyExc_ValueError, "layer_norm: x and y are required");
-                ok = 0;
-                break;
-            }
-            bufs[got].obj = NULL;
-            continue;
-        }
-        if (get_buf(objs[got], &bufs[got], writable[got], sizes[got], what[got]) < 0) {
-            ok = 0;
-            break;
-        }
-        ptr[got] = bufs[got].buf;
+    if (xo == Py_None || yo == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "layer_norm: x and y are required");
+        return NULL;
     }
-    if (ok) {
-        a.x = (const float *)ptr[0], a.scale = (const float *)ptr[1], a.bias = (const float *)ptr[2];
-        a.y = (float *)ptr[3], a.mean = (float *)ptr[4], a.var = (float *)ptr[5];
-        a.cols = cols;
-        Py_BEGIN_ALLOW_THREADS;
-        parallel_for(ln_task, &a, rows, row_grain(rows, cols));
-        Py_END_ALLOW_THREADS;
-    }
-    for (int i = 0; i < got; i++)
-        if (objs[i] != Py_None) PyBuffer_Release(&bufs[i]);
-    if (!ok) return NULL;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, rows * cols, "layer_norm x");
+    a.scale = so == Py_None ? NULL : bufs_take(&bs, so, 0, cols, "layer_norm scale");
+    a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, cols, "layer_norm bias");
+    a.y = bufs_take(&bs, yo, 1, rows * cols, "layer_norm y");
+    a.mean = mo == Py_None ? NULL : bufs_take(&bs, mo, 1, rows, "layer_norm mean");
+    a.var = vo == Py_None ? NULL : bufs_take(&bs, vo, 1, rows, "layer_norm variance");
+    if (bs.failed) return NULL;
+    a.cols = cols;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(ln_task, &a, rows, row_grain(rows, cols));
+    Py_END_ALLOW_THREADS;
+    bufs_release(&bs);
     Py_RETURN_NONE;
 }
 
@@ -150,19 +132,14 @@ PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "softmax: bad shape");
         return NULL;
     }
-    Py_buffer xb, yb;
-    if (get_buf(xo, &xb, 0, rows * cols, "softmax x") < 0) return NULL;
-    if (get_buf(yo, &yb, 1, rows * cols, "softmax y") < 0) {
-        PyBuffer_Release(&xb);
-        return NULL;
-    }
-    a.x = (const float *)xb.buf;
-    a.y = (float *)yb.buf;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, rows * cols, "softmax x");
+    a.y = bufs_take(&bs, yo, 1, rows * cols, "softmax y");
+    if (bs.failed) return NULL;
     a.cols = cols;
     Py_BEGIN_ALLOW_THREADS;
     parallel_for(sm_task, &a, rows, row_grain(rows, cols));
     Py_END_ALLOW_THREADS;
-    PyBuffer_Release(&yb);
-    PyBuffer_Release(&xb);
+    bufs_release(&bs);
     Py_RETURN_NONE;
 }

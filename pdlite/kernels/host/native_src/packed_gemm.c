@@ -268,17 +268,12 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     a.L = g->OH * g->OW;
     a.pointwise = g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
                   g->OH == g->H && g->OW == g->W;
-    Py_buffer xb, wb, bb, ob;
-    int has_bias = bo != Py_None;
-    if (get_buf(xo, &xb, 0, a.N * g->C * g->H * g->W, "packed_conv input") < 0) return NULL;
-    if (get_buf(wo, &wb, 0, (wide ? (a.M + 7) / 8 * 8 : (a.M + 15) / 16 * 16) * a.K,
-                "packed_conv packed weights") < 0) goto fail_x;
-    if (has_bias && get_buf(bo, &bb, 0, a.M, "packed_conv bias") < 0) goto fail_w;
-    if (get_buf(oo, &ob, 1, a.N * a.M * a.L, "packed_conv output") < 0) goto fail_b;
-    a.x = (const float *)xb.buf;
-    a.w = (const float *)wb.buf;
-    a.bias = has_bias ? (const float *)bb.buf : NULL;
-    a.out = (float *)ob.buf;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, a.N * g->C * g->H * g->W, "packed_conv input");
+    a.w = bufs_take(&bs, wo, 0, (wide ? (a.M + 7) / 8 * 8 : (a.M + 15) / 16 * 16) * a.K, "packed_conv packed weights");
+    a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.M, "packed_conv bias");
+    a.out = bufs_take(&bs, oo, 1, a.N * a.M * a.L, "packed_conv output");
+    if (bs.failed) return NULL;
     a.tiles = (a.L + PK_NR - 1) / PK_NR;
     a.panels = (a.M + PK_MR - 1) / PK_MR;
     /* chunks of up to PK_CHUNK tiles, smaller where there would be fewer than 8 (image, chunk, panel) items:
@@ -324,17 +319,7 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS;
     }
-    PyBuffer_Release(&ob);
-    if (has_bias) PyBuffer_Release(&bb);
-    PyBuffer_Release(&wb);
-    PyBuffer_Release(&xb);
+    bufs_release(&bs);
     if (!ok) return PyErr_NoMemory();
     return pd_done(pd_fail0);
-fail_b:
-    if (has_bias) PyBuffer_Release(&bb);
-fail_w:
-    PyBuffer_Release(&wb);
-fail_x:
-    PyBuffer_Release(&xb);
-    return NULL;
 }

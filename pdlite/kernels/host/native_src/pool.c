@@ -184,21 +184,16 @@ PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "pool2d: bad geometry");
         return NULL;
     }
-    Py_buffer xb, ob;
-    if (get_buf(xo, &xb, 0, a.NC * a.H * a.W, "pool2d input") < 0) return NULL;
-    if (get_buf(oo, &ob, 1, a.NC * a.OH * a.OW, "pool2d output") < 0) {
-        PyBuffer_Release(&xb);
-        return NULL;
-    }
-    a.x = (const float *)xb.buf;
-    a.out = (float *)ob.buf;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, a.NC * a.H * a.W, "pool2d input");
+    a.out = bufs_take(&bs, oo, 1, a.NC * a.OH * a.OW, "pool2d output");
+    if (bs.failed) return NULL;
     if (a.NC > 0 && a.OH > 0 && a.OW > 0) {
         isz grain = a.NC * a.OH * a.OW * a.KH * a.KW < 32768 ? a.NC : grain_for(a.NC, 4);
         Py_BEGIN_ALLOW_THREADS;
         parallel_for(pool_task, &a, a.NC, grain);
         Py_END_ALLOW_THREADS;
     }
-    PyBuffer_Release(&ob);
-    PyBuffer_Release(&xb);
+    bufs_release(&bs);
     return pd_done(pd_fail0);
 }

@@ -193,14 +193,12 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     a.TH = (a.OH + 1) / 2;
     a.TW = (a.OW + 1) / 2;
     a.T = a.TH * a.TW;
-    Py_buffer xb, ub, bb, ob;
-    int has_bias = bo != Py_None;
-    if (get_buf(xo, &xb, 0, n * a.C * a.H * a.W, "winograd input") < 0) return NULL;
-    if (get_buf(uo, &ub, 0, 16 * a.OC * a.C, "winograd weights") < 0) goto fail_x;
-    if (has_bias && get_buf(bo, &bb, 0, a.OC, "winograd bias") < 0) goto fail_u;
-    if (get_buf(oo, &ob, 1, n * a.OC * a.OH * a.OW, "winograd output") < 0) goto fail_b;
-    a.u = (const float *)ub.buf;
-    a.bias = has_bias ? (const float *)bb.buf : NULL;
+    pd_bufs bs = {0};
+    const float *x = bufs_take(&bs, xo, 0, n * a.C * a.H * a.W, "winograd input");
+    a.u = bufs_take(&bs, uo, 0, 16 * a.OC * a.C, "winograd weights");
+    a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.OC, "winograd bias");
+    float *out = bufs_take(&bs, oo, 1, n * a.OC * a.OH * a.OW, "winograd output");
+    if (bs.failed) return NULL;
     /* Passes of about 256 tile columns: wider ones fall out of the caches (the transformed input and the
      * products are 16 values per tile and channel). Small images go through together: their tiles side by
      * side make the 16 GEMMs wider, and the weights (16 * OC * C, often larger than the images) are
@@ -221,30 +219,26 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
         ba.bands = bands + (bands % 2 && n % 2);
         ba.rows = (a.TH + ba.bands - 1) / ba.bands;
         ba.bands = (a.TH + ba.rows - 1) / ba.rows;
-        a.x = (const float *)xb.buf;
-        a.out = (float *)ob.buf;
+        a.x = x;
+        a.out = out;
         Py_BEGIN_ALLOW_THREADS;
         parallel_for(wino_band_task, &ba, n * ba.bands, 1);
         Py_END_ALLOW_THREADS;
-        PyBuffer_Release(&ob);
-        if (has_bias) PyBuffer_Release(&bb);
-        PyBuffer_Release(&ub);
-        PyBuffer_Release(&xb);
+        bufs_release(&bs);
         return pd_done(pd_fail0);
     }
     a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * most) * sizeof(float));
     if (!a.v) {
-        PyBuffer_Release(&ob);
-        PyErr_NoMemory();
-        goto fail_b;
+        bufs_release(&bs);
+        return PyErr_NoMemory();
     }
     a.m = a.v + 16 * a.C * most;
     a.col_blocks = 1; /* one block per position: 16 blocks, whatever the thread count (same results) */
     Py_BEGIN_ALLOW_THREADS;
     for (isz i = 0; i < n; i += a.NB) {
         const isz nb = n - i < a.NB ? n - i : a.NB; /* the last pass may hold fewer images */
-        a.x = (const float *)xb.buf + i * a.C * a.H * a.W;
-        a.out = (float *)ob.buf + i * a.OC * a.OH * a.OW;
+        a.x = x + i * a.C * a.H * a.W;
+        a.out = out + i * a.OC * a.OH * a.OW;
         for (a.ty0 = 0; a.ty0 < a.TH; a.ty0 = a.ty1) {
             a.ty1 = a.ty0 + rows_per < a.TH ? a.ty0 + rows_per : a.TH;
             a.TP = (a.ty1 - a.ty0) * a.TW;
@@ -257,16 +251,6 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS;
     free(a.v);
-    PyBuffer_Release(&ob);
-    if (has_bias) PyBuffer_Release(&bb);
-    PyBuffer_Release(&ub);
-    PyBuffer_Release(&xb);
+    bufs_release(&bs);
     return pd_done(pd_fail0);
-fail_b:
-    if (has_bias) PyBuffer_Release(&bb);
-fail_u:
-    PyBuffer_Release(&ub);
-fail_x:
-    PyBuffer_Release(&xb);
-    return NULL;
 }
