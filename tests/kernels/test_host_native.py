@@ -63,6 +63,15 @@ def run_both(op_type: str, ins: dict, attrs: dict, out_slot: str = "Output") -> 
     return res[0], res[1]
 
 
+@pytest.fixture(params=["blocked", "planar"])
+def dw_form(request):
+    """Runs a depthwise test with the channel-blocked form on small maps (the default with AVX-512) and without it
+    (the planar forms: dw3 / dws2 / the general one), whatever this CPU's default."""
+    before = native._ext._set_depthwise_blocked(request.param == "blocked")
+    yield request.param
+    native._ext._set_depthwise_blocked(before)
+
+
 def naive_conv(x, w, strides, pads, dil, groups, bias=None):
     """NCHW conv in float64, pads = (top, bottom, left, right)."""
     x, w = x.astype(np.float64), w.astype(np.float64)
@@ -109,7 +118,7 @@ DW_CASES = [
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("xs,mult,k,strides,pads,dil,algo,tblr", DW_CASES)
-def test_depthwise_native_matches_numpy_and_naive(xs, mult, k, strides, pads, dil, algo, tblr, bias):
+def test_depthwise_native_matches_numpy_and_naive(xs, mult, k, strides, pads, dil, algo, tblr, bias, dw_form):
     c = xs[1]
     x, w = rand(*xs, seed=1), rand(c * mult, 1, k, k, seed=2)
     b = rand(c * mult, seed=3) if bias else None
@@ -121,14 +130,19 @@ def test_depthwise_native_matches_numpy_and_naive(xs, mult, k, strides, pads, di
 
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 2), c=st.integers(1, 6), mult=st.integers(1, 2), h=st.integers(1, 17), w=st.integers(1, 17),
-       k=st.sampled_from([1, 2, 3, 5]), s=st.integers(1, 3), d=st.integers(1, 2), p=st.integers(0, 3))
-def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p):
+       k=st.sampled_from([1, 2, 3, 5]), s=st.integers(1, 3), d=st.integers(1, 2), p=st.integers(0, 3),
+       blocked=st.booleans())
+def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p, blocked):
     if (h + 2 * p - d * (k - 1) - 1) < 0 or (w + 2 * p - d * (k - 1) - 1) < 0:
         return
     x, wt, b = rand(n, c, h, w, seed=h * 31 + w), rand(c * mult, 1, k, k, seed=k), rand(c * mult, seed=5)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[d, d], groups=c)
-    got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": wt, "Bias": b}, attrs)
-    check(got, ref, f"{(n, c, mult, h, w, k, s, d, p)}")
+    before = native._ext._set_depthwise_blocked(blocked)
+    try:
+        got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": wt, "Bias": b}, attrs)
+    finally:
+        native._ext._set_depthwise_blocked(before)
+    check(got, ref, f"{(n, c, mult, h, w, k, s, d, p, blocked)}")
 
 
 # 3x3 stride-1 convs with one pixel of padding all round run native_src/depthwise.c's dw3 path (straight from the
@@ -136,7 +150,7 @@ def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p):
 @pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
 @pytest.mark.parametrize("xs,mult", [((1, 3, 2, 2), 1), ((2, 2, 2, 5), 2), ((1, 2, 6, 2), 1), ((1, 4, 3, 3), 1),
                                      ((2, 3, 7, 7), 2), ((1, 2, 60, 45), 1), ((1, 2, 4, 2100), 1)])
-def test_depthwise_3x3_same_padding_path(xs, mult, act):
+def test_depthwise_3x3_same_padding_path(xs, mult, act, dw_form):
     c = xs[1]
     x, w, b = rand(*xs, seed=11, scale=3.0), rand(c * mult, 1, 3, 3, seed=12), rand(c * mult, seed=13)
     attrs = dict(strides=[1, 1], paddings=[1, 1], dilations=[1, 1], groups=c)
@@ -147,6 +161,33 @@ def test_depthwise_3x3_same_padding_path(xs, mult, act):
         got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
         check(got, naive_conv(x, w, (1, 1), (1, 1, 1, 1), (1, 1), c, b).astype(np.float64), f"native vs naive {xs}")
     check(got, ref, f"native vs numpy {xs} x{mult} {act}")
+
+
+# The channel-blocked form (small maps, 16 output channels per vector): full blocks of 16 (in-register transposes
+# of 16 pixels at a time, a plane's remainder pixel by pixel), a last block of fewer channels, a multiplier whose
+# blocks read 8 input channels, batches, strides 1 and 2, 7x7 to 32x32 outputs (1024, the largest it takes) and
+# 33x33 (the planar forms), activations, and geometries where part of the image is never read (pixel by pixel).
+@pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
+@pytest.mark.parametrize("xs,mult,k,s,p", [
+    ((1, 16, 7, 7), 1, 3, 1, 1), ((2, 32, 14, 14), 1, 3, 1, 1), ((1, 48, 14, 14), 1, 3, 2, 1),
+    ((1, 20, 28, 28), 1, 3, 2, 1), ((2, 16, 9, 11), 2, 3, 1, 1), ((1, 24, 32, 32), 1, 3, 1, 1),
+    ((1, 16, 33, 33), 1, 3, 1, 1), ((1, 16, 12, 13), 1, 5, 1, 2), ((1, 16, 15, 15), 1, 3, 4, 0),
+    ((1, 17, 6, 6), 3, 3, 2, 0)])
+def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
+    n, c, h, wd = xs
+    x, w, b = rand(*xs, seed=21, scale=3.0), rand(c * mult, 1, k, k, seed=22), rand(c * mult, seed=23)
+    attrs = dict(strides=[s, s], paddings=[p, p], dilations=[1, 1], groups=c)
+    before = native._ext._set_depthwise_blocked(True)
+    try:
+        if act:
+            got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
+                                dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
+        else:
+            got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
+            check(got, naive_conv(x, w, (s, s), (p, p, p, p), (1, 1), c, b).astype(np.float64), f"native vs naive {xs}")
+    finally:
+        native._ext._set_depthwise_blocked(before)
+    check(got, ref, f"native vs numpy {xs} x{mult} k{k} s{s} p{p} {act}")
 
 
 @pytest.mark.parametrize("act", list(ACTS))

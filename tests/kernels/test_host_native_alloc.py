@@ -2,7 +2,7 @@
 
 Allocation failures are injected through the extension's test hook (`_inject_alloc_failure(n)`: the n-th next
 task scratch allocation fails) into each kernel family that allocates scratch in its tasks: depthwise (the
-stride-2 and general forms; the 3x3 stride-1 form needs none), the blocked GEMM with gathered im2col columns, the
+channel-blocked form on small maps, and without it the 3x3 stride-1, stride-2 and general forms), the blocked GEMM with gathered im2col columns, the
 packed GEMM (small and wide forms), pooling and Winograd; on 1 and 2 threads. After the error the same call
 succeeds and gives the numbers it gave before.
 """
@@ -22,15 +22,37 @@ def _x(*shape: int) -> np.ndarray:
     return rng.normal(size=shape).astype(F32)
 
 
+def _planar(call):
+    """call() with the planar depthwise forms (the channel-blocked one off, whatever this CPU's default)."""
+    before = native._ext._set_depthwise_blocked(False)
+    try:
+        return call()
+    finally:
+        native._ext._set_depthwise_blocked(before)
+
+
+def _blocked(call):
+    before = native._ext._set_depthwise_blocked(True)
+    try:
+        return call()
+    finally:
+        native._ext._set_depthwise_blocked(before)
+
+
 def _calls() -> dict:
     x = _x(1, 8, 12, 12)
     dw, dw5 = _x(8, 9), _x(8, 25)
     w = _x(16, 8, 3, 3)
     u = native.winograd_weights(w)
     calls = {
-        "depthwise_s2": lambda: native.depthwise_conv2d(x, dw, None, 8, 6, 6, (3, 3), (2, 2), (1, 1), (1, 1)),
-        "depthwise_5x5": lambda: native.depthwise_conv2d(x, dw5, None, 8, 12, 12, (5, 5), (1, 1), (1, 1),
-                                                         (2, 2)),
+        "depthwise_s2": lambda: _planar(lambda: native.depthwise_conv2d(x, dw, None, 8, 6, 6, (3, 3), (2, 2), (1, 1),
+                                                                        (1, 1))),
+        "depthwise_5x5": lambda: _planar(lambda: native.depthwise_conv2d(x, dw5, None, 8, 12, 12, (5, 5), (1, 1),
+                                                                         (1, 1), (2, 2))),
+        "depthwise_3x3_same": lambda: _planar(lambda: native.depthwise_conv2d(x, dw, None, 8, 12, 12, (3, 3), (1, 1),
+                                                                              (1, 1), (1, 1))),
+        "depthwise_blocked": lambda: _blocked(lambda: native.depthwise_conv2d(x, dw, None, 8, 6, 6, (3, 3), (2, 2),
+                                                                              (1, 1), (1, 1))),
         "pool_max": lambda: native.pool2d(x, 6, 6, (3, 3), (2, 2), (1, 1), True, True),
         "winograd": lambda: native.winograd_conv3x3(x, u, None, 12, 12, (1, 1)),
     }

@@ -374,6 +374,8 @@ PD_HIDDEN int parse_act(int kind, PyObject *params, act_t *act);
 PD_HIDDEN void dw_task_pick(int isa);
 PD_HIDDEN void dw3_task_pick(int isa);
 PD_HIDDEN void dws2_task_pick(int isa);
+PD_HIDDEN void dwb_task_pick(int isa);
+extern PD_HIDDEN int g_dw_blocked; /* depthwise.c: whether its channel-blocked form is used */
 PD_HIDDEN void ba_task_pick(int isa);
 PD_HIDDEN void aa_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);

@@ -208,9 +208,9 @@ PD_INLINE void dw3_task_impl(void *vctx, isz begin, isz end) {
     const dw_args *a = (const dw_args *)vctx;
     const isz mult = a->OC / a->C, plane = a->H * a->W;
     /* the flat loop stores from acc + 1: that address is 64-byte aligned (no cache-line-split stores) */
-    void *mem = NULL;
-    if (posix_memalign(&mem, 64, (size_t)(dw3_band_rows(a->W) * a->W + 16) * sizeof(float)) != 0) return;
-    float *acc = (float *)mem + 15; /* (out of memory: the output is left as allocated, as in dw_task) */
+    char *mem = (char *)pd_scratch((size_t)(dw3_band_rows(a->W) * a->W + 16) * sizeof(float) + 64);
+    if (!mem) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
+    float *acc = (float *)(mem + (64 - (uintptr_t)mem % 64)) + 15;
     for (isz p = begin; p < end; p++) {
         const isz n = p / a->OC, oc = p % a->OC;
         dw3_same_plane(a->out + p * plane, a->x + (n * a->C + oc / mult) * plane, a->w + oc * 9, a->H, a->W,
@@ -337,9 +337,145 @@ PD_INLINE void dws2_task_impl(void *vctx, isz begin, isz end) {
     free(buf);
 }
 
+/* Small output maps (dwb_applies): 16 output channels at a time, vectorised along the channels. The planar forms
+ * above spend most of a 7x7 or 14x14 plane on its edges and on per-plane and per-row work; here the 16 channels'
+ * input planes are laid out pixel-major in a zero-padded buffer [HP][WP][16] (the padding needs no edge cases), each
+ * output pixel is one vector of 16 channels (one vector FMA per tap), and the [OH*OW][16] result is written back
+ * to the 16 output planes, with bias and activation applied per plane while it is in L1. */
+#define DWB_MAX_OUT 1024       /* output pixels per plane up to which this form is used (28x28 and below) */
+#define DWB_MAX_FLOATS 65536   /* the padded input block's floats (256 KiB) */
+
+typedef float dwb_v16 __attribute__((vector_size(64)));
+typedef int32_t dwb_v16i __attribute__((vector_size(64)));
+
+PD_HIDDEN int g_dw_blocked = 0; /* whether the form is used: with AVX-512 (module.c; its shuffles), or the tests' hook */
+
+static int dwb_applies(const dw_args *a) {
+    const isz hp = (a->OH - 1) * a->SH + (a->KH - 1) * a->DH + 1, wp = (a->OW - 1) * a->SW + (a->KW - 1) * a->DW + 1;
+    return g_dw_blocked && a->OH * a->OW <= DWB_MAX_OUT && hp * wp * 16 <= DWB_MAX_FLOATS && a->KH * a->KW <= 64;
+}
+
+/* r[i][j] -> r[j][i] for a 16x16 block in 16 vectors: four rounds of swapping the off-diagonal blocks of size
+ * 8, 4, 2, 1 (each a pair of two-vector shuffles per pair of rows) */
+#define DWB_SWAP(b, A, B)                                                                                          \
+    do {                                                                                                           \
+        const dwb_v16 a_ = r[A], b_ = r[B];                                                                        \
+        r[A] = __builtin_shuffle(a_, b_, lo##b);                                                                   \
+        r[B] = __builtin_shuffle(a_, b_, hi##b);                                                                   \
+    } while (0)
+PD_INLINE void dwb_transpose(dwb_v16 r[16]) {
+    /* A'[c] = c & b ? B[c - b] : A[c];  B'[c] = c & b ? B[c] : A[c + b]  (B's elements are 16 + index) */
+    const dwb_v16i lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+    const dwb_v16i hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+    const dwb_v16i lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};
+    const dwb_v16i hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
+    const dwb_v16i lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
+    const dwb_v16i hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31};
+    const dwb_v16i lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
+    const dwb_v16i hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
+    for (int i = 0; i < 8; i++) DWB_SWAP(8, i, i + 8);
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) DWB_SWAP(4, i + j, i + j + 4);
+    for (int i = 0; i < 16; i += 4)
+        for (int j = 0; j < 2; j++) DWB_SWAP(2, i + j, i + j + 2);
+    for (int i = 0; i < 16; i += 2) DWB_SWAP(1, i, i + 1);
+}
+
+PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
+    const dw_args *a = (const dw_args *)vctx;
+    const isz OH = a->OH, OW = a->OW, SH = a->SH, SW = a->SW, DH = a->DH, DW = a->DW, KH = a->KH, KW = a->KW;
+    const isz HP = (OH - 1) * SH + (KH - 1) * DH + 1, WP = (OW - 1) * SW + (KW - 1) * DW + 1, taps = KH * KW;
+    const isz npix = OH * OW, blocks = (a->OC + 15) / 16, mult = a->OC / a->C, plane = a->H * a->W;
+    float *mem = (float *)pd_scratch((size_t)(HP * WP * 16 + npix * 16 + taps * 16) * sizeof(float));
+    if (!mem) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
+    float *xin = mem, *acc = xin + HP * WP * 16, *wt = acc + npix * 16;
+    /* the image's rows [y0, y1) and columns [x0, x1) land inside the padded buffer (the rest reads zeros) */
+    const isz y0 = a->PT > 0 ? 0 : -a->PT, x0 = a->PL > 0 ? 0 : -a->PL;
+    isz y1 = HP - a->PT < a->H ? HP - a->PT : a->H, x1 = WP - a->PL < a->W ? WP - a->PL : a->W;
+    if (y1 < y0) y1 = y0;
+    if (x1 < x0) x1 = x0;
+    const int whole = y0 == 0 && x0 == 0 && y1 == a->H && x1 == a->W; /* every input pixel lands in the buffer */
+    memset(xin, 0, (size_t)(HP * WP * 16) * sizeof(float));
+    const float *src[16];
+    for (isz item = begin; item < end; item++) {
+        const isz n = item / blocks, oc0 = (item % blocks) * 16, lanes = a->OC - oc0 < 16 ? a->OC - oc0 : 16;
+        for (isz t = 0; t < taps; t++)
+            for (isz l = 0; l < 16; l++) wt[t * 16 + l] = l < lanes ? a->w[(oc0 + l) * taps + t] : 0.0f;
+        for (isz l = 0; l < lanes; l++) src[l] = a->x + (n * a->C + (oc0 + l) / mult) * plane;
+        /* pixel-major copy: 16 pixels of the 16 planes transposed at a time, the rest one by one (lanes past
+         * `lanes` keep zeros: from the memset, never written) */
+        isz q = 0;
+        if (lanes == 16 && whole) {
+            isz y = 0, x = 0;
+            for (; q + 16 <= plane; q += 16) {
+                dwb_v16 r[16];
+                for (int l = 0; l < 16; l++) memcpy(&r[l], src[l] + q, 64);
+                dwb_transpose(r);
+                for (int k = 0; k < 16; k++) {
+                    memcpy(xin + ((y + a->PT) * WP + x + a->PL) * 16, &r[k], 64);
+                    if (++x == a->W) x = 0, y++;
+                }
+            }
+        }
+        for (; q < plane; q++) {
+            const isz y = q / a->W, x = q % a->W;
+            if (y < y0 || y >= y1 || x < x0 || x >= x1) continue;
+            float *d = xin + ((y + a->PT) * WP + x + a->PL) * 16;
+            for (isz l = 0; l < lanes; l++) d[l] = src[l][q];
+        }
+        for (isz oy = 0; oy < OH; oy++) {
+            float *o = acc + oy * OW * 16;
+            if (KH == 3 && KW == 3) {
+                dwb_v16 k[9];
+                for (int t = 0; t < 9; t++) memcpy(&k[t], wt + t * 16, sizeof(dwb_v16));
+                const float *r0 = xin + oy * SH * WP * 16, *r1 = r0 + DH * WP * 16, *r2 = r1 + DH * WP * 16;
+                for (isz ox = 0; ox < OW; ox++) {
+                    const isz c0 = ox * SW * 16, c1 = c0 + DW * 16, c2 = c1 + DW * 16;
+                    dwb_v16 v[9], s;
+                    memcpy(&v[0], r0 + c0, 64), memcpy(&v[1], r0 + c1, 64), memcpy(&v[2], r0 + c2, 64);
+                    memcpy(&v[3], r1 + c0, 64), memcpy(&v[4], r1 + c1, 64), memcpy(&v[5], r1 + c2, 64);
+                    memcpy(&v[6], r2 + c0, 64), memcpy(&v[7], r2 + c1, 64), memcpy(&v[8], r2 + c2, 64);
+                    s = k[0] * v[0] + k[1] * v[1] + k[2] * v[2] + k[3] * v[3] + k[4] * v[4] + k[5] * v[5] +
+                        k[6] * v[6] + k[7] * v[7] + k[8] * v[8];
+                    memcpy(o + ox * 16, &s, 64);
+                }
+            } else {
+                for (isz ox = 0; ox < OW; ox++) {
+                    dwb_v16 s = {0}, kv, xv;
+                    for (isz i = 0; i < KH; i++)
+                        for (isz j = 0; j < KW; j++) {
+                            memcpy(&kv, wt + (i * KW + j) * 16, 64);
+                            memcpy(&xv, xin + ((oy * SH + i * DH) * WP + ox * SW + j * DW) * 16, 64);
+                            s += kv * xv;
+                        }
+                    memcpy(o + ox * 16, &s, 64);
+                }
+            }
+        }
+        /* back to the 16 output planes, 16 pixels transposed at a time, then bias and activation per plane */
+        float *dst[16];
+        for (isz l = 0; l < lanes; l++) dst[l] = a->out + (n * a->OC + oc0 + l) * npix;
+        q = 0;
+        if (lanes == 16)
+            for (; q + 16 <= npix; q += 16) {
+                dwb_v16 r[16];
+                memcpy(r, acc + q * 16, sizeof(r));
+                dwb_transpose(r);
+                for (int l = 0; l < 16; l++) memcpy(dst[l] + q, &r[l], 64);
+            }
+        for (; q < npix; q++)
+            for (isz l = 0; l < lanes; l++) dst[l][q] = acc[q * 16 + l];
+        if (a->bias || a->act.kind != ACT_NONE)
+            for (isz l = 0; l < lanes; l++)
+                bias_act_copy(dst[l], dst[l], npix, a->bias ? a->bias[oc0 + l] : 0.0f, a->bias != NULL, &a->act);
+    }
+    free(mem);
+}
+
 PD_VERSIONS(dw_task)
 PD_VERSIONS(dw3_task)
 PD_VERSIONS(dws2_task)
+PD_VERSIONS(dwb_task)
 
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();
@@ -364,8 +500,13 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     if (bs.failed) return NULL;
     if (a.OH > 0 && a.OW > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        parallel_for(dw3_applies(&a) ? dw3_task : (dws2_applies(&a) ? dws2_task : dw_task), &a, a.N * a.OC,
-                     grain_for(a.N * a.OC, 4));
+        if (dwb_applies(&a)) {
+            const isz items = a.N * ((a.OC + 15) / 16);
+            parallel_for(dwb_task, &a, items, grain_for(items, 4));
+        } else {
+            parallel_for(dw3_applies(&a) ? dw3_task : (dws2_applies(&a) ? dws2_task : dw_task), &a, a.N * a.OC,
+                         grain_for(a.N * a.OC, 4));
+        }
         Py_END_ALLOW_THREADS;
     }
     bufs_release(&bs);
