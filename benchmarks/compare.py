@@ -13,7 +13,14 @@ OpenMP threads keep spinning for ~200 ms after each run and take a core from who
 contender runs in its own worker process (`--procs` of them), and the parent interleaves them in blocks (A B C,
 B C A, ...: the order rotates each round; `--block` timed runs each after `--block-warmup` untimed ones, and
 with `--block-ms` more until that much time has passed, a short pause between blocks); each cell is the median
-of all its timed runs. Ratios are contender / paddle-inference.
+of all its timed runs.
+
+Ratios are paired by round: the median over rounds of (the contender's median in that round / the reference's
+median in the same round), the reference being paddle-inference (in the cells) or the best peer (the peer with
+the lowest median; "auto / best peer"). The machine's speed changes over a run (a 2-vCPU VM measured 1.5x
+slower at 2 threads for tens of seconds at a time, for every engine); a round's blocks are seconds apart and
+share the phase, so a paired ratio cancels it where a ratio of whole-cell medians credits it to whichever
+contender's blocks it hit. `--plain-ratios`: ratios of the cells' medians instead.
 
     python benchmarks/compare.py [--models a,b] [--batches 1,4] [--threads 1,2] [--rounds 4] [--block 3]
 """
@@ -164,24 +171,45 @@ def export_onnx(d: Path, out: Path) -> Path | None:
     return out
 
 
+def paired_ratio(per_round: dict[str, list[float | None]], k: str, ref: str) -> float | None:
+    """Median over rounds of per_round[k][r] / per_round[ref][r] (rounds where both ran); None without any."""
+    pairs = [a / b for a, b in zip(per_round.get(k, []), per_round.get(ref, [])) if a is not None and b]
+    return statistics.median(pairs) if pairs else None
+
+
+def cell_ratio(med: dict[str, float], per_round: dict[str, list[float | None]], k: str, ref: str,
+               plain: bool = False) -> float | None:
+    """k / ref for a cell: paired by round (`paired_ratio`), or of the medians with `plain`."""
+    if k not in med or not med.get(ref):
+        return None
+    return med[k] / med[ref] if plain else paired_ratio(per_round, k, ref)
+
+
 def bench_cell(workers: dict[str, list[subprocess.Popen]], rounds: int, block: int, pause: float,
-               block_warmup: int = 1, block_ms: float = 0.0) -> dict[str, float]:
+               block_warmup: int = 1, block_ms: float = 0.0,
+               per_round: dict[str, list[float | None]] | None = None) -> dict[str, float]:
     """Interleave the workers in blocks, the order rotated each round (A B C, B C A, ...); each block starts
     with `block_warmup` untimed runs (after the pause a runtime's sleeping threads and cold caches would
     otherwise land on the first timed run, a cost that differs between runtimes), then times `block` runs, and
     more until `block_ms` have passed (sub-millisecond models get enough samples for a stable median). A
     contender with several worker processes runs a block in each of them per round. The median latency of each
-    contender."""
+    contender; `per_round`, when given, gets each contender's median of each round (for paired ratios)."""
     times: dict[str, list[float]] = {k: [] for k in workers}
     names = list(workers)
     for r in range(rounds):
+        this_round: dict[str, list[float]] = {k: [] for k in workers}
         for k in names[r % len(names):] + names[:r % len(names)]:
             for w in workers[k]:
                 assert w.stdin is not None and w.stdout is not None
                 w.stdin.write(f"{block} {block_warmup} {block_ms}\n")
                 w.stdin.flush()
-                times[k] += json.loads(w.stdout.readline())
+                got = json.loads(w.stdout.readline())
+                times[k] += got
+                this_round[k] += got
                 time.sleep(pause)
+        if per_round is not None:
+            for k, v in this_round.items():
+                per_round.setdefault(k, []).append(statistics.median(v) if v else None)
     return {k: statistics.median(v) for k, v in times.items() if v}
 
 
@@ -259,6 +287,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6, help="blocks per contender")
     ap.add_argument("--block", type=int, default=5, help="runs per block")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
+    ap.add_argument("--plain-ratios", action="store_true",
+                    help="ratios of the cells' medians (default: paired by round, see the module docstring)")
     ap.add_argument("--block-warmup", type=int, default=1, help="untimed runs at the start of each block")
     ap.add_argument("--block-ms", type=float, default=0.0,
                     help=f"time more runs in a block until this many ms have passed (at most {MAX_BLOCK_RUNS} runs)")
@@ -280,7 +310,8 @@ def main() -> int:
     more = f" (or more, to fill {args.block_ms:g} ms)" if args.block_ms else ""
     print(f"median ms of {args.rounds} x {args.block}{more} runs per contender and process ({args.procs} process(es) "
           f"per contender), interleaved in blocks (each after {args.block_warmup} untimed), after {args.warmup} "
-          f"warm-ups; ratio = / paddle-inference\n")
+          f"warm-ups; ratio = / paddle-inference, "
+          + ("of the medians\n" if args.plain_ratios else "median over rounds of the same round's ratio\n"))
     header_done = False
     notes: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="pdlite_cmp_"))
@@ -311,23 +342,28 @@ def main() -> int:
                     print("| model | batch | threads | " + " | ".join(cols) + " | auto / best peer |")
                     print("|---|---|---|" + "---|" * (len(cols) + 1))
                     header_done = True
+                per_round: dict[str, list[float | None]] = {}
                 try:
-                    med = bench_cell(workers, args.rounds, args.block, args.pause, args.block_warmup, args.block_ms)
+                    med = bench_cell(workers, args.rounds, args.block, args.pause, args.block_warmup, args.block_ms,
+                                     per_round)
                 finally:
                     for ws in workers.values():
                         for w in ws:
                             w.kill()
-                base = med.get("paddle-inference")
                 cells = []
                 for k in cols:
+                    r = cell_ratio(med, per_round, k, "paddle-inference", args.plain_ratios) \
+                        if k != "paddle-inference" else None
                     if k not in med:
                         cells.append("n/a")
-                    elif base and k != "paddle-inference":
-                        cells.append(f"{med[k]:.2f} ({med[k] / base:.2f}x)")
+                    elif r is not None:
+                        cells.append(f"{med[k]:.2f} ({r:.2f}x)")
                     else:
                         cells.append(f"{med[k]:.2f}")
-                peers = [med[k] for k in ("paddle-inference", "onnxruntime", "openvino") if k in med]
-                vs = f"{med['pdlite-auto'] / min(peers):.2f}x" if peers and "pdlite-auto" in med else "n/a"
+                peers = [k for k in ("paddle-inference", "onnxruntime", "openvino") if k in med]
+                best = min(peers, key=lambda k: med[k]) if peers else None
+                r = cell_ratio(med, per_round, "pdlite-auto", best, args.plain_ratios) if best else None
+                vs = f"{r:.2f}x" if r is not None else "n/a"
                 print(f"| {name} | {batch} | {threads} | " + " | ".join(cells) + f" | {vs} |", flush=True)
     for note in notes:
         print(f"\npdlite-auto, {note}", end="")
