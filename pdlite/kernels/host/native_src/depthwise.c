@@ -402,8 +402,9 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
         for (isz t = 0; t < taps; t++)
             for (isz l = 0; l < 16; l++) wt[t * 16 + l] = l < lanes ? a->w[(oc0 + l) * taps + t] : 0.0f;
         for (isz l = 0; l < lanes; l++) src[l] = a->x + (n * a->C + (oc0 + l) / mult) * plane;
-        /* pixel-major copy: 16 pixels of the 16 planes transposed at a time, the rest one by one (lanes past
-         * `lanes` keep zeros: from the memset, never written) */
+        /* pixel-major copy: 16 pixels of the 16 planes transposed at a time, the rest one by one (in a last,
+         * partial block the lanes past `lanes` hold zeros or an earlier block's pixels: their weights are 0 and
+         * they are never written out) */
         isz q = 0;
         if (lanes == 16 && whole) {
             isz y = 0, x = 0;
