@@ -22,21 +22,16 @@ def _x(*shape: int) -> np.ndarray:
     return rng.normal(size=shape).astype(F32)
 
 
-def _planar(call):
-    """call() with the planar depthwise forms (the channel-blocked one off, whatever this CPU's default)."""
-    before = native._ext._set_depthwise_blocked(False)
-    try:
-        return call()
-    finally:
-        native._ext._set_depthwise_blocked(before)
-
-
-def _blocked(call):
-    before = native._ext._set_depthwise_blocked(True)
-    try:
-        return call()
-    finally:
-        native._ext._set_depthwise_blocked(before)
+def _dw(x, w, blocked: bool, out: int, k, s, p):
+    """A depthwise call (8 channels, out x out) with the channel-blocked form on small maps on or off (then the
+    planar forms), whatever this CPU's default."""
+    def call():
+        before = native._ext._set_depthwise_blocked(blocked)
+        try:
+            return native.depthwise_conv2d(x, w, None, 8, out, out, k, s, (1, 1), p)
+        finally:
+            native._ext._set_depthwise_blocked(before)
+    return call
 
 
 def _calls() -> dict:
@@ -45,14 +40,10 @@ def _calls() -> dict:
     w = _x(16, 8, 3, 3)
     u = native.winograd_weights(w)
     calls = {
-        "depthwise_s2": lambda: _planar(lambda: native.depthwise_conv2d(x, dw, None, 8, 6, 6, (3, 3), (2, 2), (1, 1),
-                                                                        (1, 1))),
-        "depthwise_5x5": lambda: _planar(lambda: native.depthwise_conv2d(x, dw5, None, 8, 12, 12, (5, 5), (1, 1),
-                                                                         (1, 1), (2, 2))),
-        "depthwise_3x3_same": lambda: _planar(lambda: native.depthwise_conv2d(x, dw, None, 8, 12, 12, (3, 3), (1, 1),
-                                                                              (1, 1), (1, 1))),
-        "depthwise_blocked": lambda: _blocked(lambda: native.depthwise_conv2d(x, dw, None, 8, 6, 6, (3, 3), (2, 2),
-                                                                              (1, 1), (1, 1))),
+        "depthwise_s2": _dw(x, dw, False, 6, (3, 3), (2, 2), (1, 1)),
+        "depthwise_5x5": _dw(x, dw5, False, 12, (5, 5), (1, 1), (2, 2)),
+        "depthwise_3x3_same": _dw(x, dw, False, 12, (3, 3), (1, 1), (1, 1)),
+        "depthwise_blocked": _dw(x, dw, True, 6, (3, 3), (2, 2), (1, 1)),
         "pool_max": lambda: native.pool2d(x, 6, 6, (3, 3), (2, 2), (1, 1), True, True),
         "winograd": lambda: native.winograd_conv3x3(x, u, None, 12, 12, (1, 1)),
     }
