@@ -8,6 +8,9 @@ succeeds and gives the numbers it gave before.
 """
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -75,3 +78,43 @@ def test_scratch_allocation_failure_raises_memory_error(name: str, threads: int)
     finally:
         native._ext._inject_alloc_failure(0)
         native.set_num_threads(before or 1)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_failure_raises_only_in_the_call_it_hit(threads: int) -> None:
+    """Two Python threads call a native kernel over and over at once (the kernels release the GIL) while one
+    allocation failure is injected: exactly one call raises MemoryError, the one whose task could not get its
+    memory. (The count was process-wide: a call running at the same time raised too.)"""
+    x, w = _x(1, 16, 96, 96), _x(16, 9)  # stride 2 to 48x48: the planar stride-2 form, scratch in every task
+    before = native.get_num_threads()
+    native.set_num_threads(threads)
+    errors: list[int] = []
+    started = threading.Barrier(3)
+    stop = threading.Event()
+
+    def loop(who: int) -> None:
+        started.wait()
+        while not stop.is_set():
+            try:
+                native.depthwise_conv2d(x, w, None, 16, 48, 48, (3, 3), (2, 2), (1, 1), (1, 1))
+            except MemoryError:
+                errors.append(who)
+
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
+    try:
+        for t in workers:
+            t.start()
+        started.wait()
+        time.sleep(0.05)
+        native._ext._inject_alloc_failure(1)
+        deadline = time.time() + 5
+        while not errors and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # calls that ran alongside the failing one have finished
+    finally:
+        stop.set()
+        for t in workers:
+            t.join()
+        native._ext._inject_alloc_failure(0)
+        native.set_num_threads(before or 1)
+    assert len(errors) == 1, f"MemoryError in {len(errors)} calls (expected exactly the one that failed)"

@@ -107,8 +107,8 @@ PD_HIDDEN isz grain_for(isz n, int per_thread);
 /* A task's scratch memory: malloc, except that a failure (or one injected by the tests through
  * `_inject_alloc_failure`) is counted. A Python entry reads the count first (pd_failures) and ends with
  * `return pd_done(count)`: MemoryError if any task of its call could not get its memory (that task did nothing,
- * so the output is incomplete), else None. Never a silently incomplete output. (A failure in another thread's
- * concurrent call also turns up there: a false MemoryError, never a missed one.) */
+ * so the output is incomplete), else None. Never a silently incomplete output. The count is the calling thread's
+ * own (its tasks' failures, wherever the pool ran them): a concurrent call from another thread never sees it. */
 PD_HIDDEN void *pd_scratch(size_t bytes);
 PD_HIDDEN unsigned pd_failures(void);
 PD_HIDDEN PyObject *pd_done(unsigned before);

@@ -19,6 +19,11 @@ static pd_task g_fn = NULL;
 static void *g_ctx = NULL;
 static isz g_n = 0, g_grain = 1;
 static isz g_next = 0;
+/* failure accounting (pd_scratch): the counter of the job a thread runs tasks of, the open job's counter, and a
+ * calling thread's own total (read by its Python entry: pd_failures / pd_done) */
+static __thread unsigned *tl_job_fail = NULL;
+static __thread unsigned tl_failures = 0;
+static unsigned *g_job_fail = NULL;
 
 static void run_chunks(pd_task fn, void *ctx, isz n, isz grain) {
     for (;;) {
@@ -92,8 +97,10 @@ static void *worker_main(void *arg) {
         pd_task fn = g_fn;
         void *ctx = g_ctx;
         isz n = g_n, grain = g_grain;
+        tl_job_fail = g_job_fail;
         pthread_mutex_unlock(&g_mu);
         run_chunks(fn, ctx, n, grain);
+        tl_job_fail = NULL;
         pthread_mutex_lock(&g_mu);
         if (--g_active == 0) pthread_cond_signal(&g_cv_done);
     }
@@ -112,6 +119,7 @@ PD_HIDDEN void pool_after_fork_child(void) {
     g_want = 0;
     g_open = 0;
     g_active = 0;
+    g_job_fail = NULL;
 }
 
 /* Run fn over [0, n) in chunks of `grain`, on up to g_threads threads (the caller is one of them). */
@@ -138,21 +146,27 @@ PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain) {
         g_workers++;
     }
     if (want > g_workers) want = g_workers;
+    unsigned job_fail = 0; /* this job's failures, the caller's and the workers' tasks' */
     g_fn = fn;
     g_ctx = ctx;
     g_n = n;
     g_grain = grain;
+    g_job_fail = &job_fail;
     __atomic_store_n(&g_next, 0, __ATOMIC_RELAXED);
     g_want = want;
     g_open = 1;
     __atomic_store_n(&g_gen, g_gen + 1, __ATOMIC_RELEASE); /* spinning workers see the job from here */
     if (want > 0) pthread_cond_broadcast(&g_cv_work);
     pthread_mutex_unlock(&g_mu);
+    tl_job_fail = &job_fail;
     run_chunks(fn, ctx, n, grain);
+    tl_job_fail = NULL;
     spin_until_zero(&g_active);
     pthread_mutex_lock(&g_mu);
     while (g_active > 0) pthread_cond_wait(&g_cv_done, &g_mu);
     g_open = 0;
+    g_job_fail = NULL;
+    tl_failures += __atomic_load_n(&job_fail, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_mu);
     pthread_mutex_unlock(&g_run_mu);
 }
@@ -166,21 +180,28 @@ PD_HIDDEN isz grain_for(isz n, int per_thread) {
 
 /* ------------------------------------------------------------------------------------------------ */
 /* task scratch memory with failure accounting (see common.h)                                        */
-static unsigned g_alloc_failures = 0;
 PD_HIDDEN int g_fail_alloc_in = 0; /* > 0: the n-th next pd_scratch fails (tests) */
+
+/* counted for the job this thread runs a task of, else (a task run directly by the caller) for the thread */
+static void count_failure(void) {
+    if (tl_job_fail)
+        __atomic_add_fetch(tl_job_fail, 1, __ATOMIC_RELAXED);
+    else
+        tl_failures++;
+}
 
 PD_HIDDEN void *pd_scratch(size_t bytes) {
     int n = __atomic_load_n(&g_fail_alloc_in, __ATOMIC_RELAXED);
     if (n > 0 && __atomic_sub_fetch(&g_fail_alloc_in, 1, __ATOMIC_RELAXED) == 0) {
-        __atomic_add_fetch(&g_alloc_failures, 1, __ATOMIC_RELAXED);
+        count_failure();
         return NULL;
     }
     void *p = malloc(bytes ? bytes : 1);
-    if (!p) __atomic_add_fetch(&g_alloc_failures, 1, __ATOMIC_RELAXED);
+    if (!p) count_failure();
     return p;
 }
 
-PD_HIDDEN unsigned pd_failures(void) { return __atomic_load_n(&g_alloc_failures, __ATOMIC_RELAXED); }
+PD_HIDDEN unsigned pd_failures(void) { return tl_failures; }
 
 PD_HIDDEN PyObject *pd_done(unsigned before) {
     if (pd_failures() != before) {
