@@ -356,23 +356,29 @@ static int dwb_applies(const dw_args *a) {
 }
 
 /* r[i][j] -> r[j][i] for a 16x16 block in 16 vectors: four rounds of swapping the off-diagonal blocks of size
- * 8, 4, 2, 1 (each a pair of two-vector shuffles per pair of rows) */
+ * 8, 4, 2, 1 (each a pair of two-vector shuffles per pair of rows). With block size b, rows A and B = A + b:
+ * A'[c] = c & b ? B[c - b] : A[c];  B'[c] = c & b ? B[c] : A[c + b]  (B's elements are 16 + index). */
+#define DWB_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define DWB_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define DWB_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define DWB_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define DWB_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define DWB_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define DWB_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define DWB_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+/* Clang and GCC >= 12 take the indices as constants (__builtin_shufflevector), older GCC as a vector */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define DWB_SHUFFLE(a, b, idx) __builtin_shufflevector(a, b, idx)
+#else
+#define DWB_SHUFFLE(a, b, idx) __builtin_shuffle(a, b, (dwb_v16i){idx})
+#endif
 #define DWB_SWAP(b, A, B)                                                                                          \
     do {                                                                                                           \
         const dwb_v16 a_ = r[A], b_ = r[B];                                                                        \
-        r[A] = __builtin_shuffle(a_, b_, lo##b);                                                                   \
-        r[B] = __builtin_shuffle(a_, b_, hi##b);                                                                   \
+        r[A] = DWB_SHUFFLE(a_, b_, DWB_LO##b);                                                                     \
+        r[B] = DWB_SHUFFLE(a_, b_, DWB_HI##b);                                                                     \
     } while (0)
 PD_INLINE void dwb_transpose(dwb_v16 r[16]) {
-    /* A'[c] = c & b ? B[c - b] : A[c];  B'[c] = c & b ? B[c] : A[c + b]  (B's elements are 16 + index) */
-    const dwb_v16i lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
-    const dwb_v16i hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
-    const dwb_v16i lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};
-    const dwb_v16i hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
-    const dwb_v16i lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
-    const dwb_v16i hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31};
-    const dwb_v16i lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
-    const dwb_v16i hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
     for (int i = 0; i < 8; i++) DWB_SWAP(8, i, i + 8);
     for (int i = 0; i < 16; i += 8)
         for (int j = 0; j < 4; j++) DWB_SWAP(4, i + j, i + j + 4);
