@@ -20,6 +20,8 @@ import pickle
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -94,6 +96,32 @@ def check_infer_shape(op: OpDesc, values: dict[str, list[np.ndarray]], got: dict
         assert [tuple(s) for s in inferred[slot]] == [a.shape for a in arrs], (
             f"{op.type}.{slot}: inferred {inferred[slot]} but kernel produced {[a.shape for a in arrs]}"
         )
+
+
+@contextmanager
+def native_threads(n: int) -> Iterator[None]:
+    """The native kernels run on `n` threads inside the block; the count before is put back after."""
+    from pdlite.kernels.host import native
+
+    old = native.get_num_threads()
+    native.set_num_threads(n)
+    try:
+        yield
+    finally:
+        native.set_num_threads(old or 1)
+
+
+@contextmanager
+def depthwise_blocked(on: bool) -> Iterator[None]:
+    """The native depthwise kernel's channel-blocked form on small maps on (or off: the planar forms) inside the
+    block, whatever this CPU's default; the setting before is put back after."""
+    from pdlite.kernels.host import native
+
+    before = native._ext._set_depthwise_blocked(on)
+    try:
+        yield
+    finally:
+        native._ext._set_depthwise_blocked(before)
 
 
 def run1(op_type: str, ins: Ins, attrs: dict | None = None, **kw: Any) -> np.ndarray:

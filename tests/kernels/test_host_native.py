@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pdlite.kernels.host import conv as conv_module
 from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
-from tests.kernels._util import kernel_class, make_op
+from tests.kernels._util import depthwise_blocked, kernel_class, make_op, native_threads
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
 
@@ -67,9 +67,8 @@ def run_both(op_type: str, ins: dict, attrs: dict, out_slot: str = "Output") -> 
 def dw_form(request):
     """Runs a depthwise test with the channel-blocked form on small maps (the default with AVX-512) and without it
     (the planar forms: dw3 / dws2 / the general one), whatever this CPU's default."""
-    before = native._ext._set_depthwise_blocked(request.param == "blocked")
-    yield request.param
-    native._ext._set_depthwise_blocked(before)
+    with depthwise_blocked(request.param == "blocked"):
+        yield request.param
 
 
 def naive_conv(x, w, strides, pads, dil, groups, bias=None):
@@ -137,11 +136,8 @@ def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p, blocked):
         return
     x, wt, b = rand(n, c, h, w, seed=h * 31 + w), rand(c * mult, 1, k, k, seed=k), rand(c * mult, seed=5)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[d, d], groups=c)
-    before = native._ext._set_depthwise_blocked(blocked)
-    try:
+    with depthwise_blocked(blocked):
         got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": wt, "Bias": b}, attrs)
-    finally:
-        native._ext._set_depthwise_blocked(before)
     check(got, ref, f"{(n, c, mult, h, w, k, s, d, p, blocked)}")
 
 
@@ -177,16 +173,13 @@ def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
     n, c, h, wd = xs
     x, w, b = rand(*xs, seed=21, scale=3.0), rand(c * mult, 1, k, k, seed=22), rand(c * mult, seed=23)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[1, 1], groups=c)
-    before = native._ext._set_depthwise_blocked(True)
-    try:
+    with depthwise_blocked(True):
         if act:
             got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
                                 dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
         else:
             got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
             check(got, naive_conv(x, w, (s, s), (p, p, p, p), (1, 1), c, b).astype(np.float64), f"native vs naive {xs}")
-    finally:
-        native._ext._set_depthwise_blocked(before)
     check(got, ref, f"native vs numpy {xs} x{mult} k{k} s{s} p{p} {act}")
 
 
@@ -250,12 +243,8 @@ def test_add_act_is_numpy_add_then_the_activation(size, act, threads):
     ref = x + y
     if act:
         native.bias_act(ref.reshape(1, 1, -1), None, code)
-    old = native.get_num_threads()
-    try:
-        native.set_num_threads(threads)
+    with native_threads(threads):
         got = native.add_act(x, y, code)
-    finally:
-        native.set_num_threads(old or 1)
     assert np.array_equal(got, ref, equal_nan=True)
     if act == "relu":
         assert np.array_equal(got, np.maximum(x + y, 0), equal_nan=True)
@@ -405,11 +394,9 @@ def test_fc_native_gemm(act, shape, n, bias):
 def test_thread_counts_give_the_same_results(threads):
     """Results do not depend on the thread count, bit for bit."""
     x, wd, wp = rand(2, 24, 30, 30, seed=61), rand(24, 1, 3, 3, seed=62), rand(40, 24, 3, 3, seed=63)
-    old = native.get_num_threads()
     outs = []
-    try:
-        for t in (1, threads):
-            native.set_num_threads(t)
+    for t in (1, threads):
+        with native_threads(t):
             a = native.depthwise_conv2d(x, wd.reshape(24, 9), None, 24, 30, 30, (3, 3), (1, 1), (1, 1), (1, 1))
             b = native.pool2d(x, 15, 15, (3, 3), (2, 2), (1, 1), True, True)
             c = native.im2col(x, 15, 15, (3, 3), (2, 2), (1, 1), (1, 1))
@@ -417,8 +404,6 @@ def test_thread_counts_give_the_same_results(threads):
             if native.gemm_available():
                 outs[-1] += (native.winograd_conv3x3(x, native.winograd_weights(wp), None, 30, 30, (1, 1)),
                              native.conv_gemm(wp.reshape(1, 40, -1), c, None))
-    finally:
-        native.set_num_threads(old or 1)
     for i, (u, v) in enumerate(zip(*outs)):  # work splits do not depend on the thread count
         assert np.array_equal(u, v), f"output {i} differs with {threads} threads"
 

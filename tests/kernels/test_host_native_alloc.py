@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pdlite.kernels.host import native
+from tests.kernels._util import depthwise_blocked, native_threads
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="native extension not built")
 rng = np.random.default_rng(0)
@@ -29,11 +30,8 @@ def _dw(x, w, blocked: bool, out: int, k, s, p):
     """A depthwise call (8 channels, out x out) with the channel-blocked form on small maps on or off (then the
     planar forms), whatever this CPU's default."""
     def call():
-        before = native._ext._set_depthwise_blocked(blocked)
-        try:
+        with depthwise_blocked(blocked):
             return native.depthwise_conv2d(x, w, None, 8, out, out, k, s, (1, 1), p)
-        finally:
-            native._ext._set_depthwise_blocked(before)
     return call
 
 
@@ -66,18 +64,16 @@ def _calls() -> dict:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_scratch_allocation_failure_raises_memory_error(name: str, threads: int) -> None:
     call = _calls()[name]
-    before = native.get_num_threads()
-    native.set_num_threads(threads)
-    try:
-        ref = call()
-        native._ext._inject_alloc_failure(1)
-        with pytest.raises(MemoryError, match="scratch memory"):
-            call()
-        native._ext._inject_alloc_failure(0)
-        np.testing.assert_array_equal(call(), ref)  # the next call is whole again
-    finally:
-        native._ext._inject_alloc_failure(0)
-        native.set_num_threads(before or 1)
+    with native_threads(threads):
+        try:
+            ref = call()
+            native._ext._inject_alloc_failure(1)
+            with pytest.raises(MemoryError, match="scratch memory"):
+                call()
+            native._ext._inject_alloc_failure(0)
+            np.testing.assert_array_equal(call(), ref)  # the next call is whole again
+        finally:
+            native._ext._inject_alloc_failure(0)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -86,8 +82,6 @@ def test_failure_raises_only_in_the_call_it_hit(threads: int) -> None:
     allocation failure is injected: exactly one call raises MemoryError, the one whose task could not get its
     memory. (The count was process-wide: a call running at the same time raised too.)"""
     x, w = _x(1, 16, 96, 96), _x(16, 9)  # stride 2 to 48x48: the planar stride-2 form, scratch in every task
-    before = native.get_num_threads()
-    native.set_num_threads(threads)
     errors: list[int] = []
     started = threading.Barrier(3)
     stop = threading.Event()
@@ -101,20 +95,20 @@ def test_failure_raises_only_in_the_call_it_hit(threads: int) -> None:
                 errors.append(who)
 
     workers = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
-    try:
-        for t in workers:
-            t.start()
-        started.wait()
-        time.sleep(0.05)
-        native._ext._inject_alloc_failure(1)
-        deadline = time.time() + 5
-        while not errors and time.time() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.1)  # calls that ran alongside the failing one have finished
-    finally:
-        stop.set()
-        for t in workers:
-            t.join()
-        native._ext._inject_alloc_failure(0)
-        native.set_num_threads(before or 1)
+    with native_threads(threads):
+        try:
+            for t in workers:
+                t.start()
+            started.wait()
+            time.sleep(0.05)
+            native._ext._inject_alloc_failure(1)
+            deadline = time.time() + 5
+            while not errors and time.time() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.1)  # calls that ran alongside the failing one have finished
+        finally:
+            stop.set()
+            for t in workers:
+                t.join()
+            native._ext._inject_alloc_failure(0)
     assert len(errors) == 1, f"MemoryError in {len(errors)} calls (expected exactly the one that failed)"

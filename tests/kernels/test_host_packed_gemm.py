@@ -16,7 +16,7 @@ from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
 from pdlite.operators.nn import conv2d_geometry
 from pdlite.operators.registry import OPS
-from tests.kernels._util import kernel_class, make_op
+from tests.kernels._util import kernel_class, make_op, native_threads
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
 
@@ -84,16 +84,11 @@ def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act, w
 def test_packed_conv_thread_counts_give_the_same_results(threads, wide):
     x, wt, b = rand(2, 48, 9, 9, seed=4), rand(80, 48, 3, 3, seed=5), rand(80, seed=6)
     wp = native.pack_weights(wt.reshape(80, -1), wide)
-    old = native.get_num_threads()
     outs = []
-    try:
-        for t in (1, threads):
-            native.set_num_threads(t)
+    for t in (1, threads):
+        with native_threads(t):
             outs.append(native.packed_conv(x, wp, b, 80, 9, 9, (3, 3), (1, 1), (1, 1), (1, 1), native.NO_ACT, wide))
-    finally:
-        native.set_num_threads(old or 1)
     assert np.array_equal(outs[0], outs[1])
-
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -109,17 +104,14 @@ def test_packed_wide_thread_ranges(n, c, h, w, k, p, threads):
     x, wt, b = rand(n, c, h, w, seed=10), rand(24, c, k, k, seed=11), rand(24, seed=12)
     ref, g = reference(x, wt, b, k, 1, p, 1, "relu")
     wp = native.pack_weights(wt.reshape(24, -1), True)
-    old = native.get_num_threads()
     outs = []
-    try:
-        for t in (1, threads):
-            native.set_num_threads(t)
+    for t in (1, threads):
+        with native_threads(t):
             outs.append(native.packed_conv(x, wp, b, 24, g.oh, g.ow, (k, k), (1, 1), (1, 1), (p, p),
                                            ACT_CODES["relu"], True))
-    finally:
-        native.set_num_threads(old or 1)
     check(outs[1], ref, f"packed wide {(n, c, h, w, k)} on {threads} threads")
     assert np.array_equal(outs[0], outs[1])
+
 
 def test_packed_conv_checks_buffers():
     x, wt = rand(1, 8, 5, 5), rand(20, 8, 1, 1)
