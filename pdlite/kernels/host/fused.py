@@ -132,9 +132,9 @@ class FusionElementwiseActivation(BasePlusActivation):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         if self.native_add:
-            x, y = ins["X"][0], ins["Y"][0]
-            if native.add_act_applies(x, y) and native.use_native(self.context):
-                return {"Out": [native.add_act(x, y, self.inplace_act or native.NO_ACT)]}
+            out = native.add_act_or_none(ins["X"][0], ins["Y"][0], self.context, self.inplace_act or native.NO_ACT)
+            if out is not None:
+                return {"Out": [out]}
         return super().run(ins)
 
 

@@ -451,6 +451,14 @@ def add_act_applies(x: Any, y: Any) -> bool:
             and x.shape == y.shape and x.size >= ADD_ACT_MIN and x.flags.c_contiguous and y.flags.c_contiguous)
 
 
+def add_act_or_none(x: Any, y: Any, context: Any, act: Act = NO_ACT) -> np.ndarray | None:
+    """act(x + y) by add_act where it applies and `context` runs native kernels (the plain and the fused
+    elementwise add kernels), else None (the caller's NumPy path)."""
+    if add_act_applies(x, y) and use_native(context):
+        return add_act(x, y, act)
+    return None
+
+
 def add_act(x: np.ndarray, y: np.ndarray, act: Act = NO_ACT) -> np.ndarray:
     """act(x + y) into a new array, on the native pool (the same float32 sums as NumPy's add, then the
     activation as bias_act applies it): for x, y where add_act_applies."""
