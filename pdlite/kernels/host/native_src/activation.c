@@ -42,9 +42,7 @@ PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args) {
     a.C = c;
     a.inner = inner;
     if (inner > 0 && (a.bias != NULL || a.act.kind != ACT_NONE)) {
-        isz rows = n * c;
-        /* tiny tensors: one thread (waking a worker costs more than the work) */
-        isz grain = rows * inner < 16384 ? rows : grain_for(rows, 4);
+        const isz rows = n * c, grain = row_grain(rows, inner);
         Py_BEGIN_ALLOW_THREADS;
         parallel_for(ba_task, &a, rows, grain);
         Py_END_ALLOW_THREADS;
@@ -103,7 +101,7 @@ PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args) {
     if (blocks > 0) {
         /* one contiguous half per thread on 2 (a stream each); small tensors on one thread (waking a worker
          * costs more than the work) */
-        const isz grain = n < 16384 ? blocks : (blocks + g_threads - 1) / g_threads;
+        const isz grain = n < PD_ONE_THREAD_FLOATS ? blocks : (blocks + g_threads - 1) / g_threads;
         Py_BEGIN_ALLOW_THREADS;
         parallel_for(aa_task, &a, blocks, grain);
         Py_END_ALLOW_THREADS;

@@ -104,6 +104,12 @@ extern PD_HIDDEN long g_spin_ns; /* how long idle threads poll for work (PDLITE_
 PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain);
 /* chunk size giving about `per_thread` chunks per thread */
 PD_HIDDEN isz grain_for(isz n, int per_thread);
+/* below this many floats a call runs on one thread (waking a worker costs more than the work) */
+#define PD_ONE_THREAD_FLOATS 16384
+/* the grain of `rows` rows of `cols` floats each: all of them (one thread) for tiny tensors, else grain_for's */
+static inline isz row_grain(isz rows, isz cols) {
+    return rows * cols < PD_ONE_THREAD_FLOATS ? rows : grain_for(rows, 4);
+}
 /* A task's scratch memory: malloc, except that a failure (or one injected by the tests through
  * `_inject_alloc_failure`) is counted. A Python entry reads the count first (pd_failures) and ends with
  * `return pd_done(count)`: MemoryError if any task of its call could not get its memory (that task did nothing,

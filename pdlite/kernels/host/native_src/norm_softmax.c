@@ -89,9 +89,6 @@ PD_INLINE void sm_task_impl(void *vctx, isz begin, isz end) {
 PD_VERSIONS(ln_task)
 PD_VERSIONS(sm_task)
 
-/* the row count's grain: tiny tensors on one thread (waking a worker costs more than the work) */
-static isz row_grain(isz rows, isz cols) { return rows * cols < 16384 ? rows : grain_for(rows, 4); }
-
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args) {
     PyObject *xo, *so, *bo, *yo, *mo, *vo;
     isz rows, cols;
