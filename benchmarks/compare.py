@@ -250,7 +250,8 @@ def worker_main(kind: str, d: str, batch: str, threads: str, warmup: str, onnx: 
         run()
     print("\t".join(["ready"] + NOTES), flush=True)
     for line in sys.stdin:
-        n, untimed, min_ms = int(line.split()[0]), int(line.split()[1]), float(line.split()[2])
+        fields = line.split()
+        n, untimed, min_ms = int(fields[0]), int(fields[1]), float(fields[2])
         for _ in range(untimed):
             run()
         out: list[float] = []
