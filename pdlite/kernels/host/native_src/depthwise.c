@@ -48,14 +48,15 @@ PD_INLINE void gather_plane(float *restrict dst, const float *restrict src, isz 
 /* stride 2 x 2: the four phase planes (row phase pr, column phase pc) of the padded image in one pass over
  * the input rows, each row split into its even and odd columns: plane (pr, pc)[y][x] = image[2(y0 + y) + pr - pt][2x
  * + pc - pl] for the hq phase rows from y0 */
+#define PF_ROWS 8
 PD_INLINE void gather_phases_s2(float *restrict buf, const float *restrict src, isz h, isz w, isz y0, isz hq, isz wq,
                                 isz pt, isz pl, isz plane) {
     /* columns x where both 2x - pl and 2x + 1 - pl are inside the row: [xa, xb) */
     isz xa = (pl + 1) / 2, xb = (w - 1 + pl) / 2; /* 2x - pl >= 0 and 2x + 1 - pl <= w - 1 */
     if (xb > wq) xb = wq;
     if (xa > xb) xa = xb;
-    for (isz pr = 0; pr < 2; pr++)
-        for (isz y = 0; y < hq; y++) {
+    for (isz y = 0; y < hq; y++) /* input rows in order (the row above, then the row below): sequential reads */
+        for (isz pr = 0; pr < 2; pr++) {
             float *e = buf + (pr * 2) * plane + y * wq, *o = buf + (pr * 2 + 1) * plane + y * wq;
             const isz iy = 2 * (y0 + y) + pr - pt;
             if (iy < 0 || iy >= h) {
@@ -63,6 +64,8 @@ PD_INLINE void gather_phases_s2(float *restrict buf, const float *restrict src, 
                 continue;
             }
             const float *s = src + iy * w;
+            if (iy + PF_ROWS < h)
+                for (isz c = 0; c < w; c += 16) __builtin_prefetch(s + PF_ROWS * w + c, 0, 3);
             for (isz x = 0; x < xa; x++) {
                 const isz ie = 2 * x - pl, io = ie + 1;
                 e[x] = ie >= 0 && ie < w ? s[ie] : 0.0f;
