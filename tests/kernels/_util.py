@@ -112,16 +112,17 @@ def native_threads(n: int) -> Iterator[None]:
 
 
 @contextmanager
-def depthwise_blocked(on: bool) -> Iterator[None]:
-    """The native depthwise kernel's channel-blocked form on small maps on (or off: the planar forms) inside the
-    block, whatever this CPU's default; the setting before is put back after."""
+def shuffles16(on: bool) -> Iterator[None]:
+    """The native kernels' forms built on 16x16 in-register transposes (the depthwise kernel's channel-blocked form
+    on small maps, packed_conv's vector write-out) on (or off: the planar depthwise forms, the scalar write-out)
+    inside the block, whatever this CPU's default; the setting before is put back after."""
     from pdlite.kernels.host import native
 
-    before = native._ext._set_depthwise_blocked(on)
+    before = native._ext._set_shuffles16(on)
     try:
         yield
     finally:
-        native._ext._set_depthwise_blocked(before)
+        native._ext._set_shuffles16(before)
 
 
 def run1(op_type: str, ins: Ins, attrs: dict | None = None, **kw: Any) -> np.ndarray:

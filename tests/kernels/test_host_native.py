@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pdlite.kernels.host import conv as conv_module
 from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
-from tests.kernels._util import depthwise_blocked, kernel_class, make_op, native_threads
+from tests.kernels._util import kernel_class, make_op, native_threads, shuffles16
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
 
@@ -67,7 +67,7 @@ def run_both(op_type: str, ins: dict, attrs: dict, out_slot: str = "Output") -> 
 def dw_form(request):
     """Runs a depthwise test with the channel-blocked form on small maps (the default with AVX-512) and without it
     (the planar forms: dw3 / dws2 / the general one), whatever this CPU's default."""
-    with depthwise_blocked(request.param == "blocked"):
+    with shuffles16(request.param == "blocked"):
         yield request.param
 
 
@@ -136,7 +136,7 @@ def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p, blocked):
         return
     x, wt, b = rand(n, c, h, w, seed=h * 31 + w), rand(c * mult, 1, k, k, seed=k), rand(c * mult, seed=5)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[d, d], groups=c)
-    with depthwise_blocked(blocked):
+    with shuffles16(blocked):
         got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": wt, "Bias": b}, attrs)
     check(got, ref, f"{(n, c, mult, h, w, k, s, d, p, blocked)}")
 
@@ -173,7 +173,7 @@ def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
     n, c, h, wd = xs
     x, w, b = rand(*xs, seed=21, scale=3.0), rand(c * mult, 1, k, k, seed=22), rand(c * mult, seed=23)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[1, 1], groups=c)
-    with depthwise_blocked(True):
+    with shuffles16(True):
         if act:
             got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
                                 dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))

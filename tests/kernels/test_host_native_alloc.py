@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pdlite.kernels.host import native
-from tests.kernels._util import depthwise_blocked, native_threads
+from tests.kernels._util import native_threads, shuffles16
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="native extension not built")
 rng = np.random.default_rng(0)
@@ -30,7 +30,7 @@ def _dw(x, w, blocked: bool, out: int, k, s, p):
     """A depthwise call (8 channels, out x out) with the channel-blocked form on small maps on or off (then the
     planar forms), whatever this CPU's default."""
     def call():
-        with depthwise_blocked(blocked):
+        with shuffles16(blocked):
             return native.depthwise_conv2d(x, w, None, 8, out, out, k, s, (1, 1), p)
     return call
 

@@ -3,7 +3,8 @@
 Shapes cover its edges: output channels not a multiple of 16 or 64 (zero-padded panels of 16..64 rows), columns
 not a multiple of its 7-column tiles and more than one chunk of 32 tiles, reductions over several blocks of 256,
 1x1 convs read in place and every im2col geometry (stride, padding, dilation), batches, bias and activations.
-Tolerance as the other native kernels: max|native - ref| <= 1e-5 * max(1, max|ref|). Skipped when the extension
+The packed form's write-out runs both ways (16x16
+in-register transposes, the default with AVX-512, and element by element). Tolerance as the other native kernels: max|native - ref| <= 1e-5 * max(1, max|ref|). Skipped when the extension
 is not built; it runs on every instruction set (only the conv kernel's choice of it needs AVX-512).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
 from pdlite.operators.nn import conv2d_geometry
 from pdlite.operators.registry import OPS
-from tests.kernels._util import kernel_class, make_op, native_threads
+from tests.kernels._util import kernel_class, make_op, native_threads, shuffles16
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
 
@@ -47,10 +48,13 @@ def reference(x, w, bias, k, s, p, d, act):
         out = np.maximum(out, 0.0)
     elif act == "relu6":
         out = np.clip(out, 0.0, 6.0)
+    elif act == "leaky_relu":
+        out = np.where(out < 0.0, out * 0.25, out)
     return out, g
 
 
-ACT_CODES = {None: native.NO_ACT, "relu": (1, native.NO_PARAMS), "relu6": (2, (6.0, 0.0, 0.0))}
+ACT_CODES = {None: native.NO_ACT, "relu": (1, native.NO_PARAMS), "relu6": (2, (6.0, 0.0, 0.0)),
+             "leaky_relu": (3, (0.25, 0.0, 0.0))}
 # the wide form: tiles of 8 rows x 48 columns, its 1x1 stride-1 columns read in place when 48 of them are there
 
 # (n, c, h, w, m, k, stride, pad, dilation, bias, act)
@@ -64,29 +68,36 @@ CASES = [
     (1, 3, 16, 16, 17, 7, 2, 3, 1, True, "relu"),  # a stem: K = 147
     (1, 1, 3, 3, 1, 1, 1, 0, 1, False, None),  # the smallest: K = 1, one row, one partial tile
     (2, 20, 10, 11, 13, 1, 1, 0, 1, True, "relu"),  # wide: 1x1, 110 columns (2 tiles in place, 14 packed), 13 rows
+    (1, 12, 9, 9, 40, 1, 1, 0, 1, True, "leaky_relu"),  # an activation applied over the written rows, 81 columns
+    (1, 12, 9, 9, 40, 1, 1, 0, 1, False, "leaky_relu"),  # the same without bias
 ]
 
 
+@pytest.mark.parametrize("t16", [True, False], ids=["t16", "scalar"])
 @pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("n,c,h,w,m,k,s,p,d,has_bias,act", CASES)
-def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act, wide):
+def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act, wide, t16):
+    """t16: the packed form writes its blocks out through 16x16 in-register transposes (the default with AVX-512:
+    rows and columns in groups of 16, partial ones at the panel's and chunk's ends), else element by element."""
     x, wt = rand(n, c, h, w, seed=1), rand(m, c, k, k, seed=2)
     bias = rand(m, seed=3) if has_bias else None
     ref, g = reference(x, wt, bias, k, s, p, d, act)
     wp = native.pack_weights(wt.reshape(m, -1), wide)
     assert wp.size == -(-m // (8 if wide else 16)) * (8 if wide else 16) * c * k * k
-    got = native.packed_conv(x, wp, bias, m, g.oh, g.ow, (k, k), (s, s), (d, d), (p, p), ACT_CODES[act], wide)
-    check(got, ref, f"packed conv {(n, c, h, w, m, k, s, p, d)} wide={wide}")
+    with shuffles16(t16):
+        got = native.packed_conv(x, wp, bias, m, g.oh, g.ow, (k, k), (s, s), (d, d), (p, p), ACT_CODES[act], wide)
+    check(got, ref, f"packed conv {(n, c, h, w, m, k, s, p, d)} wide={wide} t16={t16}")
 
 
+@pytest.mark.parametrize("t16", [True, False], ids=["t16", "scalar"])
 @pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("threads", [2, 3])
-def test_packed_conv_thread_counts_give_the_same_results(threads, wide):
+def test_packed_conv_thread_counts_give_the_same_results(threads, wide, t16):
     x, wt, b = rand(2, 48, 9, 9, seed=4), rand(80, 48, 3, 3, seed=5), rand(80, seed=6)
     wp = native.pack_weights(wt.reshape(80, -1), wide)
     outs = []
     for t in (1, threads):
-        with native_threads(t):
+        with native_threads(t), shuffles16(t16):
             outs.append(native.packed_conv(x, wp, b, 80, 9, 9, (3, 3), (1, 1), (1, 1), (1, 1), native.NO_ACT, wide))
     assert np.array_equal(outs[0], outs[1])
 

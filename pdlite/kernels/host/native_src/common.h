@@ -199,6 +199,66 @@ typedef struct {
     float a0, a1, a2;
 } act_t;
 
+/* 16 floats in one vector (GCC / Clang vector extensions): the register tiles of packed_gemm.c and depthwise.c */
+typedef float pd_v16 __attribute__((vector_size(64)));
+typedef int32_t pd_v16i __attribute__((vector_size(64)));
+
+/* r[i][j] -> r[j][i] for a 16x16 block in 16 vectors: four rounds of swapping the off-diagonal blocks of size
+ * 8, 4, 2, 1 (each a pair of two-vector shuffles per pair of rows). With block size b, rows A and B = A + b:
+ * A'[c] = c & b ? B[c - b] : A[c];  B'[c] = c & b ? B[c] : A[c + b]  (B's elements are 16 + index).
+ * Correct on every target; fast with AVX-512 only (g_shuffles16) */
+#define PD_T16_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define PD_T16_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define PD_T16_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define PD_T16_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define PD_T16_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define PD_T16_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define PD_T16_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define PD_T16_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+/* Clang and GCC >= 12 take the indices as constants (__builtin_shufflevector), older GCC as a vector */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define PD_SHUFFLE16(a, b, idx) __builtin_shufflevector(a, b, idx)
+#else
+#define PD_SHUFFLE16(a, b, idx) __builtin_shuffle(a, b, (pd_v16i){idx})
+#endif
+#define PD_T16_SWAP(b, A, B)                                                                                       \
+    do {                                                                                                           \
+        const pd_v16 a_ = r[A], b_ = r[B];                                                                         \
+        r[A] = PD_SHUFFLE16(a_, b_, PD_T16_LO##b);                                                                 \
+        r[B] = PD_SHUFFLE16(a_, b_, PD_T16_HI##b);                                                                 \
+    } while (0)
+PD_INLINE void pd_transpose16(pd_v16 r[16]) {
+    for (int i = 0; i < 8; i++) PD_T16_SWAP(8, i, i + 8);
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) PD_T16_SWAP(4, i + j, i + j + 4);
+    for (int i = 0; i < 16; i += 4)
+        for (int j = 0; j < 2; j++) PD_T16_SWAP(2, i + j, i + j + 2);
+    for (int i = 0; i < 16; i += 2) PD_T16_SWAP(1, i, i + 1);
+}
+/* whether the forms built on pd_transpose16 are used (module.c: with AVX-512, where its shuffles are single
+ * instructions; AVX2 lowers them to many), or the tests' hook */
+extern PD_HIDDEN int g_shuffles16;
+
+/* whether bias_act_v16 computes the activation (the others: bias_act_copy over the written output) */
+PD_INLINE int act_in_regs(const act_t *act) {
+    return act->kind == ACT_NONE || act->kind == ACT_RELU || act->kind == ACT_RELU6;
+}
+
+/* *v = act(*v + b) (b added when add_bias) for relu and relu6 as bias_act_copy computes them (v < 0 ? 0 : v, then
+ * v > t ? t : v; NaN kept); only for act_in_regs(act) */
+PD_INLINE void bias_act_v16(pd_v16 *v, float b, int add_bias, const act_t *act) {
+    const pd_v16 zero = {0};
+    pd_v16 x = *v;
+    if (add_bias) x += b;
+    if (act->kind != ACT_NONE) x = (pd_v16)((pd_v16i)x & ~(x < zero));
+    if (act->kind == ACT_RELU6) {
+        const pd_v16 top = zero + act->a0;
+        const pd_v16i over = x > top;
+        x = (pd_v16)(((pd_v16i)x & ~over) | ((pd_v16i)top & over));
+    }
+    *v = x;
+}
+
 /* o[i] = act(src[i] + b) (b added when add_bias); src may be o (in place) */
 PD_INLINE void bias_act_copy(float *o, const float *src, isz n, float b, int add_bias, const act_t *act) {
     if (!add_bias) b = 0.0f; /* x + 0.0f == x for every x but -0.0f; callers without bias pass add_bias = 0 */
@@ -381,7 +441,6 @@ PD_HIDDEN void dw_task_pick(int isa);
 PD_HIDDEN void dw3_task_pick(int isa);
 PD_HIDDEN void dws2_task_pick(int isa);
 PD_HIDDEN void dwb_task_pick(int isa);
-extern PD_HIDDEN int g_dw_blocked; /* depthwise.c: whether its channel-blocked form is used */
 PD_HIDDEN void ba_task_pick(int isa);
 PD_HIDDEN void aa_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);

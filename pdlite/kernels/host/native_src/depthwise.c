@@ -348,46 +348,9 @@ PD_INLINE void dws2_task_impl(void *vctx, isz begin, isz end) {
 #define DWB_MAX_OUT 1024       /* output pixels per plane up to which this form is used (28x28 and below) */
 #define DWB_MAX_FLOATS 65536   /* the padded input block's floats (256 KiB) */
 
-typedef float dwb_v16 __attribute__((vector_size(64)));
-typedef int32_t dwb_v16i __attribute__((vector_size(64)));
-
-PD_HIDDEN int g_dw_blocked = 0; /* whether the form is used: with AVX-512 (module.c; its shuffles), or the tests' hook */
-
 static int dwb_applies(const dw_args *a) {
     const isz hp = (a->OH - 1) * a->SH + (a->KH - 1) * a->DH + 1, wp = (a->OW - 1) * a->SW + (a->KW - 1) * a->DW + 1;
-    return g_dw_blocked && a->OH * a->OW <= DWB_MAX_OUT && hp * wp * 16 <= DWB_MAX_FLOATS && a->KH * a->KW <= 64;
-}
-
-/* r[i][j] -> r[j][i] for a 16x16 block in 16 vectors: four rounds of swapping the off-diagonal blocks of size
- * 8, 4, 2, 1 (each a pair of two-vector shuffles per pair of rows). With block size b, rows A and B = A + b:
- * A'[c] = c & b ? B[c - b] : A[c];  B'[c] = c & b ? B[c] : A[c + b]  (B's elements are 16 + index). */
-#define DWB_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
-#define DWB_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
-#define DWB_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
-#define DWB_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
-#define DWB_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
-#define DWB_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
-#define DWB_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
-#define DWB_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
-/* Clang and GCC >= 12 take the indices as constants (__builtin_shufflevector), older GCC as a vector */
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
-#define DWB_SHUFFLE(a, b, idx) __builtin_shufflevector(a, b, idx)
-#else
-#define DWB_SHUFFLE(a, b, idx) __builtin_shuffle(a, b, (dwb_v16i){idx})
-#endif
-#define DWB_SWAP(b, A, B)                                                                                          \
-    do {                                                                                                           \
-        const dwb_v16 a_ = r[A], b_ = r[B];                                                                        \
-        r[A] = DWB_SHUFFLE(a_, b_, DWB_LO##b);                                                                     \
-        r[B] = DWB_SHUFFLE(a_, b_, DWB_HI##b);                                                                     \
-    } while (0)
-PD_INLINE void dwb_transpose(dwb_v16 r[16]) {
-    for (int i = 0; i < 8; i++) DWB_SWAP(8, i, i + 8);
-    for (int i = 0; i < 16; i += 8)
-        for (int j = 0; j < 4; j++) DWB_SWAP(4, i + j, i + j + 4);
-    for (int i = 0; i < 16; i += 4)
-        for (int j = 0; j < 2; j++) DWB_SWAP(2, i + j, i + j + 2);
-    for (int i = 0; i < 16; i += 2) DWB_SWAP(1, i, i + 1);
+    return g_shuffles16 && a->OH * a->OW <= DWB_MAX_OUT && hp * wp * 16 <= DWB_MAX_FLOATS && a->KH * a->KW <= 64;
 }
 
 PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
@@ -418,9 +381,9 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
         if (lanes == 16 && whole) {
             isz y = 0, x = 0;
             for (; q + 16 <= plane; q += 16) {
-                dwb_v16 r[16];
+                pd_v16 r[16];
                 for (int l = 0; l < 16; l++) memcpy(&r[l], src[l] + q, 64);
-                dwb_transpose(r);
+                pd_transpose16(r);
                 for (int k = 0; k < 16; k++) {
                     memcpy(xin + ((y + a->PT) * WP + x + a->PL) * 16, &r[k], 64);
                     if (++x == a->W) x = 0, y++;
@@ -436,12 +399,12 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
         for (isz oy = 0; oy < OH; oy++) {
             float *o = acc + oy * OW * 16;
             if (KH == 3 && KW == 3) {
-                dwb_v16 k[9];
-                for (int t = 0; t < 9; t++) memcpy(&k[t], wt + t * 16, sizeof(dwb_v16));
+                pd_v16 k[9];
+                for (int t = 0; t < 9; t++) memcpy(&k[t], wt + t * 16, sizeof(pd_v16));
                 const float *r0 = xin + oy * SH * WP * 16, *r1 = r0 + DH * WP * 16, *r2 = r1 + DH * WP * 16;
                 for (isz ox = 0; ox < OW; ox++) {
                     const isz c0 = ox * SW * 16, c1 = c0 + DW * 16, c2 = c1 + DW * 16;
-                    dwb_v16 v[9], s;
+                    pd_v16 v[9], s;
                     memcpy(&v[0], r0 + c0, 64), memcpy(&v[1], r0 + c1, 64), memcpy(&v[2], r0 + c2, 64);
                     memcpy(&v[3], r1 + c0, 64), memcpy(&v[4], r1 + c1, 64), memcpy(&v[5], r1 + c2, 64);
                     memcpy(&v[6], r2 + c0, 64), memcpy(&v[7], r2 + c1, 64), memcpy(&v[8], r2 + c2, 64);
@@ -451,7 +414,7 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
                 }
             } else {
                 for (isz ox = 0; ox < OW; ox++) {
-                    dwb_v16 s = {0}, kv, xv;
+                    pd_v16 s = {0}, kv, xv;
                     for (isz i = 0; i < KH; i++)
                         for (isz j = 0; j < KW; j++) {
                             memcpy(&kv, wt + (i * KW + j) * 16, 64);
@@ -468,9 +431,9 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
         q = 0;
         if (lanes == 16)
             for (; q + 16 <= npix; q += 16) {
-                dwb_v16 r[16];
+                pd_v16 r[16];
                 memcpy(r, acc + q * 16, sizeof(r));
-                dwb_transpose(r);
+                pd_transpose16(r);
                 for (int l = 0; l < 16; l++) memcpy(dst[l] + q, &r[l], 64);
             }
         for (; q < npix; q++)

@@ -6,6 +6,7 @@
 /* ------------------------------------------------------------------------------------------------ */
 
 static const char *g_isa = "baseline";
+PD_HIDDEN int g_shuffles16 = 0; /* common.h */
 
 static void pick_isa(void) {
 #ifdef PD_X86_DISPATCH
@@ -21,7 +22,7 @@ static void pick_isa(void) {
     dw3_task_pick(isa);
     dws2_task_pick(isa);
     dwb_task_pick(isa);
-    g_dw_blocked = isa == PD_ISA_AVX512;
+    g_shuffles16 = isa == PD_ISA_AVX512;
     ba_task_pick(isa);
     aa_task_pick(isa);
     i2c_task_pick(isa);
@@ -103,12 +104,12 @@ static PyObject *py_inject_alloc_failure(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_set_depthwise_blocked(PyObject *self, PyObject *arg) {
+static PyObject *py_set_shuffles16(PyObject *self, PyObject *arg) {
     (void)self;
     const int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
-    const int before = g_dw_blocked;
-    g_dw_blocked = on;
+    const int before = g_shuffles16;
+    g_shuffles16 = on;
     return PyBool_FromLong(before);
 }
 
@@ -140,8 +141,9 @@ static PyMethodDef methods[] = {
     {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "the threads per kernel call"},
     {"isa", py_isa, METH_NOARGS, "the instruction set the kernels run with: baseline, avx2 or avx512"},
-    {"_set_depthwise_blocked", py_set_depthwise_blocked, METH_O,
-     "tests: use the channel-blocked depthwise form on small maps (default: with AVX-512); returns the old setting"},
+    {"_set_shuffles16", py_set_shuffles16, METH_O,
+     "tests: use the forms built on 16x16 in-register transposes (the channel-blocked depthwise on small maps, "
+     "packed_conv's vector write-out; default: with AVX-512); returns the old setting"},
     {"_inject_alloc_failure", py_inject_alloc_failure, METH_O,
      "tests: the n-th next task scratch allocation fails (0: none); the call it belongs to raises MemoryError"},
     {NULL, NULL, 0, NULL},
