@@ -45,10 +45,10 @@ PD_INLINE void gather_plane(float *restrict dst, const float *restrict src, isz 
     }
 }
 
+#define PF_ROWS 8 /* input rows ahead to prefetch: at batch 4 MobileNet's 112x112 maps come from memory, not cache */
 /* stride 2 x 2: the four phase planes (row phase pr, column phase pc) of the padded image in one pass over
  * the input rows, each row split into its even and odd columns: plane (pr, pc)[y][x] = image[2(y0 + y) + pr - pt][2x
  * + pc - pl] for the hq phase rows from y0 */
-#define PF_ROWS 8
 PD_INLINE void gather_phases_s2(float *restrict buf, const float *restrict src, isz h, isz w, isz y0, isz hq, isz wq,
                                 isz pt, isz pl, isz plane) {
     /* columns x where both 2x - pl and 2x + 1 - pl are inside the row: [xa, xb) */
