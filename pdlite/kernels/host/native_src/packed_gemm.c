@@ -25,7 +25,6 @@
 #define PK_KC 256   /* reduction steps per pass over a block */
 #define PK_CHUNK 32 /* tiles per column chunk (224 columns: its buffer is 56 KiB) */
 
-
 /* c[j*64 + 16v + i] (+)= sum_k a[k*16mv + 16v + i] * b[k*7 + j] for j < 7, v < mv, i < 16; `first`: c starts at 0 */
 PD_INLINE void pk_tile(const int mv, isz kc, const float *a, const float *b, float *c, int first) {
     pd_v16 acc[PK_NR][4];
@@ -131,7 +130,8 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
     const pk_args *a = (const pk_args *)vctx;
     float *cbuf = (float *)pd_scratch((size_t)PK_CHUNK * PK_NR * PK_MR * sizeof(float));
     if (!cbuf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
-    if (g_shuffles16) /* pk_write_t16 reads whole 16-column groups: the columns past a chunk's are zeros */
+    if (g_shuffles16) /* pk_write_t16 reads whole 16-column groups: past a chunk's columns, zeros or an earlier
+                       * block's values (finite; never written out) */
         memset(cbuf, 0, (size_t)PK_CHUNK * PK_NR * PK_MR * sizeof(float));
     const isz mpad = (a->M + 15) / 16 * 16;
     for (isz it = begin; it < end; it++) {
