@@ -6,7 +6,8 @@ Checked: what each rule rewrites and what it refuses (counts and reasons); that 
   scale), and hypothesis-drawn chains of affine steps (batch norm, constant Mul / Add / Sub in either input
   order) and quantizer-commuting ops (Relu, Clip, Max, Min, MaxPool, nearest Resize): the rewritten model's
   quantized output equals the original QDQ model's within one quantization step, on at least 99% of the
-  elements exactly (the int32 bias moves by <= half a product step, so only values on a rounding edge may flip);
+  elements exactly, all but one on small outputs (the int32 bias moves by <= half a product step, so only values
+  on a rounding edge may flip);
 - committed fixtures converted for `onnxruntime`: within 2e-2 * max|Paddle Inference's fp32 simulation| and
   the same top-1 for classifiers (per time step for the recogniser), the device tolerance of
   tests/quant/test_quant_devices.py; the batch norms after convs that stay float are not folded by ORT.
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.quant._util import ROOT, case, max_rel_err
@@ -101,16 +102,21 @@ def _ops(path: Path) -> Counter[str]:
     return Counter(n.op_type for n in onnx.load(str(path)).graph.node)
 
 
-def _same_codes(original: Any, fused: Any, x: np.ndarray, scale: float, optimized: Path | None = None) -> np.ndarray:
+def _same_codes(original: Any, fused: Any, x: np.ndarray, scale: float, optimized: Path | None = None,
+                copies: int = 1) -> np.ndarray:
     """Run both models on `x`; assert that the fused one's output is within one quantization step (`scale`) of the
-    original's, exactly on >= 99% of the elements (the int32 bias moves values on a rounding edge only), and, with
-    `optimized`, that ONNX Runtime's optimized model (written there) holds one QLinearConv. The original's output."""
+    original's, exactly on >= 99% of the conv's values, or all but one where there are under 100 of them (the
+    int32 bias moves values on a rounding edge only: hypothesis found a 5x4x4 output with one such flip); each
+    value lands in `copies` output elements (nearest Resize after the conv). With `optimized`, also that ONNX
+    Runtime's optimized model (written there) holds one QLinearConv. The original's output."""
     ref = _session(original).run(None, {"x": x})[0]
     got = _session(fused, optimized).run(None, {"x": x})[0]
     if optimized is not None:
         assert _ops(optimized)["QLinearConv"] == 1
     steps = np.abs(got - ref) / np.float32(scale)
-    assert steps.max() <= 1.0 + 1e-4 and (steps < 1e-3).mean() >= 0.99, (steps.max(), (steps < 1e-3).mean())
+    inexact = int((steps >= 1e-3).sum())
+    allowed = copies * max(1.0, 0.01 * steps.size / copies)
+    assert steps.max() <= 1.0 + 1e-4 and inexact <= allowed, (steps.max(), inexact, steps.size, copies)
     return ref
 
 
@@ -410,7 +416,11 @@ def test_random_chains_fold_into_one_qlinearconv_with_the_same_numbers(steps: li
     original, so = _random_chain(rng, steps)
     fused = onnx.load_from_string(original.SerializeToString())
     report = fuse_qdq(fused)
+    # several chained affine steps can scale the bias past int32 (e.g. four batch norms): a correct refusal, not
+    # a chain this test is about
+    assume(report.refused != {"bias out of int32 range": 1})
     assert report.convs == 1 and report.refused == {}, (steps, report)
     kinds = Counter(n.op_type for n in fused.graph.node)
     assert kinds["BatchNormalization"] == kinds["Mul"] == kinds["Add"] == kinds["Sub"] == kinds["Relu"] == 0
-    _same_codes(original, fused, rng.normal(0, 1.5, (1, 3, 8, 8)).astype(np.float32), so)
+    _same_codes(original, fused, rng.normal(0, 1.5, (1, 3, 8, 8)).astype(np.float32), so,
+                copies=4 ** steps.count("resize"))
