@@ -114,7 +114,7 @@ PD_INLINE void pk_write_t16(const pk_args *a, const float *c, isz n, isz m0, isz
                 } else {
                     float t[16];
                     memcpy(t, &r[i], sizeof(t));
-                    for (isz j = 0; j < nc; j++) o[i * a->L + j0 + j] = t[j];
+                    memcpy(o + i * a->L + j0, t, (size_t)nc * sizeof(float));
                 }
             }
         }
@@ -234,7 +234,7 @@ PD_INLINE isz pw_group(const pk_args *a, isz it, isz end, isz *n, isz *qa, isz *
 PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
     const pk_args *a = (const pk_args *)vctx;
     const conv_geo *g = &a->geo;
-    const isz ld = a->group * PW_NR;
+    const isz ld = a->group * PW_NR, npanels = (a->M + PW_MR - 1) / PW_MR;
     /* the gathered group, or (1x1 stride 1) the last, partial tile with zeros past L */
     float *buf = (float *)pd_scratch((size_t)(a->K * (a->pointwise ? PW_NR : ld)) * sizeof(float));
     if (!buf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
@@ -270,7 +270,6 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
             pw_group(a, it, end, &n2, &nqa, &nspan);
             nimg = a->x + n2 * g->C * g->H * g->W;
         }
-        const isz npanels = (a->M + PW_MR - 1) / PW_MR;
         for (isz m0 = 0; m0 < a->M; m0 += PW_MR) {
             const isz rows = a->M - m0 < PW_MR ? a->M - m0 : PW_MR;
             if (nimg) {
