@@ -2,9 +2,9 @@
 
 Allocation failures are injected through the extension's test hook (`_inject_alloc_failure(n)`: the n-th next
 task scratch allocation fails) into each kernel family that allocates scratch in its tasks: depthwise (the
-channel-blocked form on small maps, and without it the 3x3 stride-1, stride-2 and general forms), the blocked GEMM with gathered im2col columns, the
-packed GEMM (small and wide forms), pooling and Winograd; on 1 and 2 threads. After the error the same call
-succeeds and gives the numbers it gave before.
+channel-blocked form on small maps, and without it the 3x3 stride-1, stride-2 and general forms), the blocked
+GEMM with gathered im2col columns, the packed GEMM (small and wide forms), pooling and Winograd; on 1 and 2
+threads. After the error the same call succeeds and gives the numbers it gave before.
 """
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 Shapes cover its edges: output channels not a multiple of 16 or 64 (zero-padded panels of 16..64 rows), columns
 not a multiple of its 7-column tiles and more than one chunk of 32 tiles, reductions over several blocks of 256,
 1x1 convs read in place and every im2col geometry (stride, padding, dilation), batches, bias and activations.
-The packed form's write-out runs both ways (16x16
-in-register transposes, the default with AVX-512, and element by element). Tolerance as the other native kernels: max|native - ref| <= 1e-5 * max(1, max|ref|). Skipped when the extension
-is not built; it runs on every instruction set (only the conv kernel's choice of it needs AVX-512).
+The packed form's write-out runs both ways (16x16 in-register transposes, the default with AVX-512, and element
+by element). Tolerance as the other native kernels: max|native - ref| <= 1e-5 * max(1, max|ref|). Skipped when
+the extension is not built; it runs on every instruction set (only the conv kernel's choice of it needs AVX-512).
 """
 from __future__ import annotations
 
