@@ -452,9 +452,9 @@ out["gelu"] = native.bias_act(x.copy(), b, native.activation("gelu", {}))
 out["softmax"] = native.softmax(x * 9)
 out["layer_norm"] = native.layer_norm(x.reshape(16 * 19, 21), wd[0, :21].copy(), None, 1e-5, False)[0]
 wk = rng.standard_normal((20, 16 * 9), dtype=np.float32)
-out["packed"] = native.packed_conv(x, native.pack_weights(wk), None, 20, 10, 11, (3, 3),
+out["packed"] = native.packed_conv(x, native.pack_weights(wk.reshape(20, 16, 3, 3)), None, 20, 10, 11, (3, 3),
                                    (2, 2), (1, 1), (1, 1), (1, (0.0, 0.0, 0.0)))
-out["packed_wide"] = native.packed_conv(x, native.pack_weights(wk[:, :16], True), None, 20, 19, 21, (1, 1), (1, 1),
+out["packed_wide"] = native.packed_conv(x, native.pack_weights(wk[:, :16].reshape(20, 16, 1, 1), True), None, 20, 19, 21, (1, 1), (1, 1),
                                         (1, 1), (0, 0), (1, (0.0, 0.0, 0.0)), True)
 if native.gemm_available():
     w3 = rng.standard_normal((8, 16, 3, 3), dtype=np.float32)
@@ -650,7 +650,7 @@ def _entry_calls() -> list[tuple[str, list[object], list[int]]]:
         ("softmax", [f(4, 6), f(4, 6), (4, 6)], [0, 1]),
     ]
     if native.packed_gemm_fast():
-        wp = native.pack_weights(f(4, 36))
+        wp = native.pack_weights(f(4, 4, 3, 3))
         calls.append(("packed_conv", [f(1, 4, 6, 6), wp, f(4), f(1, 4, 6, 6), geo, 1, no], [0, 1, 2, 3]))
     return [(name, args, bufs) for name, args, bufs in calls if hasattr(_native, name)]
 

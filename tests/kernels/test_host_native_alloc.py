@@ -52,8 +52,8 @@ def _calls() -> dict:
         calls["gemm_im2col"] = lambda: native.conv2d_gemm(x, w.reshape(1, 16, 72), None, 12, 12, (3, 3), (1, 1),
                                                           (1, 1), (1, 1))
     big = _x(1, 128, 7, 7)
-    small_w = native.pack_weights(_x(64, 128))
-    wide_w = native.pack_weights(w.reshape(16, -1), True)
+    small_w = native.pack_weights(_x(64, 128, 1, 1))
+    wide_w = native.pack_weights(w, True)
     calls["packed_small"] = lambda: native.packed_conv(big, small_w, None, 64, 7, 7, (1, 1), (1, 1), (1, 1), (0, 0))
     calls["packed_wide"] = lambda: native.packed_conv(x, wide_w, None, 16, 12, 12, (3, 3), (1, 1), (1, 1), (1, 1),
                                                       wide=True)

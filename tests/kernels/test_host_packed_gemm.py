@@ -70,6 +70,10 @@ CASES = [
     (2, 20, 10, 11, 13, 1, 1, 0, 1, True, "relu"),  # wide: 1x1, 110 columns (2 tiles in place, 14 packed), 13 rows
     (1, 12, 9, 9, 40, 1, 1, 0, 1, True, "leaky_relu"),  # an activation applied over the written rows, 81 columns
     (1, 12, 9, 9, 40, 1, 1, 0, 1, False, "leaky_relu"),  # the same without bias
+    # kernel rows over the padding skipped per tile (the packed form's reduction is tap-major):
+    (1, 16, 4, 5, 20, 3, 1, 3, 1, True, "relu"),  # pad 3: output rows 0 and 7 all padding (bias only), 9 wide
+    (2, 32, 7, 7, 48, 3, 1, 1, 1, False, None),  # 7x7 maps, batch 2: each image's top and bottom rows skip a row
+    (1, 24, 9, 8, 16, 3, 1, 2, 2, True, "relu6"),  # dilation 2, pad 2: tiles across two output rows
 ]
 
 
@@ -82,7 +86,7 @@ def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act, w
     x, wt = rand(n, c, h, w, seed=1), rand(m, c, k, k, seed=2)
     bias = rand(m, seed=3) if has_bias else None
     ref, g = reference(x, wt, bias, k, s, p, d, act)
-    wp = native.pack_weights(wt.reshape(m, -1), wide)
+    wp = native.pack_weights(wt, wide)
     assert wp.size == -(-m // (8 if wide else 16)) * (8 if wide else 16) * c * k * k
     with shuffles16(t16):
         got = native.packed_conv(x, wp, bias, m, g.oh, g.ow, (k, k), (s, s), (d, d), (p, p), ACT_CODES[act], wide)
@@ -94,7 +98,7 @@ def test_packed_conv_matches_float64(n, c, h, w, m, k, s, p, d, has_bias, act, w
 @pytest.mark.parametrize("threads", [2, 3])
 def test_packed_conv_thread_counts_give_the_same_results(threads, wide, t16):
     x, wt, b = rand(2, 48, 9, 9, seed=4), rand(80, 48, 3, 3, seed=5), rand(80, seed=6)
-    wp = native.pack_weights(wt.reshape(80, -1), wide)
+    wp = native.pack_weights(wt, wide)
     outs = []
     for t in (1, threads):
         with native_threads(t), shuffles16(t16):
@@ -114,7 +118,7 @@ def test_packed_wide_thread_ranges(n, c, h, w, k, p, threads):
     within tolerance of float64."""
     x, wt, b = rand(n, c, h, w, seed=10), rand(24, c, k, k, seed=11), rand(24, seed=12)
     ref, g = reference(x, wt, b, k, 1, p, 1, "relu")
-    wp = native.pack_weights(wt.reshape(24, -1), True)
+    wp = native.pack_weights(wt, True)
     outs = []
     for t in (1, threads):
         with native_threads(t):
@@ -126,7 +130,7 @@ def test_packed_wide_thread_ranges(n, c, h, w, k, p, threads):
 
 def test_packed_conv_checks_buffers():
     x, wt = rand(1, 8, 5, 5), rand(20, 8, 1, 1)
-    wp = native.pack_weights(wt.reshape(20, 8))
+    wp = native.pack_weights(wt)
     from pdlite.kernels.host import _native
 
     with pytest.raises(ValueError, match="packed weights"):  # packed for 20 rows: 32 * 8 floats, not 20 * 8

@@ -318,7 +318,8 @@ class Conv2d(Kernel):
         form = None if wino else self.packed(g, kind)
         if form is not None:
             wide = form == "wide"
-            wp = (self._packed_wide if wide else self._packed).get(w_src, lambda f: native.pack_weights(w, wide))
+            w4 = w.reshape(g.oc, g.c, g.kh, g.kw)
+            wp = (self._packed_wide if wide else self._packed).get(w_src, lambda f: native.pack_weights(w4, wide))
             return native.packed_plan(wp, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
                                       pads, act, wide)
         if not native.gemm_available():

@@ -335,13 +335,17 @@ def packed_gemm_fast() -> bool:
 
 
 def pack_weights(w: np.ndarray, wide: bool = False) -> np.ndarray:
-    """Weights (M, K) packed for packed_conv: rows padded with zeros to a multiple of 16, in panels of 64 rows
-    (the last one 16..64), each laid out (K, rows); `wide` (its form for large maps): to a multiple of 8, in
-    panels of 8 rows."""
-    m, k = w.shape
+    """A conv filter (M, C, KH, KW) packed for packed_conv: rows padded with zeros to a multiple of 16, in panels
+    of 64 rows (the last one 16..64), each laid out (K, rows) with K = KH*KW*C tap-major (kernel tap, then input
+    channel: a tile skips the kernel rows that fall in the padding); `wide` (its form for large maps): to a
+    multiple of 8, in panels of 8 rows, K in the filter's order (C, KH, KW)."""
+    if w.ndim != 4:
+        raise ValueError(f"pack_weights: expected a conv filter (M, C, KH, KW), got shape {w.shape}")
+    m = w.shape[0]
+    w = w.reshape(m, -1) if wide else w.transpose(0, 2, 3, 1).reshape(m, -1)
     align, panel = (8, 8) if wide else (16, PACK_ROWS)
     mp = -(-m // align) * align
-    wp = np.zeros((mp, k), dtype=F32)
+    wp = np.zeros((mp, w.shape[1]), dtype=F32)
     wp[:m] = w
     return np.concatenate([wp[p:p + panel].T.ravel() for p in range(0, mp, panel)])
 
@@ -349,7 +353,7 @@ def pack_weights(w: np.ndarray, wide: bool = False) -> np.ndarray:
 def packed_conv(x: np.ndarray, wp: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
                 kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
                 pads: tuple[int, int], act: Act = NO_ACT, wide: bool = False) -> np.ndarray:
-    """Conv (one group) of NCHW x with weights packed by pack_weights(.., wide) from (M, C*kh*kw), by the native
+    """Conv (one group) of NCHW x with weights packed by pack_weights(.., wide) from (M, C, kh, kw), by the native
     kernel with its own register tiles: act(conv + bias), (N, M, oh, ow). `pads` = (top, left)."""
     return packed_plan(wp, bias, x.shape, m, oh, ow, kernel, strides, dilations, pads, act, wide)(
         _f32(x, "packed_conv"))
