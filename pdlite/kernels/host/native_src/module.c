@@ -27,6 +27,7 @@ static void pick_isa(void) {
     aa_task_pick(isa);
     i2c_task_pick(isa);
     pool_task_pick(isa);
+    pool_row_pick(isa);
     gemm_task_pick(isa);
     wino_in_task_pick(isa);
     wino_gemm_task_pick(isa);
