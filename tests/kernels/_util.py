@@ -125,6 +125,19 @@ def shuffles16(on: bool) -> Iterator[None]:
         native._ext._set_shuffles16(before)
 
 
+@contextmanager
+def depthwise_rows(on: bool) -> Iterator[None]:
+    """The native depthwise kernel's row-vector form (stride 1, maps more than 8 wide; it runs only with AVX-512) on
+    or off inside the block; the setting before is put back after."""
+    from pdlite.kernels.host import native
+
+    before = native._ext._set_depthwise_rows(on)
+    try:
+        yield
+    finally:
+        native._ext._set_depthwise_rows(before)
+
+
 def run1(op_type: str, ins: Ins, attrs: dict | None = None, **kw: Any) -> np.ndarray:
     """The single `Out` of an op."""
     return run_op(op_type, ins, attrs, **kw)["Out"][0]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pdlite.kernels.host import conv as conv_module
 from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
-from tests.kernels._util import kernel_class, make_op, native_threads, shuffles16
+from tests.kernels._util import depthwise_rows, kernel_class, make_op, native_threads, shuffles16
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
 
@@ -63,11 +63,12 @@ def run_both(op_type: str, ins: dict, attrs: dict, out_slot: str = "Output") -> 
     return res[0], res[1]
 
 
-@pytest.fixture(params=["blocked", "planar"])
+@pytest.fixture(params=["rows", "blocked", "planar"])
 def dw_form(request):
-    """Runs a depthwise test with the channel-blocked form on small maps (the default with AVX-512) and without it
-    (the planar forms: dw3 / dws2 / the general one), whatever this CPU's default."""
-    with shuffles16(request.param == "blocked"):
+    """Runs a depthwise test with the AVX-512 forms as by default there (the row-vector form for stride 1, the
+    channel-blocked one on other small maps), with the channel-blocked form only, and with neither (the planar
+    forms: dw3 / dws2 / the general one), whatever this CPU's default."""
+    with shuffles16(request.param != "planar"), depthwise_rows(request.param == "rows"):
         yield request.param
 
 
@@ -130,15 +131,15 @@ def test_depthwise_native_matches_numpy_and_naive(xs, mult, k, strides, pads, di
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 2), c=st.integers(1, 6), mult=st.integers(1, 2), h=st.integers(1, 17), w=st.integers(1, 17),
        k=st.sampled_from([1, 2, 3, 5]), s=st.integers(1, 3), d=st.integers(1, 2), p=st.integers(0, 3),
-       blocked=st.booleans())
-def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p, blocked):
+       form=st.sampled_from(["rows", "blocked", "planar"]))
+def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p, form):
     if (h + 2 * p - d * (k - 1) - 1) < 0 or (w + 2 * p - d * (k - 1) - 1) < 0:
         return
     x, wt, b = rand(n, c, h, w, seed=h * 31 + w), rand(c * mult, 1, k, k, seed=k), rand(c * mult, seed=5)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[d, d], groups=c)
-    with shuffles16(blocked):
+    with shuffles16(form != "planar"), depthwise_rows(form == "rows"):
         got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": wt, "Bias": b}, attrs)
-    check(got, ref, f"{(n, c, mult, h, w, k, s, d, p, blocked)}")
+    check(got, ref, f"{(n, c, mult, h, w, k, s, d, p, form)}")
 
 
 # 3x3 stride-1 convs with one pixel of padding all round run native_src/depthwise.c's dw3 path (straight from the
@@ -173,7 +174,7 @@ def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
     n, c, h, wd = xs
     x, w, b = rand(*xs, seed=21, scale=3.0), rand(c * mult, 1, k, k, seed=22), rand(c * mult, seed=23)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[1, 1], groups=c)
-    with shuffles16(True):
+    with shuffles16(True), depthwise_rows(False):
         if act:
             got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
                                 dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
@@ -181,6 +182,33 @@ def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
             got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
             check(got, naive_conv(x, w, (s, s), (p, p, p, p), (1, 1), c, b).astype(np.float64), f"native vs naive {xs}")
     check(got, ref, f"native vs numpy {xs} x{mult} k{k} s{s} p{p} {act}")
+
+
+# The row-vector form (stride 1, 9 to 64 wide, AVX-512): 3x3 padding 1 in one band and several (rows per band:
+# 2048 / width), widths with a partial last vector and up to 64 (the largest it takes; 65, 100: other forms), other
+# kernels (5x5, 7x7, 1x3, column dilation, asymmetric and large padding: whole rows in the padding), multipliers,
+# batches, activations in registers (relu6) and after (hard_swish).
+@pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
+@pytest.mark.parametrize("xs,mult,k,pads,dil", [
+    ((1, 3, 14, 14), 1, (3, 3), (1, 1, 1, 1), (1, 1)), ((2, 4, 9, 9), 2, (3, 3), (1, 1, 1, 1), (1, 1)),
+    ((1, 2, 70, 64), 1, (3, 3), (1, 1, 1, 1), (1, 1)), ((1, 2, 5, 65), 1, (3, 3), (1, 1, 1, 1), (1, 1)),
+    ((1, 2, 6, 100), 1, (3, 3), (1, 1, 1, 1), (1, 1)), ((1, 3, 130, 17), 1, (3, 3), (1, 1, 1, 1), (1, 1)),
+    ((1, 3, 14, 14), 1, (5, 5), (2, 2, 2, 2), (1, 1)), ((2, 2, 11, 40), 1, (7, 7), (3, 3, 3, 3), (1, 1)),
+    ((1, 2, 12, 20), 1, (1, 3), (0, 0, 1, 1), (1, 1)), ((1, 2, 12, 20), 1, (3, 3), (1, 1, 2, 2), (1, 2)),
+    ((1, 2, 10, 12), 1, (3, 3), (0, 2, 1, 0), (1, 1)), ((1, 2, 6, 15), 1, (3, 3), (4, 4, 1, 1), (1, 1)),
+    ((1, 2, 7, 61), 1, (3, 5), (1, 1, 2, 2), (1, 1))])
+def test_depthwise_row_vector_form(xs, mult, k, pads, dil, act):
+    c = xs[1]
+    x, w, b = rand(*xs, seed=31, scale=3.0), rand(c * mult, 1, *k, seed=32), rand(c * mult, seed=33)
+    attrs = dict(strides=[1, 1], paddings=list(pads), dilations=list(dil), groups=c)
+    with depthwise_rows(True):
+        if act:
+            got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
+                                dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
+        else:
+            got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
+            check(got, naive_conv(x, w, (1, 1), pads, dil, c, b).astype(np.float64), f"native vs naive {xs}")
+    check(got, ref, f"native vs numpy {xs} x{mult} k{k} {pads} {dil} {act}")
 
 
 @pytest.mark.parametrize("act", list(ACTS))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pdlite.kernels.host import native
-from tests.kernels._util import native_threads, shuffles16
+from tests.kernels._util import depthwise_rows, native_threads, shuffles16
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="native extension not built")
 rng = np.random.default_rng(0)
@@ -28,9 +28,9 @@ def _x(*shape: int) -> np.ndarray:
 
 def _dw(x, w, blocked: bool, out: int, k, s, p):
     """A depthwise call (8 channels, out x out) with the channel-blocked form on small maps on or off (then the
-    planar forms), whatever this CPU's default."""
+    planar forms), whatever this CPU's default (the row-vector form off: it takes no scratch memory)."""
     def call():
-        with shuffles16(blocked):
+        with shuffles16(blocked), depthwise_rows(False):
             return native.depthwise_conv2d(x, w, None, 8, out, out, k, s, (1, 1), p)
     return call
 

@@ -446,6 +446,8 @@ PD_HIDDEN void aa_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);
 PD_HIDDEN void pool_task_pick(int isa);
 PD_HIDDEN void pool_row_pick(int isa);
+PD_HIDDEN void dwr_pick(int isa);
+extern PD_HIDDEN int g_dwr_on; /* depthwise.c's row-vector form (tests' hook: _set_depthwise_rows) */
 PD_HIDDEN void gemm_task_pick(int isa);
 PD_HIDDEN void wino_in_task_pick(int isa);
 PD_HIDDEN void wino_gemm_task_pick(int isa);

@@ -28,6 +28,7 @@ static void pick_isa(void) {
     i2c_task_pick(isa);
     pool_task_pick(isa);
     pool_row_pick(isa);
+    dwr_pick(isa);
     gemm_task_pick(isa);
     wino_in_task_pick(isa);
     wino_gemm_task_pick(isa);
@@ -114,6 +115,15 @@ static PyObject *py_set_shuffles16(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(before);
 }
 
+static PyObject *py_set_depthwise_rows(PyObject *self, PyObject *arg) {
+    (void)self;
+    const int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    const int before = g_dwr_on;
+    g_dwr_on = on;
+    return PyBool_FromLong(before);
+}
+
 static PyObject *py_isa(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
@@ -142,6 +152,9 @@ static PyMethodDef methods[] = {
     {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "the threads per kernel call"},
     {"isa", py_isa, METH_NOARGS, "the instruction set the kernels run with: baseline, avx2 or avx512"},
+    {"_set_depthwise_rows", py_set_depthwise_rows, METH_O,
+     "tests: use the depthwise kernel's row-vector form for stride 1 (default: on; it runs only with AVX-512); "
+     "returns the old setting"},
     {"_set_shuffles16", py_set_shuffles16, METH_O,
      "tests: use the forms built on 16x16 in-register transposes (the channel-blocked depthwise on small maps, "
      "packed_conv's vector write-out; default: with AVX-512); returns the old setting"},
