@@ -184,10 +184,20 @@ def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
     check(got, ref, f"native vs numpy {xs} x{mult} k{k} s{s} p{p} {act}")
 
 
-# The row-vector form (stride 1, 9 to 64 wide, AVX-512): 3x3 padding 1 in one band and several (rows per band:
-# 2048 / width), widths with a partial last vector and up to 64 (the largest it takes; 65, 100: other forms), other
-# kernels (5x5, 7x7, 1x3, column dilation, asymmetric and large padding: whole rows in the padding), multipliers,
-# batches, activations in registers (relu6) and after (hard_swish).
+# The row-vector form (outputs 9 to 64 wide, AVX-512): stride 1 with 3x3 padding 1 in one band and several (rows
+# per band: 2048 / width), widths with a partial last vector and up to 64 (the largest it takes; 65, 100: other
+# forms), other kernels (5x5, 7x7, 1x3, column dilation, asymmetric and large padding: whole rows in the padding);
+# 3x3 stride 2 padding 1 on even and odd widths (the last output reading past the row) and heights, one to four
+# vectors per output row; multipliers, batches, activations in registers (relu6) and after (hard_swish).
+@pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
+@pytest.mark.parametrize("xs,mult,k,pads,dil,s", [
+    ((1, 3, 20, 18), 1, (3, 3), (1, 1, 1, 1), (1, 1), 2), ((2, 2, 17, 35), 2, (3, 3), (1, 1, 1, 1), (1, 1), 2),
+    ((1, 2, 9, 112), 1, (3, 3), (1, 1, 1, 1), (1, 1), 2), ((1, 2, 6, 127), 1, (3, 3), (1, 1, 1, 1), (1, 1), 2),
+    ((1, 2, 5, 129), 1, (3, 3), (1, 1, 1, 1), (1, 1), 2), ((1, 2, 33, 64), 1, (3, 3), (1, 1, 1, 1), (1, 1), 2)])
+def test_depthwise_row_vector_form_stride_2(xs, mult, k, pads, dil, s, act):
+    test_depthwise_row_vector_form(xs, mult, k, pads, dil, act, s)
+
+
 @pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
 @pytest.mark.parametrize("xs,mult,k,pads,dil", [
     ((1, 3, 14, 14), 1, (3, 3), (1, 1, 1, 1), (1, 1)), ((2, 4, 9, 9), 2, (3, 3), (1, 1, 1, 1), (1, 1)),
@@ -197,18 +207,18 @@ def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
     ((1, 2, 12, 20), 1, (1, 3), (0, 0, 1, 1), (1, 1)), ((1, 2, 12, 20), 1, (3, 3), (1, 1, 2, 2), (1, 2)),
     ((1, 2, 10, 12), 1, (3, 3), (0, 2, 1, 0), (1, 1)), ((1, 2, 6, 15), 1, (3, 3), (4, 4, 1, 1), (1, 1)),
     ((1, 2, 7, 61), 1, (3, 5), (1, 1, 2, 2), (1, 1))])
-def test_depthwise_row_vector_form(xs, mult, k, pads, dil, act):
+def test_depthwise_row_vector_form(xs, mult, k, pads, dil, act, s=1):
     c = xs[1]
     x, w, b = rand(*xs, seed=31, scale=3.0), rand(c * mult, 1, *k, seed=32), rand(c * mult, seed=33)
-    attrs = dict(strides=[1, 1], paddings=list(pads), dilations=list(dil), groups=c)
+    attrs = dict(strides=[s, s], paddings=list(pads), dilations=list(dil), groups=c)
     with depthwise_rows(True):
         if act:
             got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
                                 dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
         else:
             got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
-            check(got, naive_conv(x, w, (1, 1), pads, dil, c, b).astype(np.float64), f"native vs naive {xs}")
-    check(got, ref, f"native vs numpy {xs} x{mult} k{k} {pads} {dil} {act}")
+            check(got, naive_conv(x, w, (s, s), pads, dil, c, b).astype(np.float64), f"native vs naive {xs}")
+    check(got, ref, f"native vs numpy {xs} x{mult} k{k} s{s} {pads} {dil} {act}")
 
 
 @pytest.mark.parametrize("act", list(ACTS))

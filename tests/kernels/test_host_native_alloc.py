@@ -81,7 +81,9 @@ def test_failure_raises_only_in_the_call_it_hit(threads: int) -> None:
     """Two Python threads call a native kernel over and over at once (the kernels release the GIL) while one
     allocation failure is injected: exactly one call raises MemoryError, the one whose task could not get its
     memory. (The count was process-wide: a call running at the same time raised too.)"""
-    x, w = _x(1, 16, 96, 96), _x(16, 9)  # stride 2 to 48x48: the planar stride-2 form, scratch in every task
+    # stride 2 to 48x48: the planar stride-2 form (the row-vector form, which takes no scratch, off), scratch in every
+    # task
+    x, w = _x(1, 16, 96, 96), _x(16, 9)
     errors: list[int] = []
     started = threading.Barrier(3)
     stop = threading.Event()
@@ -95,7 +97,7 @@ def test_failure_raises_only_in_the_call_it_hit(threads: int) -> None:
                 errors.append(who)
 
     workers = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
-    with native_threads(threads):
+    with native_threads(threads), depthwise_rows(False):
         try:
             for t in workers:
                 t.start()

@@ -445,15 +445,17 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
     free(mem);
 }
 
-/* The row-vector form (dwr_applies: AVX-512, stride 1, no row dilation, maps 9 to 64 wide): planar, output rows in
- * up to 4 vectors of 16 columns, the taps' input columns read by masked loads (lanes that fall in the padding or past
- * the row read as 0: no padded copy, no edge cases, no transposes). 3x3 with padding 1 (dwr3_plane): 16 columns at a
- * time down a band of rows, the three input rows' vectors slid down in registers; other kernels (dwr_plane): 4
- * output rows at a time. Inside the models (one process, the form toggled between runs, one Zen 4 core), against
- * the channel-blocked form (maps up to 32x32) and the planar dw3 form: 512ch 14x14 0.385 -> 0.200 ms (batch 4 1.99
- * -> 0.76), 256ch 28x28 0.151 -> 0.067, 128ch 56x56 0.234 -> 0.140; MobileNetV1 / V2 3-4% faster end to end. Left
- * to the other forms: 7x7 maps (3x3 no faster, 5x5 1.3x slower than the blocked form) and maps wider than 64 (its
- * bands on 112x112 at batch 4, from memory, 1.4x slower than dw3). */
+/* The row-vector form (dwr_applies: AVX-512, outputs 9 to 64 wide; stride 1 without row dilation, or 3x3 stride 2
+ * padding 1): planar, output rows in up to 4 vectors of 16 columns, the taps' input columns read by masked loads
+ * (lanes that fall in the padding or past the row read as 0: no padded copy, no edge cases, no transposes). 3x3
+ * stride 1 padding 1 (dwr3_plane): 16 columns at a time down a band of rows, the three input rows' vectors slid down
+ * in registers; other stride-1 kernels (dwr_plane): 4 output rows at a time; 3x3 stride 2 (dwr_s2_plane): even / odd
+ * input columns picked by shuffles, rows in order. Inside the models (one process, the form toggled between runs,
+ * one Zen 4 core), against the channel-blocked form (maps up to 32x32) and the planar dw3 / polyphase forms: 512ch
+ * 14x14 0.385 -> 0.200 ms (batch 4 3.05 -> 1.03), 256ch 28x28 0.151 -> 0.067, 128ch 56x56 0.234 -> 0.140; stride
+ * 2: 64ch 112x112 at batch 4 1.78 -> 0.93, 96ch 112x112 0.414 -> 0.220; MobileNetV1 b4 62.7 -> 58.2 ms, MobileNetV2
+ * b1 10.00 -> 9.29. Left to the other forms: 7x7 outputs (3x3 no faster, 5x5 1.3x slower than the blocked form) and
+ * stride-1 maps wider than 64 (its bands on 112x112 at batch 4, from memory, 1.4x slower than dw3). */
 #define DWR_MAX_W 64 /* output columns: up to 4 vectors per row */
 #define DWR_BAND_FLOATS 2048 /* the 3x3 form on maps more than 16 wide: rows per band (8 KiB of input) */
 PD_HIDDEN int g_dwr_on = 1;
@@ -467,9 +469,15 @@ static int dwr3_applies(const dw_args *a) {
     return a->KH == 3 && a->KW == 3 && a->PT == 1 && a->PL == 1 && a->DW == 1 && a->OH == a->H && a->OW == a->W;
 }
 
+/* 3x3, stride 2, padding 1 (dwr_s2_plane) */
+static int dwr_s2_applies(const dw_args *a) {
+    return a->KH == 3 && a->KW == 3 && a->SH == 2 && a->SW == 2 && a->DH == 1 && a->DW == 1 && a->PT == 1 &&
+           a->PL == 1;
+}
+
 static int dwr_applies(const dw_args *a) {
-    return g_dwr_avx512 && g_dwr_on && a->SH == 1 && a->SW == 1 && a->DH == 1 && a->OW > 8 && a->OW <= DWR_MAX_W &&
-           a->KW <= 16;
+    return g_dwr_avx512 && g_dwr_on && a->OW > 8 && a->OW <= DWR_MAX_W &&
+           ((a->SH == 1 && a->SW == 1 && a->DH == 1 && a->KW <= 16) || dwr_s2_applies(a));
 }
 
 #define DWR_ROWS 4 /* output rows computed together (independent accumulators; each input row loaded once for them) */
@@ -560,6 +568,47 @@ PD_TARGET_AVX512 static inline __attribute__((always_inline)) void dwr3_plane(co
     }
 }
 
+/* 3x3, stride 2, padding 1 (dwr_s2_applies), one plane, output row by output row (input rows in order, 8 rows
+ * prefetched ahead: on 112x112 maps at batch 4 they come from memory): for each vector of 16 output columns x, an
+ * input row's columns 2x and 2x + 1 are the even / odd lanes of two loads (32 columns from 32v), picked by two-vector
+ * shuffles, and its columns 2x - 1 are the odd ones moved up a lane, lane 0 from the vector before (zero at the
+ * left edge). */
+PD_TARGET_AVX512 static void dwr_s2_plane(const dw_args *a, const float *src, const float *wt, float *dst, float bias,
+                                          const __mmask16 lm[2][4], const __mmask16 sm[4], isz nv) {
+    const isz OH = a->OH, OW = a->OW, H = a->H, W = a->W;
+    const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(a->act.a0), bv = _mm512_set1_ps(bias);
+    const int relu = a->act.kind == ACT_RELU || a->act.kind == ACT_RELU6, relu6 = a->act.kind == ACT_RELU6;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512 w[9];
+    for (int i = 0; i < 9; i++) w[i] = _mm512_set1_ps(wt[i]);
+    for (isz oy = 0; oy < OH; oy++) {
+        for (isz iy = 2 * oy + 1 + 2 * 8; iy < 2 * oy + 3 + 2 * 8 && iy < H; iy++)
+            for (isz c = 0; c < W; c += 16) __builtin_prefetch(src + iy * W + c, 0, 3);
+        __m512 carry[3] = {zero, zero, zero}; /* per kernel row: the previous vector's odd lanes */
+        for (isz v = 0; v < nv; v++) {
+            __m512 y = zero;
+            for (isz kh = 0; kh < 3; kh++) {
+                const isz iy = 2 * oy - 1 + kh;
+                if (iy < 0 || iy >= H) continue;
+                const float *r = src + iy * W + 32 * v;
+                const __m512 lo = _mm512_maskz_loadu_ps(lm[0][v], r), hi = _mm512_maskz_loadu_ps(lm[1][v], r + 16);
+                const __m512 e = _mm512_permutex2var_ps(lo, even, hi), o = _mm512_permutex2var_ps(lo, odd, hi);
+                const __m512 left = _mm512_castsi512_ps(
+                    _mm512_alignr_epi32(_mm512_castps_si512(o), _mm512_castps_si512(carry[kh]), 15));
+                carry[kh] = o;
+                y = _mm512_fmadd_ps(left, w[kh * 3], y);
+                y = _mm512_fmadd_ps(e, w[kh * 3 + 1], y);
+                y = _mm512_fmadd_ps(o, w[kh * 3 + 2], y);
+            }
+            if (a->bias) y = _mm512_add_ps(y, bv);
+            if (relu) y = _mm512_max_ps(zero, y);
+            if (relu6) y = _mm512_min_ps(top, y);
+            _mm512_mask_storeu_ps(dst + oy * OW + v * 16, sm[v], y);
+        }
+    }
+}
+
 PD_TARGET_AVX512 static void dwr_task(void *vctx, isz begin, isz end) {
     const dw_args *a = (const dw_args *)vctx;
     const isz OW = a->OW, W = a->W, KH = a->KH, KW = a->KW;
@@ -578,14 +627,22 @@ PD_TARGET_AVX512 static void dwr_task(void *vctx, isz begin, isz end) {
             }
         }
     }
-    const int three = dwr3_applies(a);
+    const int three = dwr3_applies(a), s2 = a->SH == 2;
+    __mmask16 l2[2][4]; /* stride 2: the two loads of 16 input columns from 32v */
+    for (isz v = 0; v < 4; v++)
+        for (isz h = 0; h < 2; h++) {
+            l2[h][v] = 0;
+            for (isz l = 0; l < 16; l++) l2[h][v] |= (__mmask16)((32 * v + 16 * h + l < W) << l);
+        }
     const isz band = W <= 16 ? a->H : DWR_BAND_FLOATS / W; /* rows per band */
     for (isz p = begin; p < end; p++) {
         const isz n = p / a->OC, oc = p % a->OC;
         const float *src = a->x + (n * a->C + oc / mult) * plane, *wt = a->w + oc * KH * KW;
         float *dst = a->out + p * a->OH * OW;
         const float b = a->bias ? a->bias[oc] : 0.0f;
-        if (three) /* bands of rows (in L1), in each 16 columns at a time down the band */
+        if (s2)
+            dwr_s2_plane(a, src, wt, dst, b, l2, sm, nv);
+        else if (three) /* bands of rows (in L1), in each 16 columns at a time down the band */
             for (isz y0 = 0; y0 < a->H; y0 += band) {
                 const isz y1 = a->H - y0 < band ? a->H : y0 + band;
                 for (isz v = 0; v < nv; v++)
