@@ -106,22 +106,23 @@ static PyObject *py_inject_alloc_failure(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_set_shuffles16(PyObject *self, PyObject *arg) {
-    (void)self;
+/* the tests' switches: *flag = truth of arg; returns the old setting */
+static PyObject *set_flag(int *flag, PyObject *arg) {
     const int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
-    const int before = g_shuffles16;
-    g_shuffles16 = on;
+    const int before = *flag;
+    *flag = on;
     return PyBool_FromLong(before);
+}
+
+static PyObject *py_set_shuffles16(PyObject *self, PyObject *arg) {
+    (void)self;
+    return set_flag(&g_shuffles16, arg);
 }
 
 static PyObject *py_set_depthwise_rows(PyObject *self, PyObject *arg) {
     (void)self;
-    const int on = PyObject_IsTrue(arg);
-    if (on < 0) return NULL;
-    const int before = g_dwr_on;
-    g_dwr_on = on;
-    return PyBool_FromLong(before);
+    return set_flag(&g_dwr_on, arg);
 }
 
 static PyObject *py_isa(PyObject *self, PyObject *noargs) {
