@@ -75,6 +75,7 @@ def program_files(d: Path) -> tuple[Path, Path]:
 
 Runner = Callable[[], object]
 NOTES: list[str] = []  # in a worker: what to tell the parent with `ready` (auto's choice)
+NATIVE_ENV = "PDLITE_BENCH_NATIVE"  # "1": the parent runs the native host kernels, so must every pdlite worker
 
 
 def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
@@ -234,6 +235,11 @@ def worker_main(kind: str, d: str, batch: str, threads: str, warmup: str, onnx: 
     """A worker process: build one contender, say `ready`, then run N times per line read, reply with the times."""
     path, b, t = Path(d), int(batch), int(threads)
     feeds = feeds_for(path, b)
+    if kind.startswith("pdlite-"):
+        from pdlite.kernels.host import native
+        if os.environ.get(NATIVE_ENV) == "1" and not native.available():
+            raise SystemExit(f"{kind}: the native host kernels the run started with are not in use in this worker "
+                             f"({native.load_note}); was pdlite/kernels/host/native_src/ edited during the run?")
     if kind == "pdlite-host":
         run = make_pdlite(path, feeds, t, None)
     elif kind.startswith("pdlite-"):
@@ -308,6 +314,12 @@ def main() -> int:
     except OSError:
         pass
     print(f"machine: {cpu}, {os.cpu_count()} CPUs; {versions()}")
+    from pdlite.kernels.host import native
+    print(f"pdlite native host kernels: {'in use' if native.available() else 'NOT in use'}, {native.load_note}"
+          + (f", ISA {native.isa()}" if native.available() else ""))
+    # the workers check they load the same kind of host kernels (native_src/ edited during a run: a stale build, the
+    # NumPy kernels timed silently)
+    os.environ[NATIVE_ENV] = "1" if native.available() else "0"
     more = f" (or more, to fill {args.block_ms:g} ms)" if args.block_ms else ""
     print(f"median ms of {args.rounds} x {args.block}{more} runs per contender and process ({args.procs} process(es) "
           f"per contender), interleaved in blocks (each after {args.block_warmup} untimed), after {args.warmup} "
