@@ -154,11 +154,11 @@ static PyMethodDef methods[] = {
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "the threads per kernel call"},
     {"isa", py_isa, METH_NOARGS, "the instruction set the kernels run with: baseline, avx2 or avx512"},
     {"_set_depthwise_rows", py_set_depthwise_rows, METH_O,
-     "tests: use the depthwise kernel's row-vector form for stride 1 (default: on; it runs only with AVX-512); "
-     "returns the old setting"},
+     "tests: use the depthwise kernel's row-vector form (stride 1, 3x3 stride 2; default: on; it runs only with "
+     "AVX-512); returns the old setting"},
     {"_set_shuffles16", py_set_shuffles16, METH_O,
-     "tests: use the forms built on 16x16 in-register transposes (the channel-blocked depthwise on small maps, "
-     "packed_conv's vector write-out; default: with AVX-512); returns the old setting"},
+     "tests: use the forms built on 16-lane shuffles (the channel-blocked depthwise on small maps, packed_conv's "
+     "vector write-out, the 3x3 stride-2 max pool's column taps; default: with AVX-512); returns the old setting"},
     {"_inject_alloc_failure", py_inject_alloc_failure, METH_O,
      "tests: the n-th next task scratch allocation fails (0: none); the call it belongs to raises MemoryError"},
     {NULL, NULL, 0, NULL},
