@@ -454,8 +454,9 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
  * one Zen 4 core), against the channel-blocked form (maps up to 32x32) and the planar dw3 / polyphase forms:
  * MobileNetV1's five 512ch 14x14 layers together 0.385 -> 0.200 ms (batch 4 3.05 -> 1.03), 256ch 28x28 0.151 ->
  * 0.067, 128ch 56x56 0.234 -> 0.140; stride 2: 64ch 112x112 at batch 4 1.78 -> 0.93, 96ch 112x112 0.414 -> 0.220;
- * MobileNetV1 b4 62.7 -> 58.2 ms, MobileNetV2 b1 10.00 -> 9.29. Left to the other forms: 7x7 outputs (3x3 no faster, 5x5 1.3x slower than the blocked form) and
- * stride-1 maps wider than 64 (its bands on 112x112 at batch 4, from memory, 1.4x slower than dw3). */
+ * MobileNetV1 b4 62.7 -> 58.2 ms, MobileNetV2 b1 10.00 -> 9.29. Left to the other forms: 7x7 outputs (3x3 no
+ * faster, 5x5 1.3x slower than the blocked form) and stride-1 maps wider than 64 (its bands on 112x112 at batch 4,
+ * from memory, 1.4x slower than dw3). */
 #define DWR_MAX_W 64 /* output columns: up to 4 vectors per row */
 #define DWR_BAND_FLOATS 2048 /* the 3x3 form on maps more than 16 wide: rows per band (8 KiB of input) */
 PD_HIDDEN int g_dwr_on = 1;
