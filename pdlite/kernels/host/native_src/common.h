@@ -238,6 +238,9 @@ PD_INLINE void pd_transpose16(pd_v16 r[16]) {
 /* whether the forms built on pd_transpose16 are used (module.c: with AVX-512, where its shuffles are single
  * instructions; AVX2 lowers them to many), or the tests' hook */
 extern PD_HIDDEN int g_shuffles16;
+/* whether the picked ISA is AVX-512 (not changed by the tests' hooks): the forms written for it alone, in functions
+ * with its target (pool.c's pool_3s2_row, depthwise.c's row-vector form), run only then */
+extern PD_HIDDEN int g_avx512;
 
 /* whether bias_act_v16 computes the activation (the others: bias_act_copy over the written output) */
 PD_INLINE int act_in_regs(const act_t *act) {
@@ -445,8 +448,6 @@ PD_HIDDEN void ba_task_pick(int isa);
 PD_HIDDEN void aa_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);
 PD_HIDDEN void pool_task_pick(int isa);
-PD_HIDDEN void pool_row_pick(int isa);
-PD_HIDDEN void dwr_pick(int isa);
 extern PD_HIDDEN int g_dwr_on; /* depthwise.c's row-vector form (tests' hook: _set_depthwise_rows) */
 PD_HIDDEN void gemm_task_pick(int isa);
 PD_HIDDEN void wino_in_task_pick(int isa);

@@ -462,9 +462,6 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
 PD_HIDDEN int g_dwr_on = 1;
 #ifdef PD_X86_DISPATCH
 #include <immintrin.h>
-static int g_dwr_avx512;
-PD_HIDDEN void dwr_pick(int isa) { g_dwr_avx512 = isa == PD_ISA_AVX512; }
-
 /* the 3x3 same-size form (dwr3_plane) */
 static int dwr3_applies(const dw_args *a) {
     return a->KH == 3 && a->KW == 3 && a->PT == 1 && a->PL == 1 && a->DW == 1 && a->OH == a->H && a->OW == a->W;
@@ -477,7 +474,7 @@ static int dwr_s2_applies(const dw_args *a) {
 }
 
 static int dwr_applies(const dw_args *a) {
-    return g_dwr_avx512 && g_dwr_on && a->OW > 8 && a->OW <= DWR_MAX_W &&
+    return g_avx512 && g_dwr_on && a->OW > 8 && a->OW <= DWR_MAX_W &&
            ((a->SH == 1 && a->SW == 1 && a->DH == 1 && a->KW <= 16) || dwr_s2_applies(a));
 }
 
@@ -661,7 +658,6 @@ PD_TARGET_AVX512 static void dwr_task(void *vctx, isz begin, isz end) {
 #else
 static int dwr_applies(const dw_args *a) { (void)a; return 0; }
 static void dwr_task(void *vctx, isz begin, isz end) { (void)vctx, (void)begin, (void)end; } /* never called */
-PD_HIDDEN void dwr_pick(int isa) { (void)isa; }
 #endif
 
 PD_VERSIONS(dw_task)

@@ -7,6 +7,7 @@
 
 static const char *g_isa = "baseline";
 PD_HIDDEN int g_shuffles16 = 0; /* common.h */
+PD_HIDDEN int g_avx512 = 0;    /* common.h */
 
 static void pick_isa(void) {
 #ifdef PD_X86_DISPATCH
@@ -23,12 +24,11 @@ static void pick_isa(void) {
     dws2_task_pick(isa);
     dwb_task_pick(isa);
     g_shuffles16 = isa == PD_ISA_AVX512;
+    g_avx512 = isa == PD_ISA_AVX512;
     ba_task_pick(isa);
     aa_task_pick(isa);
     i2c_task_pick(isa);
     pool_task_pick(isa);
-    pool_row_pick(isa);
-    dwr_pick(isa);
     gemm_task_pick(isa);
     wino_in_task_pick(isa);
     wino_gemm_task_pick(isa);

@@ -34,12 +34,11 @@ PD_INLINE float pool_one(const pool_args *a, const float *src, isz h0, isz h1, i
 
 /* The 3x3 stride-2 max pool's column taps, 16 outputs at a time: o[q] = max(cv[2q], cv[2q + 1], cv[2q + 2]) for
  * q < n, the even / odd columns picked by two-vector shuffles (single AVX-512 instructions). Reads cv up to index
- * 2 * (n rounded up to 16) + 1. Used where the CPU has AVX-512 (g_pool_row_vec) and g_shuffles16 is on. A function
+ * 2 * (n rounded up to 16) + 1. Used where the CPU has AVX-512 (g_avx512) and g_shuffles16 is on. A function
  * of its own with the AVX-512 target: inlined into pool_task (its 256-bit preference), or as an inline helper of
  * every ISA's version, GCC turned its vector compares into scalar ones. ResNet18's max pool (64 x 112 x 112, input
  * from memory), both builds in one process: one Zen 4 core 0.84 -> 0.70 ms, batch 4 3.19 -> 2.64, two threads
  * 0.41 -> 0.33. */
-static int g_pool_row_vec;
 #ifdef PD_X86_DISPATCH
 #define PD_EVEN16 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
 #define PD_ODD16 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
@@ -69,10 +68,8 @@ PD_TARGET_AVX512 __attribute__((noinline)) static void pool_3s2_row(const float 
         }
     }
 }
-PD_HIDDEN void pool_row_pick(int isa) { g_pool_row_vec = isa == PD_ISA_AVX512; }
 #else
 static void pool_3s2_row(const float *cv, float *o, isz n) { (void)cv, (void)o, (void)n; } /* never called */
-PD_HIDDEN void pool_row_pick(int isa) { (void)isa; }
 #endif
 
 PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
@@ -114,7 +111,7 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
                     const float *r = src + y * a->W + x0;
                     PD_SIMD for (isz q = 0; q < nx; q++) cv[q] = PD_MAXNAN(cv[q], r[q]);
                 }
-                if (g_shuffles16 && g_pool_row_vec) {
+                if (g_shuffles16 && g_avx512) {
                     pool_3s2_row(cv, d + ilo, n);
                     continue;
                 }
