@@ -215,6 +215,9 @@ typedef int32_t pd_v16i __attribute__((vector_size(64)));
 #define PD_T16_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
 #define PD_T16_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
 #define PD_T16_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+/* the even / odd elements of two vectors a, b (PD_SHUFFLE16(a, b, PD_EVEN16): a[0], a[2], .., b[14]) */
+#define PD_EVEN16 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#define PD_ODD16 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 /* Clang and GCC >= 12 take the indices as constants (__builtin_shufflevector), older GCC as a vector */
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 #define PD_SHUFFLE16(a, b, idx) __builtin_shufflevector(a, b, idx)

@@ -40,8 +40,6 @@ PD_INLINE float pool_one(const pool_args *a, const float *src, isz h0, isz h1, i
  * from memory), both builds in one process: one Zen 4 core 0.84 -> 0.70 ms, batch 4 3.19 -> 2.64, two threads
  * 0.41 -> 0.33. */
 #ifdef PD_X86_DISPATCH
-#define PD_EVEN16 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
-#define PD_ODD16 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 /* m = PD_MAXNAN(m, v) lane by lane */
 #define PD_MAXNAN16(m, v)                                                                                          \
     do {                                                                                                           \
