@@ -142,6 +142,19 @@ def test_depthwise_native_random(n, c, mult, h, w, k, s, d, p, form):
     check(got, ref, f"{(n, c, mult, h, w, k, s, d, p, form)}")
 
 
+def check_depthwise(x, w, b, attrs, act, tblr, label):
+    """The native depthwise conv with `attrs` (fused with `act` when given) against the NumPy kernel, and without
+    an activation also against the naive float64 conv (explicit pads `tblr` = top, bottom, left, right)."""
+    if act:
+        got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
+                            dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
+    else:
+        got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
+        check(got, naive_conv(x, w, attrs["strides"], tblr, attrs["dilations"], x.shape[1], b).astype(np.float64),
+              f"native vs naive {label}")
+    check(got, ref, f"native vs numpy {label}")
+
+
 # 3x3 stride-1 convs with one pixel of padding all round run native_src/depthwise.c's dw3 path (straight from the
 # image, in bands of rows, edge columns redone): planes from 2x2 up, one band and several, a row longer than a band
 @pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
@@ -151,13 +164,7 @@ def test_depthwise_3x3_same_padding_path(xs, mult, act, dw_form):
     c = xs[1]
     x, w, b = rand(*xs, seed=11, scale=3.0), rand(c * mult, 1, 3, 3, seed=12), rand(c * mult, seed=13)
     attrs = dict(strides=[1, 1], paddings=[1, 1], dilations=[1, 1], groups=c)
-    if act:
-        got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
-                            dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
-    else:
-        got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
-        check(got, naive_conv(x, w, (1, 1), (1, 1, 1, 1), (1, 1), c, b).astype(np.float64), f"native vs naive {xs}")
-    check(got, ref, f"native vs numpy {xs} x{mult} {act}")
+    check_depthwise(x, w, b, attrs, act, (1, 1, 1, 1), f"{xs} x{mult} {act}")
 
 
 # The channel-blocked form (small maps, 16 output channels per vector): full blocks of 16 (in-register transposes
@@ -175,13 +182,7 @@ def test_depthwise_channel_blocked_form(xs, mult, k, s, p, act):
     x, w, b = rand(*xs, seed=21, scale=3.0), rand(c * mult, 1, k, k, seed=22), rand(c * mult, seed=23)
     attrs = dict(strides=[s, s], paddings=[p, p], dilations=[1, 1], groups=c)
     with shuffles16(True), depthwise_rows(False):
-        if act:
-            got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
-                                dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
-        else:
-            got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
-            check(got, naive_conv(x, w, (s, s), (p, p, p, p), (1, 1), c, b).astype(np.float64), f"native vs naive {xs}")
-    check(got, ref, f"native vs numpy {xs} x{mult} k{k} s{s} p{p} {act}")
+        check_depthwise(x, w, b, attrs, act, (p, p, p, p), f"{xs} x{mult} k{k} s{s} p{p} {act}")
 
 
 # The row-vector form (outputs 9 to 64 wide, AVX-512): stride 1 with 3x3 padding 1 in one band and several (rows
@@ -212,13 +213,7 @@ def test_depthwise_row_vector_form(xs, mult, k, pads, dil, act, s=1):
     x, w, b = rand(*xs, seed=31, scale=3.0), rand(c * mult, 1, *k, seed=32), rand(c * mult, seed=33)
     attrs = dict(strides=[s, s], paddings=list(pads), dilations=list(dil), groups=c)
     with depthwise_rows(True):
-        if act:
-            got, ref = run_both("fused_conv2d", {"Input": x, "Filter": w, "Bias": b},
-                                dict(attrs, conv_type="depthwise_conv2d", act_type=act, **ACTS[act]))
-        else:
-            got, ref = run_both("depthwise_conv2d", {"Input": x, "Filter": w, "Bias": b}, attrs)
-            check(got, naive_conv(x, w, (s, s), pads, dil, c, b).astype(np.float64), f"native vs naive {xs}")
-    check(got, ref, f"native vs numpy {xs} x{mult} k{k} s{s} {pads} {dil} {act}")
+        check_depthwise(x, w, b, attrs, act, pads, f"{xs} x{mult} k{k} s{s} {pads} {dil} {act}")
 
 
 @pytest.mark.parametrize("act", list(ACTS))
