@@ -308,7 +308,7 @@ def test_affine_steps_and_nearest_resize_fold_into_qlinearconv(tmp_path: Path) -
     original = _affine_chain(rng)
     fused = onnx.load_from_string(original.SerializeToString())
     report = fuse_qdq(fused)
-    assert (report.uint8, report.convs, report.refused) == (2, 1, {}), report
+    assert (report.uint8, report.convs, report.refused) == (2, 1, {"hard_swish result is a graph output": 1}), report
     kinds = Counter(n.op_type for n in fused.graph.node)
     assert kinds["BatchNormalization"] == kinds["Mul"] == kinds["Add"] == 0 and kinds["Resize"] == 1
     resize = next(n for n in fused.graph.node if n.op_type == "Resize")
@@ -325,6 +325,70 @@ def test_affine_steps_and_nearest_resize_fold_into_qlinearconv(tmp_path: Path) -
     assert steps.max() <= 1 and (steps == 0).mean() >= 0.99, (steps.max(), (steps == 0).mean())
     assert np.abs(got - ref).max() <= 0.03 * 1.5
     assert (ref_in < 0).any() and (ref_in > 0).any()  # both signs reach the quantizer: the test is not trivial
+
+
+def _hard_swish_chain(sx: float, so: float, m: float | None = None, c: float | None = None) -> Any:
+    """x -> Q(sx) -> DQ -> HardSwish -> [Mul(., m)] -> [Add(c, .)] -> Q(so) -> DQ -> y on a [1, 1, 16, 16] input:
+    hard_swish quantized on its input, then PP-LCNet's learnable affine block, then the next op's quantizer."""
+    vals = {"sx": np.float32(sx), "zx": np.int8(0), "so": np.float32(so), "zo": np.int8(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("HardSwish", ["xd"], ["h"])]
+    cur = "h"
+    if m is not None:
+        vals["m"] = np.float32(m)
+        nodes.append(helper.make_node("Mul", [cur, "m"], ["hm"]))
+        cur = "hm"
+    if c is not None:
+        vals["c"] = np.float32(c)
+        nodes.append(helper.make_node("Add", ["c", cur], ["hc"]))
+        cur = "hc"
+    nodes += [helper.make_node("QuantizeLinear", [cur, "so", "zo"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
+    return _model("hard_swish", nodes, vals, [1, 1, 16, 16],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 16, 16])])
+
+
+@pytest.mark.parametrize("sx, so, m, c", [(0.05, 0.045, None, None), (0.129, 0.0422, 0.409, -0.874),
+                                          (0.0519, 0.0512, 1.136, 0.179), (0.0388, 0.0765, 4.767, 1.356),
+                                          (1.2423, 0.6716, 0.633, -0.547)],
+                         ids=["plain", "det_a", "det_b", "det_c", "coarse_input"])
+def test_quantized_hard_swish_runs_as_two_qlinearmul_within_one_step(sx: float, so: float, m: float | None,
+                                                                     c: float | None, tmp_path: Path) -> None:
+    """hard_swish between a uint8 input and a quantizer (affine block or not; scales from PP-OCRv4 det's int8
+    model) becomes QLinearMul -> Clip -> QLinearMul: over all 256 input codes every output code is within one of
+    the QDQ model's (the 8-bit hard sigmoid and the rounded offset, see HardSwishRequantize), and without an
+    offset all are equal where the hard sigmoid is 0 or 1 and nearly all in between."""
+    original = _hard_swish_chain(sx, so, m, c)
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.uint8, report.hard_swish, report.refused) == (2, 1, {}), report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["QLinearMul"] == 2 and kinds["HardSwish"] == kinds["Mul"] == kinds["Add"] == 0, kinds
+    x = ((np.arange(256, dtype=np.float32) - 128) * np.float32(sx)).reshape(1, 1, 16, 16)
+    ref = _session(original).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "opt.onnx").run(None, {"x": x})[0]
+    optimized = _ops(tmp_path / "opt.onnx")
+    assert optimized["QLinearMul"] == 2 and optimized["HardSigmoid"] == optimized["HardSwish"] == 0, optimized
+    steps = np.rint(np.abs(got - ref) / np.float32(so))
+    assert steps.max() <= 1, steps.max()
+    if c is None:  # no offset: exact where the hard sigmoid is 0 or 1, nearly all equal in between
+        assert not steps[np.abs(x) >= 3.02].any() and (steps == 0).mean() >= 0.97, (steps == 0).mean()
+    assert len(np.unique(ref)) > 40  # the codes span the hard_swish curve: the test is not trivial
+
+
+def test_hard_swish_refusals_name_the_reason() -> None:
+    cases = {"hard_swish output step finer than its 8-bit hard sigmoid allows": _hard_swish_chain(0.05, 0.01),
+             "hard_swish offset moves the zero point out of uint8": _hard_swish_chain(0.05, 0.05, c=7.0),
+             "hard_swish scaled by a factor <= 0": _hard_swish_chain(0.05, 0.05, m=-0.5)}
+    side = _hard_swish_chain(0.05, 0.05)
+    side.graph.node.append(helper.make_node("Relu", ["h"], ["side"]))
+    side.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, 1, 16, 16]))
+    cases["hard_swish result read by float ops"] = side
+    for why, model in cases.items():
+        report = fuse_qdq(model)
+        assert report.hard_swish == 0 and report.refused == {why: 1}, (why, report)
+        assert Counter(n.op_type for n in model.graph.node)["HardSwish"] == 1
 
 
 def _with_output(model: Any, name: str) -> Any:

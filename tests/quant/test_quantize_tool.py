@@ -191,9 +191,11 @@ def test_hard_swish_inputs_are_quantized(quantized: Path) -> None:
     assert len(swish) >= 10 and all(n.endswith(".quantized.dequantized") for n in swish)
 
 
-def test_quantized_adds_run_as_integer_adds_on_onnxruntime(quantized: Path, calib, tmp_path: Path) -> None:
-    """pdlite quantize's output on onnxruntime: the residual adds run as QLinearAdd (integer) and the output stays
-    within the device tolerance (2e-2 * max|ref|, tests/quant/test_quant_devices.py) of the host simulation."""
+def test_quantized_adds_and_hard_swish_run_on_codes_on_onnxruntime(quantized: Path, calib, tmp_path: Path) -> None:
+    """pdlite quantize's output on onnxruntime: the residual adds run as QLinearAdd (integer), the hard_swish
+    between quantized values as two QLinearMul each (qdq_fusion's rule 2c: the model has 9 such, and 9 more
+    read in float by squeeze-excitation blocks), and the output stays within the device tolerance
+    (2e-2 * max|ref|, tests/quant/test_quant_devices.py) of the host simulation."""
     pytest.importorskip("onnxruntime")
     from collections import Counter
 
@@ -211,6 +213,7 @@ def test_quantized_adds_run_as_integer_adds_on_onnxruntime(quantized: Path, cali
                             str(tmp_path / "optimized.onnx"))
     optimized = Counter(n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node)
     assert optimized["QLinearAdd"] >= 5 and optimized["QLinearConv"] >= 20, optimized
+    assert optimized["QLinearMul"] == 18 and optimized["HardSigmoid"] == 9 + 9, optimized  # 9 SE gates too
     (got,) = driver.run(compiled, [x])
     (ref,) = run(quantized, {"x": x}).values()
     assert max_rel_err(np.asarray(got), ref) <= 2e-2 and np.array_equal(np.asarray(got).argmax(-1), ref.argmax(-1))
