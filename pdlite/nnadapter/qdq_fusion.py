@@ -4,7 +4,7 @@ QLinearConv (DQ(x) -> Conv(DQ(w), DQ(bias int32)) -> Q), while computing the sam
 
 Paddle's QDQ programs quantize op inputs only: ``DQ(x) -> conv(DQ(w)) -> batch_norm -> [relu|relu6] ->
 [max pool] -> Q(s_out) -> DQ -> next conv``. ORT runs that as a float conv behind dequantizing nodes (slower
-than fp32). The rewrites, in order, all exact in real numbers but rule 2c:
+than fp32). The rewrites, in order, all exact in real numbers but rules 2c and 2d:
 
 0. ``MergeQuantizers``: quantizers of the same value with the same constant scale and zero point (Paddle
    writes one per quantized reader) become one, so that the value's one quantizer can move (rules 2, 2b).
@@ -39,6 +39,8 @@ than fp32). The rewrites, in order, all exact in real numbers but rule 2c:
    rounded to 1/254 and c to a whole step, each output code within one of the exact one's (the class doc bounds
    it); it applies only where that bound holds. ORT has no quantized HardSwish and otherwise runs it in float
    between a DequantizeLinear and a QuantizeLinear.
+2d. ``GateRequantize``: ``Mul(DQ(x_u8), HardSigmoid | Sigmoid) -> Q(s_out)`` (a squeeze-excitation gate) becomes
+   a QLinearMul of x's codes and the gate quantized to 1/255: not exact either, each output code within one.
 3. ``PointwiseToMatMul``: a 1x1 conv left float (its value feeds a residual add) becomes a MatMul over
    channels between transposes, which ORT runs as MatMulIntegerToFloat (exact int32 sums, scaled once).
 4. ``FoldFloatWeights``: the int8 weights of convs / matmuls left float become float initializers w8 * s
@@ -46,8 +48,8 @@ than fp32). The rewrites, in order, all exact in real numbers but rule 2c:
 
 What stays different from Paddle's fp32 simulation is what was already there (ties to even, one float
 rounding of the scales) plus the bias rounding and the float order of the requantization and of the integer
-matmuls, and rule 2c's 8-bit hard sigmoid: an activation on a rounding edge may move one step (after rule 2c,
-any hard_swish output), covered by the device tests' tolerance
+matmuls, and rules 2c / 2d's 8-bit hard sigmoid and gate: an activation on a rounding edge may move one step
+(after rules 2c and 2d, any hard_swish or gated output), covered by the device tests' tolerance
 (tests/quant/test_quant_devices.py). The rewrites are for ONNX Runtime only (convert.DEVICE_REWRITES):
 OpenVINO already runs Paddle's layout in int8 and was slower with them.
 """
@@ -194,14 +196,15 @@ class FusionReport:
     convs: int = 0
     adds: int = 0
     hard_swish: int = 0
+    gates: int = 0
     matmuls: int = 0
     float_weights: int = 0
     refused: dict[str, int] = field(default_factory=dict)
 
     @property
     def modified(self) -> bool:
-        return bool(self.uint8 or self.merged or self.convs or self.adds or self.hard_swish or self.matmuls
-                    or self.float_weights)
+        return bool(self.uint8 or self.merged or self.convs or self.adds or self.hard_swish or self.gates
+                    or self.matmuls or self.float_weights)
 
     def refuse(self, why: str) -> None:
         self.refused[why] = self.refused.get(why, 0) + 1
@@ -598,6 +601,49 @@ class HardSwishRequantize:
         g.replace([*nodes, q], new)
 
 
+# ------------------------------------------------------------------------------------------------ rule 2d
+_GATE_STEPS = 255  # gate codes: g' = q / 255, q = round(g * 255)
+_GATES = ("HardSigmoid", "Sigmoid")  # ops whose values lie in [0, 1]
+
+
+class GateRequantize:
+    """``Mul(DQ(x_u8), g) -> Q_u8`` with g a HardSigmoid / Sigmoid value (a squeeze-excitation gate, per channel)
+    ==> ``QLinearMul(x, Q(g, 1/255))`` on the codes: the gate is quantized to 1/255 (|g' - g| <= 1/510, exact at
+    0 and 1), so the product moves by at most |x| / 510 <= 128 * s_in / 510; the rule applies only where that is
+    under half an output step (s_out > 0.502 * s_in), so every output code is within one of the exact one's.
+    Approximate like rule 2c; ORT otherwise dequantizes x, multiplies in float and quantizes again."""
+
+    def pattern(self, g: _Graph) -> Iterable[Any]:
+        return [n for n in g.nodes if n.op_type == "Mul" and len(n.input) == 2 and {
+            getattr(g.producer.get(i), "op_type", None) for i in n.input} & set(_GATES)]
+
+    def check(self, g: _Graph, mul: Any) -> tuple[Any, Any, str, Any] | str:
+        gate = next(i for i in mul.input if getattr(g.producer.get(i), "op_type", None) in _GATES)
+        other = mul.input[1] if mul.input[0] == gate else mul.input[0]
+        dq = g.producer.get(other)
+        if not _u8_activation(g, dq):
+            return "gated value not a per-tensor uint8 activation"
+        post: list[tuple[str, Any]] = []
+        q = _walk_to_quantizer(g, mul.output[0], post, [])
+        if isinstance(q, str):
+            return _reason("gated value", q)
+        if post:
+            return "gated value goes through a clamp or pool before its quantizer"
+        if float(g.const(q.input[1])) * 0.5 <= float(g.const(dq.input[1])) * 128 / (2 * _GATE_STEPS):
+            return "gated value's output step finer than its 8-bit gate allows"
+        return mul, dq, gate, q
+
+    def rewrite(self, g: _Graph, got: tuple[Any, Any, str, Any]) -> None:
+        mul, dq, gate, q = got
+        step = g.add_init(np.array(1 / _GATE_STEPS, F32), "sg")
+        zero = g.add_init(np.array(0, np.uint8), "z0")
+        codes = g.fresh("gate")
+        new = [g.node("QuantizeLinear", [gate, step, zero], [codes]),
+               g.node("QLinearMul", [*dq.input[:3], codes, step, zero, *q.input[1:3]], [q.output[0]],
+                      domain=MS_DOMAIN)]
+        g.replace([mul, q], new)
+
+
 # ------------------------------------------------------------------------------------------------- rule 3
 class PointwiseToMatMul:
     """A 1x1 stride-1 conv that stays float (its value is not quantized right after it: a residual add reads it)
@@ -766,6 +812,7 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
     report.convs = _apply(ConvRequantize(), g, report)
     report.adds = _apply(AddRequantize(), g, report)
     report.hard_swish = _apply(HardSwishRequantize(), g, report)
+    report.gates = _apply(GateRequantize(), g, report)
     pointwise = PointwiseToMatMul()
     for conv in pointwise.pattern(g):
         if pointwise.check(g, conv) is None:
@@ -777,12 +824,13 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
             fold.rewrite(g, dq)
             report.float_weights += 1
     g.commit()
-    if report.hard_swish and not any(o.domain == MS_DOMAIN for o in model.opset_import):
+    if (report.hard_swish or report.gates) and not any(o.domain == MS_DOMAIN for o in model.opset_import):
         from onnx import helper
 
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     if log is not None:
         log(f"qdq_fusion: {report.merged} duplicate quantizers merged, {report.uint8} activation quantizers to "
-            f"uint8, {report.convs} convs, {report.adds} adds and {report.hard_swish} hard_swish requantized, "
+            f"uint8, {report.convs} convs, {report.adds} adds, {report.hard_swish} hard_swish and "
+            f"{report.gates} gates requantized, "
             f"{report.matmuls} 1x1 convs as matmuls, {report.float_weights} float weights; left alone: {report.refused}")
     return report

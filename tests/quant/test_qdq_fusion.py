@@ -391,6 +391,55 @@ def test_hard_swish_refusals_name_the_reason() -> None:
         assert Counter(n.op_type for n in model.graph.node)["HardSwish"] == 1
 
 
+def _gate_chain(sx: float, so: float, swish: bool = False) -> Any:
+    """x -> Q(sx) -> DQ -> xd; Mul(xd, HardSigmoid(GlobalAveragePool(xd))) (a squeeze-excitation gate per channel)
+    or, with `swish`, Mul(Sigmoid(xd), xd) -> Q(so) -> DQ -> y, on [1, 4, 8, 8]."""
+    vals = {"sx": np.float32(sx), "zx": np.int8(0), "so": np.float32(so), "zo": np.int8(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"])]
+    if swish:
+        nodes += [helper.make_node("Sigmoid", ["xd"], ["g"]), helper.make_node("Mul", ["g", "xd"], ["gx"])]
+    else:
+        nodes += [helper.make_node("GlobalAveragePool", ["xd"], ["p"]),
+                  helper.make_node("HardSigmoid", ["p"], ["g"], alpha=0.2, beta=0.5),
+                  helper.make_node("Mul", ["xd", "g"], ["gx"])]
+    nodes += [helper.make_node("QuantizeLinear", ["gx", "so", "zo"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
+    return _model("gate", nodes, vals, [1, 4, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                      [1, 4, 8, 8])])
+
+
+@pytest.mark.parametrize("sx, so, swish", [(0.05, 0.05, False), (0.0589, 0.0562, False), (0.0974, 0.0545, False),
+                                           (0.04, 0.03, True)], ids=["se", "se_det_a", "se_det_b", "swish"])
+def test_gated_value_runs_as_qlinearmul_within_one_step(sx: float, so: float, swish: bool, tmp_path: Path) -> None:
+    """A uint8 value times a HardSigmoid / Sigmoid gate, then quantized (squeeze-excitation; swish), becomes one
+    QLinearMul with the gate quantized to 1/255: every output code within one of the QDQ model's, most equal."""
+    original = _gate_chain(sx, so, swish)
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.uint8, report.gates, report.refused) == (2, 1, {}), report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["QLinearMul"] == 1 and kinds["Mul"] == 0, kinds
+    x = np.random.default_rng(7).normal(0, 40 * sx, (1, 4, 8, 8)).astype(np.float32) + np.float32(
+        [[[[-1.0]], [[0.0]], [[1.0]], [[3.0]]]])  # channels with gates from near 0 to near 1
+    ref = _session(original).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "opt.onnx").run(None, {"x": x})[0]
+    assert _ops(tmp_path / "opt.onnx")["QLinearMul"] == 1
+    steps = np.rint(np.abs(got - ref) / np.float32(so))
+    assert steps.max() <= 1 and (steps == 0).mean() >= 0.9, (steps.max(), (steps == 0).mean())
+    assert len(np.unique(ref)) > 40
+
+
+def test_gate_refusals_name_the_reason() -> None:
+    report = fuse_qdq(_gate_chain(0.1, 0.04))
+    assert report.gates == 0 and report.refused == {"gated value's output step finer than its 8-bit gate allows": 1}
+    side = _gate_chain(0.05, 0.05)
+    side.graph.node.append(helper.make_node("Relu", ["gx"], ["side"]))
+    side.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, 4, 8, 8]))
+    report = fuse_qdq(side)
+    assert report.gates == 0 and report.refused == {"gated value result read by float ops": 1}
+
+
 def _with_output(model: Any, name: str) -> Any:
     m = onnx.load_from_string(model.SerializeToString())
     m.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
