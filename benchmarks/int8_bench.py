@@ -5,8 +5,11 @@ For each model of ../shared/models (classifiers and PP-OCR det) the script makes
 `pdlite quantize`, abs_max; both quantizing the op types of `--ops`, by default the quantizer's own: the
 convs, the matmuls and the residual adds, and for pdlite the inputs of hard_swish / swish) from calibration
 inputs (the case input plus noise), then, per device, builds one predictor for the fp32 model and one for the int8 model and times them interleaved
-(A B A B ..., batch 1, 2 threads, medians of `--rounds` runs after warm-up), `--repeats` times: the table
-gives the median speed-up and its range over the repeats (a shared, noisy machine).
+(A B A B ..., batch 1, 2 threads), `--repeats` times: the table gives the median speed-up and its range over
+the repeats (a shared, noisy machine). Each predictor runs in a worker process of its own (benchmarks/compare.py's
+workers: `--rounds` rounds of a block of runs each after an untimed one, the speed-up paired by round), since two
+ONNX Runtime sessions in one process disturb each other's thread pools; `--in-process`: both in this process,
+alternated run by run, medians of `--rounds` runs.
 
 Accuracy change, on `--samples` inputs different from the calibration ones:
 - classifiers: top-1 agreement between the fp32 and the int8 model on the same device, and between the int8
@@ -66,6 +69,29 @@ def quantize(model: str, out: Path, quantizer: str, calib: list[np.ndarray], ops
     return out
 
 
+def timed_in_workers(fp32: Path, int8: Path, device: str, threads: int, rounds: int) -> tuple[float, float, float]:
+    """(fp32 ms, int8 ms, speed-up) with each model's predictor in a worker process of its own (compare.py's
+    workers: blocks of runs after an untimed one, alternated A B A B, a pause between blocks): two runtimes
+    in one process disturb each other through their thread pools (ONNX Runtime's idle threads spin). The
+    speed-up is paired by round (the median of fp32 / int8 over rounds), the times are medians."""
+    import compare
+
+    if not (int8 / "case.npz").exists():  # the workers read their input there
+        (int8 / "case.npz").symlink_to((fp32 / "case.npz").resolve())
+    workers = {k: [compare.start_worker(f"pdlite-{device}", d, 1, threads, 3, None)] for k, d in
+               (("fp32", fp32), ("int8", int8))}
+    try:
+        per_round: dict[str, list[float | None]] = {}
+        med = compare.bench_cell(workers, rounds, block=3, pause=0.05, block_ms=30.0, per_round=per_round)
+        ratio = compare.paired_ratio(per_round, "fp32", "int8")
+    finally:
+        for ws in workers.values():
+            for w in ws:
+                w.kill()
+    assert ratio is not None
+    return med["fp32"], med["int8"], ratio
+
+
 def predictor(model_dir: Path, device: str, threads: int):
     from pdlite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
 
@@ -122,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="interleaved timings per model and device")
+    ap.add_argument("--in-process", action="store_true", help="time both predictors in this process (A B A B "
+                    "run by run) instead of one worker process each")
     args = ap.parse_args(argv)
     if args.ops is None:
         from pdlite.optimizer.quantization import DEFAULT_OPS
@@ -141,8 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         sim = outputs(predictor(q, "host", args.threads), samples)
         for device in args.devices:
             a, b = predictor(SHARED / model, device, args.threads), predictor(q, device, args.threads)
-            runs = [interleaved(a, b, x, args.rounds) for _ in range(args.repeats)]
-            ratios = sorted(ms_a / ms_b for ms_a, ms_b in runs)
+            if args.in_process:
+                runs = [interleaved(a, b, x, args.rounds) for _ in range(args.repeats)]
+                ratios = sorted(ms_a / ms_b for ms_a, ms_b in runs)
+            else:
+                runs3 = [timed_in_workers(SHARED / model, q, device, args.threads, args.rounds)
+                         for _ in range(args.repeats)]
+                runs = [(r[0], r[1]) for r in runs3]
+                ratios = sorted(r[2] for r in runs3)
             ms_a, ms_b = (float(np.median([r[i] for r in runs])) for i in (0, 1))
             span = f" ({ratios[0]:.2f}-{ratios[-1]:.2f})" if len(ratios) > 1 else ""
             fb = outputs(b, samples)
@@ -152,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def len_note(args: argparse.Namespace) -> str:
-    return (f"{args.samples} accuracy inputs, {args.repeats} x {args.rounds} interleaved rounds, "
+    how = "run by run in one process" if args.in_process else "in blocks, one worker process per model"
+    return (f"{args.samples} accuracy inputs, {args.repeats} x {args.rounds} interleaved rounds ({how}), "
             f"{args.threads} threads, quantizer {args.quantizer}, ops {args.ops}")
 
 
