@@ -7,8 +7,9 @@ convs, the matmuls and the residual adds, and for pdlite the inputs of hard_swis
 inputs (the case input plus noise), then, per device, builds one predictor for the fp32 model and one for the int8 model and times them interleaved
 (A B A B ..., batch 1, 2 threads), `--repeats` times: the table gives the median speed-up and its range over
 the repeats (a shared, noisy machine). Each predictor runs in a worker process of its own (benchmarks/compare.py's
-workers: `--rounds` rounds of a block of runs each after an untimed one, the speed-up paired by round), since two
-ONNX Runtime sessions in one process disturb each other's thread pools; `--in-process`: both in this process,
+workers: `--rounds` rounds of a block of runs each after an untimed one, the speed-up paired by round), so that
+no runtime's idle threads land in the other model's timing (ONNX Runtime's pool threads kept spinning after each
+run until pdlite's driver stopped that by default, ONNXRUNTIME_SPINNING); `--in-process`: both in this process,
 alternated run by run, medians of `--rounds` runs.
 
 Accuracy change, on `--samples` inputs different from the calibration ones:
@@ -71,8 +72,8 @@ def quantize(model: str, out: Path, quantizer: str, calib: list[np.ndarray], ops
 
 def timed_in_workers(fp32: Path, int8: Path, device: str, threads: int, rounds: int) -> tuple[float, float, float]:
     """(fp32 ms, int8 ms, speed-up) with each model's predictor in a worker process of its own (compare.py's
-    workers: blocks of runs after an untimed one, alternated A B A B, a pause between blocks): two runtimes
-    in one process disturb each other through their thread pools (ONNX Runtime's idle threads spin). The
+    workers: blocks of runs after an untimed one, alternated A B A B, a pause between blocks), so that neither
+    runtime's idle threads run during the other's timing. The
     speed-up is paired by round (the median of fp32 / int8 over rounds), the times are medians."""
     import compare
 
