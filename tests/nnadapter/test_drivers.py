@@ -123,7 +123,8 @@ def _matmul_model(w: np.ndarray) -> bytes:
 
 
 def _idle_cpu_ms(driver, compiled, x: np.ndarray) -> float:
-    """CPU time this process uses while the caller sleeps 100 ms right after a run (median of 3)."""
+    """CPU time this process uses while the caller sleeps 100 ms right after a run (the least of 3: another
+    runtime's threads left spinning by an earlier test can only add to one of them)."""
     import time
 
     used = []
@@ -132,7 +133,7 @@ def _idle_cpu_ms(driver, compiled, x: np.ndarray) -> float:
         t = time.process_time()
         time.sleep(0.1)
         used.append((time.process_time() - t) * 1e3)
-    return float(np.median(used))
+    return float(min(used))
 
 
 def test_onnxruntime_pool_threads_stop_spinning_when_a_run_ends() -> None:
@@ -153,6 +154,6 @@ def test_onnxruntime_pool_threads_stop_spinning_when_a_run_ends() -> None:
         np.testing.assert_allclose(driver.run(compiled, [x])[0], x @ w, rtol=1e-4, atol=1e-3)
         idle[mode] = _idle_cpu_ms(driver, compiled, x)
     assert idle["run"] < 5 and idle[None] < 5, idle  # `run` is the default
-    assert idle["always"] > 10, idle  # the control: without the stop a pool thread does spin after the run
+    assert idle["always"] > max(10.0, 4 * idle["run"]), idle  # the control: without the stop a thread spins
     with pytest.raises(ConfigError, match="ONNXRUNTIME_SPINNING"):
         driver.session_options({"ONNXRUNTIME_SPINNING": "sometimes"})

@@ -11,8 +11,9 @@ Context properties:
   cores from whatever runs next in the process: another predictor's session (PP-OCR's det, cls and rec on
   onnxruntime at 2 threads: 2.5-2.8 s per pass over the example images, 1.6-1.9 s with `run`), the host
   kernels, the `auto` device's measurements. `run` stops them when a run ends
-  (`session.force_spinning_stop`; single-session latency unchanged, 0.99-1.01x in worker-process A/B runs),
-  `always` is ONNX Runtime's default, `off` never spins (12-29% slower runs).
+  (`session.force_spinning_stop`; runs back to back on one session: 0.99-1.01x of `always` on PP-OCR det and
+  MobileNetV2, 1.00-1.06x on the 1 ms MobileNetV3-small, worker-process A/B runs at 2 threads),
+  `always` is ONNX Runtime's default, `off` never spins (12-68% slower runs).
 The model cache holds the session's optimized model (ONNX Runtime writes it while building;
 a cached one is loaded with graph optimizations off, since they were already applied).
 """
