@@ -187,6 +187,19 @@ def _is_zero(g: _Graph, name: str | None, dtype: Any) -> bool:
     return v is not None and v.dtype == dtype and not np.any(v)
 
 
+def _per_tensor_u8(g: _Graph, n: Any) -> bool:
+    """Whether quantizer / dequantizer `n` has a constant per-tensor scale and uint8 zero point."""
+    if len(n.input) < 3:
+        return False
+    zp, s = g.const(n.input[2]), g.const(n.input[1])
+    return zp is not None and zp.dtype == np.uint8 and zp.ndim == 0 and s is not None and s.ndim == 0
+
+
+def _u8_activation(g: _Graph, dq: Any) -> bool:
+    """Whether `dq` is a DequantizeLinear of per-tensor uint8 codes with constant scale and zero point."""
+    return dq is not None and dq.op_type == "DequantizeLinear" and _per_tensor_u8(g, dq)
+
+
 @dataclass
 class FusionReport:
     """What `fuse_qdq` rewrote, and why it left convs and adds alone (reason -> count)."""
@@ -283,10 +296,7 @@ def _walk_to_quantizer(g: _Graph, cur: str, post: list[tuple[str, Any]], removed
                                      else "by several quantizers")
         n = readers[0]
         if n.op_type == "QuantizeLinear":
-            zp = g.const(n.input[2]) if len(n.input) > 2 else None
-            if zp is None or zp.dtype != np.uint8 or zp.ndim != 0 or g.const(n.input[1]) is None:
-                return "its quantizer is not per-tensor uint8"
-            return n
+            return n if _per_tensor_u8(g, n) else "its quantizer is not per-tensor uint8"
         if n.input[0] != cur:
             return f"result is input #{list(n.input).index(cur)} of {n.op_type}"
         step = _post_step(g, n)
@@ -397,9 +407,7 @@ class ConvRequantize:
         x_dq, w_dq = g.producer.get(conv.input[0]), g.producer.get(conv.input[1])
         if x_dq is None or x_dq.op_type != "DequantizeLinear" or len(x_dq.input) < 3:
             return "input not dequantized"
-        x_zp = g.const(x_dq.input[2])
-        s_x = g.const(x_dq.input[1])
-        if x_zp is None or x_zp.dtype != np.uint8 or x_zp.ndim != 0 or s_x is None or s_x.ndim != 0:
+        if not _per_tensor_u8(g, x_dq):
             return "input not a per-tensor uint8 activation"
         if w_dq is None or w_dq.op_type != "DequantizeLinear":
             return "weight not dequantized"
@@ -498,12 +506,8 @@ class AddRequantize:
             getattr(g.producer.get(i), "op_type", None) == "DequantizeLinear" for i in n.input)]
 
     def check(self, g: _Graph, add: Any) -> tuple[Any, Any, list[tuple[str, Any]], list[Any]] | str:
-        for i in add.input[:2]:
-            dq = g.producer.get(i)
-            zp = g.const(dq.input[2]) if dq is not None and dq.op_type == "DequantizeLinear" and len(dq.input) > 2 \
-                else None
-            if zp is None or zp.dtype != np.uint8 or zp.ndim != 0 or g.const(dq.input[1]) is None:
-                return "add input not a per-tensor uint8 activation"
+        if not all(_u8_activation(g, g.producer.get(i)) for i in add.input[:2]):
+            return "add input not a per-tensor uint8 activation"
         post: list[tuple[str, Any]] = []
         removed: list[Any] = []
         q = _walk_to_quantizer(g, add.output[0], post, removed)
@@ -521,14 +525,6 @@ class AddRequantize:
 # ------------------------------------------------------------------------------------------------ rule 2c
 MS_DOMAIN = "com.microsoft"  # ONNX Runtime's contrib ops (QLinearMul)
 _HSIG_STEPS = 254  # hard sigmoid codes: h = q / 254, q = clip(round(x * 254 / 6) + 127, 0, 254)
-
-
-def _u8_activation(g: _Graph, dq: Any) -> bool:
-    """Whether `dq` is a DequantizeLinear of per-tensor uint8 codes with constant scale and zero point."""
-    if dq is None or dq.op_type != "DequantizeLinear" or len(dq.input) < 3:
-        return False
-    zp, s = g.const(dq.input[2]), g.const(dq.input[1])
-    return zp is not None and zp.dtype == np.uint8 and zp.ndim == 0 and s is not None and s.ndim == 0
 
 
 def _scalar_step(g: _Graph, cur: str, op_type: str) -> tuple[Any, float] | None:
@@ -559,7 +555,9 @@ class HardSwishRequantize:
     def pattern(self, g: _Graph) -> Iterable[Any]:
         return [n for n in g.nodes if n.op_type == "HardSwish"]
 
-    def check(self, g: _Graph, hs: Any) -> tuple[list[Any], Any, Any, float, float] | str:
+    def check(self, g: _Graph, hs: Any) -> tuple[list[Any], Any, Any, float, int] | str:
+        """(the nodes replaced: hard_swish and its affine steps, x's dequantizer, the quantizer, m, the output zero
+        point with the offset c in it) or a reason."""
         dq = g.producer.get(hs.input[0])
         if not _u8_activation(g, dq):
             return "hard_swish input not a per-tensor uint8 activation"
@@ -581,15 +579,15 @@ class HardSwishRequantize:
         s_out = float(g.const(q.input[1]))
         if s_out / m < 3.02 / _HSIG_STEPS:
             return "hard_swish output step finer than its 8-bit hard sigmoid allows"
-        if not 0 <= int(g.const(q.input[2])) + round(c / s_out) <= 255:
+        zp_out = int(g.const(q.input[2])) + round(c / s_out)
+        if not 0 <= zp_out <= 255:
             return "hard_swish offset moves the zero point out of uint8"
-        return nodes, dq, q, m, c
+        return nodes, dq, q, m, zp_out
 
-    def rewrite(self, g: _Graph, got: tuple[list[Any], Any, Any, float, float]) -> None:
-        nodes, dq, q, m, c = got
+    def rewrite(self, g: _Graph, got: tuple[list[Any], Any, Any, float, int]) -> None:
+        nodes, dq, q, m, zp_out = got
         x = list(dq.input[:3])
         s_out = F32(g.const(q.input[1]))
-        zp_out = int(g.const(q.input[2])) + round(c / float(s_out))
         u8 = lambda v, hint: g.add_init(np.array(v, np.uint8), hint)  # noqa: E731
         f32 = lambda v, hint: g.add_init(np.array(v, F32), hint)  # noqa: E731
         raw, h = g.fresh("hsig"), g.fresh("hsig")
