@@ -70,27 +70,31 @@ def quantize(model: str, out: Path, quantizer: str, calib: list[np.ndarray], ops
     return out
 
 
-def timed_in_workers(fp32: Path, int8: Path, device: str, threads: int, rounds: int) -> tuple[float, float, float]:
-    """(fp32 ms, int8 ms, speed-up) with each model's predictor in a worker process of its own (compare.py's
-    workers: blocks of runs after an untimed one, alternated A B A B, a pause between blocks), so that neither
-    runtime's idle threads run during the other's timing. The
-    speed-up is paired by round (the median of fp32 / int8 over rounds), the times are medians."""
+def timed_in_workers(fp32: Path, int8: Path, device: str, threads: int, rounds: int,
+                     repeats: int) -> list[tuple[float, float, float]]:
+    """Per repeat (fp32 ms, int8 ms, speed-up), each model's predictor in a worker process of its own, started
+    once (compare.py's workers: blocks of runs after an untimed one, alternated A B A B, a pause between blocks),
+    so that neither runtime's idle threads run during the other's timing. The speed-up is paired by round (the
+    median of fp32 / int8 over rounds), the times are medians."""
     import compare
 
     if not (int8 / "case.npz").exists():  # the workers read their input there
         (int8 / "case.npz").symlink_to((fp32 / "case.npz").resolve())
     workers = {k: [compare.start_worker(f"pdlite-{device}", d, 1, threads, 3, None)] for k, d in
                (("fp32", fp32), ("int8", int8))}
+    runs = []
     try:
-        per_round: dict[str, list[float | None]] = {}
-        med = compare.bench_cell(workers, rounds, block=3, pause=0.05, block_ms=30.0, per_round=per_round)
-        ratio = compare.paired_ratio(per_round, "fp32", "int8")
+        for _ in range(repeats):
+            per_round: dict[str, list[float | None]] = {}
+            med = compare.bench_cell(workers, rounds, block=3, pause=0.05, block_ms=30.0, per_round=per_round)
+            ratio = compare.paired_ratio(per_round, "fp32", "int8")
+            assert ratio is not None
+            runs.append((med["fp32"], med["int8"], ratio))
     finally:
         for ws in workers.values():
             for w in ws:
                 w.kill()
-    assert ratio is not None
-    return med["fp32"], med["int8"], ratio
+    return runs
 
 
 def predictor(model_dir: Path, device: str, threads: int):
@@ -174,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [interleaved(a, b, x, args.rounds) for _ in range(args.repeats)]
                 ratios = sorted(ms_a / ms_b for ms_a, ms_b in runs)
             else:
-                runs3 = [timed_in_workers(SHARED / model, q, device, args.threads, args.rounds)
-                         for _ in range(args.repeats)]
+                runs3 = timed_in_workers(SHARED / model, q, device, args.threads, args.rounds, args.repeats)
                 runs = [(r[0], r[1]) for r in runs3]
                 ratios = sorted(r[2] for r in runs3)
             ms_a, ms_b = (float(np.median([r[i] for r in runs])) for i in (0, 1))
