@@ -9,7 +9,7 @@ inputs (the case input plus noise), then, per device, builds one predictor for t
 the repeats (a shared, noisy machine). Each predictor runs in a worker process of its own (benchmarks/compare.py's
 workers: `--rounds` rounds of a block of runs each after an untimed one, the speed-up paired by round), so that
 no runtime's idle threads land in the other model's timing (ONNX Runtime's pool threads kept spinning after each
-run until pdlite's driver stopped that by default, ONNXRUNTIME_SPINNING); `--in-process`: both in this process,
+run until pdlite's driver limited that by default, ONNXRUNTIME_SPINNING); `--in-process`: both in this process,
 alternated run by run, medians of `--rounds` runs.
 
 Accuracy change, on `--samples` inputs different from the calibration ones:

@@ -6,19 +6,23 @@ Context properties:
 - ONNXRUNTIME_EXECUTION_PROVIDERS: comma-separated providers, in priority order (default
   CUDAExecutionProvider when available, then CPUExecutionProvider).
 - ONNXRUNTIME_GRAPH_OPTIMIZATION_LEVEL: disable, basic, extended or all (default all).
-- ONNXRUNTIME_SPINNING: run (default), always or off. ONNX Runtime's pool threads spin while they wait for work:
-  between the ops of a run that saves wake-ups, but by default they keep spinning after the run returns, taking
-  cores from whatever runs next in the process: another predictor's session (PP-OCR's det, cls and rec on
-  onnxruntime at 2 threads: 2.5-2.8 s per pass over the example images, 1.6-1.9 s with `run`), the host
-  kernels, the `auto` device's measurements. `run` stops them when a run ends
-  (`session.force_spinning_stop`; runs back to back on one session: 0.99-1.01x of `always` on PP-OCR det and
-  MobileNetV2, 1.00-1.06x on the 1 ms MobileNetV3-small, worker-process A/B runs at 2 threads),
-  `always` is ONNX Runtime's default, `off` never spins (12-68% slower runs).
+- ONNXRUNTIME_SPINNING: short (default), run, always or off. ONNX Runtime's pool threads spin while they wait for
+  work: between the ops of a run that saves wake-ups, but by default they keep spinning after the run returns,
+  taking cores from whatever runs next in the process: another predictor's session (PP-OCR's det, cls and rec on
+  onnxruntime at 2 threads: 2.5-2.8 s per pass over the example images against 1.6-1.7 s), the host kernels, the
+  `auto` device's measurements. `short` lets a waiting thread spin at most 300 us, then sleep
+  (`session.intra_op.spin_duration_us`): runs back to back as fast as with `always` (0.97-1.03x on
+  MobileNetV3-small, MobileNetV2 and PP-OCR det at 2 threads, worker-process A/B runs), ~2 ms of CPU per idle
+  100 ms instead of ~45. `run` stops the threads when a run ends (`session.force_spinning_stop`): as idle, but
+  the next run wakes them (the 1.2 ms MobileNetV3-small 2.7-3.0x slower, det and MobileNetV2 within 5%).
+  `always` is ONNX Runtime's default, `off` never spins (12-68% slower runs). ONNX Runtime before 1.26 has no
+  spin duration: there `short` is `run`.
 The model cache holds the session's optimized model (ONNX Runtime writes it while building;
 a cached one is loaded with graph optimizations off, since they were already applied).
 """
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,8 +35,19 @@ from pdlite.nnadapter.registry import register_driver
 
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
           "all": "ORT_ENABLE_ALL"}
-SPINNING = {"run": {"session.force_spinning_stop": "1"}, "always": {},  # ONNXRUNTIME_SPINNING -> session config
+SPIN_US = "300"  # ONNXRUNTIME_SPINNING=short: the longest a pool thread spins waiting for work before it sleeps
+SPINNING = {"short": {"session.intra_op.spin_duration_us": SPIN_US, "session.inter_op.spin_duration_us": SPIN_US},
+            "run": {"session.force_spinning_stop": "1"}, "always": {},  # ONNXRUNTIME_SPINNING -> session config
             "off": {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """(major, minor) of a version string such as '1.32.0' or '1.26.0.dev2026'."""
+    parts = []
+    for piece in text.split(".")[:2]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        parts.append(int(digits or 0))
+    return tuple(parts)
 
 
 class OrtModel:
@@ -56,8 +71,9 @@ class OnnxRuntimeDriver(Driver):
         "ONNXRUNTIME_INTER_OP_NUM_THREADS": "threads across ops (default: ONNX Runtime's choice)",
         "ONNXRUNTIME_EXECUTION_PROVIDERS": "comma-separated providers (default: CUDA if available, then CPU)",
         "ONNXRUNTIME_GRAPH_OPTIMIZATION_LEVEL": "disable, basic, extended or all (default all)",
-        "ONNXRUNTIME_SPINNING": "run (default: pool threads spin during a run, stop when it ends), always "
-                                "(ONNX Runtime's default: they keep spinning after it) or off",
+        "ONNXRUNTIME_SPINNING": "short (default: pool threads spin at most 300 us waiting for work, then sleep), "
+                                "run (they stop when a run ends), always (ONNX Runtime's default: they keep "
+                                "spinning after it) or off",
     }
 
     def __init__(self) -> None:
@@ -95,9 +111,11 @@ class OnnxRuntimeDriver(Driver):
             so.intra_op_num_threads = intra
         if inter:
             so.inter_op_num_threads = inter
-        spinning = mine.get("ONNXRUNTIME_SPINNING", "run").lower()
+        spinning = mine.get("ONNXRUNTIME_SPINNING", "short").lower()
         if spinning not in SPINNING:
             raise ConfigError(f"ONNXRUNTIME_SPINNING={spinning!r}: expected one of {list(SPINNING)}")
+        if spinning == "short" and _version(self._ort.__version__) < (1, 26):  # no spin_duration_us before 1.26
+            spinning = "run"
         for key, value in SPINNING[spinning].items():
             so.add_session_config_entry(key, value)
         so.log_severity_level = 3
