@@ -14,11 +14,12 @@ than fp32). The rewrites, in order, all exact in real numbers but rules 2c and 2
    DQ gives (q_u8 - 128) * s = q8 * s: the same values. (ORT's x86 QDQ fusions take uint8 activations
    with int8 weights; int8 activations are fused on ARM only.)
 2. ``ConvRequantize``: ``DQ(x_u8) -> Conv(DQ(w8, s_w), b) -> [BatchNormalization | Add(c) | Sub(c) | Mul(m)]*
-   -> [Relu | Clip(lo, hi) | Max(lo) | Min(hi) | MaxPool | nearest Resize]* -> Q(s_out)`` becomes
+   -> [HardSigmoid] -> [Relu | Clip(lo, hi) | Max(lo) | Min(hi) | MaxPool | nearest Resize]* -> Q(s_out)`` becomes
    ``Conv(DQ(x_u8), DQ(w8', s_w'), DQ(b32, s_x * s_w')) -> Q(s_out) -> [Clip | MaxPool | Resize]* (uint8)``:
    - the affine steps (constant scalars or per-channel values; batch norm y = k * conv + (beta - k * mean),
      k = gamma / sqrt(var + eps); PP-LCNet's learnable affine blocks m * x + c) compose into one y = k * conv + c
-     per output channel, folded into the conv: s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128
+     per output channel, folded into the conv (a HardSigmoid, clip(alpha * v + beta, 0, 1), is a last affine
+     step alpha, beta and a Clip(0, 1): a squeeze-excitation gate's conv); s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128
      there), bias c (starting from the conv's b, each step mapping k, c to k * m, c * m or adding its constant);
    - the bias becomes int32 b32 = round(c / (s_x * s_w')) read through DQ with scale s_x * s_w' (what
      QLinearConv needs); it moves by at most half of s_x * s_w', one product step of the accumulator;
@@ -397,7 +398,7 @@ class _Chain:
 
 
 class ConvRequantize:
-    """DQ(x_u8) -> Conv(DQ(w8)) -> [BN|Add c|Sub c|Mul m]* -> [Relu|Clip|MaxPool|Resize]* -> Q_u8  ==>
+    """DQ(x_u8) -> Conv(DQ(w8)) -> [BN|Add c|Sub c|Mul m]* -> [HardSigmoid] -> [Relu|Clip|MaxPool|Resize]* -> Q_u8  ==>
     QLinearConv-ready Conv -> Q -> [Clip|MaxPool|Resize]* on uint8 (see the module doc for the maths)."""
 
     def pattern(self, g: _Graph) -> Iterable[Any]:
@@ -426,10 +427,18 @@ class ConvRequantize:
             return "bias not constant"
         c = b.astype(np.float64).reshape(-1)
         removed: list[Any] = []
+        post: list[tuple[str, Any]] = []
         cur = conv.output[0]
         tail = (cout,) + (1,) * (w8.ndim - 2)
         while len(g.readers.get(cur, [])) == 1 and cur not in g.outputs:  # per-channel affine steps first
             n = g.readers[cur][0]
+            if n.op_type == "HardSigmoid" and n.input[0] == cur:  # clip(alpha * v + beta, 0, 1): a last affine step
+                alpha, beta = float(_attr(n, "alpha", 0.2)), float(_attr(n, "beta", 0.5))
+                k, c = k * alpha, c * alpha + beta
+                post.append(("clip", (0.0, 1.0)))
+                removed.append(n)
+                cur = n.output[0]
+                break
             if n.op_type in ("Add", "Mul") and len(n.input) == 2 and n.input[1] == cur:
                 other = n.input[0]  # constant * x, constant + x (PP-LCNet's learnable affine blocks)
             elif n.input[0] == cur:
@@ -456,7 +465,6 @@ class ConvRequantize:
                 break
             removed.append(n)
             cur = n.output[0]
-        post: list[tuple[str, Any]] = []
         q = _walk_to_quantizer(g, cur, post, removed)
         if isinstance(q, str):
             return _reason("conv", q)

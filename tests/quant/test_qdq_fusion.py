@@ -136,6 +136,28 @@ def test_conv_chain_becomes_qlinearconv_with_the_same_numbers(min_max: bool, tmp
     assert ref.min() >= 0 and ref.max() <= 6 and np.ptp(ref) > 1  # relu6 did act, the test is not trivial
 
 
+def test_gate_conv_with_hard_sigmoid_becomes_qlinearconv_with_the_same_numbers(tmp_path: Path) -> None:
+    """x -> Q -> DQ -> Conv -> BN -> HardSigmoid -> Q -> DQ -> y (a squeeze-excitation gate's conv): the hard
+    sigmoid's alpha and beta fold into the conv like the batch norm, its clip to [0, 1] runs on the codes."""
+    rng = np.random.default_rng(7)
+    vals, nodes = _conv_bn(rng, 4, 6)
+    vals.update(so=np.float32(1 / 127), zo=np.int8(0))
+    nodes += [helper.make_node("HardSigmoid", ["bn"], ["hs"], alpha=1 / 6, beta=0.5),
+              helper.make_node("QuantizeLinear", ["hs", "so", "zo"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
+    original = _model("gate", nodes, vals, [2, 4, 16, 16], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                         [2, 6, 16, 16])])
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.uint8, report.convs, report.refused) == (2, 1, {}), report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["HardSigmoid"] == kinds["BatchNormalization"] == 0 and kinds["Clip"] == 1, kinds
+    onnx.checker.check_model(fused, full_check=True)
+    ref = _same_codes(original, fused, rng.normal(0, 1.5, (2, 4, 16, 16)).astype(np.float32), 1 / 127,
+                      tmp_path / "o.onnx")
+    assert ref.min() == 0 and ref.max() == 1 and np.ptp(ref) > 0.5  # both clips of the hard sigmoid acted
+
+
 def test_refusals_name_the_reason() -> None:
     rng = np.random.default_rng(1)
     m = _chain(rng, float_reader=True)

@@ -1,6 +1,7 @@
 """pdlite/optimizer/quantization/qdq.py: where `insert_qdq` puts the quantizers (what `pdlite quantize` writes).
 
-Checked on small programs: the inputs of hard_swish / swish are quantized; a conv's value (after its batch norm
+Checked on small programs: the inputs of hard_swish / swish, of average pools and of products of two activations
+(a squeeze-excitation gate) are quantized, a max pool's are not; a conv's value (after its batch norm
 or bias add) that one quantized op reads is quantized right after it and every other reader but fetch reads the
 dequantized value (so ONNX Runtime can run the conv as QLinearConv); a value written twice is left to its
 readers; and the program still runs on the host, equal to a NumPy evaluation of the same fake quantization.
@@ -13,7 +14,7 @@ from pdlite.core.types import Place
 from pdlite.kernels.host.quant import dequantize, quantize
 from pdlite.optimizer.analysis import analyse
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
-from pdlite.optimizer.quantization import insert_qdq, quant_targets
+from pdlite.optimizer.quantization import DEFAULT_OPS, insert_qdq, quant_targets
 from tests.optimizer.util import Builder, run_result
 
 RNG = np.random.default_rng(0)
@@ -39,9 +40,9 @@ def _se_program() -> Builder:
     return b
 
 
-def _quantized(b: Builder) -> tuple[list, dict]:
+def _quantized(b: Builder, ops: tuple[str, ...] = DEFAULT_OPS) -> tuple[list, dict]:
     program, params = b.program(), dict(b.params)
-    targets = quant_targets(program, params)
+    targets = quant_targets(program, params, ops=ops)
     names = {n for t in targets for n in t.activations}
     prog, new_params = insert_qdq(program, params, {n: 0.05 for n in names}, targets)
     return prog.main.ops, new_params
@@ -70,10 +71,27 @@ def test_hard_swish_input_quantized() -> None:
     assert len(q) == 1  # one quantizer for the add's output, read by hard_swish only
 
 
+def test_squeeze_excitation_gate_and_average_pool_inputs_quantized_max_pool_not() -> None:
+    """The product c * a of two activations reads both dequantized (the gate a through its own quantizer); an
+    average pool of a value that is no conv's reads it dequantized; a max pool reads the float value (a quantizer
+    moves through a max, so one before it would only add a rounding)."""
+    ops, _ = _quantized(_se_program())
+    (mul,) = [op for op in ops if op.type == "elementwise_mul"]
+    assert (mul.input("X"), mul.input("Y")) == ("c.quantized.dequantized", "a.quantized.dequantized")
+    assert sum(op.type == "quantize_linear" and op.input("X") == "a" for op in ops) == 1
+    b = _se_program()
+    b.op("pool2d", {"X": "h"}, {"Out": "pa"}, pooling_type="avg", global_pooling=True, ksize=[1, 1])
+    b.op("pool2d", {"X": "h"}, {"Out": "pm"}, pooling_type="max", global_pooling=True, ksize=[1, 1])
+    b.fetch("pa", "pm")
+    ops, _ = _quantized(b)
+    pools = {op.output("Out"): op.input("X") for op in ops if op.type == "pool2d"}
+    assert (pools["pa"], pools["pm"]) == ("h.quantized.dequantized", "h"), pools
+
+
 def test_value_written_twice_keeps_its_readers() -> None:
     b = _se_program()
     b.block.ops.insert(3, b.block.ops[1].copy())  # c written a second time, before the pool reads it
-    ops, _ = _quantized(b)
+    ops, _ = _quantized(b, tuple(o for o in DEFAULT_OPS if o not in ("pool2d", "elementwise_mul")))  # float readers
     assert next(op for op in ops if op.type == "pool2d").input("X") == "c"
     (q,) = [i for i, op in enumerate(ops) if op.type == "quantize_linear" and op.input("X") == "c"]
     after = next(op for op in ops[q:] if op.type not in ("quantize_linear", "dequantize_linear"))
@@ -117,7 +135,7 @@ def test_quantized_program_runs_and_matches_numpy() -> None:
     c = conv(_fq(x), wq("w"), 1) + params["bias"].reshape(1, -1, 1, 1)
     cq = _fq(c)
     a = 1 / (1 + np.exp(-cq.mean((2, 3), keepdims=True)))
-    s = _fq(cq) + _fq(cq * a)
+    s = _fq(cq) + _fq(cq * _fq(a))  # the gate quantized as the product's second input
     h = _fq(s) * np.clip(_fq(s) + 3, 0, 6) / 6
     y = conv(_fq(h), wq("w2"), 0)
     tol = 1e-4

@@ -8,7 +8,12 @@ Ops with a weight (QUANTIZABLE) get both; elementwise_add of two activations (AC
 inputs quantized, as Paddle's PostTrainingQuantization does when `quantizable_op_type` names it: a residual
 add between int8 convolutions then stays int8 on the devices (a conv whose result feeds the add can requantize
 right after itself, and the add runs as an integer add). hard_swish and swish get their input quantized (they
-are not monotone: a quantizer after them cannot move up to the conv before them). Every activation is quantized
+are not monotone: a quantizer after them cannot move up to the conv before them). Average pooling and
+elementwise_mul of two activations get their inputs quantized too: a squeeze-excitation block (global average
+pool -> 1x1 convs -> hard sigmoid -> x * gate, MobileNetV3 / PP-LCNet) then runs on int8 codes end to end
+(ONNX Runtime: QLinearGlobalAveragePool, QLinearMul) instead of dequantizing x for its pool and its gate. Max
+pooling is left alone: a quantizer moves through it (Q(max(v)) = max(Q(v))), so quantizing its input would only
+add a second rounding between two convs. Every activation is quantized
 once, however many quantized ops read it; a convolution's output quantized for one reader is quantized right
 after the convolution and read dequantized by all its readers (but fetch), so the convolution can write int8.
 
@@ -38,7 +43,8 @@ QUANTIZABLE = {"conv2d": ("Input", "Filter", 0), "depthwise_conv2d": ("Input", "
 # op type -> activation slots (ops without weights, quantized on their activation inputs only). hard_swish and
 # swish are not monotone, so a quantizer after them cannot move up to the conv before them: quantizing their
 # input gives that conv a requantized int8 output (QLinearConv on ONNX Runtime)
-ACTIVATION_OPS = {"elementwise_add": ("X", "Y"), "hard_swish": ("X",), "swish": ("X",)}
+ACTIVATION_OPS = {"elementwise_add": ("X", "Y"), "hard_swish": ("X",), "swish": ("X",), "pool2d": ("X",),
+                  "elementwise_mul": ("X", "Y")}
 CONV_OPS = ("conv2d", "depthwise_conv2d")
 # what `pdlite quantize` quantizes unless told otherwise (`--ops`)
 DEFAULT_OPS = (*QUANTIZABLE, *ACTIVATION_OPS)
@@ -71,6 +77,8 @@ def quant_targets(program: Program, params: Mapping[str, np.ndarray], skip: set[
     for i, op in enumerate(block.ops):
         if op.type not in wanted or any(n in skip for n in op.output_names()):
             continue
+        if op.type == "pool2d" and op.attrs.get("pooling_type", "max") != "avg":
+            continue  # max pooling: see the module doc
         if op.type in ACTIVATION_OPS:
             names = tuple(op.input(slot) for slot in ACTIVATION_OPS[op.type])
             if all(n is not None and n not in const and n in block.vars and block.vars[n].dtype == VarType.FP32
