@@ -3,7 +3,8 @@
 Runs the float model on the host over the calibration batches, computes each quantized op's activation
 scale (abs_max, hist or KL; pdlite.optimizer.quantization), quantizes conv / depthwise / transpose conv /
 mul / matmul weights per channel and the inputs of those ops, of residual adds (elementwise_add of two
-activations) and of hard_swish / swish (`--ops` narrows the list; docs/quantization.md), and writes OUT/inference.pdmodel + inference.pdiparams in Paddle's QDQ
+activations), of hard_swish / swish, of average pools and of products of two activations (squeeze-excitation
+blocks; `--ops` narrows the list; docs/quantization.md), and writes OUT/inference.pdmodel + inference.pdiparams in Paddle's QDQ
 format (quantize_linear / dequantize_linear, int8 weights), which Paddle Inference, OpenVINO and pdlite
 load. Then it prints how far the int8 model is from the float one on the calibration batches.
 
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batches", type=int, default=0, help="use at most this many calibration batches (0: all)")
     p.add_argument("--ops", default=",".join(DEFAULT_OPS),
                    help="op types to quantize, comma-separated (default: %(default)s; leave out elementwise_add, "
-                        "hard_swish and swish for Paddle's default quantizable_op_type)")
+                        "hard_swish, swish, pool2d and elementwise_mul for Paddle's default quantizable_op_type)")
     p.add_argument("--skip", action="append", default=[], metavar="VAR",
                    help="keep the op writing VAR in float (repeatable)")
     p.set_defaults(func=main)
