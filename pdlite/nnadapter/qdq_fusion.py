@@ -18,9 +18,10 @@ than fp32). The rewrites, in order, all exact in real numbers but rules 2c and 2
    ``Conv(DQ(x_u8), DQ(w8', s_w'), DQ(b32, s_x * s_w')) -> Q(s_out) -> [Clip | MaxPool | Resize]* (uint8)``:
    - the affine steps (constant scalars or per-channel values; batch norm y = k * conv + (beta - k * mean),
      k = gamma / sqrt(var + eps); PP-LCNet's learnable affine blocks m * x + c) compose into one y = k * conv + c
-     per output channel, folded into the conv (a HardSigmoid, clip(alpha * v + beta, 0, 1), is a last affine
-     step alpha, beta and a Clip(0, 1): a squeeze-excitation gate's conv); s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128
+     per output channel, folded into the conv: s_w' = |k| * s_w, w8' = sign(k) * w8 (w8 never holds -128
      there), bias c (starting from the conv's b, each step mapping k, c to k * m, c * m or adding its constant);
+     a HardSigmoid, clip(alpha * v + beta, 0, 1), is a last affine step (alpha, beta) and a Clip(0, 1) (a
+     squeeze-excitation gate's conv);
    - the bias becomes int32 b32 = round(c / (s_x * s_w')) read through DQ with scale s_x * s_w' (what
      QLinearConv needs); it moves by at most half of s_x * s_w', one product step of the accumulator;
    - Q is monotone non-decreasing, so it commutes with clamps and max: Q(clip(v, lo, hi)) =
@@ -398,8 +399,8 @@ class _Chain:
 
 
 class ConvRequantize:
-    """DQ(x_u8) -> Conv(DQ(w8)) -> [BN|Add c|Sub c|Mul m]* -> [HardSigmoid] -> [Relu|Clip|MaxPool|Resize]* -> Q_u8  ==>
-    QLinearConv-ready Conv -> Q -> [Clip|MaxPool|Resize]* on uint8 (see the module doc for the maths)."""
+    """DQ(x_u8) -> Conv(DQ(w8)) -> [BN|Add c|Sub c|Mul m]* -> [HardSigmoid] -> [Relu|Clip|MaxPool|Resize]* -> Q_u8
+    ==>  QLinearConv-ready Conv -> Q -> [Clip|MaxPool|Resize]* on uint8 (see the module doc for the maths)."""
 
     def pattern(self, g: _Graph) -> Iterable[Any]:
         return [n for n in g.nodes if n.op_type == "Conv"]

@@ -4,9 +4,9 @@ Runs the float model on the host over the calibration batches, computes each qua
 scale (abs_max, hist or KL; pdlite.optimizer.quantization), quantizes conv / depthwise / transpose conv /
 mul / matmul weights per channel and the inputs of those ops, of residual adds (elementwise_add of two
 activations), of hard_swish / swish, of average pools and of products of two activations (squeeze-excitation
-blocks; `--ops` narrows the list; docs/quantization.md), and writes OUT/inference.pdmodel + inference.pdiparams in Paddle's QDQ
-format (quantize_linear / dequantize_linear, int8 weights), which Paddle Inference, OpenVINO and pdlite
-load. Then it prints how far the int8 model is from the float one on the calibration batches.
+blocks; `--ops` narrows the list; docs/quantization.md), and writes OUT/inference.pdmodel + inference.pdiparams
+in Paddle's QDQ format (quantize_linear / dequantize_linear, int8 weights), which Paddle Inference, OpenVINO and
+pdlite load. Then it prints how far the int8 model is from the float one on the calibration batches.
 
 Calibration inputs: an .npz file whose arrays are batches for the model's input (single-input models;
 any key names) or `<feed>_<i>` / `<feed>:<i>` keys (batch i of each feed); or a folder of such .npz files

@@ -13,9 +13,9 @@ elementwise_mul of two activations get their inputs quantized too: a squeeze-exc
 pool -> 1x1 convs -> hard sigmoid -> x * gate, MobileNetV3 / PP-LCNet) then runs on int8 codes end to end
 (ONNX Runtime: QLinearGlobalAveragePool, QLinearMul) instead of dequantizing x for its pool and its gate. Max
 pooling is left alone: a quantizer moves through it (Q(max(v)) = max(Q(v))), so quantizing its input would only
-add a second rounding between two convs. Every activation is quantized
-once, however many quantized ops read it; a convolution's output quantized for one reader is quantized right
-after the convolution and read dequantized by all its readers (but fetch), so the convolution can write int8.
+add a second rounding between two convs. Every activation is quantized once, however many quantized ops read it;
+a convolution's output quantized for one reader is quantized right after the convolution and read dequantized by
+all its readers (but fetch), so the convolution can write int8.
 
 Activation scales come from calibration (pdlite.optimizer.quantization.calibration); weights use
 per-channel abs-max along the output-channel axis (conv: 0, conv2d_transpose: 1, mul/matmul [K, N]
@@ -42,7 +42,7 @@ QUANTIZABLE = {"conv2d": ("Input", "Filter", 0), "depthwise_conv2d": ("Input", "
                "matmul_v2": ("X", "Y", 1)}
 # op type -> activation slots (ops without weights, quantized on their activation inputs only). hard_swish and
 # swish are not monotone, so a quantizer after them cannot move up to the conv before them: quantizing their
-# input gives that conv a requantized int8 output (QLinearConv on ONNX Runtime)
+# input gives that conv a requantized int8 output (QLinearConv on ONNX Runtime). pool2d: average pools only
 ACTIVATION_OPS = {"elementwise_add": ("X", "Y"), "hard_swish": ("X",), "swish": ("X",), "pool2d": ("X",),
                   "elementwise_mul": ("X", "Y")}
 CONV_OPS = ("conv2d", "depthwise_conv2d")
