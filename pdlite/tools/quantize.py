@@ -24,6 +24,7 @@ import numpy as np
 
 from pdlite.errors import ConfigError, InputError
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
+from pdlite.optimizer.quantization.calibration import BOUNDED_OPS
 from pdlite.optimizer.quantization.qdq import DEFAULT_OPS
 from pdlite.tools.common import source_config
 from pdlite.tools.progress import Progress
@@ -95,11 +96,13 @@ def _predictor(config: Any, passes: list[str] | None = None) -> Any:
     return create_paddle_predictor(config)
 
 
-def calibrate(args: argparse.Namespace, batches: list[dict[str, np.ndarray]], wanted: set[str]) -> dict[str, float]:
-    """Activation scales of `wanted` vars over the batches, with a progress bar over the batches."""
+def calibrate(args: argparse.Namespace, batches: list[dict[str, np.ndarray]], wanted: set[str],
+              writers: dict[str, str] | None = None) -> dict[str, float]:
+    """Activation scales of `wanted` vars over the batches, with a progress bar over the batches; `writers`: the
+    type of the op writing each var (gates of BOUNDED_OPS are calibrated abs_max, calibration.py)."""
     from pdlite.optimizer.quantization import make_observer
 
-    observers = {n: make_observer(args.algo) for n in wanted}
+    observers = {n: make_observer(args.algo, (writers or {}).get(n)) for n in wanted}
     two_pass = any(o.two_pass for o in observers.values())
     pred = _predictor(source_config(args.model, args.params, "quantize"), ESSENTIAL)
     second = False
@@ -155,7 +158,9 @@ def main(args: argparse.Namespace) -> int:
     if not targets:
         raise ConfigError(f"{args.model}: no op to quantize among {ops} (conv2d, depthwise_conv2d, conv2d_transpose, "
                           "mul, matmul, matmul_v2 with float weights; elementwise_add of two float activations)")
-    scales = calibrate(args, batches, {a for t in targets for a in t.activations})
+    writers = {n: op.type for op in model.program.main.ops for n in op.output_names()}
+    scales = calibrate(args, batches, {a for t in targets for a in t.activations}, writers)
+    gates = sum(writers.get(n) in BOUNDED_OPS for n in scales)
     program, new_params = insert_qdq(model.program, params, scales, targets)
     out = Path(args.output)
     os.makedirs(out, exist_ok=True)
@@ -164,7 +169,9 @@ def main(args: argparse.Namespace) -> int:
                out / "inference.pdmodel", out / "inference.pdiparams")
     w = len({t.weight for t in targets if t.weight is not None})
     print(f"wrote {out}/inference.pdmodel + inference.pdiparams: {len(targets)} ops quantized "
-          f"({w} int8 weights, {len(scales)} activation scales, {args.algo} over {len(batches)} batches)")
+          f"({w} int8 weights, {len(scales)} activation scales, {args.algo} over {len(batches)} batches"
+          + (f"; abs_max for {gates} sigmoid / hard_sigmoid outputs" if gates and args.algo != "abs_max" else "")
+          + ")")
     fpred = _predictor(source_config(args.model, args.params, "quantize"))
     qpred = _predictor(source_config(str(out), None, "quantize"))
     check = batches[:8]
