@@ -24,8 +24,7 @@ import numpy as np
 
 from pdlite.errors import ConfigError, InputError
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
-from pdlite.optimizer.quantization.calibration import BOUNDED_OPS
-from pdlite.optimizer.quantization.qdq import DEFAULT_OPS
+from pdlite.optimizer.quantization import BOUNDED_OPS, DEFAULT_OPS
 from pdlite.tools.common import source_config
 from pdlite.tools.progress import Progress
 

@@ -6,7 +6,7 @@ feeds the observers here and calls `insert_qdq`; this package never runs a model
 """
 from __future__ import annotations
 
-from pdlite.optimizer.quantization.calibration import ALGOS, Observer, make_observer
+from pdlite.optimizer.quantization.calibration import ALGOS, BOUNDED_OPS, Observer, make_observer
 from pdlite.optimizer.quantization.qdq import (
                                                ACTIVATION_OPS,
                                                DEFAULT_OPS,
@@ -16,4 +16,4 @@ from pdlite.optimizer.quantization.qdq import (
                                                quant_targets,
 )
 
-__all__ = ["ACTIVATION_OPS", "ALGOS", "DEFAULT_OPS", "QUANTIZABLE", "Observer", "QuantTarget", "insert_qdq", "make_observer", "quant_targets"]
+__all__ = ["ACTIVATION_OPS", "ALGOS", "BOUNDED_OPS", "DEFAULT_OPS", "QUANTIZABLE", "Observer", "QuantTarget", "insert_qdq", "make_observer", "quant_targets"]
