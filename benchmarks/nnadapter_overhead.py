@@ -115,8 +115,8 @@ def onnxruntime_runner(d: Path, threads: int, workdir: str) -> Callable[[dict], 
     path = os.path.join(workdir, d.name + ".onnx")
     with open(path, "wb") as f:
         f.write(export_program(m.program, m.params, check=False).SerializeToString())
-    # the session options pdlite's driver uses (threads, and its pool threads stop spinning after a run: with
-    # ORT's default the direct session's idle threads would spin through pdlite's calls in this process)
+    # the session options pdlite's driver uses (threads, and its pool threads spin at most 300 us once a run ends:
+    # with ORT's default the direct session's idle threads would spin through pdlite's calls in this process)
     from pdlite.nnadapter.drivers.onnxruntime import OnnxRuntimeDriver
 
     so = OnnxRuntimeDriver().session_options({"ONNXRUNTIME_INTRA_OP_NUM_THREADS": str(threads)})
