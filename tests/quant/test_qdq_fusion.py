@@ -559,3 +559,172 @@ def test_random_chains_fold_into_one_qlinearconv_with_the_same_numbers(steps: li
     assert kinds["BatchNormalization"] == kinds["Mul"] == kinds["Add"] == kinds["Sub"] == kinds["Relu"] == 0
     _same_codes(original, fused, rng.normal(0, 1.5, (1, 3, 8, 8)).astype(np.float32), so,
                 copies=4 ** steps.count("resize"))
+
+
+def _fan_out(rng: np.random.Generator, s_up: float) -> Any:
+    """x -> Q -> DQ -> Conv -> BN -> Q(sa) -> DQ -> Add <- DQ <- Q <- x -> sum, read by Q(so) -> DQ -> y and by
+    Resize (nearest, x2) -> Q(s_up) -> DQ -> up: a feature pyramid's sum, quantized for its own conv and upsampled
+    for the next level (PP-OCRv4 det's neck); with s_up == so one quantizer serves both."""
+    m = _residual(rng)
+    g = m.graph
+    for n in list(g.node):
+        if n.op_type == "Relu" or n.output[0] in ("yq", "y"):
+            g.node.remove(n)
+    g.initializer.extend([_init("roi", np.zeros(0, np.float32)), _init("scales", np.array([1, 1, 2, 2], np.float32)),
+                          _init("s_up", np.float32(s_up))])
+    g.node.extend([helper.make_node("QuantizeLinear", ["sum", "so", "zo"], ["yq"]),
+                   helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"]),
+                   helper.make_node("Resize", ["sum", "roi", "scales"], ["r"], mode="nearest"),
+                   helper.make_node("QuantizeLinear", ["r", "s_up", "zo"], ["uq"]),
+                   helper.make_node("DequantizeLinear", ["uq", "s_up", "zo"], ["up"])])
+    g.output.append(helper.make_tensor_value_info("up", TensorProto.FLOAT, [2, 4, 16, 16]))
+    return m
+
+
+def test_sum_read_by_two_quantizers_of_one_scale_is_quantized_once(tmp_path: Path) -> None:
+    """The add's value reaches two quantizers of the same scale, one through a nearest Resize: one QuantizeLinear
+    right after the add (a QLinearAdd in ORT), the Resize on its codes, so the upsampled output is exactly the
+    upsample of the other; both within one step of the original's (Q commutes with picking elements; ORT's
+    QLinearAdd rounds through its own fixed-point scale, which moved 5% of these values by one step, as it does
+    for rule 2b's adds)."""
+    rng = np.random.default_rng(11)
+    original = _fan_out(rng, 0.04)
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.adds, report.refused) == (1, {}), report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["QuantizeLinear"] == 3 and kinds["Resize"] == 1, kinds  # x, the conv's value, the sum
+    resize = next(n for n in fused.graph.node if n.op_type == "Resize")
+    assert next(n for n in fused.graph.node if n.output[0] == resize.input[0]).op_type == "QuantizeLinear"
+    onnx.checker.check_model(fused, full_check=True)
+    x = rng.normal(0, 1.0, (2, 4, 8, 8)).astype(np.float32)
+    ref = _session(original).run(None, {"x": x})
+    got = _session(fused, tmp_path / "opt.onnx").run(None, {"x": x})
+    assert _ops(tmp_path / "opt.onnx")["QLinearAdd"] == 1
+    for r, g in zip(ref, got):
+        steps = np.abs(g - r) / np.float32(0.04)
+        assert steps.max() <= 1.0 + 1e-5 and (steps < 1e-3).mean() >= 0.9, (steps.max(), (steps < 1e-3).mean())
+    assert np.array_equal(got[1], got[0].repeat(2, 2).repeat(2, 3))  # the upsample of the very same codes
+    assert np.ptp(ref[0]) > 1
+
+
+def test_sum_read_by_quantizers_of_different_scales_stays_float() -> None:
+    report = fuse_qdq(_fan_out(np.random.default_rng(12), 0.05))
+    assert report.adds == 0 and report.refused == {"add result read by several quantizers": 1}, report
+
+
+def _near_dead(beta: float, s_dead: float) -> tuple[Any, dict[str, Any]]:
+    """`_chain` whose channel 0 has weight scale `s_dead` and batch norm bias `beta` (a pruned channel: its bias
+    needs more than int32 at s_x * s_w); no zero-scale channel."""
+    m = _chain(np.random.default_rng(13))
+    vals = {i.name: numpy_helper.to_array(i).copy() for i in m.graph.initializer}
+    vals["sw"][0], vals["sw"][2], vals["b"][0], vals["g"][5] = s_dead, 0.004, beta, 1.0
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(_init(k, v) for k, v in vals.items())
+    return m, vals
+
+
+def test_near_dead_channel_drops_its_weights_to_fit_the_bias(tmp_path: Path) -> None:
+    """Weight scale 1e-12 (the pruned channels of PP-OCRv4 det: 1e-9 .. 1e-37): the bias b / (s_x * s_w) leaves
+    int32, the weights can move the output by ~1e-8 of a step: the channel becomes its bias (weights 0, the
+    scale raised until the bias fits) and the conv a QLinearConv; the numbers stay the original's."""
+    original, vals = _near_dead(0.5, 1e-12)
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.convs, report.refused) == (1, {}), report
+    x = np.random.default_rng(14).normal(0, 1.2, (2, 4, 16, 16)).astype(np.float32)
+    ref = _same_codes(original, fused, x, 0.025, tmp_path / "o.onnx")
+    assert np.ptp(ref[:, 0]) == 0 and ref[:, 0].max() > 0  # channel 0 is its (positive) bias, as in the original
+
+
+def test_channel_whose_weights_matter_keeps_the_int32_refusal() -> None:
+    """A bias too large for int32 on a channel with ordinary weights (their reach is many output steps): refused."""
+    original, _ = _near_dead(1e6, 1e-3)
+    report = fuse_qdq(original)
+    assert report.convs == 0 and report.refused == {"bias out of int32 range": 1}, report
+
+
+def _stem(k: int, pads: list[int], size: tuple[int, int]) -> Any:
+    """x (1 x 3 x H x W) -> Q -> DQ -> Conv(3 -> 8, k x k, stride 2, pads) -> Q -> DQ -> y: a CNN's stem."""
+    rng = np.random.default_rng(k * 100 + sum(pads) * 10 + size[0])
+    vals = {"sx": np.float32(0.02), "zx": np.int8(0), "w8": rng.integers(-127, 128, (8, 3, k, k)).astype(np.int8),
+            "sw": rng.uniform(0.002, 0.01, 8).astype(np.float32), "zw": np.zeros(8, np.int8),
+            "b": rng.normal(0, 0.2, 8).astype(np.float32), "so": np.float32(0.05), "zo": np.int8(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w8", "sw", "zw"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd", "b"], ["cv"], pads=pads, strides=[2, 2]),
+             helper.make_node("QuantizeLinear", ["cv", "so", "zo"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
+    out = [(n + pads[i] + pads[i + 2] - k) // 2 + 1 for i, n in enumerate(size)]
+    return _model("stem", nodes, vals, [1, 3, *size], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                    [1, 8, *out])])
+
+
+@pytest.mark.parametrize("k,pads,size", [(3, [1, 1, 1, 1], (16, 16)), (3, [1, 1, 1, 1], (17, 15)),
+                                         (7, [3, 3, 3, 3], (20, 21)), (2, [0, 0, 0, 0], (9, 8)),
+                                         (3, [0, 0, 1, 1], (16, 16)), (3, [1, 0, 0, 1], (11, 12))])
+def test_stem_runs_as_space_to_depth_with_the_same_codes(k: int, pads: list[int], size: tuple[int, int],
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stride-2 conv on the input's 3 channels becomes SpaceToDepth + a stride-1 conv on 12 channels (a
+    QLinearConv): the same integer sums, so the codes equal those of the fused model without this rule, for odd
+    and even sizes, asymmetric pads and kernels 2, 3, 7."""
+    import pdlite.nnadapter.qdq_fusion as qf
+
+    original = _stem(k, pads, size)
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert (report.convs, report.stems, report.refused) == (1, 1, {}), report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["SpaceToDepth"] == 1 and kinds["Pad"] == 1, kinds
+    conv = next(n for n in fused.graph.node if n.op_type == "Conv")
+    assert list(next(a.ints for a in conv.attribute if a.name == "strides")) == [1, 1]
+    onnx.checker.check_model(fused, full_check=True)
+    monkeypatch.setattr(qf.StemSpaceToDepth, "check", lambda self, g, conv: None)
+    plain = onnx.load_from_string(original.SerializeToString())
+    assert fuse_qdq(plain).stems == 0
+    x = np.random.default_rng(1).normal(0, 1.5, (1, 3, *size)).astype(np.float32)
+    want = _session(plain).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
+    assert _ops(tmp_path / "o.onnx")["QLinearConv"] == 1
+    assert got.shape == want.shape and np.array_equal(got, want)
+    assert np.ptp(want) > 1
+
+
+def test_conv_transpose_bias_add_becomes_its_bias(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConvTranspose(DQ(x), DQ(w8)) -> Add(b per channel) -> BN -> Relu -> Q -> DQ -> y (PP-OCRv4 det's head): the
+    Add becomes the ConvTranspose's bias, the batch norm stays a separate op in ORT (FoldFloatWeights keeps ORT
+    from folding it into the weights), and the output equals the one without this rule."""
+    import pdlite.nnadapter.qdq_fusion as qf
+
+    rng = np.random.default_rng(15)
+    c = 4
+    vals = {"sx": np.float32(0.02), "zx": np.int8(0), "w8": rng.integers(-127, 128, (c, c, 2, 2)).astype(np.int8),
+            "sw": np.float32(0.01), "zw": np.int8(0), "b": rng.normal(0, 0.3, (1, c, 1, 1)).astype(np.float32),
+            "g": rng.uniform(0.5, 1.5, c).astype(np.float32), "bb": rng.normal(0, 0.3, c).astype(np.float32),
+            "m": rng.normal(0, 0.2, c).astype(np.float32), "v": rng.uniform(0.5, 2, c).astype(np.float32),
+            "so": np.float32(0.03), "zo": np.int8(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w8", "sw", "zw"], ["wd"]),
+             helper.make_node("ConvTranspose", ["xd", "wd"], ["ct"], strides=[2, 2], kernel_shape=[2, 2]),
+             helper.make_node("Add", ["ct", "b"], ["ad"]),
+             helper.make_node("BatchNormalization", ["ad", "g", "bb", "m", "v"], ["bn"]),
+             helper.make_node("Relu", ["bn"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "so", "zo"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
+    original = _model("ct", nodes, vals, [1, c, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                   [1, c, 16, 16])])
+    fused = onnx.load_from_string(original.SerializeToString())
+    report = fuse_qdq(fused)
+    assert report.transpose_biases == 1, report
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    assert kinds["Add"] == 0 and len(next(n for n in fused.graph.node if n.op_type == "ConvTranspose").input) == 3
+    monkeypatch.setattr(qf.ConvTransposeBias, "check", lambda self, g, ct: None)
+    plain = onnx.load_from_string(original.SerializeToString())
+    assert fuse_qdq(plain).transpose_biases == 0
+    x = rng.normal(0, 1.2, (1, c, 8, 8)).astype(np.float32)
+    want = _session(plain).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
+    assert _ops(tmp_path / "o.onnx")["BatchNormalization"] == 1
+    assert np.array_equal(got, want) and np.ptp(want) > 0.5
