@@ -289,9 +289,43 @@ def _emit_steps(g: _Graph, cur: str, steps: list[tuple[str, Any]], final: str) -
             new.append(g.node("Clip", [cur, g.add_init(np.array(arg[0], np.uint8), "lo"),
                                        g.add_init(np.array(arg[1], np.uint8), "hi")], [out]))
         else:
+            by_twos = _resize_by_twos(g, cur, arg, out) if arg.op_type == "Resize" else None
             pattrs = {a.name: _attr(arg, a.name) for a in arg.attribute}
-            new.append(g.node(arg.op_type, [cur, *arg.input[1:]], [out], **pattrs))
+            new += by_twos or [g.node(arg.op_type, [cur, *arg.input[1:]], [out], **pattrs)]
         cur = out
+    return new
+
+
+def _resize_by_twos(g: _Graph, cur: str, node: Any, out: str) -> list[Any] | None:
+    """Nearest Resize `node` of codes `cur` by 2^k on H and W (asymmetric coordinates, floor: whole pixels
+    repeated) as ``Reshape(N * C, 1, H, W) -> k x Resize(x2) -> Reshape(N, C, 2^k H, 2^k W)`` writing `out`; None
+    for other resizes. Exact: the same elements picked. ONNX Runtime's layout pass cannot move a Resize between
+    reshapes that merge batch and channels into its NHWC region, and its uint8 upsampling by 2 in NCHW runs an
+    order of magnitude faster than its NHWC one (PP-OCRv4 det, 96 x 40 x 40 -> 80 x 80: 45 us against 530),
+    by 4 and 8 fastest as repeated 2s; the transposes around it cost less than that."""
+    if (_attr(node, "mode", b"nearest") not in (b"nearest", "nearest")
+            or _attr(node, "coordinate_transformation_mode", b"half_pixel") not in (b"asymmetric", "asymmetric")
+            or _attr(node, "nearest_mode", b"round_prefer_floor") not in (b"floor", "floor")
+            or len(node.input) < 3 or not node.input[2] or (len(node.input) > 3 and node.input[3])):
+        return None
+    sc = g.const(node.input[2])
+    if sc is None or sc.shape != (4,) or sc[0] != 1 or sc[1] != 1 or sc[2] != sc[3]:
+        return None
+    f = int(sc[2])
+    twos = f.bit_length() - 1
+    if f != sc[2] or f < 2 or f != 1 << twos:
+        return None
+    shape, target, flat = g.fresh("shape"), g.fresh("shape"), g.fresh("flat")
+    attrs = {a.name: _attr(node, a.name) for a in node.attribute}
+    new = [g.node("Shape", [cur], [shape]),
+           g.node("Mul", [shape, g.add_init(np.array([1, 1, f, f], np.int64), "factor")], [target]),
+           g.node("Reshape", [cur, g.add_init(np.array([-1, 1, 0, 0], np.int64), "nc1hw")], [flat])]
+    two = g.add_init(np.array([1, 1, 2, 2], F32), "x2")
+    for _ in range(twos):
+        up = g.fresh("up")
+        new.append(g.node("Resize", [flat, "", two], [up], **attrs))
+        flat = up
+    new.append(g.node("Reshape", [flat, target], [out]))
     return new
 
 

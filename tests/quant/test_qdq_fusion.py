@@ -728,3 +728,48 @@ def test_conv_transpose_bias_add_becomes_its_bias(tmp_path: Path, monkeypatch: p
     got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
     assert _ops(tmp_path / "o.onnx")["BatchNormalization"] == 1
     assert np.array_equal(got, want) and np.ptp(want) > 0.5
+
+
+def _upsample_chain(f: int) -> Any:
+    """x -> Q -> DQ -> Conv -> BN -> Relu -> Resize(nearest, asymmetric, floor, x f) -> Q -> DQ -> y: the
+    upsampling Paddle's nearest_interp_v2 converts to (a DB head's)."""
+    rng = np.random.default_rng(20 + f)
+    vals, nodes = _conv_bn(rng, 4, 6)
+    vals.update(scales=np.array([1, 1, f, f], np.float32), so=np.float32(0.03), zo=np.int8(0))
+    nodes += [helper.make_node("Relu", ["bn"], ["r"]),
+              helper.make_node("Resize", ["r", "", "scales"], ["up"], mode="nearest",
+                               coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+              helper.make_node("QuantizeLinear", ["up", "so", "zo"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
+    return _model("upsample", nodes, vals, [2, 4, 6, 5], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                       [2, 6, 6 * f, 5 * f])])
+
+
+@pytest.mark.parametrize("f", [2, 4, 8, 3])
+def test_upsample_of_codes_runs_as_resizes_by_two_between_reshapes(f: int, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nearest upsample by 2^k of the codes becomes Reshape(N*C, 1, H, W), k Resizes by 2 and a Reshape back,
+    which ONNX Runtime keeps out of its NHWC region (its optimized model has the Resizes between the reshapes);
+    the codes equal the single Resize's. By 3: left as it is."""
+    import pdlite.nnadapter.qdq_fusion as qf
+
+    original = _upsample_chain(f)
+    fused = onnx.load_from_string(original.SerializeToString())
+    assert fuse_qdq(fused).convs == 1
+    kinds = Counter(n.op_type for n in fused.graph.node)
+    twos = {2: 1, 4: 2, 8: 3}.get(f)
+    assert kinds["Resize"] == (twos or 1) and kinds["Reshape"] == (2 if twos else 0), kinds
+    onnx.checker.check_model(fused, full_check=True)
+    monkeypatch.setattr(qf, "_resize_by_twos", lambda *a: None)
+    plain = onnx.load_from_string(original.SerializeToString())
+    fuse_qdq(plain)
+    x = np.random.default_rng(f).normal(0, 1.2, (2, 4, 6, 5)).astype(np.float32)
+    want = _session(plain).run(None, {"x": x})[0]
+    got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
+    assert np.array_equal(got, want) and np.ptp(want) > 0.5
+    _same_codes(original, fused, x, 0.03, copies=f * f)
+    opt = onnx.load(str(tmp_path / "o.onnx")).graph.node
+    made = {o: n.op_type for n in opt for o in n.output}
+    assert all(made.get(n.input[0]) in (("Reshape", "Resize") if twos else ("QuantizeLinear", "Transpose",
+                                                                            "QLinearConv", "Relu", "Clip"))
+               for n in opt if n.op_type == "Resize"), [(n.op_type, made.get(n.input[0])) for n in opt]
