@@ -182,15 +182,16 @@ def main(argv: list[str] | None = None) -> int:
         for device in devices:
             ref = work / f"{model}_{device}_reference"
             ref.mkdir(parents=True, exist_ok=True)
+            # this pdlite's graphs, captured afresh (they change with pdlite); the runtime's own quantization of
+            # the fp32 graph is kept under that graph's hash
             fp32, mine = ref / "fp32.onnx", ref / f"pdlite_int8_{tag}.onnx"
-            if not fp32.exists():
-                fp32.write_bytes(device_graphs(int8_bench.SHARED / model, device))
-            if not mine.exists():
-                mine.write_bytes(device_graphs(q, device))
+            fp32.write_bytes(device_graphs(int8_bench.SHARED / model, device))
+            mine.write_bytes(device_graphs(q, device))
+            h = hashlib.sha256(fp32.read_bytes()).hexdigest()[:12]
             if device == "onnxruntime":
-                theirs, runner = ort_quantized(fp32, ref / "ort_int8.onnx", calib), ort_runner
+                theirs, runner = ort_quantized(fp32, ref / f"ort_int8_{h}.onnx", calib), ort_runner
             else:
-                theirs, runner = nncf_quantized(fp32, ref / "nncf_int8.xml", calib), ov_runner
+                theirs, runner = nncf_quantized(fp32, ref / f"nncf_int8_{h}.xml", calib), ov_runner
             runs = {k: runner(p, args.threads) for k, p in (("fp32", fp32), ("pdlite", mine), ("own", theirs))}
             t = timed(runs, x, args.rounds)
             ms = {k: statistics.median(v) * 1e3 for k, v in t.items()}
