@@ -795,7 +795,7 @@ class StemSpaceToDepth:
     def pattern(self, g: _Graph) -> Iterable[Any]:
         return [n for n in g.nodes if n.op_type == "Conv" and list(_attr(n, "strides", [1, 1])) == [2, 2]]
 
-    def check(self, g: _Graph, conv: Any) -> tuple[Any, Any, Any, np.ndarray, list[int], tuple[int, int]] | None:
+    def check(self, g: _Graph, conv: Any) -> tuple[Any, Any, Any, Any, np.ndarray, list[int], tuple[int, int]] | None:
         x_dq, w_dq = g.producer.get(conv.input[0]), g.producer.get(conv.input[1])
         if not _u8_activation(g, x_dq) or w_dq is None or w_dq.op_type != "DequantizeLinear":
             return None
@@ -809,11 +809,10 @@ class StemSpaceToDepth:
                 or _attr(conv, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")):
             return None
         pads = [int(p) for p in _attr(conv, "pads", [0, 0, 0, 0])]
-        return q, x_dq, w_dq, w8, pads, (int(shape[2]), int(shape[3]))
+        return conv, q, x_dq, w_dq, w8, pads, (int(shape[2]), int(shape[3]))
 
-    def rewrite(self, g: _Graph, got: tuple[Any, Any, Any, np.ndarray, list[int], tuple[int, int]],
-                conv: Any) -> None:
-        q, x_dq, w_dq, w8, pads, (h, w) = got
+    def rewrite(self, g: _Graph, got: tuple[Any, Any, Any, Any, np.ndarray, list[int], tuple[int, int]]) -> None:
+        conv, q, x_dq, w_dq, w8, pads, (h, w) = got
         o, c, kh, kw = w8.shape
         kh2, kw2 = (kh + 1) // 2, (kw + 1) // 2
         oh, ow = (h + pads[0] + pads[2] - kh) // 2 + 1, (w + pads[1] + pads[3] - kw) // 2 + 1
@@ -849,7 +848,7 @@ class ConvTransposeBias:
     def pattern(self, g: _Graph) -> Iterable[Any]:
         return [n for n in g.nodes if n.op_type == "ConvTranspose" and (len(n.input) < 3 or not n.input[2])]
 
-    def check(self, g: _Graph, ct: Any) -> tuple[Any, np.ndarray] | None:
+    def check(self, g: _Graph, ct: Any) -> tuple[Any, Any, np.ndarray] | None:
         readers = g.readers.get(ct.output[0], [])
         if len(readers) != 1 or ct.output[0] in g.outputs or readers[0].op_type != "Add":
             return None
@@ -862,10 +861,10 @@ class ConvTransposeBias:
         if b is None or cout is None or b.dtype != F32 or not (
                 b.size == 1 or (b.size == cout and b.ndim >= 3 and b.shape[-3] == cout)):
             return None  # the bias must broadcast per output channel over a 4-D NCHW output
-        return add, np.ascontiguousarray(np.broadcast_to(b.reshape(-1), (cout,)))
+        return ct, add, np.ascontiguousarray(np.broadcast_to(b.reshape(-1), (cout,)))
 
-    def rewrite(self, g: _Graph, ct: Any, got: tuple[Any, np.ndarray]) -> None:
-        add, b = got
+    def rewrite(self, g: _Graph, got: tuple[Any, Any, np.ndarray]) -> None:
+        ct, add, b = got
         attrs = {a.name: _attr(ct, a.name) for a in ct.attribute}
         g.replace([ct, add], [g.node("ConvTranspose", [ct.input[0], ct.input[1], g.add_init(b, "ctb")],
                                      list(add.output), **attrs)])
@@ -1017,6 +1016,18 @@ def _apply(rule: Any, g: _Graph, report: FusionReport) -> int:
     return done
 
 
+def _apply_where(rule: Any, g: _Graph) -> int:
+    """Run a rule without refusal reasons (check: what its rewrite needs, or None where it does not apply) over
+    its pattern; the count of rewrites."""
+    done = 0
+    for node in rule.pattern(g):
+        got = rule.check(g, node)
+        if got is not None:
+            rule.rewrite(g, got)
+            done += 1
+    return done
+
+
 def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionReport:
     """Apply the rewrites to `model` (an onnx ModelProto, changed in place); returns what changed."""
     g = _Graph(model.graph)
@@ -1040,18 +1051,8 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
     report.adds = _apply(AddRequantize(), g, report)
     report.hard_swish = _apply(HardSwishRequantize(), g, report)
     report.gates = _apply(GateRequantize(), g, report)
-    stem = StemSpaceToDepth()
-    for conv in stem.pattern(g):
-        got_s = stem.check(g, conv)
-        if got_s is not None:
-            stem.rewrite(g, got_s, conv)
-            report.stems += 1
-    ct_bias = ConvTransposeBias()
-    for ct in ct_bias.pattern(g):
-        got_b = ct_bias.check(g, ct)
-        if got_b is not None:
-            ct_bias.rewrite(g, ct, got_b)
-            report.transpose_biases += 1
+    report.stems = _apply_where(StemSpaceToDepth(), g)
+    report.transpose_biases = _apply_where(ConvTransposeBias(), g)
     pointwise = PointwiseToMatMul()
     for conv in pointwise.pattern(g):
         if pointwise.check(g, conv) is None:
