@@ -861,7 +861,7 @@ class ConvTransposeBias:
         if b is None or cout is None or b.dtype != F32 or not (
                 b.size == 1 or (b.size == cout and b.ndim >= 3 and b.shape[-3] == cout)):
             return None  # the bias must broadcast per output channel over a 4-D NCHW output
-        return ct, add, np.ascontiguousarray(np.broadcast_to(b.reshape(-1), (cout,)))
+        return ct, add, np.asarray(np.broadcast_to(b.reshape(-1), (cout,)), order="C")
 
     def rewrite(self, g: _Graph, got: tuple[Any, Any, np.ndarray]) -> None:
         ct, add, b = got
