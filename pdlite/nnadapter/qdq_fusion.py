@@ -358,27 +358,40 @@ def _reason(what: str, why: str) -> str:
     return f"{what}: {why}"
 
 
-def _walk_to_quantizer(g: _Graph, cur: str, post: list[tuple[str, Any]], removed: list[Any]) -> Any | str:
-    """From value `cur` through single-reader commuting steps (appended to `post`, their nodes to `removed`)
-    to the one uint8 per-tensor QuantizeLinear reading the result; the quantizer, or a reason."""
-    while True:
-        readers = g.readers.get(cur, [])
-        if cur in g.outputs or not readers:
-            return "result is a graph output"
-        if len(readers) != 1:
-            return "result read " + ("by float ops" if any(r.op_type != "QuantizeLinear" for r in readers)
-                                     else "by several quantizers")
-        n = readers[0]
-        if n.op_type == "QuantizeLinear":
-            return n if _per_tensor_u8(g, n) else "its quantizer is not per-tensor uint8"
-        if n.input[0] != cur:
-            return f"result is input #{list(n.input).index(cur)} of {n.op_type}"
-        step = _post_step(g, n)
+def _commuting_steps(g: _Graph, cur: str, post: list[tuple[str, Any]], removed: list[Any]) -> str:
+    """From value `cur` along single readers that commute with a later quantizer (their steps appended to `post`,
+    their nodes to `removed`); the value where that stops."""
+    while len(g.readers.get(cur, [])) == 1 and cur not in g.outputs:
+        n = g.readers[cur][0]
+        step = _post_step(g, n) if n.op_type != "QuantizeLinear" and n.input[0] == cur else "a quantizer or not input 0"
         if isinstance(step, str):
-            return step
+            break
         post.append(step)
         removed.append(n)
         cur = n.output[0]
+    return cur
+
+
+def _fan_out_reason(readers: list[Any]) -> str:
+    return "result read " + ("by float ops" if any(r.op_type != "QuantizeLinear" for r in readers)
+                             else "by several quantizers")
+
+
+def _walk_to_quantizer(g: _Graph, cur: str, post: list[tuple[str, Any]], removed: list[Any]) -> Any | str:
+    """From value `cur` through single-reader commuting steps (appended to `post`, their nodes to `removed`)
+    to the one uint8 per-tensor QuantizeLinear reading the result; the quantizer, or a reason."""
+    cur = _commuting_steps(g, cur, post, removed)
+    readers = g.readers.get(cur, [])
+    if cur in g.outputs or not readers:
+        return "result is a graph output"
+    if len(readers) != 1:
+        return _fan_out_reason(readers)
+    n = readers[0]
+    if n.op_type == "QuantizeLinear":
+        return n if _per_tensor_u8(g, n) else "its quantizer is not per-tensor uint8"
+    if n.input[0] != cur:
+        return f"result is input #{list(n.input).index(cur)} of {n.op_type}"
+    return _post_step(g, n)  # the reason the steps stopped there
 
 
 def _walk_to_quantizers(g: _Graph, cur: str, post: list[tuple[str, Any]],
@@ -388,13 +401,7 @@ def _walk_to_quantizers(g: _Graph, cur: str, post: list[tuple[str, Any]],
     sum read by the next level's upsample and by its own quantizer), all with the same scale and zero point,
     so that one quantizer of the value serves them all. The branches as (quantizer, its own steps), their
     nodes appended to `removed`; or a reason."""
-    while len(g.readers.get(cur, [])) == 1 and cur not in g.outputs:
-        n = g.readers[cur][0]
-        if n.op_type == "QuantizeLinear" or n.input[0] != cur or isinstance(_post_step(g, n), str):
-            break
-        post.append(_post_step(g, n))  # type: ignore[arg-type]
-        removed.append(n)
-        cur = n.output[0]
+    cur = _commuting_steps(g, cur, post, removed)
     readers = g.readers.get(cur, [])
     if len(readers) < 2 or cur in g.outputs:
         q = _walk_to_quantizer(g, cur, post, removed)
@@ -413,8 +420,7 @@ def _walk_to_quantizers(g: _Graph, cur: str, post: list[tuple[str, Any]],
         else:
             q = "float"
         if isinstance(q, str):
-            return "result read " + ("by float ops" if any(r.op_type != "QuantizeLinear" for r in readers)
-                                     else "by several quantizers")
+            return _fan_out_reason(readers)
         branches.append((q, own))
     if len({_quant_params_key(g, q) for q, _ in branches}) != 1:
         return "result read by several quantizers"
