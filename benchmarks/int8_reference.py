@@ -12,8 +12,8 @@ from a limit of the runtime's int8 kernels. For each model of ../shared/models:
 - intel_openvino: NNCF's `nncf.quantize` of the fp32 graph (default preset, its fast bias correction),
 
 both runtime quantizers calibrated on the inputs int8_bench calibrates pdlite with. Each graph runs as a bare
-session (ORT InferenceSession with pdlite's driver settings: intra-op threads, pool threads spinning at most
-300 us; OpenVINO compiled with f32 inference precision, LATENCY hint), all of a runtime's three interleaved in
+session with pdlite's driver settings (its onnxruntime session options: intra-op threads, pool threads spinning
+at most 300 us; its OpenVINO config: f32 inference precision, LATENCY hint), all of a runtime's three interleaved in
 one process, `--rounds` rounds of a block of runs each (`--threads`, default 1: no pool threads to disturb the
 other sessions); the speed-up over fp32 is paired by round. Accuracy: top-1 agreement with the fp32 graph over
 `--samples` other inputs (PP-OCRv4 det: agreement of the text masks, map > 0.3).
@@ -106,24 +106,26 @@ def nncf_quantized(fp32: Path, out: Path, calib: list[np.ndarray]) -> Path:
 
 
 def ort_runner(path: Path, threads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A bare session with the session options pdlite's onnxruntime driver uses."""
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.log_severity_level = 3
-    so.add_session_config_entry("session.intra_op.spin_duration_us", "300")
+    from pdlite.nnadapter.drivers.onnxruntime import OnnxRuntimeDriver
+
+    so = OnnxRuntimeDriver().session_options({"ONNXRUNTIME_INTRA_OP_NUM_THREADS": str(threads)})
     s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     name = s.get_inputs()[0].name
     return lambda x: s.run(None, {name: x})[0]
 
 
 def ov_runner(path: Path, threads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A bare compiled model with the device and config pdlite's intel_openvino driver uses."""
     import openvino as ov
 
+    from pdlite.nnadapter.drivers.intel_openvino import OpenVINODriver
+
+    device, cfg = OpenVINODriver.config({"INTEL_OPENVINO_INFERENCE_NUM_THREADS": str(threads)})
     core = ov.Core()
-    c = core.compile_model(core.read_model(str(path)), "CPU", {"INFERENCE_NUM_THREADS": threads,
-                                                                "PERFORMANCE_HINT": "LATENCY",
-                                                                "INFERENCE_PRECISION_HINT": "f32"})
+    c = core.compile_model(core.read_model(str(path)), device, cfg)
     r = c.create_infer_request()
     return lambda x: np.array(r.infer({0: x})[c.outputs[0]], copy=True)
 
