@@ -99,7 +99,17 @@ def _session(model: Any, optimized: Path | None = None) -> Any:
 
 
 def _ops(path: Path) -> Counter[str]:
-    return Counter(n.op_type for n in onnx.load(str(path)).graph.node)
+    return _kinds(onnx.load(str(path)))
+
+
+def _fused(original: Any) -> tuple[Any, Any]:
+    """A copy of `original` rewritten by fuse_qdq (the original left as it is), and fuse_qdq's report."""
+    fused = onnx.load_from_string(original.SerializeToString())
+    return fused, fuse_qdq(fused)
+
+
+def _kinds(model: Any) -> Counter[str]:
+    return Counter(n.op_type for n in model.graph.node)
 
 
 def _same_codes(original: Any, fused: Any, x: np.ndarray, scale: float, optimized: Path | None = None,
@@ -124,10 +134,9 @@ def _same_codes(original: Any, fused: Any, x: np.ndarray, scale: float, optimize
 def test_conv_chain_becomes_qlinearconv_with_the_same_numbers(min_max: bool, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     original = _chain(rng, min_max=min_max)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.uint8, report.convs, report.refused) == (2, 1, {})
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["BatchNormalization"] == kinds["Add"] == kinds["MaxPool"] - 1 == 0
     assert kinds["Clip"] == 1 and kinds["Conv"] == 1 and kinds["QuantizeLinear"] == 2  # Max -> Min: one Clip
     assert kinds["Max"] == kinds["Min"] == 0
@@ -147,10 +156,9 @@ def test_gate_conv_with_hard_sigmoid_becomes_qlinearconv_with_the_same_numbers(t
               helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
     original = _model("gate", nodes, vals, [2, 4, 16, 16], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                                                          [2, 6, 16, 16])])
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.uint8, report.convs, report.refused) == (2, 1, {}), report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["HardSigmoid"] == kinds["BatchNormalization"] == 0 and kinds["Clip"] == 1, kinds
     onnx.checker.check_model(fused, full_check=True)
     ref = _same_codes(original, fused, rng.normal(0, 1.5, (2, 4, 16, 16)).astype(np.float32), 1 / 127,
@@ -196,10 +204,9 @@ def _residual(rng: np.random.Generator) -> Any:
 def test_quantized_residual_add_becomes_qlinearadd_with_the_same_numbers(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     original = _residual(rng)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.merged, report.uint8, report.convs, report.adds, report.refused) == (1, 3, 1, 1, {}), report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["Relu"] == kinds["BatchNormalization"] == 0 and kinds["Clip"] == 1 and kinds["QuantizeLinear"] == 3
     onnx.checker.check_model(fused, full_check=True)
     x = rng.normal(0, 1.0, (2, 4, 8, 8)).astype(np.float32)
@@ -255,7 +262,7 @@ def test_fixture_on_onnxruntime_runs_qlinearconv_within_tolerance(name: str, tmp
     report = fuse_qdq(neutral)
     assert (report.convs, report.matmuls, report.adds) == (*FIXTURES[name], ADDS.get(name, 0)), report
     model = _convert(ROOT / name, "onnxruntime", ins)  # convert_ops applies the rewrite for this device
-    assert Counter(n.op_type for n in model.graph.node) == Counter(n.op_type for n in neutral.graph.node)
+    assert _kinds(model) == _kinds(neutral)
     load_registries()
     driver = get_driver("onnxruntime")()
     props = {"ONNXRUNTIME_INTRA_OP_NUM_THREADS": "1"}
@@ -264,7 +271,7 @@ def test_fixture_on_onnxruntime_runs_qlinearconv_within_tolerance(name: str, tmp
     assert optimized["QLinearConv"] == report.convs and optimized["QLinearAdd"] == report.adds
     assert optimized["MatMulIntegerToFloat"] >= report.matmuls
     # the float convs' batch norms stay separate ops (not folded into the now constant float weights)
-    assert optimized["BatchNormalization"] == Counter(n.op_type for n in model.graph.node)["BatchNormalization"]
+    assert optimized["BatchNormalization"] == _kinds(model)["BatchNormalization"]
     got = driver.run(compiled, [ins[n] for n in compiled.inputs])
     for (k, r), g in zip(ref.items(), got):
         err = max_rel_err(np.asarray(g), r)
@@ -328,10 +335,9 @@ def test_affine_steps_and_nearest_resize_fold_into_qlinearconv(tmp_path: Path) -
     same numbers within one quantization step (>= 99% exactly)."""
     rng = np.random.default_rng(5)
     original = _affine_chain(rng)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.uint8, report.convs, report.refused) == (2, 1, {"hard_swish result is a graph output": 1}), report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["BatchNormalization"] == kinds["Mul"] == kinds["Add"] == 0 and kinds["Resize"] == 1
     resize = next(n for n in fused.graph.node if n.op_type == "Resize")
     assert next(n for n in fused.graph.node if n.output[0] == resize.input[0]).op_type == "QuantizeLinear"
@@ -382,10 +388,9 @@ def test_quantized_hard_swish_runs_as_two_qlinearmul_within_one_step(sx: float, 
     the QDQ model's (the 8-bit hard sigmoid and the rounded offset, see HardSwishRequantize), and without an
     offset all are equal where the hard sigmoid is 0 or 1 and nearly all in between."""
     original = _hard_swish_chain(sx, so, m, c)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.uint8, report.hard_swish, report.refused) == (2, 1, {}), report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["QLinearMul"] == 2 and kinds["HardSwish"] == kinds["Mul"] == kinds["Add"] == 0, kinds
     x = ((np.arange(256, dtype=np.float32) - 128) * np.float32(sx)).reshape(1, 1, 16, 16)
     ref = _session(original).run(None, {"x": x})[0]
@@ -410,7 +415,7 @@ def test_hard_swish_refusals_name_the_reason() -> None:
     for why, model in cases.items():
         report = fuse_qdq(model)
         assert report.hard_swish == 0 and report.refused == {why: 1}, (why, report)
-        assert Counter(n.op_type for n in model.graph.node)["HardSwish"] == 1
+        assert _kinds(model)["HardSwish"] == 1
 
 
 def _gate_chain(sx: float, so: float, swish: bool = False) -> Any:
@@ -437,10 +442,9 @@ def test_gated_value_runs_as_qlinearmul_within_one_step(sx: float, so: float, sw
     """A uint8 value times a HardSigmoid / Sigmoid gate, then quantized (squeeze-excitation; swish), becomes one
     QLinearMul with the gate quantized to 1/255: every output code within one of the QDQ model's, most equal."""
     original = _gate_chain(sx, so, swish)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.uint8, report.gates, report.refused) == (2, 1, {}), report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["QLinearMul"] == 1 and kinds["Mul"] == 0, kinds
     x = np.random.default_rng(7).normal(0, 40 * sx, (1, 4, 8, 8)).astype(np.float32) + np.float32(
         [[[[-1.0]], [[0.0]], [[1.0]], [[3.0]]]])  # channels with gates from near 0 to near 1
@@ -486,8 +490,7 @@ def test_concatenated_quantizers_become_uint8_together(tmp_path: Path) -> None:
               helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
     original = _model("concat", nodes, vals, [2, 4, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                                                            [2, 6, 8, 8])])
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.uint8, report.convs, report.refused) == (3, 1, {}), report
     concat = next(n for n in fused.graph.node if n.op_type == "Concat")
     assert all(next(n for n in fused.graph.node if n.output[0] == i).input[2] != "zx" for i in concat.input)
@@ -549,13 +552,12 @@ def test_random_chains_fold_into_one_qlinearconv_with_the_same_numbers(steps: li
     >= 99% of the elements exactly (the int32 bias rounding may move values on a rounding edge)."""
     rng = np.random.default_rng(seed)
     original, so = _random_chain(rng, steps)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     # several chained affine steps can scale the bias past int32 (e.g. four batch norms): a correct refusal, not
     # a chain this test is about
     assume(report.refused != {"bias out of int32 range": 1})
     assert report.convs == 1 and report.refused == {}, (steps, report)
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["BatchNormalization"] == kinds["Mul"] == kinds["Add"] == kinds["Sub"] == kinds["Relu"] == 0
     _same_codes(original, fused, rng.normal(0, 1.5, (1, 3, 8, 8)).astype(np.float32), so,
                 copies=4 ** steps.count("resize"))
@@ -589,10 +591,9 @@ def test_sum_read_by_two_quantizers_of_one_scale_is_quantized_once(tmp_path: Pat
     for rule 2b's adds)."""
     rng = np.random.default_rng(11)
     original = _fan_out(rng, 0.04)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.adds, report.refused) == (1, {}), report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["QuantizeLinear"] == 3 and kinds["Resize"] == 1, kinds  # x, the conv's value, the sum
     resize = next(n for n in fused.graph.node if n.op_type == "Resize")
     assert next(n for n in fused.graph.node if n.output[0] == resize.input[0]).op_type == "QuantizeLinear"
@@ -629,8 +630,7 @@ def test_near_dead_channel_drops_its_weights_to_fit_the_bias(tmp_path: Path) -> 
     int32, the weights can move the output by ~1e-8 of a step: the channel becomes its bias (weights 0, the
     scale raised until the bias fits) and the conv a QLinearConv; the numbers stay the original's."""
     original, vals = _near_dead(0.5, 1e-12)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.convs, report.refused) == (1, {}), report
     x = np.random.default_rng(14).normal(0, 1.2, (2, 4, 16, 16)).astype(np.float32)
     ref = _same_codes(original, fused, x, 0.025, tmp_path / "o.onnx")
@@ -672,17 +672,16 @@ def test_stem_runs_as_space_to_depth_with_the_same_codes(k: int, pads: list[int]
     import pdlite.nnadapter.qdq_fusion as qf
 
     original = _stem(k, pads, size)
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert (report.convs, report.stems, report.refused) == (1, 1, {}), report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["SpaceToDepth"] == 1 and kinds["Pad"] == 1, kinds
     conv = next(n for n in fused.graph.node if n.op_type == "Conv")
     assert list(next(a.ints for a in conv.attribute if a.name == "strides")) == [1, 1]
     onnx.checker.check_model(fused, full_check=True)
     monkeypatch.setattr(qf.StemSpaceToDepth, "check", lambda self, g, conv: None)
-    plain = onnx.load_from_string(original.SerializeToString())
-    assert fuse_qdq(plain).stems == 0
+    plain, plain_report = _fused(original)
+    assert plain_report.stems == 0
     x = np.random.default_rng(1).normal(0, 1.5, (1, 3, *size)).astype(np.float32)
     want = _session(plain).run(None, {"x": x})[0]
     got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
@@ -715,14 +714,13 @@ def test_conv_transpose_bias_add_becomes_its_bias(tmp_path: Path, monkeypatch: p
              helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
     original = _model("ct", nodes, vals, [1, c, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                                                    [1, c, 16, 16])])
-    fused = onnx.load_from_string(original.SerializeToString())
-    report = fuse_qdq(fused)
+    fused, report = _fused(original)
     assert report.transpose_biases == 1, report
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    kinds = _kinds(fused)
     assert kinds["Add"] == 0 and len(next(n for n in fused.graph.node if n.op_type == "ConvTranspose").input) == 3
     monkeypatch.setattr(qf.ConvTransposeBias, "check", lambda self, g, ct: None)
-    plain = onnx.load_from_string(original.SerializeToString())
-    assert fuse_qdq(plain).transpose_biases == 0
+    plain, plain_report = _fused(original)
+    assert plain_report.transpose_biases == 0
     x = rng.normal(0, 1.2, (1, c, 8, 8)).astype(np.float32)
     want = _session(plain).run(None, {"x": x})[0]
     got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
@@ -754,15 +752,14 @@ def test_upsample_of_codes_runs_as_resizes_by_two_between_reshapes(f: int, tmp_p
     import pdlite.nnadapter.qdq_fusion as qf
 
     original = _upsample_chain(f)
-    fused = onnx.load_from_string(original.SerializeToString())
-    assert fuse_qdq(fused).convs == 1
-    kinds = Counter(n.op_type for n in fused.graph.node)
+    fused, report = _fused(original)
+    assert report.convs == 1
+    kinds = _kinds(fused)
     twos = {2: 1, 4: 2, 8: 3}.get(f)
     assert kinds["Resize"] == (twos or 1) and kinds["Reshape"] == (2 if twos else 0), kinds
     onnx.checker.check_model(fused, full_check=True)
     monkeypatch.setattr(qf, "_resize_by_twos", lambda *a: None)
-    plain = onnx.load_from_string(original.SerializeToString())
-    fuse_qdq(plain)
+    plain, _ = _fused(original)
     x = np.random.default_rng(f).normal(0, 1.2, (2, 4, 6, 5)).astype(np.float32)
     want = _session(plain).run(None, {"x": x})[0]
     got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
