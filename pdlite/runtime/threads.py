@@ -2,9 +2,10 @@
 
 `run_threads(n, native_gemm)` wraps a predictor's run: pdlite's native kernel pool runs `n`
 threads, and the BLAS NumPy uses runs `n` (or 1 while the native pool runs the GEMMs, so that
-the two pools do not compete) through threadpoolctl's controllers. When the last run in progress
-(over all threads of the process) ends, BLAS gets back the thread count it had before, so a
-user's own NumPy code is not left single-threaded. Where threadpoolctl recognises no BLAS, the same
+the two pools do not compete) through threadpoolctl's controllers. Where torch is loaded (the CUDA
+target, which also runs on torch's CPU), torch's intra-op threads (its OpenMP and MKL pools) run `n`
+too. When the last run in progress (over all threads of the process) ends, each pool gets back the
+thread count it had before, so a user's own NumPy or torch code is not left single-threaded. Where threadpoolctl recognises no BLAS, the same
 is done on NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
 
 The native pool's work split does not depend on the thread count; OpenBLAS's does on some CPUs, so
@@ -12,6 +13,7 @@ results across thread counts agree within tolerance, not bit for bit (docs/deter
 """
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,10 +40,32 @@ def _blas_controllers() -> list[Any]:
     return _controllers
 
 
-def _limit_blas(n: int) -> list[tuple[Any, int]]:
-    """Set every BLAS to `n` threads; returns the (controller, previous count) of those that changed."""
+class _TorchThreads:
+    """torch's intra-op thread count (torch.set_num_threads also sets the OpenMP and MKL pools torch loaded)."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+
+    def get_num_threads(self) -> int:
+        return int(self._torch.get_num_threads())
+
+    def set_num_threads(self, n: int) -> None:
+        self._torch.set_num_threads(n)
+
+
+def _torch_controller() -> _TorchThreads | None:
+    """torch's thread control when torch is already imported (never imports it)."""
+    torch = sys.modules.get("torch")
+    return _TorchThreads(torch) if torch is not None and hasattr(torch, "set_num_threads") else None
+
+
+def _limit(n_blas: int, n_torch: int) -> list[tuple[Any, int]]:
+    """Set every BLAS to `n_blas` threads and torch (if loaded) to `n_torch`; returns the (controller, previous
+    count) of those that changed."""
     changed = []
-    for c in _blas_controllers():
+    torch = _torch_controller()
+    pools = [(c, n_blas) for c in _blas_controllers()] + ([(torch, n_torch)] if torch is not None else [])
+    for c, n in pools:
         before = c.get_num_threads()
         if before is not None and before != n:
             c.set_num_threads(n)
@@ -69,9 +93,9 @@ def run_threads(n: int, native_gemm: bool = False) -> Iterator[None]:
     want = 1 if native_gemm else n
     with _lock:
         if _active == 0:
-            _restore = _limit_blas(want)
+            _restore = _limit(want, n)
         else:
-            _limit_blas(want)  # a later run's count while runs overlap; the first run's record restores
+            _limit(want, n)  # a later run's count while runs overlap; the first run's record restores
         _active += 1
         _set_native(n)
     try:

@@ -152,6 +152,32 @@ def test_run_threads_restores_when_overlapping():
     assert rt_threads.get_blas_threads() == before
 
 
+def test_torch_threads_follow_set_threads_on_the_cuda_target_and_are_restored():
+    """The CUDA target on torch's CPU runs its kernels with the predictor's thread count (torch's intra-op pools,
+    MKL's included), whatever the user set torch to, and torch gets the user's count back after the run."""
+    torch = pytest.importorskip("torch")
+    from pdlite.lite import Place, PrecisionType, TargetType
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir(NAME)))
+    cfg.set_valid_places([Place(TargetType.CUDA, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
+    cfg.set_cuda_device("cpu")
+    cfg.set_threads(1)
+    pred = create_paddle_predictor(cfg)
+    seen: set[int] = set()
+    pred.set_hook(lambda inst, dt, scope: seen.add(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        out = pred.predict(load_case(NAME)[0])
+        assert seen == {1}, f"torch ran with {seen} threads, not the predictor's 1"
+        assert torch.get_num_threads() == 2, "the user's torch thread count was not restored"
+        torch.set_num_threads(1)  # the same result whatever torch was set to before the run
+        np.testing.assert_array_equal(np.asarray(pred.predict(load_case(NAME)[0])[0]), np.asarray(out[0]))
+    finally:
+        torch.set_num_threads(before)
+
+
 # -- copy semantics -------------------------------------------------------------------------------
 
 def test_from_numpy_copies_and_outputs_are_not_overwritten(tmp_path):
