@@ -18,6 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+# the CPU flags that decide what the native kernels and the devices' int8 / bf16 kernels can use
+FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+         "amx_tile", "amx_int8", "amx_bf16")
+
+
 def _cpu() -> tuple[str, list[str]]:
     model, flags = platform.processor() or platform.machine(), []
     try:
@@ -27,8 +32,7 @@ def _cpu() -> tuple[str, list[str]]:
                     model = line.split(":", 1)[1].strip()
                 elif line.startswith("flags") and not flags:
                     have = set(line.split(":", 1)[1].split())
-                    flags = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl",
-                                         "avx512_vnni", "avx512_bf16", "amx_tile") if f in have]
+                    flags = [f for f in FLAGS if f in have]
     except OSError:
         pass
     return model, flags

@@ -5,6 +5,7 @@ import pytest
 
 from pdlite.kernels.host import native
 from pdlite.tools.cli import main
+from pdlite.tools.doctor import FLAGS
 
 
 def test_doctor_reports_native_isa_blas_devices_and_gpu(capsys):
@@ -18,6 +19,14 @@ def test_doctor_reports_native_isa_blas_devices_and_gpu(capsys):
         assert "native kernels: no:" in out
     for name in ("intel_openvino", "onnxruntime"):
         assert f"  {name}: " in out
+    try:
+        with open("/proc/cpuinfo") as f:
+            have = set(next(line for line in f if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return
+    cpu = next(line for line in out.splitlines() if line.startswith("cpu:"))
+    listed = set(cpu.split("flags:", 1)[1].split())
+    assert listed == {f for f in FLAGS if f in have} or (not have & set(FLAGS) and "none of interest" in cpu), cpu
 
 
 def test_version_names_the_host_kernels(capsys):
