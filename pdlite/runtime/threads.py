@@ -5,8 +5,9 @@ threads, and the BLAS NumPy uses runs `n` (or 1 while the native pool runs the G
 the two pools do not compete) through threadpoolctl's controllers. Where torch is loaded (the CUDA
 target, which also runs on torch's CPU), torch's intra-op threads (its OpenMP and MKL pools) run `n`
 too. When the last run in progress (over all threads of the process) ends, each pool gets back the
-thread count it had before, so a user's own NumPy or torch code is not left single-threaded. Where threadpoolctl recognises no BLAS, the same
-is done on NumPy's OpenBLAS directly (pdlite/kernels/host/blas.py).
+thread count it had before, so a user's own NumPy or torch code is not left single-threaded. Where
+threadpoolctl recognises no BLAS, the same is done on NumPy's OpenBLAS directly
+(pdlite/kernels/host/blas.py).
 
 The native pool's work split does not depend on the thread count; OpenBLAS's does on some CPUs, so
 results across thread counts agree within tolerance, not bit for bit (docs/determinism.md).
