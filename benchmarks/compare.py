@@ -307,13 +307,10 @@ def main() -> int:
                          "none: the host target only)")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
     args = ap.parse_args()
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    print(f"machine: {cpu}, {os.cpu_count()} CPUs; {versions()}")
+    from pdlite.tools.doctor import cpu_info
+
+    cpu, flags = cpu_info()
+    print(f"machine: {cpu}, {os.cpu_count()} CPUs (flags: {' '.join(flags) or 'none of interest'}); {versions()}")
     from pdlite.kernels.host import native
     print(f"pdlite native host kernels: {'in use' if native.available() else 'NOT in use'}, {native.load_note}"
           + (f", ISA {native.isa()}" if native.available() else ""))

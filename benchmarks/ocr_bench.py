@@ -22,7 +22,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import sys
 import time
@@ -186,14 +185,9 @@ def main() -> None:
 
 
 def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from pdlite.tools.doctor import cpu_info
+
+    return cpu_info()[0] or "unknown"
 
 
 if __name__ == "__main__":

@@ -27,9 +27,9 @@ OTHERS = ("transformer_encoder",)
 
 
 def _cpu() -> str:
-    from pdlite.tools.doctor import _cpu as cpu
+    from pdlite.tools.doctor import cpu_info
 
-    model, flags = cpu()
+    model, flags = cpu_info()
     return f"{model} ({platform.machine()}; {' '.join(flags) or 'no flags of interest'})"
 
 

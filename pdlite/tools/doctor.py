@@ -23,7 +23,8 @@ FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx
          "amx_tile", "amx_int8", "amx_bf16")
 
 
-def _cpu() -> tuple[str, list[str]]:
+def cpu_info() -> tuple[str, list[str]]:
+    """(CPU model name, the FLAGS it has), from /proc/cpuinfo where there is one (the benchmarks print it too)."""
     model, flags = platform.processor() or platform.machine(), []
     try:
         with open("/proc/cpuinfo") as f:
@@ -81,7 +82,7 @@ def report() -> dict[str, Any]:
     from pdlite.registries import load_registries
 
     load_registries()
-    model, flags = _cpu()
+    model, flags = cpu_info()
     devices = {}
     for name in sorted(DRIVERS):
         cls = DRIVERS[name]
