@@ -8,7 +8,9 @@ If converting, building or the first run of a newly built model fails (a device 
 model it then cannot run), the kernel warns once (naming the device and the reason) and runs the
 sub-block's original ops with host kernels for that signature: the "original runtime program",
 analysed lazily with host places the first time it is needed. A device never fails a run that
-the host would have done.
+the host would have done, but for the user's own settings: a context property value the device
+refuses (a ConfigError, e.g. INTEL_OPENVINO_INFERENCE_PRECISION_HINT=fp8) is raised at the first
+run, naming the property, instead of running around it.
 
 The kernel keeps per-run state (its compiled models, each device request), so runs enter it one at a
 time, under its own lock. `direct_runner` serves the common whole-program case (feed -> one subgraph ->
@@ -28,7 +30,7 @@ import numpy as np
 
 from pdlite.core.program import BlockDesc, OpDesc, Program
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, TargetType
-from pdlite.errors import KernelError, ModelFormatError, PdliteError
+from pdlite.errors import ConfigError, KernelError, ModelFormatError, PdliteError
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.nnadapter.options import NNAdapterOptions
 
@@ -162,6 +164,8 @@ class SubgraphKernel(Kernel):
         entry: _Compiled | _Fallback
         try:
             entry = _Compiled(self._compile(vals, data))
+        except ConfigError:  # the user's settings (a context property's value): said, not run around
+            raise
         except Exception as e:
             self._warn(e)
             entry = _FALLBACK

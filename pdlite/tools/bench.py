@@ -48,7 +48,8 @@ def main(args: argparse.Namespace) -> int:
     pred = create_paddle_predictor(cfg)
     feeds = make_feeds(pred, parse_kv(args.input, "--input"), parse_kv(args.shape, "--shape"), random=True)
     # per-op profiles are of the host kernels unless a device is asked for explicitly
-    device = set_device(cfg, args.device or ("host" if args.profile or args.precision_profile else None), feeds)
+    device = set_device(cfg, args.device or ("host" if args.profile or args.precision_profile else None), feeds,
+                        args.context)
     if device != "host":
         pred = create_paddle_predictor(cfg)
     times = measure(pred, feeds, args.warmup, args.repeats)

@@ -29,13 +29,22 @@ def add_device_argument(p: Any) -> None:
     p.add_argument("--device", "--backend", dest="device", default=None,
                    help="host, an NNAdapter device (intel_openvino, onnxruntime, plugins'), or auto: measure them "
                         "on this input and keep the fastest (the default when a device package is installed)")
+    p.add_argument("--context", action="append", metavar="KEY=VALUE",
+                   help="an NNAdapter context property for the devices (docs/nnadapter.md), repeatable; e.g. "
+                        "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16, ONNXRUNTIME_INTRA_OP_NUM_THREADS=2")
 
 
-def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray]) -> str:
-    """Point `cfg` at `device` (auto: measured on `feeds`, choice printed); returns the device used."""
+def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray], context: list[str] | None = None) -> str:
+    """Point `cfg` at `device` (auto: measured on `feeds`, choice printed) with the NNAdapter context properties
+    `context` (KEY=VALUE items); returns the device used."""
     from pdlite.api.auto import apply_device, choose_device
     from pdlite.api.predictor import create_paddle_predictor
 
+    if context:
+        if not isinstance(cfg, CxxConfig):
+            raise ConfigError("--context: an optimized .nb model keeps the device settings it was saved with")
+        props = parse_kv(context, "--context")
+        cfg.set_nnadapter_context_properties(";".join(f"{k}={v}" for k, v in props.items()))
     if device is None:
         device = default_device() if isinstance(cfg, CxxConfig) else "host"
     if device == "auto":
@@ -46,6 +55,8 @@ def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray]) -> st
         if not isinstance(cfg, CxxConfig):
             raise ConfigError(f"--device {device}: an optimized .nb model keeps the device it was saved with")
         apply_device(cfg, device)
+    elif context:
+        print("note: --context sets NNAdapter device properties; the host target ignores them")
     return device
 
 

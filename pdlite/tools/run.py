@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
             if f"in:{n}" in case and n not in inputs:
                 inputs[n] = args.check
     feeds = make_feeds(pred, inputs, parse_kv(args.shape, "--shape"), args.random, args.seed)
-    device = set_device(cfg, args.device, feeds)
+    device = set_device(cfg, args.device, feeds, args.context)
     if device != "host":
         t0 = time.perf_counter()
         pred = create_paddle_predictor(cfg)

@@ -51,6 +51,29 @@ def test_run_reports_mismatch_and_errors(capsys, tmp_path):
     assert rc == 1 and "not found" in text
 
 
+def test_run_and_bench_pass_context_properties_to_the_device(capsys):
+    """--context KEY=VALUE reaches the device: OpenVINO runs in the precision asked for, and refuses a bad value
+    with its own error naming the property."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("onnx")
+    d = model_dir("ppocr_cls_v2")
+    rc, text = _cli(capsys, "run", str(d), "--check", str(d / "case.npz"), "--device", "intel_openvino",
+                    "--context", "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=f32")
+    assert rc == 0 and "device: intel_openvino" in text and "OK" in text, text
+    rc, text = _cli(capsys, "run", str(d), "--check", str(d / "case.npz"), "--device", "intel_openvino",
+                    "--context", "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=fp8")
+    assert rc == 1 and "INTEL_OPENVINO_INFERENCE_PRECISION_HINT='fp8'" in text, text
+    rc, text = _cli(capsys, "bench", str(d), "--shape", "x=1,3,48,192", "--warmup", "1", "--repeats", "2",
+                    "--device", "intel_openvino", "--context", "INTEL_OPENVINO_PERFORMANCE_HINT=SPEED")
+    assert rc == 1 and "INTEL_OPENVINO_PERFORMANCE_HINT='SPEED'" in text, text
+    rc, text = _cli(capsys, "run", str(d), "--check", str(d / "case.npz"), "--device", "host", "--context",
+                    "NOT_A_PAIR")
+    assert rc == 1 and "--context 'NOT_A_PAIR': expected NAME=VALUE" in text, text
+    rc, text = _cli(capsys, "run", str(d), "--check", str(d / "case.npz"), "--device", "host",
+                    "--context", "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16")
+    assert rc == 0 and "the host target ignores them" in text, text
+
+
 def test_bench_with_profile_and_precision_profile(capsys):
     d = model_dir("ppocr_cls_v2")
     rc, text = _cli(capsys, "bench", str(d), "--shape", "x=1,3,48,192", "--warmup", "1", "--repeats", "3",
