@@ -48,6 +48,15 @@ def test_choice_is_cached_per_model_and_shape(cache):
     wider = {k: np.concatenate([v, v], axis=3) for k, v in ins.items()}  # another input shape: measured anew
     other = choose_device(_cfg(), wider, counting, candidates=CANDS, rounds=2)
     assert not other.cached and built
+    # other context properties (a device's precision hint, a value it refuses): measured anew
+    props = _cfg()
+    props.set_nnadapter_context_properties("ONNXRUNTIME_SPINNING=bad")
+    refused = choose_device(props, ins, create_paddle_predictor, candidates=CANDS, rounds=2)
+    assert not refused.cached and "ONNXRUNTIME_SPINNING" in refused.refused["onnxruntime"]
+    assert choose_device(_cfg(), ins, create_paddle_predictor, candidates=CANDS, rounds=2).cached
+    props.set_nnadapter_context_properties("ONNXRUNTIME_SPINNING=run")
+    fixed = choose_device(props, ins, create_paddle_predictor, candidates=CANDS, rounds=2)
+    assert not fixed.cached and "onnxruntime" not in fixed.refused, fixed.refused
 
 
 def test_a_device_whose_outputs_differ_from_the_host_is_refused(cache, monkeypatch):
