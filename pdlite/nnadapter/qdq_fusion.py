@@ -200,6 +200,13 @@ def _attr(node: Any, name: str, default: Any = None) -> Any:
     return default
 
 
+def _attrs(node: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """All of `node`'s attributes but those named in `drop` (name -> value), to copy onto the node replacing it."""
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in drop}
+
+
 def _is_zero(g: _Graph, name: str | None, dtype: Any) -> bool:
     v = g.const(name) if name else None
     return v is not None and v.dtype == dtype and not np.any(v)
@@ -291,8 +298,7 @@ def _emit_steps(g: _Graph, cur: str, steps: list[tuple[str, Any]], final: str) -
                                        g.add_init(np.array(arg[1], np.uint8), "hi")], [out]))
         else:
             by_twos = _resize_by_twos(g, cur, arg, out) if arg.op_type == "Resize" else None
-            pattrs = {a.name: _attr(arg, a.name) for a in arg.attribute}
-            new += by_twos or [g.node(arg.op_type, [cur, *arg.input[1:]], [out], **pattrs)]
+            new += by_twos or [g.node(arg.op_type, [cur, *arg.input[1:]], [out], **_attrs(arg))]
         cur = out
     return new
 
@@ -317,7 +323,7 @@ def _resize_by_twos(g: _Graph, cur: str, node: Any, out: str) -> list[Any] | Non
     if f != sc[2] or f < 2 or f != 1 << twos:
         return None
     shape, target, flat = g.fresh("shape"), g.fresh("shape"), g.fresh("flat")
-    attrs = {a.name: _attr(node, a.name) for a in node.attribute}
+    attrs = _attrs(node)
     new = [g.node("Shape", [cur], [shape]),
            g.node("Mul", [shape, g.add_init(np.array([1, 1, f, f], np.int64), "factor")], [target]),
            g.node("Reshape", [cur, g.add_init(np.array([-1, 1, 0, 0], np.int64), "nc1hw")], [flat])]
@@ -626,7 +632,7 @@ class ConvRequantize:
         b_dq = g.node("DequantizeLinear", [g.add_init(b32.astype(np.int32), "b32"), g.add_init(s_b, "bs"),
                                            g.add_init(np.zeros(cout, np.int32), "bzp")], [g.fresh("b")], axis=0)
         conv_out = g.fresh("conv")
-        attrs = {a.name: _attr(ch.conv, a.name) for a in ch.conv.attribute}
+        attrs = _attrs(ch.conv)
         conv = g.node("Conv", [ch.conv.input[0], w_dq.output[0], b_dq.output[0]], [conv_out], **attrs)
         new = [w_dq, b_dq, conv, *_quantized_tail(g, conv_out, ch.branches, ch.post)]
         g.replace([ch.conv, *ch.removed, *(q for q, _ in ch.branches)], new)
@@ -830,7 +836,7 @@ class StemSpaceToDepth:
                 taps = w8[:, :, da::2, db::2]
                 w2[:, (2 * da + db) * c:(2 * da + db + 1) * c, :taps.shape[2], :taps.shape[3]] = taps
         padded, s2d, codes, x = g.fresh("pad"), g.fresh("s2d"), g.fresh("q"), g.fresh("x")
-        attrs = {a.name: _attr(conv, a.name) for a in conv.attribute if a.name not in ("strides", "pads", "kernel_shape")}
+        attrs = _attrs(conv, drop=("strides", "pads", "kernel_shape"))
         new = [g.node("Pad", [q.input[0], g.add_init(np.array([0, 0, pads[0], pads[1], 0, 0, pb, pr], np.int64),
                                                        "pads")], [padded]),
                g.node("SpaceToDepth", [padded], [s2d], blocksize=2),
@@ -871,7 +877,7 @@ class ConvTransposeBias:
 
     def rewrite(self, g: _Graph, got: tuple[Any, Any, np.ndarray]) -> None:
         ct, add, b = got
-        attrs = {a.name: _attr(ct, a.name) for a in ct.attribute}
+        attrs = _attrs(ct)
         g.replace([ct, add], [g.node("ConvTranspose", [ct.input[0], ct.input[1], g.add_init(b, "ctb")],
                                      list(add.output), **attrs)])
 
