@@ -345,8 +345,9 @@ def convert_ops(ops: Sequence[OpDesc], inputs: Sequence[GraphInput], outputs: Se
     for gi in inputs:
         ctx.define_input(gi.name)
     for op in ops:
-        for n in set(op.input_names()) & set(op.output_names()):
-            if n in info.values:  # written in place (batch_norm's MeanOut): keep the value it reads
+        written = set(op.output_names())
+        for n in dict.fromkeys(op.input_names()):  # in the op's order: the initializers' order, the model's bytes
+            if n in written and n in info.values:  # written in place (batch_norm's MeanOut): keep the value it reads
                 ctx.tensor(n)
         infer_op(op, info, vars_)
         outs = [n for n in op.output_names()]

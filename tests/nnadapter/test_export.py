@@ -3,6 +3,11 @@ reference outputs (max|got - ref| <= 1e-4 * max|ref|), at batch 1 and, from the 
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from pdlite.tools.cli import main as cli_main
@@ -59,3 +64,19 @@ def test_export_fixed_shape(tmp_path) -> None:
     ins, refs = load_case("ppocr_cls_v2")
     (got,) = _session(str(out)).run(None, ins)
     assert_close_rel(got, next(iter(refs.values())), REL, "ppocr_cls_v2 fixed shape")
+
+
+def test_export_is_byte_identical_across_processes(tmp_path) -> None:
+    """The same model gives the same ONNX bytes in every process, whatever Python's string hashing (the device
+    model cache is keyed on those bytes): a batch norm's mean and variance, written in place, once became
+    initializers in set order (the int8 PP-OCR det fixture, whose batch norms stay ops after its quantized convs)."""
+    root = Path(__file__).resolve().parents[2]
+    model = root / "tests" / "fixtures" / "quant" / "ptq_det_qdq"
+    blobs = []
+    for seed in ("1", "2", "3", "4"):
+        out = tmp_path / f"m{seed}.onnx"
+        proc = subprocess.run([sys.executable, "-m", "pdlite", "export-onnx", str(model), "-o", str(out)], cwd=root,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        blobs.append(out.read_bytes())
+    assert all(b == blobs[0] for b in blobs[1:]), "the exported bytes depend on the process's hash seed"
