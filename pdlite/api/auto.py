@@ -135,9 +135,8 @@ def cache_key(config: CxxConfig, feeds: Mapping[str, np.ndarray], candidates: li
     """What a choice depends on: the model, the input shapes, the thread count, the candidates, the devices'
     context properties (a precision hint changes a device's speed, a bad value refuses it) and pdlite's version."""
     shapes = ";".join(f"{k}:{list(np.shape(v))}:{np.asarray(v).dtype}" for k, v in sorted(feeds.items()))
-    props = config.options.get("nnadapter_context_properties") or ""
     return (f"{_model_digest(config)}|{shapes}|threads={config.threads()}|{','.join(candidates)}|"
-            f"context={props}|{__version__}")
+            f"context={config.nnadapter_context_properties()}|{__version__}")
 
 
 def _load_cache(path: Path) -> dict[str, Any]:
