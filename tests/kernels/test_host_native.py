@@ -446,6 +446,33 @@ def test_thread_counts_give_the_same_results(threads):
         assert np.array_equal(u, v), f"output {i} differs with {threads} threads"
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n,grain", [(1, 1), (7, 1), (100, 4), (101, 8), (3, 5)])
+def test_parallel_ranges_run_every_item_once(threads, n, grain):
+    """parallel_ranges (the wide packed conv's split): each item runs exactly once, whatever the thread count."""
+    from pdlite.kernels.host import _native
+
+    with native_threads(threads):
+        runs, _ = _native._ranges_trace(n, grain, 0)
+    assert runs == [1] * n
+
+
+def test_parallel_ranges_move_work_off_a_slow_thread():
+    """A thread slower than the others (here the calling thread, 1 ms per item) ends with fewer items: the other
+    takes them from the back of its range, so the job does not wait on it; each item still runs once."""
+    from pdlite.kernels.host import _native
+
+    n = 40
+    with native_threads(2):
+        runs, by_caller = _native._ranges_trace(n, 1, 1000)
+    assert runs == [1] * n
+    own = by_caller[: n // 2]  # the calling thread's range: from its front, until the other took the rest
+    taken = own.index(False) if False in own else n // 2
+    assert all(own[:taken]) and not any(own[taken:]), f"taken from the back only: {by_caller}"
+    assert taken < n // 2, f"nothing moved off the slow thread: {by_caller}"
+    assert not any(by_caller[n // 2:]), "the slow thread took items of the other's range"
+
+
 def test_wrappers_check_buffers():
     x = rand(1, 4, 6, 6)
     with pytest.raises(ValueError, match="C-contiguous float32"):

@@ -114,8 +114,9 @@ def test_packed_conv_thread_counts_give_the_same_results(threads, wide, t16):
 ])
 def test_packed_wide_thread_ranges(n, c, h, w, k, p, threads):
     """The wide form gives each thread one contiguous range of tiles over all images, starting anywhere in a group
-    or image: the same values as on one thread (each output's reduction does not depend on the split), and
-    within tolerance of float64."""
+    or image, run a group at a time, a thread done with its own taking groups from the back of another's
+    (parallel_ranges): the same values as on one thread (each output's reduction does not depend on the split,
+    nor on which thread runs a group), and within tolerance of float64."""
     x, wt, b = rand(n, c, h, w, seed=10), rand(24, c, k, k, seed=11), rand(24, seed=12)
     ref, g = reference(x, wt, b, k, 1, p, 1, "relu")
     wp = native.pack_weights(wt, True)

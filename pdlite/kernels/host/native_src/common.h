@@ -102,6 +102,13 @@ extern PD_HIDDEN int g_threads; /* threads per job, the caller included */
 extern PD_HIDDEN long g_spin_ns; /* how long idle threads poll for work (PDLITE_NATIVE_SPIN_US) */
 /* Run fn over [0, n) in chunks of `grain`, on up to g_threads threads (the caller is one of them). */
 PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain);
+/* The same, for tasks that gain from each thread running one contiguous stretch of [0, n) (neighbouring items share
+ * cached data): thread i owns [n*i/T, n*(i+1)/T) and runs it front to back `grain` items at a time; a thread done
+ * with its own takes `grain` items at a time from the back of the fullest other range. So a core slower than the
+ * others (another tenant on its sibling hyperthread, a hybrid CPU's efficiency core, interrupts) ends with a
+ * smaller share instead of holding up the job. Which thread runs an item never changes its result. */
+PD_HIDDEN void parallel_ranges(pd_task fn, void *ctx, isz n, isz grain);
+PD_HIDDEN PyObject *py_ranges_trace(PyObject *self, PyObject *args); /* the tests' view of it */
 /* chunk size giving about `per_thread` chunks per thread */
 PD_HIDDEN isz grain_for(isz n, int per_thread);
 /* below this many floats a call runs on one thread (waking a worker costs more than the work) */

@@ -19,6 +19,13 @@ static pd_task g_fn = NULL;
 static void *g_ctx = NULL;
 static isz g_n = 0, g_grain = 1;
 static isz g_next = 0;
+/* the open job's per-thread ranges (parallel_ranges), NULL for a parallel_for job */
+typedef struct {
+    unsigned long long fb; /* the range's front (low 32 bits) and back (high 32 bits) */
+    char pad[56];          /* one cache line per range: the threads take from their own without sharing lines */
+} __attribute__((aligned(64))) pd_range;
+static pd_range *g_ranges = NULL;
+static int g_nranges = 0;
 /* failure accounting (pd_scratch): the counter of the job a thread runs tasks of, the open job's counter, and a
  * calling thread's own total (read by its Python entry: pd_failures / pd_done) */
 static __thread unsigned *tl_job_fail = NULL;
@@ -31,6 +38,46 @@ static void run_chunks(pd_task fn, void *ctx, isz n, isz grain) {
         if (b >= n) break;
         isz e = b + grain < n ? b + grain : n;
         fn(ctx, b, e);
+    }
+}
+
+/* up to `grain` items from the front (the range's own thread) or the back (another thread) of range r: sets
+ * [*b, *e), returns 0 when the range is empty */
+static int range_take(pd_range *r, isz grain, int back, isz *b, isz *e) {
+    unsigned long long v = __atomic_load_n(&r->fb, __ATOMIC_RELAXED);
+    for (;;) {
+        const isz f = (isz)(v & 0xffffffffu), k = (isz)(v >> 32);
+        if (f >= k) return 0;
+        isz nf = f, nk = k;
+        if (back)
+            nk = k - grain > f ? k - grain : f;
+        else
+            nf = f + grain < k ? f + grain : k;
+        const unsigned long long nv = ((unsigned long long)nk << 32) | (unsigned long long)nf;
+        if (__atomic_compare_exchange_n(&r->fb, &v, nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            *b = back ? nk : f;
+            *e = back ? k : nf;
+            return 1;
+        }
+    }
+}
+
+/* thread `self` of a parallel_ranges job: its own range front to back, then the others' from their backs, the
+ * fullest first, until every range is empty */
+static void run_ranges(pd_task fn, void *ctx, pd_range *ranges, int nranges, int self, isz grain) {
+    isz b, e;
+    if (self < nranges)
+        while (range_take(&ranges[self], grain, 0, &b, &e)) fn(ctx, b, e);
+    for (;;) {
+        int victim = -1;
+        isz most = 0;
+        for (int i = 0; i < nranges; i++) {
+            const unsigned long long v = __atomic_load_n(&ranges[i].fb, __ATOMIC_RELAXED);
+            const isz left = (isz)(v >> 32) - (isz)(v & 0xffffffffu);
+            if (left > most) most = left, victim = i;
+        }
+        if (victim < 0) return;
+        if (range_take(&ranges[victim], grain, 1, &b, &e)) fn(ctx, b, e);
     }
 }
 
@@ -97,9 +144,14 @@ static void *worker_main(void *arg) {
         pd_task fn = g_fn;
         void *ctx = g_ctx;
         isz n = g_n, grain = g_grain;
+        pd_range *ranges = g_ranges;
+        int nranges = g_nranges;
         tl_job_fail = g_job_fail;
         pthread_mutex_unlock(&g_mu);
-        run_chunks(fn, ctx, n, grain);
+        if (ranges)
+            run_ranges(fn, ctx, ranges, nranges, idx + 1, grain);
+        else
+            run_chunks(fn, ctx, n, grain);
         tl_job_fail = NULL;
         pthread_mutex_lock(&g_mu);
         if (--g_active == 0) pthread_cond_signal(&g_cv_done);
@@ -120,10 +172,12 @@ PD_HIDDEN void pool_after_fork_child(void) {
     g_open = 0;
     g_active = 0;
     g_job_fail = NULL;
+    g_ranges = NULL;
 }
 
-/* Run fn over [0, n) in chunks of `grain`, on up to g_threads threads (the caller is one of them). */
-PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain) {
+/* The job: fn over [0, n) on up to g_threads threads (the caller is one of them), in chunks of `grain` handed out
+ * in order (ranges NULL) or (ranges: room for g_threads of them) from per-thread ranges as parallel_ranges says. */
+static void run_job(pd_task fn, void *ctx, isz n, isz grain, pd_range *ranges) {
     if (grain < 1) grain = 1;
     int threads = g_threads;
     if (threads <= 1 || n <= grain) {
@@ -153,22 +207,45 @@ PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain) {
     g_grain = grain;
     g_job_fail = &job_fail;
     __atomic_store_n(&g_next, 0, __ATOMIC_RELAXED);
+    if (ranges) /* the caller's and each invited worker's share, in order */
+        for (int i = 0; i <= want; i++) {
+            const unsigned long long f = (unsigned long long)(n * i / (want + 1)),
+                                     k = (unsigned long long)(n * (i + 1) / (want + 1));
+            ranges[i].fb = (k << 32) | f;
+        }
+    g_ranges = ranges;
+    g_nranges = want + 1;
     g_want = want;
     g_open = 1;
     __atomic_store_n(&g_gen, g_gen + 1, __ATOMIC_RELEASE); /* spinning workers see the job from here */
     if (want > 0) pthread_cond_broadcast(&g_cv_work);
     pthread_mutex_unlock(&g_mu);
     tl_job_fail = &job_fail;
-    run_chunks(fn, ctx, n, grain);
+    if (ranges)
+        run_ranges(fn, ctx, ranges, want + 1, 0, grain);
+    else
+        run_chunks(fn, ctx, n, grain);
     tl_job_fail = NULL;
     spin_until_zero(&g_active);
     pthread_mutex_lock(&g_mu);
     while (g_active > 0) pthread_cond_wait(&g_cv_done, &g_mu);
     g_open = 0;
     g_job_fail = NULL;
+    g_ranges = NULL;
     tl_failures += __atomic_load_n(&job_fail, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_mu);
     pthread_mutex_unlock(&g_run_mu);
+}
+
+PD_HIDDEN void parallel_for(pd_task fn, void *ctx, isz n, isz grain) { run_job(fn, ctx, n, grain, NULL); }
+
+PD_HIDDEN void parallel_ranges(pd_task fn, void *ctx, isz n, isz grain) {
+    if (n >= 0x7fffffff) { /* the ranges' bounds are 32-bit */
+        run_job(fn, ctx, n, (n + g_threads - 1) / g_threads, NULL);
+        return;
+    }
+    pd_range ranges[PD_MAX_THREADS];
+    run_job(fn, ctx, n, grain, ranges);
 }
 
 /* chunk size giving about `per_thread` chunks per thread */
@@ -209,4 +286,64 @@ PD_HIDDEN PyObject *pd_done(unsigned before) {
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* the tests' view of parallel_ranges (module `_ranges_trace`)                                        */
+/* ------------------------------------------------------------------------------------------------ */
+typedef struct {
+    int *runs;        /* per item: how many times it ran */
+    int *by_caller;   /* per item: 1 if the calling thread ran it */
+    pthread_t caller;
+    long slow_ns;     /* the calling thread's time per item (a slow core) */
+} trace_args;
+
+static void trace_task(void *vctx, isz begin, isz end) {
+    trace_args *t = (trace_args *)vctx;
+    const int mine = pthread_equal(pthread_self(), t->caller);
+    for (isz i = begin; i < end; i++) {
+        __atomic_add_fetch(&t->runs[i], 1, __ATOMIC_RELAXED);
+        t->by_caller[i] = mine;
+        if (mine && t->slow_ns > 0) {
+            const long until = now_ns() + t->slow_ns;
+            while (now_ns() < until) cpu_relax();
+        }
+    }
+}
+
+PD_HIDDEN PyObject *py_ranges_trace(PyObject *self, PyObject *args) {
+    (void)self;
+    isz n, grain;
+    long slow_us;
+    if (!PyArg_ParseTuple(args, "nnl", &n, &grain, &slow_us)) return NULL;
+    if (n < 1 || n > 1000000) {
+        PyErr_SetString(PyExc_ValueError, "_ranges_trace: n in [1, 1e6]");
+        return NULL;
+    }
+    trace_args t;
+    t.runs = (int *)calloc((size_t)n, sizeof(int));
+    t.by_caller = (int *)calloc((size_t)n, sizeof(int));
+    if (!t.runs || !t.by_caller) {
+        free(t.runs);
+        free(t.by_caller);
+        return PyErr_NoMemory();
+    }
+    t.caller = pthread_self();
+    t.slow_ns = slow_us * 1000L;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_ranges(trace_task, &t, n, grain);
+    Py_END_ALLOW_THREADS;
+    PyObject *runs = PyList_New(n), *mine = PyList_New(n);
+    for (isz i = 0; runs && mine && i < n; i++) {
+        PyList_SET_ITEM(runs, i, PyLong_FromLong(t.runs[i]));
+        PyList_SET_ITEM(mine, i, PyBool_FromLong(t.by_caller[i]));
+    }
+    free(t.runs);
+    free(t.by_caller);
+    if (!runs || !mine) {
+        Py_XDECREF(runs);
+        Py_XDECREF(mine);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", runs, mine);
 }
