@@ -9,6 +9,7 @@ import sys
 import time
 
 from pdlite.errors import InputError
+from pdlite.tools.common import parse_kv
 from pdlite.tools.progress import Progress
 
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -24,6 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where the networks run (auto: pdlite measures host and the installed devices on each "
                         "network's first input and keeps the fastest; the first image pays for it); default host")
     p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
+    p.add_argument("--context", action="append", metavar="KEY=VALUE",
+                   help="an NNAdapter context property for the devices (docs/nnadapter.md), repeatable; e.g. "
+                        "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16 (OpenVINO in bfloat16 on CPUs with AMX or "
+                        "AVX-512 BF16: faster, ~1e-2 from float32)")
     p.add_argument("--no-cls", action="store_true", help="skip the text direction classifier")
     p.add_argument("--scores", action="store_true", help="print each line's recognition score")
     p.add_argument("--quiet", action="store_true", help="print no text (with --json or --draw)")
@@ -64,9 +69,12 @@ def main(args: argparse.Namespace) -> int:
     det = {k: v for k, v in (("det_limit_side_len", args.det_limit_side_len),
                               ("det_db_box_thresh", args.det_db_box_thresh),
                               ("det_db_unclip_ratio", args.det_db_unclip_ratio)) if v is not None}
+    context = parse_kv(args.context, "--context")
+    if context and args.device == "host":
+        print("note: --context sets NNAdapter device properties; the host target ignores them", file=sys.stderr)
     make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
     ocr = make(device=args.device, threads=args.threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
-               **det)
+               context=context, **det)
     t_load = time.perf_counter() - t0
     if args.draw:
         os.makedirs(args.draw, exist_ok=True)

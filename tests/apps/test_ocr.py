@@ -326,3 +326,30 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "neither an image file nor a folder" in capsys.readouterr().err
     assert main(["ocr", str(tmp_path)]) == 1
     assert "has no images" in capsys.readouterr().err
+
+
+def test_context_properties_reach_each_network(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`context` (API) / `--context` (CLI): the NNAdapter properties go to every network's config next to the
+    thread counts (a user's value wins); a value the device refuses, or an item that is not NAME=VALUE, is an
+    error naming it; the host notes that it ignores them and reads the text as without."""
+    from pdlite.apps.ocr.engine import Model
+    from pdlite.tools.cli import main
+
+    hint = "INTEL_OPENVINO_INFERENCE_PRECISION_HINT"
+    ocr = OCR(threads=2, context={hint: "bf16", "ONNXRUNTIME_INTRA_OP_NUM_THREADS": "1"})
+    for model in ocr.models().values():
+        props = dict(kv.split("=") for kv in model.config.nnadapter_context_properties().split(";"))
+        assert props == {hint: "bf16", "ONNXRUNTIME_INTRA_OP_NUM_THREADS": "1",
+                         "INTEL_OPENVINO_INFERENCE_NUM_THREADS": "2"}
+    with pytest.raises(ConfigError, match="expected a NAME and a VALUE"):
+        Model(ocr._model_dirs["cls"], context={"A;B": "1"})
+    assert main(["ocr", str(IMAGES / "sample_zh.png"), "--context", f"{hint}=bf16"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.splitlines() == [r["text"] for r in REFERENCE["sample_zh.png"]]
+    assert "host target ignores them" in cap.err
+    assert main(["ocr", str(IMAGES / "sample_zh.png"), "--context", "FOO"]) == 1
+    assert "--context 'FOO': expected NAME=VALUE" in capsys.readouterr().err
+    pytest.importorskip("openvino")
+    pytest.importorskip("onnx")
+    assert main(["ocr", str(IMAGES / "sample_zh.png"), "--device", "intel_openvino", "--context", f"{hint}=fp8"]) == 1
+    assert f"{hint}='fp8'" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,12 @@ class Model:
     """A Paddle inference model (folder with inference.pdmodel/.pdiparams) run by a pdlite predictor.
 
     With device="auto" the predictor picks its device on the first call, the fastest for that input
-    (`set_nnadapter_device_names(["auto"])`; the choice is cached by pdlite per model, shapes and threads)."""
+    (`set_nnadapter_device_names(["auto"])`; the choice is cached by pdlite per model, shapes and threads).
+    `context`: NNAdapter context properties for the devices (docs/nnadapter.md), e.g.
+    {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": "bf16"}; they override the thread counts set from `threads`."""
 
     def __init__(self, model_dir: str | os.PathLike, device: str = "host", threads: int = 1,
-                 what: str = "model") -> None:
+                 what: str = "model", context: Mapping[str, str] | None = None) -> None:
         model_dir = Path(model_dir)
         if not (model_dir / "inference.pdmodel").is_file() and not (model_dir / "inference.json").is_file():
             raise ConfigError(f"{what} folder {str(model_dir)!r} has no inference.pdmodel (a Paddle inference model "
@@ -40,7 +43,12 @@ class Model:
         self.config = CxxConfig()
         self.config.set_model_dir(str(model_dir))
         self.config.set_threads(threads)
-        self.config.set_nnadapter_context_properties(";".join(f"{p}={int(threads)}" for p in _THREAD_PROPERTIES))
+        props = {p: str(int(threads)) for p in _THREAD_PROPERTIES}
+        for k, v in (context or {}).items():
+            if not k or any(c in f"{k}{v}" for c in ";="):
+                raise ConfigError(f"context property {k!r}={v!r}: expected a NAME and a VALUE without ';' or '='")
+            props[k] = str(v)
+        self.config.set_nnadapter_context_properties(";".join(f"{k}={v}" for k, v in props.items()))
         if device == "auto":  # the engine picks on the first input (measured, cached per model and shape)
             self.config.set_nnadapter_device_names(["auto"])
         else:

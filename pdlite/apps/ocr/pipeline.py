@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -102,7 +102,9 @@ class OCR:
     """PP-OCR (v4 mobile det + rec, mobile v2 direction classifier) on pdlite.
 
     `OCR()(image)` -> [OCRLine(box, text, score), ...] in reading order. Parameters carry PaddleOCR's names
-    and defaults (tools/infer/utility.py); `use_angle_cls` (alias `use_cls`) is on by default here.
+    and defaults (tools/infer/utility.py); `use_angle_cls` (alias `use_cls`) is on by default here. `context`:
+    NNAdapter context properties for the devices (docs/nnadapter.md), e.g.
+    {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": "bf16"} (the host ignores them).
     """
 
     def __init__(self, device: str = "host", threads: int = 1, use_angle_cls: bool = True,
@@ -114,7 +116,8 @@ class OCR:
                  det_db_score_mode: str = "fast", rec_image_shape: str | Sequence[int] = "3, 48, 320",
                  rec_batch_num: int = 6, cls_image_shape: str | Sequence[int] = "3, 48, 192",
                  cls_batch_num: int = 6, cls_thresh: float = 0.9, label_list: Sequence[str] = ("0", "180"),
-                 drop_score: float = 0.5, use_cls: bool | None = None, compat: str = "paddleocr") -> None:
+                 drop_score: float = 0.5, use_cls: bool | None = None, compat: str = "paddleocr",
+                 context: Mapping[str, str] | None = None) -> None:
         if compat not in ("paddleocr", "rapidocr"):
             raise ConfigError(f"compat must be 'paddleocr' or 'rapidocr', got {compat!r}")
         self.compat = compat
@@ -141,12 +144,12 @@ class OCR:
                           list(label_list))
         self.timings = {k: 0.0 for k in STAGES}  # seconds spent per stage, summed over calls
         self.device = device
-        self.det = Model(self._model_dirs["det"], device, self.threads, "det_model_dir")
-        self.rec_model = Model(self._model_dirs["rec"], device, self.threads, "rec_model_dir")
+        self.det = Model(self._model_dirs["det"], device, self.threads, "det_model_dir", context)
+        self.rec_model = Model(self._model_dirs["rec"], device, self.threads, "rec_model_dir", context)
         self.text_recognizer = TextRecognizer(self.rec_model, self._character, *self._rec_args)
         self.text_classifier = None
         if self.use_angle_cls:
-            self.cls_model = Model(self._model_dirs["cls"], device, self.threads, "cls_model_dir")
+            self.cls_model = Model(self._model_dirs["cls"], device, self.threads, "cls_model_dir", context)
             self.text_classifier = TextClassifier(self.cls_model, *self._cls_args)
 
     @classmethod
