@@ -462,7 +462,7 @@ def test_parallel_ranges_move_work_off_a_slow_thread():
     takes them from the back of its range, so the job does not wait on it; each item still runs once."""
     from pdlite.kernels.host import _native
 
-    n = 40
+    n = 200  # the calling thread alone would take 100 ms over its own range: time for the other to start
     with native_threads(2):
         runs, by_caller = _native._ranges_trace(n, 1, 1000)
     assert runs == [1] * n
