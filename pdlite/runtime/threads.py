@@ -9,7 +9,8 @@ thread count it had before, so a user's own NumPy or torch code is not left sing
 threadpoolctl recognises no BLAS, the same is done on NumPy's OpenBLAS directly
 (pdlite/kernels/host/blas.py).
 
-The native pool's work split does not depend on the thread count; OpenBLAS's does on some CPUs, so
+The native kernels' results do not depend on the thread count, nor on which thread ran which part (threads
+may take work from each other, native_src/threadpool.c); OpenBLAS's split does on some CPUs, so
 results across thread counts agree within tolerance, not bit for bit (docs/determinism.md).
 """
 from __future__ import annotations
