@@ -21,6 +21,9 @@ from pdlite.errors import ConfigError
 from pdlite.nnadapter.partition import PartitionRule, parse_partition_config
 
 DEFAULT_MIN_SIZE = 1
+# the built-in devices' CPU thread counts (each driver reads the keys with its own prefix); unset, each runtime
+# picks its own (all cores). The CLI and the OCR app set them to their --threads / threads.
+THREAD_PROPERTIES = ("INTEL_OPENVINO_INFERENCE_NUM_THREADS", "ONNXRUNTIME_INTRA_OP_NUM_THREADS")
 
 
 def parse_context_properties(text: str) -> dict[str, str]:

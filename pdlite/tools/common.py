@@ -8,6 +8,7 @@ import numpy as np
 from pdlite.api.config import CxxConfig
 from pdlite.api.from_path import config_for
 from pdlite.errors import ConfigError, InputError
+from pdlite.nnadapter.options import THREAD_PROPERTIES
 
 
 def source_config(model: str, params: str | None, command: str) -> CxxConfig:
@@ -40,13 +41,16 @@ def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray], conte
     from pdlite.api.auto import apply_device, choose_device
     from pdlite.api.predictor import create_paddle_predictor
 
-    if context:
-        if not isinstance(cfg, CxxConfig):
-            raise ConfigError("--context: an optimized .nb model keeps the device settings it was saved with")
-        props = parse_kv(context, "--context")
-        cfg.set_nnadapter_context_properties(";".join(f"{k}={v}" for k, v in props.items()))
+    if context and not isinstance(cfg, CxxConfig):
+        raise ConfigError("--context: an optimized .nb model keeps the device settings it was saved with")
+    props = parse_kv(context, "--context")
     if device is None:
         device = default_device() if isinstance(cfg, CxxConfig) else "host"
+    if isinstance(cfg, CxxConfig) and (props or device != "host"):
+        # --threads holds for the devices too (their runtimes otherwise take every core), unless --context says
+        for key in THREAD_PROPERTIES:
+            props.setdefault(key, str(cfg.threads()))
+        cfg.set_nnadapter_context_properties(";".join(f"{k}={v}" for k, v in props.items()))
     if device == "auto":
         choice = choose_device(cfg, feeds, create_paddle_predictor)
         print(choice.describe())

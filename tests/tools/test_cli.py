@@ -74,6 +74,49 @@ def test_run_and_bench_pass_context_properties_to_the_device(capsys):
     assert rc == 0 and "the host target ignores them" in text, text
 
 
+def test_threads_hold_for_the_devices(capsys, monkeypatch):
+    """`--threads N` is the devices' thread count too (their runtimes otherwise take every core while the output
+    says N); a thread count given with --context wins; the host run sets no device properties."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from pdlite.api.from_path import config_for
+    from pdlite.nnadapter.drivers.onnxruntime import OnnxRuntimeDriver
+    from pdlite.nnadapter.options import parse_context_properties
+    from pdlite.tools.common import set_device
+
+    seen: list[int] = []
+    real = OnnxRuntimeDriver.session_options
+
+    def spy(self, props):
+        so = real(self, props)
+        seen.append(so.intra_op_num_threads)
+        return so
+
+    monkeypatch.setattr(OnnxRuntimeDriver, "session_options", spy)
+    d = model_dir("ppocr_cls_v2")
+    rc, text = _cli(capsys, "run", str(d), "--check", str(d / "case.npz"), "--device", "onnxruntime",
+                    "--threads", "1")
+    assert rc == 0 and "OK" in text and seen and set(seen) == {1}, (text, seen)
+    seen.clear()
+    rc, text = _cli(capsys, "bench", str(d), "--shape", "x=1,3,48,192", "--warmup", "1", "--repeats", "2",
+                    "--device", "onnxruntime", "--threads", "1", "--context", "ONNXRUNTIME_INTRA_OP_NUM_THREADS=2")
+    assert rc == 0 and set(seen) == {2}, (text, seen)
+    cfg = config_for(str(d), None)
+    cfg.set_threads(2)
+    set_device(cfg, "intel_openvino" if _has("openvino") else "onnxruntime", {})
+    props = parse_context_properties(cfg.nnadapter_context_properties())
+    assert props["INTEL_OPENVINO_INFERENCE_NUM_THREADS"] == props["ONNXRUNTIME_INTRA_OP_NUM_THREADS"] == "2"
+    host = config_for(str(d), None)
+    set_device(host, "host", {})
+    assert not host.nnadapter_context_properties()
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def test_bench_with_profile_and_precision_profile(capsys):
     d = model_dir("ppocr_cls_v2")
     rc, text = _cli(capsys, "bench", str(d), "--shape", "x=1,3,48,192", "--warmup", "1", "--repeats", "3",

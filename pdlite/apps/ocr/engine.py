@@ -12,6 +12,7 @@ import numpy as np
 from pdlite.api.auto import apply_device
 from pdlite.errors import ConfigError
 from pdlite.lite import CxxConfig, create_paddle_predictor
+from pdlite.nnadapter.options import THREAD_PROPERTIES
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 DET_MODEL_DIR = MODELS_DIR / "ch_PP-OCRv4_det_infer"
@@ -20,8 +21,6 @@ CLS_MODEL_DIR = MODELS_DIR / "ch_ppocr_mobile_v2.0_cls_infer"
 REC_CHAR_DICT_PATH = MODELS_DIR / "ppocr_keys_v1.txt"
 
 DEVICES = ("host", "intel_openvino", "onnxruntime", "auto")
-# each NNAdapter driver reads the properties with its own prefix
-_THREAD_PROPERTIES = ("INTEL_OPENVINO_INFERENCE_NUM_THREADS", "ONNXRUNTIME_INTRA_OP_NUM_THREADS")
 
 
 class Model:
@@ -43,7 +42,7 @@ class Model:
         self.config = CxxConfig()
         self.config.set_model_dir(str(model_dir))
         self.config.set_threads(threads)
-        props = {p: str(int(threads)) for p in _THREAD_PROPERTIES}
+        props = {p: str(int(threads)) for p in THREAD_PROPERTIES}
         for k, v in (context or {}).items():
             if not k or any(c in f"{k}{v}" for c in ";="):
                 raise ConfigError(f"context property {k!r}={v!r}: expected a NAME and a VALUE without ';' or '='")
