@@ -40,6 +40,11 @@ def parse_context_properties(text: str) -> dict[str, str]:
     return props
 
 
+def format_context_properties(props: Mapping[str, object]) -> str:
+    """The `KEY=VALUE;KEY=VALUE` text `parse_context_properties` reads (what set_nnadapter_context_properties takes)."""
+    return ";".join(f"{k}={v}" for k, v in props.items())
+
+
 @dataclass(frozen=True)
 class NNAdapterOptions:
     device_names: tuple[str, ...]

@@ -8,7 +8,7 @@ import numpy as np
 from pdlite.api.config import CxxConfig
 from pdlite.api.from_path import config_for
 from pdlite.errors import ConfigError, InputError
-from pdlite.nnadapter.options import THREAD_PROPERTIES
+from pdlite.nnadapter.options import THREAD_PROPERTIES, format_context_properties
 
 
 def source_config(model: str, params: str | None, command: str) -> CxxConfig:
@@ -50,7 +50,7 @@ def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray], conte
         # --threads holds for the devices too (their runtimes otherwise take every core), unless --context says
         for key in THREAD_PROPERTIES:
             props.setdefault(key, str(cfg.threads()))
-        cfg.set_nnadapter_context_properties(";".join(f"{k}={v}" for k, v in props.items()))
+        cfg.set_nnadapter_context_properties(format_context_properties(props))
     if device == "auto":
         choice = choose_device(cfg, feeds, create_paddle_predictor)
         print(choice.describe())

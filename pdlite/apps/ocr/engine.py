@@ -12,7 +12,7 @@ import numpy as np
 from pdlite.api.auto import apply_device
 from pdlite.errors import ConfigError
 from pdlite.lite import CxxConfig, create_paddle_predictor
-from pdlite.nnadapter.options import THREAD_PROPERTIES
+from pdlite.nnadapter.options import THREAD_PROPERTIES, format_context_properties
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 DET_MODEL_DIR = MODELS_DIR / "ch_PP-OCRv4_det_infer"
@@ -47,7 +47,7 @@ class Model:
             if not k or any(c in f"{k}{v}" for c in ";="):
                 raise ConfigError(f"context property {k!r}={v!r}: expected a NAME and a VALUE without ';' or '='")
             props[k] = str(v)
-        self.config.set_nnadapter_context_properties(";".join(f"{k}={v}" for k, v in props.items()))
+        self.config.set_nnadapter_context_properties(format_context_properties(props))
         if device == "auto":  # the engine picks on the first input (measured, cached per model and shape)
             self.config.set_nnadapter_device_names(["auto"])
         else:
