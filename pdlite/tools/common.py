@@ -10,6 +10,9 @@ from pdlite.api.from_path import config_for
 from pdlite.errors import ConfigError, InputError
 from pdlite.nnadapter.options import THREAD_PROPERTIES, format_context_properties
 
+# printed when --context is given and the host runs
+HOST_IGNORES_CONTEXT = "note: --context sets NNAdapter device properties; the host target ignores them"
+
 
 def source_config(model: str, params: str | None, command: str) -> CxxConfig:
     """The CxxConfig of a source model (folder or program file); optimized `.nb` files are refused."""
@@ -60,7 +63,7 @@ def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray], conte
             raise ConfigError(f"--device {device}: an optimized .nb model keeps the device it was saved with")
         apply_device(cfg, device)
     elif context:
-        print("note: --context sets NNAdapter device properties; the host target ignores them")
+        print(HOST_IGNORES_CONTEXT)
     return device
 
 

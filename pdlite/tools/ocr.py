@@ -9,7 +9,7 @@ import sys
 import time
 
 from pdlite.errors import InputError
-from pdlite.tools.common import parse_kv
+from pdlite.tools.common import HOST_IGNORES_CONTEXT, parse_kv
 from pdlite.tools.progress import Progress
 
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
                               ("det_db_unclip_ratio", args.det_db_unclip_ratio)) if v is not None}
     context = parse_kv(args.context, "--context")
     if context and args.device == "host":
-        print("note: --context sets NNAdapter device properties; the host target ignores them", file=sys.stderr)
+        print(HOST_IGNORES_CONTEXT, file=sys.stderr)
     make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
     ocr = make(device=args.device, threads=args.threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
                context=context, **det)
