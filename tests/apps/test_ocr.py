@@ -333,12 +333,13 @@ def test_context_properties_reach_each_network(tmp_path: Path, capsys: pytest.Ca
     thread counts (a user's value wins); a value the device refuses, or an item that is not NAME=VALUE, is an
     error naming it; the host notes that it ignores them and reads the text as without."""
     from pdlite.apps.ocr.engine import Model
+    from pdlite.nnadapter.options import parse_context_properties
     from pdlite.tools.cli import main
 
     hint = "INTEL_OPENVINO_INFERENCE_PRECISION_HINT"
     ocr = OCR(threads=2, context={hint: "bf16", "ONNXRUNTIME_INTRA_OP_NUM_THREADS": "1"})
     for model in ocr.models().values():
-        props = dict(kv.split("=") for kv in model.config.nnadapter_context_properties().split(";"))
+        props = parse_context_properties(model.config.nnadapter_context_properties())
         assert props == {hint: "bf16", "ONNXRUNTIME_INTRA_OP_NUM_THREADS": "1",
                          "INTEL_OPENVINO_INFERENCE_NUM_THREADS": "2"}
     with pytest.raises(ConfigError, match="expected a NAME and a VALUE"):
