@@ -22,7 +22,7 @@ from pdlite.nnadapter.partition import PartitionRule, parse_partition_config
 
 DEFAULT_MIN_SIZE = 1
 # the built-in devices' CPU thread counts (each driver reads the keys with its own prefix); unset, each runtime
-# picks its own (all cores). The CLI and the OCR app set them to their --threads / threads.
+# picks its own (all cores). The CLI and the OCR app set them to their --threads / threads (with_thread_counts).
 THREAD_PROPERTIES = ("INTEL_OPENVINO_INFERENCE_NUM_THREADS", "ONNXRUNTIME_INTRA_OP_NUM_THREADS")
 
 
@@ -38,6 +38,11 @@ def parse_context_properties(text: str) -> dict[str, str]:
         k, v = item.split("=", 1)
         props[k.strip()] = v.strip()
     return props
+
+
+def with_thread_counts(props: Mapping[str, object], threads: int) -> dict[str, str]:
+    """`props` (as text values) with the built-in devices' THREAD_PROPERTIES set to `threads` where it gives none."""
+    return {**{k: str(int(threads)) for k in THREAD_PROPERTIES}, **{k: str(v) for k, v in props.items()}}
 
 
 def format_context_properties(props: Mapping[str, object]) -> str:

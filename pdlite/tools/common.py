@@ -8,7 +8,7 @@ import numpy as np
 from pdlite.api.config import CxxConfig
 from pdlite.api.from_path import config_for
 from pdlite.errors import ConfigError, InputError
-from pdlite.nnadapter.options import THREAD_PROPERTIES, format_context_properties
+from pdlite.nnadapter.options import format_context_properties, with_thread_counts
 
 # printed when --context is given and the host runs
 HOST_IGNORES_CONTEXT = "note: --context sets NNAdapter device properties; the host target ignores them"
@@ -51,9 +51,7 @@ def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray], conte
         device = default_device() if isinstance(cfg, CxxConfig) else "host"
     if isinstance(cfg, CxxConfig) and (props or device != "host"):
         # --threads holds for the devices too (their runtimes otherwise take every core), unless --context says
-        for key in THREAD_PROPERTIES:
-            props.setdefault(key, str(cfg.threads()))
-        cfg.set_nnadapter_context_properties(format_context_properties(props))
+        cfg.set_nnadapter_context_properties(format_context_properties(with_thread_counts(props, cfg.threads())))
     if device == "auto":
         choice = choose_device(cfg, feeds, create_paddle_predictor)
         print(choice.describe())

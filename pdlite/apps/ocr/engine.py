@@ -12,7 +12,7 @@ import numpy as np
 from pdlite.api.auto import apply_device
 from pdlite.errors import ConfigError
 from pdlite.lite import CxxConfig, create_paddle_predictor
-from pdlite.nnadapter.options import THREAD_PROPERTIES, format_context_properties
+from pdlite.nnadapter.options import format_context_properties, with_thread_counts
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 DET_MODEL_DIR = MODELS_DIR / "ch_PP-OCRv4_det_infer"
@@ -42,11 +42,10 @@ class Model:
         self.config = CxxConfig()
         self.config.set_model_dir(str(model_dir))
         self.config.set_threads(threads)
-        props = {p: str(int(threads)) for p in THREAD_PROPERTIES}
         for k, v in (context or {}).items():
             if not k or any(c in f"{k}{v}" for c in ";="):
                 raise ConfigError(f"context property {k!r}={v!r}: expected a NAME and a VALUE without ';' or '='")
-            props[k] = str(v)
+        props = with_thread_counts(context or {}, threads)  # a thread count given in `context` wins
         self.config.set_nnadapter_context_properties(format_context_properties(props))
         if device == "auto":  # the engine picks on the first input (measured, cached per model and shape)
             self.config.set_nnadapter_device_names(["auto"])
