@@ -338,14 +338,28 @@ def test_gemm_convs_match_numpy_and_naive(xs, ws, attrs, fused_im2col, monkeypat
     # large images go through in bands of tile rows, each band whole on one thread: 12 + 11 rows of 17 tiles per
     # image; one row of 300 tiles per band (5 bands); 32x33 outputs on one image: 2 bands of 8 rows
     (2, 9, 17, 45, 33, (1, 1, 1, 1)), (1, 8, 8, 9, 600, (1, 1, 0, 1)), (1, 16, 8, 32, 33, (1, 1, 1, 1)),
+    # 70 outputs: packed in panels of 64 + 16 rows (80, the last 10 zero); 33 channels; 3x5 = 15 tiles per image,
+    # 3 images in a pass of 45 tile columns (7 column tiles, the last with 3 of zeros)
+    (3, 33, 70, 6, 10, (1, 1, 1, 1)),
 ])
-def test_winograd_direct(n, c, oc, h, w, pads):
+@pytest.mark.parametrize("packed", [False, True], ids=["blas", "packed"])
+def test_winograd_direct(n, c, oc, h, w, pads, packed):
+    """Both forms of the 16 products: the BLAS's and packed_conv's register tiles (correct on every instruction
+    set, chosen on AVX-512 for narrow passes)."""
     x, wt, b = rand(n, c, h, w, seed=21), rand(oc, c, 3, 3, seed=22), rand(oc, seed=23)
     oh, ow = h + pads[0] + pads[1] - 2, w + pads[2] + pads[3] - 2
     if not native.gemm_available():
         pytest.skip("no BLAS sgemm found for the native GEMM")
-    got = native.winograd_conv3x3(x, native.winograd_weights(wt), b, oh, ow, (pads[0], pads[2]))
+    got = native.winograd_conv3x3(x, native.winograd_weights(wt, packed), b, oh, ow, (pads[0], pads[2]))
     check(got, naive_conv(x, wt, (1, 1), pads, (1, 1), 1, b), "winograd F(2x2,3x3)")
+
+
+@pytest.mark.parametrize("n,oh,ow,tiles", [(1, 14, 14, 49), (4, 14, 14, 196), (2, 7, 7, 32), (9, 7, 7, 144),
+                                           (17, 7, 7, 256), (1, 56, 56, 252), (3, 5, 600, 300), (1, 9, 9, 25)])
+def test_winograd_pass_tiles(n, oh, ow, tiles):
+    """The widest pass of winograd.c's split (which decides the products' form): small images side by side up to
+    256 tile columns, large ones in bands of whole tile rows up to 256."""
+    assert native.winograd_pass_tiles(n, oh, ow) == tiles
 
 
 def test_winograd_can_be_turned_off():
@@ -432,6 +446,7 @@ def test_fc_native_gemm(act, shape, n, bias):
 def test_thread_counts_give_the_same_results(threads):
     """Results do not depend on the thread count, bit for bit."""
     x, wd, wp = rand(2, 24, 30, 30, seed=61), rand(24, 1, 3, 3, seed=62), rand(40, 24, 3, 3, seed=63)
+    xs = rand(3, 24, 14, 14, seed=64)  # Winograd on packed_conv's tiles: 3 images in a pass of 147 tile columns
     outs = []
     for t in (1, threads):
         with native_threads(t):
@@ -441,7 +456,8 @@ def test_thread_counts_give_the_same_results(threads):
             outs.append((a, b, c))
             if native.gemm_available():
                 outs[-1] += (native.winograd_conv3x3(x, native.winograd_weights(wp), None, 30, 30, (1, 1)),
-                             native.conv_gemm(wp.reshape(1, 40, -1), c, None))
+                             native.conv_gemm(wp.reshape(1, 40, -1), c, None),
+                             native.winograd_conv3x3(xs, native.winograd_weights(wp, True), None, 14, 14, (1, 1)))
     for i, (u, v) in enumerate(zip(*outs)):  # work splits do not depend on the thread count
         assert np.array_equal(u, v), f"output {i} differs with {threads} threads"
 
@@ -526,6 +542,8 @@ if native.gemm_available():
     out["wino"] = native.winograd_conv3x3(x, native.winograd_weights(w3), None, 19, 21, (1, 1), (2, (6.0, 0, 0)))
     xb = rng.standard_normal((3, 16, 7, 7), dtype=np.float32)
     out["wino_batch"] = native.winograd_conv3x3(xb, native.winograd_weights(w3), b[:8], 7, 7, (1, 1), (6, (0, 0, 0)))
+    out["wino_packed"] = native.winograd_conv3x3(xb, native.winograd_weights(w3, True), b[:8], 7, 7, (1, 1),
+                                                 (1, (0, 0, 0)))
 np.savez(__import__("sys").argv[1], **out)
 """
 

@@ -242,6 +242,7 @@ class Conv2d(Kernel):
         super().__init__(op)
         self._weights = _WeightCache()
         self._wino = _WeightCache()
+        self._wino_packed = _WeightCache()
         self._packed = _WeightCache()
         self._packed_wide = _WeightCache()
         self._bias = _WeightCache()
@@ -289,6 +290,13 @@ class Conv2d(Kernel):
                 and g.c >= 8 and g.oc >= 8 and g.n * g.oh * g.ow >= 64 and min(g.oh, g.ow) >= 2
                 and native.gemm_available())
 
+    def winograd_weights(self, g: ConvGeometry, w_src: Any) -> native.WinogradWeights:
+        """The filter transformed for the Winograd path, laid out for its products on this input shape (see
+        native.winograd_packed)."""
+        packed = native.winograd_packed(g.n, g.oh, g.ow)
+        return (self._wino_packed if packed else self._wino).get(
+            w_src, lambda f: native.winograd_weights(np.asarray(f, dtype=np.float32), packed))
+
     @staticmethod
     def packed(g: ConvGeometry, kind: str) -> str | None:
         """Which form of the native packed-weights GEMM (native_src/packed_gemm.c) takes this conv, if any (AVX-512
@@ -328,8 +336,7 @@ class Conv2d(Kernel):
         if g.kh == g.kw == 1 and g.pads == (0, 0, 0, 0) and g.sh == g.sw == 1:
             return native.gemm_plan(wg, bias, x_shape, g.oh, g.ow, None, act)
         if wino:
-            u = self._wino.get(w_src, lambda f: native.winograd_weights(np.asarray(f, dtype=np.float32)))
-            return native.winograd_plan(u, bias, x_shape, g.oh, g.ow, pads, act)
+            return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act)
         if g.n * g.c * g.kh * g.kw * g.oh * g.ow > FUSED_IM2COL_FLOATS or g.kh == g.kw == 1 and g.pads == (0, 0, 0, 0):
             return None  # blocks gathering their own columns; strided 1x1
         i2c = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)
@@ -390,8 +397,7 @@ class Conv2d(Kernel):
                 cols = np.asarray(x[:, :, :: g.sh, :: g.sw][:, :, : g.oh, : g.ow], order="C").reshape(n, g.c, -1)
             elif gemm and self.winograd(g, kind):
                 cols = None
-                u = self._wino.get(w_src, lambda f: native.winograd_weights(np.asarray(f, dtype=np.float32)))
-                out = native.winograd_conv3x3(x, u, bias, g.oh, g.ow, pads, fuse)
+                out = native.winograd_conv3x3(x, self.winograd_weights(g, w_src), bias, g.oh, g.ow, pads, fuse)
             elif gemm and n * g.c * g.kh * g.kw * g.oh * g.ow > FUSED_IM2COL_FLOATS:  # blocks gather their columns
                 cols = None
                 out = native.conv2d_gemm(x, wg, bias, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads, fuse)

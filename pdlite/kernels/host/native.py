@@ -36,7 +36,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -305,24 +305,49 @@ def conv2d_gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, oh: int, 
 _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 
-def winograd_weights(w: np.ndarray) -> np.ndarray:
-    """(16, OC, C) transformed weights of a (OC, C, 3, 3) filter (computed in float64)."""
+class WinogradWeights(NamedTuple):
+    """A filter transformed for winograd_conv3x3: `u` (16, OC, C), or with `packed` each of the 16 (OC, C) as
+    pack_weights packs an (OC, C, 1, 1) filter (the products then run on packed_conv's register tiles)."""
+    u: np.ndarray
+    oc: int
+    packed: bool
+
+
+WINO_PACKED_TILES = 128  # tile columns per pass at most for the Winograd products on packed_conv's tiles
+
+
+def winograd_pass_tiles(n: int, oh: int, ow: int) -> int:
+    """The tile columns of winograd_conv3x3's widest pass over a batch of n (native_src/winograd.c's split:
+    small images side by side up to 256 tiles, large ones in bands of about 256)."""
+    assert _ext is not None
+    return int(_ext.winograd_pass_tiles(n, oh, ow))
+
+
+def winograd_packed(n: int, oh: int, ow: int) -> bool:
+    """Whether the Winograd products of this shape run on packed_conv's register tiles rather than the BLAS:
+    AVX-512 and narrow passes (at most WINO_PACKED_TILES tile columns), where a BLAS vectorised along the
+    columns wastes its tiles. Measured on one Xeon (Emerald Rapids) core, alone, the BLAS NumPy ships against
+    them: 256x256 on 14x14 batch 1 (49 columns) 0.72x the time, 512x512 on 7x7 batch 4 (64) 0.80x; on 196
+    columns and more 1.2x-1.7x (kept on the BLAS)."""
+    return packed_gemm_fast() and winograd_pass_tiles(n, oh, ow) <= WINO_PACKED_TILES
+
+
+def winograd_weights(w: np.ndarray, packed: bool = False) -> WinogradWeights:
+    """The transformed weights of a (OC, C, 3, 3) filter (computed in float64); `packed` lays each position out
+    for packed_conv's register tiles instead of the BLAS (see winograd_packed)."""
+    oc, c = w.shape[0], w.shape[1]
     u = np.einsum("ik,ockl,jl->ijoc", _WINO_G, np.asarray(w, dtype=np.float64), _WINO_G)
-    return np.asarray(u.reshape(16, w.shape[0], w.shape[1]), dtype=F32, order="C")
+    u = np.asarray(u.reshape(16, oc, c), dtype=F32, order="C")
+    if packed:
+        u = np.concatenate([pack_weights(u[p].reshape(oc, c, 1, 1)) for p in range(16)])
+    return WinogradWeights(u, oc, bool(packed))
 
 
-def winograd_conv3x3(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, oh: int, ow: int, pads: tuple[int, int],
-                     act: Act = NO_ACT) -> np.ndarray:
+def winograd_conv3x3(x: np.ndarray, u: WinogradWeights, bias: np.ndarray | None, oh: int, ow: int,
+                     pads: tuple[int, int], act: Act = NO_ACT) -> np.ndarray:
     """3x3 stride-1 conv of NCHW x by Winograd F(2x2, 3x3) with `u` from winograd_weights; `pads` = (top, left)
     (the bottom / right padding follows from oh, ow). Returns act(conv + bias), (N, OC, oh, ow)."""
-    assert _ext is not None
-    n, c, h, w = x.shape
-    oc = u.shape[1]
-    out = np.empty((n, oc, oh, ow), dtype=F32)
-    _ext.winograd_conv3x3(_f32(x, "winograd_conv3x3"), _f32(u, "winograd_conv3x3"),
-                          None if bias is None else _f32(bias, "winograd_conv3x3"), out,
-                          (n, c, h, w, oc, oh, ow, pads[0], pads[1]), act[0], act[1])
-    return out
+    return winograd_plan(u, bias, x.shape, oh, ow, pads, act)(_f32(x, "winograd_conv3x3"))
 
 
 PACK_ROWS = 64  # output channels per panel of packed weights (native_src/packed_gemm.c PK_MR)
@@ -425,15 +450,14 @@ def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], 
     return run_cols
 
 
-def winograd_plan(u: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
+def winograd_plan(u: WinogradWeights, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
                   pads: tuple[int, int], act: Act) -> Plan:
     """x -> winograd_conv3x3(x, u, bias, ...) for C-contiguous float32 x of shape x_shape."""
     assert _ext is not None
     n, c, h, w = x_shape
-    oc = u.shape[1]
-    geo, shape = (n, c, h, w, oc, oh, ow, pads[0], pads[1]), (n, oc, oh, ow)
-    return _bound(_ext.winograd_conv3x3, shape, _f32(u, "winograd"),
-                  None if bias is None else _f32(bias, "winograd"), geo, act[0], act[1])
+    geo, shape = (n, c, h, w, u.oc, oh, ow, pads[0], pads[1]), (n, u.oc, oh, ow)
+    return _bound(_ext.winograd_conv3x3, shape, _f32(u.u, "winograd"),
+                  None if bias is None else _f32(bias, "winograd"), geo, act[0], act[1], u.packed)
 
 
 def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], m: int, oh: int, ow: int,

@@ -8,7 +8,8 @@
  *                     single-threaded cblas_sgemm of the BLAS NumPy uses (its address comes from Python),
  *                     optionally gathering its own im2col columns (bounded memory)
  *   winograd_conv3x3  3x3 stride-1 convs by Winograd F(2x2, 3x3): 16 GEMMs over 2x2 output tiles (small
- *                     images of a batch side by side in the same GEMMs)
+ *                     images of a batch side by side in the same GEMMs), by the BLAS or (weights packed)
+ *                     packed_conv's register tiles
  *   packed_conv       out[n] = act(W @ columns(x[n]) + bias) with weights packed once and an own register-tiled
  *                     kernel (vectorised along the output channels: fast on small maps too), no BLAS
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
@@ -460,6 +461,7 @@ PD_HIDDEN void i2c_task_pick(int isa);
 PD_HIDDEN void pool_task_pick(int isa);
 extern PD_HIDDEN int g_dwr_on; /* depthwise.c's row-vector form (tests' hook: _set_depthwise_rows) */
 PD_HIDDEN void gemm_task_pick(int isa);
+PD_HIDDEN void pk_multi_task_pick(int isa);
 PD_HIDDEN void wino_in_task_pick(int isa);
 PD_HIDDEN void wino_gemm_task_pick(int isa);
 PD_HIDDEN void wino_out_task_pick(int isa);
@@ -469,6 +471,12 @@ PD_HIDDEN void pk_gemm_task_pick(int isa);
 PD_HIDDEN void pw_task_pick(int isa);
 PD_HIDDEN void ln_task_pick(int isa);
 PD_HIDDEN void sm_task_pick(int isa);
+/* packed_gemm.c's register-tiled GEMM for winograd.c: the column tiles of L columns, and npos products out + p*M*L
+ * (M, L) = W[p] @ B[p], W[p] packed as pack_weights packs an (M, K, 1, 1) filter, B[p] as [tile][K][7] (zeros
+ * past L); over the pool (parallel) or on the calling thread */
+PD_HIDDEN isz packed_tiles(isz L);
+PD_HIDDEN void packed_products(const float *w, const float *b, float *out, isz npos, isz M, isz K, isz L,
+                               int parallel);
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args);
@@ -476,6 +484,7 @@ PD_HIDDEN PyObject *py_im2col(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_winograd_pass_tiles(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args);

@@ -36,6 +36,7 @@ static void pick_isa(void) {
     wino_band_task_pick(isa);
     pk_pack_task_pick(isa);
     pk_gemm_task_pick(isa);
+    pk_multi_task_pick(isa);
     pw_task_pick(isa);
     ln_task_pick(isa);
     sm_task_pick(isa);
@@ -142,7 +143,10 @@ static PyMethodDef methods[] = {
      "conv_gemm(w, x, bias|None, out, (N,G,M,K,L), act, (a0,a1,a2)[, im2col geo|None[, bias_cols]]): "
      "out[n,g] = act(w[g] @ x[n,g] + bias) (bias per row, or per column with bias_cols)"},
     {"winograd_conv3x3", py_winograd_conv3x3, METH_VARARGS,
-     "winograd_conv3x3(x, u (16,OC,C), bias|None, out, (N,C,H,W,OC,OH,OW,PT,PL), act, (a0,a1,a2)): stride 1"},
+     "winograd_conv3x3(x, u (16,OC,C), bias|None, out, (N,C,H,W,OC,OH,OW,PT,PL), act, (a0,a1,a2)[, packed]): stride 1; "
+     "packed: u[p] as packed_conv packs an (OC, C, 1, 1) filter"},
+    {"winograd_pass_tiles", py_winograd_pass_tiles, METH_VARARGS,
+     "winograd_pass_tiles(n, oh, ow): the tile columns of winograd_conv3x3's widest pass over that batch"},
     {"packed_conv", py_packed_conv, METH_VARARGS,
      "packed_conv(x, packed w, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), act, (a0,a1,a2)[, wide])"},
     {"layer_norm", py_layer_norm, METH_VARARGS,

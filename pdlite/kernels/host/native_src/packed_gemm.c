@@ -354,9 +354,62 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
     free(buf);
 }
 
+/* Winograd's 16 products on the small form's tiles (winograd.c): out + p * M * L (M, L) = W[p] (M, K) @ B[p] for
+ * p < npos, W[p] packed as pack_weights packs an (M, K, 1, 1) filter (mpad * K floats apart), B[p] as
+ * pk_pack_task lays out columns, [tile][K][7] (tiles * K * 7 floats apart). Items (p, chunk, panel). */
+typedef struct {
+    pk_args a; /* one product's shape; its w, bp, out those of product 0 */
+    isz per;   /* items per product */
+    isz wstep, bstep, ostep;
+} pk_multi_args;
+
+PD_INLINE void pk_multi_task_impl(void *vctx, isz begin, isz end) {
+    const pk_multi_args *ma = (const pk_multi_args *)vctx;
+    for (isz it = begin; it < end;) {
+        const isz p = it / ma->per, stop = (p + 1) * ma->per < end ? (p + 1) * ma->per : end;
+        pk_args a = ma->a;
+        a.w += p * ma->wstep;
+        a.bp += p * ma->bstep;
+        a.out += p * ma->ostep;
+        pk_gemm_task_impl(&a, it - p * ma->per, stop - p * ma->per);
+        it = stop;
+    }
+}
+
 PD_VERSIONS(pk_pack_task)
 PD_VERSIONS(pk_gemm_task)
+PD_VERSIONS(pk_multi_task)
 PD_VERSIONS(pw_task)
+
+PD_HIDDEN isz packed_tiles(isz L) { return (L + PK_NR - 1) / PK_NR; }
+
+PD_HIDDEN void packed_products(const float *w, const float *b, float *out, isz npos, isz M, isz K, isz L,
+                               int parallel) {
+    pk_multi_args ma;
+    memset(&ma, 0, sizeof(ma));
+    pk_args *a = &ma.a;
+    a->w = w;
+    a->bp = (float *)b; /* read only: pk_gemm_task reads the columns */
+    a->out = out;
+    a->N = 1;
+    a->M = M;
+    a->K = K;
+    a->L = L;
+    a->tiles = packed_tiles(L);
+    a->panels = (M + PK_MR - 1) / PK_MR;
+    a->ctiles = PK_CHUNK;
+    a->chunks = (a->tiles + a->ctiles - 1) / a->ctiles;
+    a->geo = (conv_geo){.C = K, .H = 1, .W = L, .OH = 1, .OW = L, .KH = 1, .KW = 1, .SH = 1, .SW = 1, .DH = 1, .DW = 1};
+    a->act.kind = ACT_NONE;
+    ma.per = a->chunks * a->panels;
+    ma.wstep = (M + 15) / 16 * 16 * K;
+    ma.bstep = a->tiles * K * PK_NR;
+    ma.ostep = M * L;
+    if (parallel)
+        parallel_for(pk_multi_task, &ma, npos * ma.per, 1);
+    else
+        pk_multi_task(&ma, 0, npos * ma.per);
+}
 
 PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();

@@ -3,7 +3,8 @@
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Winograd F(2x2, 3x3) for 3x3 stride-1 convs: 16 GEMMs U[p] (OC x C) @ V[p] (C x T) over the T     */
-/* 2x2 output tiles, 2.25x fewer multiplications than im2col. U = G g G^T comes transformed (Python). */
+/* 2x2 output tiles, 2.25x fewer multiplications than im2col. U = G g G^T comes transformed (Python), */
+/* laid out for the BLAS or (`packed`, narrow passes with AVX-512) for packed_gemm.c's register tiles. */
 /* ------------------------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -13,8 +14,16 @@ typedef struct {
     isz NB, TT;               /* images per pass (x, out: the pass's first one) and their tiles, NB * TP */
     isz ty0, ty1, TP;         /* the pass's tile rows [ty0, ty1) of each image: TP = (ty1 - ty0) * TW tiles */
     isz cols_per, col_blocks; /* GEMM blocks: 16 positions x col_blocks */
+    int packed;               /* u packed per position as packed_gemm.c's weights, v as its column tiles */
+    isz vtiles;               /* packed: v's column tiles of 7 per position ([16][vtiles][C][7]) */
     act_t act;
 } wino_args;
+
+/* v's index of (position p, channel c, tile column t): (16, C, TT), or packed ([16][vtiles][C][7]) */
+PD_INLINE isz wino_v(const wino_args *a, isz p, isz c, isz t) {
+    if (!a->packed) return (p * a->C + c) * a->TT + t;
+    return ((p * a->vtiles + t / 7) * a->C + c) * 7 + t % 7;
+}
 
 /* input transform of channel c: V[p][c][t] = (B^T d B)[p] for each tile's 4x4 patch d */
 PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
@@ -61,6 +70,23 @@ PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
                 }
                 /* B along the columns of tile tx: (e[tx] - e[tx+1], o[tx] + e[tx+1], e[tx+1] - o[tx], o[tx] - o[tx+1]) */
                 const isz base = toff + ty * TW, TT = a->TT;
+                if (a->packed) {
+                    const isz ps = a->vtiles * a->C * 7; /* one position's columns */
+                    float *vt = a->v + wino_v(a, 4 * i, c, base);
+                    for (isz tx = 0, j = base % 7; tx < TW; tx++) {
+                        vt[0] = e[tx] - e[tx + 1];
+                        vt[ps] = o[tx] + e[tx + 1];
+                        vt[2 * ps] = e[tx + 1] - o[tx];
+                        vt[3 * ps] = o[tx] - o[tx + 1];
+                        if (++j < 7) { /* the next column of this tile, or the first of the next */
+                            vt++;
+                        } else {
+                            j = 0;
+                            vt += a->C * 7 - 6;
+                        }
+                    }
+                    continue;
+                }
                 float *v0 = a->v + ((4 * i + 0) * a->C + c) * TT + base;
                 float *v1 = a->v + ((4 * i + 1) * a->C + c) * TT + base;
                 float *v2 = a->v + ((4 * i + 2) * a->C + c) * TT + base;
@@ -73,6 +99,10 @@ PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
                 }
             }
         }
+        if (a->packed && ic / a->C == a->TT / a->TP - 1) /* the pass's last image: zeros past its last tile
+                                                           * column (computed over, never written out) */
+            for (isz p = 0; p < 16; p++)
+                for (isz t = a->TT; t < a->vtiles * 7; t++) a->v[wino_v(a, p, c, t)] = 0.0f;
     }
     free(buf);
 }
@@ -80,6 +110,10 @@ PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
 /* GEMM blocks: position p = t / col_blocks, columns block t % col_blocks */
 PD_INLINE void wino_gemm_task_impl(void *vctx, isz begin, isz end) {
     const wino_args *a = (const wino_args *)vctx;
+    if (a->packed) { /* the band path's products, on this thread */
+        packed_products(a->u, a->v, a->m, 16, a->OC, a->C, a->TT, 0);
+        return;
+    }
     for (isz t = begin; t < end; t++) {
         const isz p = t / a->col_blocks, c0 = (t % a->col_blocks) * a->cols_per;
         const isz cols = a->TT - c0 < a->cols_per ? a->TT - c0 : a->cols_per;
@@ -143,10 +177,11 @@ PD_INLINE void wino_band_task_impl(void *vctx, isz begin, isz end) {
     const wino_band_args *ba = (const wino_band_args *)vctx;
     wino_args la = *ba->a;
     const isz most = ba->rows * la.TW; /* tiles of the widest band */
-    float *v = (float *)pd_scratch((size_t)(16 * (la.C + la.OC) * most) * sizeof(float));
+    const isz vcols = la.packed ? packed_tiles(most) * 7 : most; /* v's columns per channel and position */
+    float *v = (float *)pd_scratch((size_t)(16 * (la.C * vcols + la.OC * most)) * sizeof(float));
     if (!v) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
     la.v = v;
-    la.m = v + 16 * la.C * most;
+    la.m = v + 16 * la.C * vcols;
     la.col_blocks = 1;
     for (isz it = begin; it < end; it++) {
         const isz img = it / ba->bands, band = it % ba->bands;
@@ -157,6 +192,7 @@ PD_INLINE void wino_band_task_impl(void *vctx, isz begin, isz end) {
         la.TP = (la.ty1 - la.ty0) * la.TW;
         la.TT = la.TP;
         la.cols_per = la.TT;
+        la.vtiles = packed_tiles(la.TT);
         wino_in_task_impl(&la, 0, la.C);
         wino_gemm_task_impl(&la, 0, 16);
         wino_out_task_impl(&la, 0, la.OC);
@@ -169,6 +205,31 @@ PD_VERSIONS(wino_in_task)
 PD_VERSIONS(wino_gemm_task)
 PD_VERSIONS(wino_out_task)
 
+/* Passes of about 256 tile columns: wider ones fall out of the caches (the transformed input and the products
+ * are 16 values per tile and channel). Small images go through together: their tiles side by side make the 16
+ * GEMMs wider, and the weights (16 * OC * C, often larger than the images) are streamed once per pass instead of
+ * once per image; large images go through in bands of tile rows. Sets the images per pass and the tile rows per
+ * pass of a batch of n images of TH x TW tiles; returns the tile columns of the widest pass. */
+static isz wino_split(isz n, isz TH, isz TW, isz *NB, isz *rows_per) {
+    const isz T = TH * TW;
+    *NB = T >= 256 ? 1 : 256 / T;
+    if (*NB > n) *NB = n > 0 ? n : 1;
+    *rows_per = *NB > 1 ? TH : (TW >= 256 ? 1 : 256 / TW);
+    if (*rows_per > TH) *rows_per = TH;
+    return *NB > 1 ? *NB * T : *rows_per * TW;
+}
+
+PD_HIDDEN PyObject *py_winograd_pass_tiles(PyObject *self, PyObject *args) {
+    isz n, oh, ow, nb, rows;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnn", &n, &oh, &ow)) return NULL;
+    if (n < 0 || oh <= 0 || ow <= 0) {
+        PyErr_SetString(PyExc_ValueError, "winograd_pass_tiles: bad shape");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(wino_split(n, (oh + 1) / 2, (ow + 1) / 2, &nb, &rows));
+}
+
 PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *uo, *bo, *oo, *ap;
@@ -177,8 +238,8 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     int act;
     (void)self;
     memset(&a, 0, sizeof(a));
-    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnn)iO", &xo, &uo, &bo, &oo, &n, &a.C, &a.H, &a.W, &a.OC, &a.OH, &a.OW,
-                          &a.PT, &a.PL, &act, &ap))
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnn)iO|p", &xo, &uo, &bo, &oo, &n, &a.C, &a.H, &a.W, &a.OC, &a.OH, &a.OW,
+                          &a.PT, &a.PL, &act, &ap, &a.packed))
         return NULL;
     if (g_sgemm == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "winograd_conv3x3: no sgemm (call set_sgemm first)");
@@ -195,19 +256,12 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     a.T = a.TH * a.TW;
     pd_bufs bs = {0};
     const float *x = bufs_take(&bs, xo, 0, n * a.C * a.H * a.W, "winograd input");
-    a.u = bufs_take(&bs, uo, 0, 16 * a.OC * a.C, "winograd weights");
+    a.u = bufs_take(&bs, uo, 0, 16 * (a.packed ? (a.OC + 15) / 16 * 16 : a.OC) * a.C, "winograd weights");
     a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.OC, "winograd bias");
     float *out = bufs_take(&bs, oo, 1, n * a.OC * a.OH * a.OW, "winograd output");
     if (bs.failed) return NULL;
-    /* Passes of about 256 tile columns: wider ones fall out of the caches (the transformed input and the
-     * products are 16 values per tile and channel). Small images go through together: their tiles side by
-     * side make the 16 GEMMs wider, and the weights (16 * OC * C, often larger than the images) are
-     * streamed once per pass instead of once per image; large images go through in bands of tile rows. */
-    a.NB = a.T >= 256 ? 1 : 256 / a.T;
-    if (a.NB > n) a.NB = n > 0 ? n : 1;
-    isz rows_per = a.NB > 1 ? a.TH : (a.TW >= 256 ? 1 : 256 / a.TW);
-    if (rows_per > a.TH) rows_per = a.TH;
-    const isz most = a.NB > 1 ? a.NB * a.T : rows_per * a.TW; /* tile columns of the widest pass */
+    isz rows_per;
+    const isz most = wino_split(n, a.TH, a.TW, &a.NB, &rows_per); /* tile columns of the widest pass */
     const isz bands = (a.TH + rows_per - 1) / rows_per; /* passes per image */
     if (a.NB == 1 && n * bands >= 2) {
         /* one image per pass and at least two passes in all: bands run whole, one per item (wino_band_task),
@@ -227,12 +281,13 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
         bufs_release(&bs);
         return pd_done(pd_fail0);
     }
-    a.v = (float *)malloc((size_t)(16 * (a.C + a.OC) * most) * sizeof(float));
+    const isz vcols = a.packed ? packed_tiles(most) * 7 : most;
+    a.v = (float *)malloc((size_t)(16 * (a.C * vcols + a.OC * most)) * sizeof(float));
     if (!a.v) {
         bufs_release(&bs);
         return PyErr_NoMemory();
     }
-    a.m = a.v + 16 * a.C * most;
+    a.m = a.v + 16 * a.C * vcols;
     a.col_blocks = 1; /* one block per position: 16 blocks, whatever the thread count (same results) */
     Py_BEGIN_ALLOW_THREADS;
     for (isz i = 0; i < n; i += a.NB) {
@@ -244,8 +299,12 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
             a.TP = (a.ty1 - a.ty0) * a.TW;
             a.TT = nb * a.TP;
             a.cols_per = a.TT;
+            a.vtiles = packed_tiles(a.TT);
             parallel_for(wino_in_task, &a, nb * a.C, grain_for(nb * a.C, 4));
-            parallel_for(wino_gemm_task, &a, 16 * a.col_blocks, 1);
+            if (a.packed)
+                packed_products(a.u, a.v, a.m, 16, a.OC, a.C, a.TT, 1);
+            else
+                parallel_for(wino_gemm_task, &a, 16 * a.col_blocks, 1);
             parallel_for(wino_out_task, &a, nb * a.OC, grain_for(nb * a.OC, 4));
         }
     }
