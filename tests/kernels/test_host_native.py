@@ -442,6 +442,28 @@ def test_fc_native_gemm(act, shape, n, bias):
         check(got, exact.astype(np.float32), "fc vs float64")
 
 
+@pytest.mark.parametrize("act", ["", "relu", "relu6", "leaky_relu", "hard_swish"])
+@pytest.mark.parametrize("m,k,n,bias", [(8, 1, 1, True), (13, 33, 50, True), (130, 70, 600, False),
+                                        (64, 128, 96, True), (9, 257, 47, True)])
+def test_packed_fc(act, m, k, n, bias):
+    """packed_fc (the packed conv's register tiles for fc: rows in panels of 8, W in tiles of 48 columns; partial
+    panels and tiles, one-step reductions) against float64, and bit for bit at 1-3 threads."""
+    x, w = rand(m, k, seed=57, scale=2.0), rand(k, n, seed=58, scale=0.3)
+    b = rand(n, seed=59) if bias else None
+    attrs = {"relu6": {"threshold": 6.0}, "leaky_relu": {"alpha": 0.1},
+             "hard_swish": {"offset": 3.0, "threshold": 6.0, "scale": 6.0}}.get(act, {})
+    code = native.activation(act, attrs) if act else native.NO_ACT
+    wp = native.pack_fc_weights(w)
+    outs = []
+    for t in (1, 2, 3):
+        with native_threads(t):
+            outs.append(native.packed_fc(x, wp, n, b, code))
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    ref = (x.astype(np.float64) @ w + (b if bias else 0)).astype(np.float32)
+    conv_module.numpy_act_inplace(ref, code)  # the NumPy kernels' activation
+    check(outs[0], ref, f"packed_fc {m}x{k}x{n} {act}")
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_thread_counts_give_the_same_results(threads):
     """Results do not depend on the thread count, bit for bit."""
@@ -732,6 +754,8 @@ def _entry_calls() -> list[tuple[str, list[object], list[int]]]:
         ("layer_norm", [f(4, 6), f(6), f(6), f(4, 6), f(4), f(4), (4, 6), 1e-5], [0, 1, 2, 3, 4, 5]),
         ("softmax", [f(4, 6), f(4, 6), (4, 6)], [0, 1]),
     ]
+    calls.append(("packed_fc", [f(9, 4), native.pack_fc_weights(f(4, 5)), f(5), f(9, 5), (9, 4, 5), 1, no],
+                  [0, 1, 2, 3]))
     if native.packed_gemm_fast():
         wp = native.pack_weights(f(4, 4, 3, 3))
         calls.append(("packed_conv", [f(1, 4, 6, 6), wp, f(4), f(1, 4, 6, 6), geo, 1, no], [0, 1, 2, 3]))

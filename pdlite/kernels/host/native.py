@@ -375,6 +375,30 @@ def pack_weights(w: np.ndarray, wide: bool = False) -> np.ndarray:
     return np.concatenate([wp[p:p + panel].T.ravel() for p in range(0, mp, panel)])
 
 
+FC_TILE = 48  # W's columns per tile of packed fc weights (native_src/packed_gemm.c PW_NR)
+
+
+def pack_fc_weights(w: np.ndarray) -> np.ndarray:
+    """fc weights (K, N) packed for packed_fc: tiles of 48 columns (zeros past N), each laid out (K, 48)."""
+    if w.ndim != 2:
+        raise ValueError(f"pack_fc_weights: expected fc weights (K, N), got shape {w.shape}")
+    k, n = w.shape
+    wp = np.zeros((k, -(-n // FC_TILE) * FC_TILE), dtype=F32)
+    wp[:, :n] = w
+    return np.asarray(wp.reshape(k, -1, FC_TILE).transpose(1, 0, 2), dtype=F32, order="C").ravel()
+
+
+def packed_fc(x: np.ndarray, wp: np.ndarray, n: int, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
+    """act(x @ w + bias) for C-contiguous float32 x (M, K), w (K, n) packed by pack_fc_weights, bias (n,) or None,
+    on the native pool with the packed conv's register tiles (fast with AVX-512: packed_gemm_fast)."""
+    assert _ext is not None
+    m, k = x.shape
+    out = np.empty((m, n), dtype=F32)
+    _ext.packed_fc(_f32(x, "packed_fc"), _f32(wp, "packed_fc"), None if bias is None else _f32(bias, "packed_fc"),
+                   out, (m, k, n), act[0], act[1])
+    return out
+
+
 def packed_conv(x: np.ndarray, wp: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
                 kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
                 pads: tuple[int, int], act: Act = NO_ACT, wide: bool = False) -> np.ndarray:

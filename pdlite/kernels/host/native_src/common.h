@@ -12,6 +12,7 @@
  *                     packed_conv's register tiles
  *   packed_conv       out[n] = act(W @ columns(x[n]) + bias) with weights packed once and an own register-tiled
  *                     kernel (vectorised along the output channels: fast on small maps too), no BLAS
+ *   packed_fc         out = act(x @ W + bias) on the same register tiles, W packed once
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
  *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
  *   pool2d            max / avg windows with Paddle's divisor rules (exclusive or not)
@@ -32,7 +33,7 @@
  *   threadpool.c    the pthread pool (parallel_for)
  *   depthwise.c     depthwise_conv2d          activation.c    bias_act
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
- *   packed_gemm.c   packed_conv
+ *   packed_gemm.c   packed_conv, packed_fc
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
  *   module.c        the Python module: method table, ISA pick, threads, SOURCE_HASH
  */
@@ -462,6 +463,8 @@ PD_HIDDEN void pool_task_pick(int isa);
 extern PD_HIDDEN int g_dwr_on; /* depthwise.c's row-vector form (tests' hook: _set_depthwise_rows) */
 PD_HIDDEN void gemm_task_pick(int isa);
 PD_HIDDEN void pk_multi_task_pick(int isa);
+PD_HIDDEN void fc_pack_task_pick(int isa);
+PD_HIDDEN void fc_task_pick(int isa);
 PD_HIDDEN void wino_in_task_pick(int isa);
 PD_HIDDEN void wino_gemm_task_pick(int isa);
 PD_HIDDEN void wino_out_task_pick(int isa);
@@ -486,6 +489,7 @@ PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_winograd_pass_tiles(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_packed_fc(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_set_sgemm(PyObject *self, PyObject *args);

@@ -37,6 +37,8 @@ static void pick_isa(void) {
     pk_pack_task_pick(isa);
     pk_gemm_task_pick(isa);
     pk_multi_task_pick(isa);
+    fc_pack_task_pick(isa);
+    fc_task_pick(isa);
     pw_task_pick(isa);
     ln_task_pick(isa);
     sm_task_pick(isa);
@@ -145,6 +147,8 @@ static PyMethodDef methods[] = {
     {"winograd_conv3x3", py_winograd_conv3x3, METH_VARARGS,
      "winograd_conv3x3(x, u (16,OC,C), bias|None, out, (N,C,H,W,OC,OH,OW,PT,PL), act, (a0,a1,a2)[, packed]): stride 1; "
      "packed: u[p] as packed_conv packs an (OC, C, 1, 1) filter"},
+    {"packed_fc", py_packed_fc, METH_VARARGS,
+     "packed_fc(x (M,K), packed w, bias (N)|None, out (M,N), (M,K,N), act, (a0,a1,a2)): act(x @ w + bias)"},
     {"winograd_pass_tiles", py_winograd_pass_tiles, METH_VARARGS,
      "winograd_pass_tiles(n, oh, ow): the tile columns of winograd_conv3x3's widest pass over that batch"},
     {"packed_conv", py_packed_conv, METH_VARARGS,
