@@ -66,6 +66,9 @@ class ConvRunKernel(Kernel):
             bias = k.slots["inputs"].get("Bias") or []
             if bias:
                 y = y + env[bias[0]].reshape(1, -1, 1, 1)
+            res = k.slots["inputs"].get("ResidualData") or []
+            if res:  # fused_conv2d's residual, added before the activation
+                y = y + env[res[0]]
             if act is not None:
                 y = act.run({"X": [y]})["Out"][0]
             env[k.slots["outputs"]["Output"][0]] = y

@@ -31,6 +31,7 @@ DEFAULT_PASSES: list[str] = [
     "scales_fuse_pass",
     "identity_scale_eliminate_pass",
     "conv_scale_fuse_pass",
+    "conv_residual_add_fuse_pass",  # before the activation fusions: conv + residual add (+ act) -> fused_conv2d
     "conv_activation_fuse_pass",
     "elementwise_activation_fuse_pass",
     "scale_activation_fuse_pass",

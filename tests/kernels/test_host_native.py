@@ -243,6 +243,51 @@ def test_fused_conv_with_residual_applies_activation_last():
     check(got, naive, "vs naive")
 
 
+def _act_ref(y: np.ndarray, act: str) -> np.ndarray:
+    """The activations of ACTS (Paddle's formulas) on float64 y."""
+    if act == "relu":
+        return np.maximum(y, 0)
+    if act == "hard_swish":
+        return y * np.minimum(np.maximum(y + 3.0, 0), 6.0) / 6.0
+    if act == "leaky_relu":
+        return np.where(y > 0, y, 0.1 * y)
+    return y
+
+
+@pytest.mark.parametrize("t16", [True, False], ids=["t16", "scalar"])
+@pytest.mark.parametrize("act", ["", "relu", "hard_swish", "leaky_relu"])
+@pytest.mark.parametrize("xs,oc,k,s,p,bias", [
+    ((1, 16, 40, 40), 24, 3, 1, 1, True),   # Winograd, bands (its output transform adds the residual)
+    ((2, 16, 14, 14), 24, 3, 1, 1, False),  # Winograd, one pass (on the packed tiles with AVX-512)
+    ((1, 64, 7, 7), 80, 3, 1, 1, True),     # the small packed form (AVX-512; elsewhere im2col + the BLAS)
+    ((1, 48, 20, 20), 40, 1, 1, 0, True),   # the wide packed form (1x1)
+    ((1, 24, 31, 33), 40, 3, 2, 1, False),  # the wide packed form, gathered columns (3x3 stride 2)
+    ((1, 8, 12, 12), 8, 5, 1, 2, True),     # the BLAS GEMM: conv, then the native add
+])
+def test_fused_conv_residual_native_forms(xs, oc, k, s, p, bias, act, t16):
+    """fused_conv2d with ResidualData: act((conv + bias) + residual) from each native form (the residual added in
+    the form's epilogue, or by the native add after it) against float64; a second run with another residual (the
+    bound plan) gives the new sum; a residual that broadcasts takes the generic path."""
+    x, w = rand(*xs, seed=31), rand(oc, xs[1], k, k, seed=32, scale=0.3)
+    b = rand(oc, seed=33) if bias else None
+    oh, ow = (xs[2] + 2 * p - k) // s + 1, (xs[3] + 2 * p - k) // s + 1
+    attrs = dict(paddings=[p, p], strides=[s, s], conv_type="conv2d", act_type=act, **ACTS.get(act, {}))
+    op = make_op("fused_conv2d", {"Input": x, "Filter": w, "Bias": b, "ResidualData": x}, attrs, {"Output": 1})
+    kern = kernel_class("fused_conv2d")(op)
+    kern.context = ON
+    kern.prepare({})
+    conv = naive_conv(x, w, (s, s), (p, p, p, p), (1, 1), 1, b).astype(np.float64)
+    for seed in (34, 35):  # the second run: the plan bound by the first
+        r = rand(xs[0], oc, oh, ow, seed=seed)
+        ins = {"Input": [x], "Filter": [w], "ResidualData": [r]} | ({"Bias": [b]} if bias else {})
+        with shuffles16(t16):  # the small form's epilogue: 16x16 transposes, or row by row
+            got = kern.run(ins)["Output"][0]
+        check(got, _act_ref(conv + r, act).astype(np.float32), f"conv {xs} k{k} s{s} + residual, {act or 'no act'}")
+    rb = rand(1, oc, 1, 1, seed=36)  # broadcast along the map: not the native epilogue
+    ins = {"Input": [x], "Filter": [w], "ResidualData": [rb]} | ({"Bias": [b]} if bias else {})
+    check(kern.run(ins)["Output"][0], _act_ref(conv + rb, act).astype(np.float32), "broadcast residual")
+
+
 @pytest.mark.parametrize("act", ["relu", "hard_swish", "leaky_relu", "gelu"])
 @pytest.mark.parametrize("op_type,ins", [
     ("fusion_elementwise_add_activation", {"X": rand(2, 3, 4, 5, seed=1, scale=3), "Y": rand(2, 3, 4, 5, seed=2)}),

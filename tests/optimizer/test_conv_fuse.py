@@ -181,3 +181,57 @@ def test_fetched_conv_output_is_not_fused():
     res = check_same(b, {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)},
                      with_passes(*CONV_PASSES))
     assert op_types(res) == ["conv2d", "relu"]
+
+
+@pytest.mark.parametrize("conv_slot", ["X", "Y"])
+@pytest.mark.parametrize("act", ["relu", None])
+def test_conv_residual_add(conv_slot, act):
+    """act(conv(x) + r), r the block input (a residual connection) -> fused_conv2d with ResidualData r, the conv
+    at either side of the add; with a projection conv on the other side, the conv at X takes the residual."""
+    b = Builder()
+    x = b.feed("x", [-1, 6, 7, 7])
+    y = _conv(b, "conv2d", x, 6, 6)
+    b.block.vars[y].shape = [-1, 6, 7, 7]  # (the pass reads the shapes a saved program carries)
+    ins = {"X": y, "Y": x} if conv_slot == "X" else {"X": x, "Y": y}
+    b.op("elementwise_add", ins, {"Out": "s" if act else "out"}, axis=-1)
+    if act:
+        b.op(act, {"X": "s"}, {"Out": "out"})
+    b.fetch("out")
+    res = check_same(b, {"x": RNG.standard_normal((2, 6, 7, 7)).astype(np.float32)},
+                     with_passes("conv_residual_add_fuse_pass", "conv_activation_fuse_pass",
+                                 "elementwise_activation_fuse_pass"))
+    (node,) = res.graph.op_nodes()
+    assert node.op.type == "fused_conv2d" and node.op.input("ResidualData") == "x"
+    assert node.op.attrs["act_type"] == (act or "") and node.op.attrs["conv_type"] == "conv2d"
+
+
+def test_conv_residual_add_with_a_projection_conv():
+    b = Builder()
+    x = b.feed("x", [1, 4, 7, 7])
+    y = _conv(b, "conv2d", x, 4, 6, out="main")
+    p = _conv(b, "conv2d", x, 4, 6, out="proj")
+    b.block.vars[y].shape = b.block.vars[p].shape = [1, 6, 7, 7]
+    b.op("elementwise_add", {"X": y, "Y": p}, {"Out": "s"}, axis=-1)
+    b.op("relu", {"X": "s"}, {"Out": "out"})
+    b.fetch("out")
+    res = check_same(b, {"x": RNG.standard_normal((1, 4, 7, 7)).astype(np.float32)},
+                     with_passes("conv_residual_add_fuse_pass"))
+    fused = [n.op for n in res.graph.op_nodes() if n.op.type == "fused_conv2d"]
+    assert len(fused) == 1 and fused[0].input("Input") == "x" and fused[0].input("ResidualData") == "proj"
+    assert op_types(res) == ["conv2d", "fused_conv2d"]
+
+
+def test_conv_residual_add_refusals():
+    """A broadcast add (a per-channel tensor) stays as it is."""
+    b = Builder()
+    x = b.feed("x", [1, 6, 7, 7])
+    r = b.feed("r", [1, 6, 1, 1])
+    y = _conv(b, "conv2d", x, 6, 6)
+    b.block.vars[y].shape = [1, 6, 7, 7]
+    b.op("elementwise_add", {"X": y, "Y": r}, {"Out": "out"}, axis=-1)
+    b.fetch("out")
+    res = check_same(b, {"x": RNG.standard_normal((1, 6, 7, 7)).astype(np.float32),
+                         "r": RNG.standard_normal((1, 6, 1, 1)).astype(np.float32)},
+                     with_passes("conv_residual_add_fuse_pass"))
+    assert op_types(res) == ["conv2d", "elementwise_add"]
+    assert refusals(res, "conv_residual_add_fuse_pass") == {"the residual's shape is not known to be the conv output's": 1}

@@ -169,6 +169,16 @@ def im2col(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
     return cols.reshape(n, c * g.kh * g.kw, g.oh * g.ow)
 
 
+class _ResidualPlan:
+    """A native conv plan run with ResidualData of shape `out_shape`: `in_epilogue` (x, r) -> act(conv + bias + r)
+    in the kernel's epilogue; else x -> conv + bias (then the native add)."""
+
+    def __init__(self, run: native.Plan, in_epilogue: bool, out_shape: tuple[int, ...]) -> None:
+        self.run = run
+        self.in_epilogue = in_epilogue
+        self.out_shape = out_shape
+
+
 class _WeightCache:
     """A prepared form of one parameter array, recomputed only when the array object changes."""
 
@@ -249,8 +259,8 @@ class Conv2d(Kernel):
         self._geo: dict[tuple[tuple[int, ...], tuple[int, ...]], ConvGeometry] = {}
         self._native: bool | None = None
         self._winograd = True
-        # the native call for the last input shape: (x shape, Filter, Bias, act, plan)
-        self._plan: tuple[tuple[int, ...], Any, Any, native.Act, native.Plan] | None = None
+        # (x shape, Filter, Bias, act, plan, with ResidualData): a _ResidualPlan with ResidualData
+        self._plan: tuple[tuple[int, ...], Any, Any, native.Act, Any, bool] | None = None
 
     def prepare(self, params: Mapping[str, Any]) -> None:
         w = params.get(self.op.input("Filter"))
@@ -316,9 +326,24 @@ class Conv2d(Kernel):
         return "wide" if g.oc >= 32 or depth >= 128 else None
 
     def native_plan(self, g: ConvGeometry, kind: str, w: np.ndarray, w_src: Any, bias: np.ndarray | None,
-                    act: native.Act, x_shape: tuple[int, ...]) -> native.Plan | None:
-        """The bound native call of this conv (NCHW float32, no residual), or None (the generic code runs)."""
+                    act: native.Act, x_shape: tuple[int, ...], residual: bool = False) -> native.Plan | None:
+        """The bound native call of this conv (NCHW float32), or None (the generic code runs); `residual`: a call
+        (x, r) adding r (ResidualData, the output's shape) before the activation, from the forms whose epilogue
+        takes one (Winograd, the packed forms), else None."""
         pads = (g.pads[0], g.pads[2])
+        if residual:
+            wino = self.winograd(g, kind)
+            form = None if wino else self.packed(g, kind)
+            if wino:
+                return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act,
+                                            residual=True)
+            if form is None:
+                return None
+            wide = form == "wide"
+            w4 = w.reshape(g.oc, g.c, g.kh, g.kw)
+            wp = (self._packed_wide if wide else self._packed).get(w_src, lambda f: native.pack_weights(w4, wide))
+            return native.packed_plan(wp, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
+                                      pads, act, wide, residual=True)
         if kind == "dw":
             return native.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
                                          (g.dh, g.dw), pads, act)
@@ -345,22 +370,44 @@ class Conv2d(Kernel):
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         return {"Output": [self.compute(ins, native.NO_ACT)[0]]}
 
+    def _with_residual(self, plan: _ResidualPlan, x: np.ndarray, r: Any,
+                       act: native.Act) -> tuple[np.ndarray, bool] | None:
+        """(conv(x) + bias + r, whether `act` was applied) by the native plan: r in its epilogue, or its output then
+        native.add_act (or NumPy's add, act left to the caller); None where r is not a C-contiguous float32 array
+        of the output's shape (the generic code runs)."""
+        if not (isinstance(r, np.ndarray) and r.dtype == np.float32 and r.flags.c_contiguous
+                and r.shape == plan.out_shape):
+            return None
+        if plan.in_epilogue:
+            return plan.run(x, r), True
+        out = plan.run(x)
+        summed = native.add_act_or_none(out, r, self.context, act)
+        if summed is not None:
+            return summed, True
+        out += r
+        return out, not act[0]
+
     def compute(self, ins: dict[str, list[Any]], act: native.Act) -> tuple[np.ndarray, bool]:
-        """(Output, whether `act` was applied): act(conv + bias) without ResidualData, else conv + bias + residual."""
+        """(Output, whether `act` was applied): act(conv + bias [+ residual]); without the native path, with
+        ResidualData: conv + bias + residual, act not applied."""
         x = ins["Input"][0]
         w_src = ins["Filter"][0]
         p = self._plan
+        res = ins.get("ResidualData")
         if p is not None and p[0] == x.shape and p[1] is w_src and p[3] == act and x.dtype == np.float32 \
-                and x.flags.c_contiguous and not ins.get("ResidualData"):
+                and x.flags.c_contiguous and p[5] == bool(res):
             b = ins.get("Bias")
             if p[2] is (b[0] if b else None):
-                return p[4](x), True  # the same conv as last time: its bound native call
+                if not res:
+                    return p[4](x), True  # the same conv as last time: its bound native call
+                done = self._with_residual(p[4], x, res[0], act)
+                if done is not None:
+                    return done
         g = self.geometry(tuple(x.shape), tuple(w_src.shape))
         kind, w = self._weights.get(w_src, self._prepare_weights)
         x = to_nchw(x, g.channel_last)
         if x.dtype != w.dtype:
             x = x.astype(w.dtype)
-        res = ins.get("ResidualData")
         fuse = act if not res and not g.channel_last else native.NO_ACT
         bias = self._bias.get(ins["Bias"][0], lambda b: bias_of(ins)) if ins.get("Bias") else None
         fast = self.use_native() and x.dtype == np.float32
@@ -371,12 +418,26 @@ class Conv2d(Kernel):
             shape = (0, g.oh, g.ow, g.oc) if g.channel_last else (0, g.oc, g.oh, g.ow)
             return np.zeros(shape, dtype=x.dtype), True
         pads = (g.pads[0], g.pads[2])
-        if fast and not res and not g.channel_last and isinstance(x, np.ndarray):
-            plan = self.native_plan(g, kind, w, w_src, bias, act, x.shape)
+        if fast and not g.channel_last and isinstance(x, np.ndarray):
+            plan = None
+            if res:  # the residual in the native epilogue, else (below) the native add after the conv
+                plan = self.native_plan(g, kind, w, w_src, bias, act, x.shape, residual=True)
+                shape = (g.n, g.oc, g.oh, g.ow)
+                if plan is not None:
+                    plan = _ResidualPlan(plan, True, shape)
+                else:
+                    plan = self.native_plan(g, kind, w, w_src, bias, native.NO_ACT, x.shape)
+                    plan = None if plan is None else _ResidualPlan(plan, False, shape)
+            else:
+                plan = self.native_plan(g, kind, w, w_src, bias, act, x.shape)
             if plan is not None:
                 b = ins.get("Bias")
-                self._plan = (x.shape, w_src, b[0] if b else None, act, plan)
-                return plan(x), True
+                self._plan = (x.shape, w_src, b[0] if b else None, act, plan, bool(res))
+                if not res:
+                    return plan(x), True
+                done = self._with_residual(plan, x, res[0], act)
+                if done is not None:
+                    return done
         if kind == "dw":
             if fast:
                 out = native.depthwise_conv2d(x, w, bias, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),

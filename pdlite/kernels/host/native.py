@@ -421,8 +421,17 @@ def _geo(x_shape: tuple[int, ...], m: int, oh: int, ow: int, kernel: tuple[int, 
 
 
 def _bound(fn: Callable[..., Any], shape: tuple[int, ...], w: np.ndarray, bias: np.ndarray | None,
-           *rest: Any) -> Plan:
-    """x -> fn(x, w, bias, out, *rest) into a new float32 `out` of `shape` (the native conv entries' order)."""
+           *rest: Any, residual: bool = False) -> Plan:
+    """x -> fn(x, w, bias, out, *rest) into a new float32 `out` of `shape` (the native conv entries' order);
+    `residual`: (x, r) -> fn(x, w, bias, out, *rest, r), r (C-contiguous float32 of `shape`) added to the output
+    before the activation (fused_conv2d's ResidualData)."""
+    if residual:
+        def run_res(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+            out = np.empty(shape, dtype=F32)
+            fn(x, w, bias, out, *rest, r)
+            return out
+
+        return run_res
 
     def run(x: np.ndarray) -> np.ndarray:
         out = np.empty(shape, dtype=F32)
@@ -475,23 +484,27 @@ def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], 
 
 
 def winograd_plan(u: WinogradWeights, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
-                  pads: tuple[int, int], act: Act) -> Plan:
-    """x -> winograd_conv3x3(x, u, bias, ...) for C-contiguous float32 x of shape x_shape."""
+                  pads: tuple[int, int], act: Act, residual: bool = False) -> Plan:
+    """x -> winograd_conv3x3(x, u, bias, ...) for C-contiguous float32 x of shape x_shape ((x, r) -> ... with
+    `residual`: r added before the activation)."""
     assert _ext is not None
     n, c, h, w = x_shape
     geo, shape = (n, c, h, w, u.oc, oh, ow, pads[0], pads[1]), (n, u.oc, oh, ow)
     return _bound(_ext.winograd_conv3x3, shape, _f32(u.u, "winograd"),
-                  None if bias is None else _f32(bias, "winograd"), geo, act[0], act[1], u.packed)
+                  None if bias is None else _f32(bias, "winograd"), geo, act[0], act[1], u.packed,
+                  residual=residual)
 
 
 def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], m: int, oh: int, ow: int,
                 kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
-                pads: tuple[int, int], act: Act, wide: bool = False) -> Plan:
-    """x -> packed_conv(x, wp, bias, ...) for C-contiguous float32 x of shape x_shape."""
+                pads: tuple[int, int], act: Act, wide: bool = False, residual: bool = False) -> Plan:
+    """x -> packed_conv(x, wp, bias, ...) for C-contiguous float32 x of shape x_shape ((x, r) -> ... with
+    `residual`: r added before the activation)."""
     assert _ext is not None
     return _bound(_ext.packed_conv, (x_shape[0], m, oh, ow), _f32(wp, "packed_conv"),
                   None if bias is None else _f32(bias, "packed_conv"),
-                  _geo(x_shape, m, oh, ow, kernel, strides, dilations, pads), act[0], act[1], wide)
+                  _geo(x_shape, m, oh, ow, kernel, strides, dilations, pads), act[0], act[1], wide,
+                  residual=residual)
 
 
 ADD_ACT_MIN = 16384  # floats: below, NumPy's add (one thread) costs no more than the native call

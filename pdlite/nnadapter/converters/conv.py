@@ -13,7 +13,7 @@ from typing import Any
 
 from pdlite.core.program import OpDesc
 from pdlite.nnadapter.convert import ConvertContext, TensorInfo
-from pdlite.nnadapter.converters.common import activation_refusal, convert_fused, pair
+from pdlite.nnadapter.converters.common import activation_refusal, convert_fused, pair, temp_like
 from pdlite.nnadapter.registry import ConversionError, register_converter
 from pdlite.operators.fused import CONV_TYPES, base_desc, split_activation
 from pdlite.operators.geometry import conv_transpose_out_size, resolve_padding
@@ -34,7 +34,8 @@ def _refusal(op: OpDesc, info: TensorInfo) -> str | None:
         xs = info.shape(op.input("Input"))
         if xs is None or any(d < 0 for d in xs[2:]) or not info.static(w):
             return "output_size needs the input's spatial size"
-    if op.input("ResidualData") is not None:
+    r = op.input("ResidualData")
+    if r is not None and (op.type in TRANSPOSED or info.rank(r) not in (None, 4)):
         return "ResidualData input"
     return None
 
@@ -76,8 +77,12 @@ def _conv(ctx: ConvertContext, op: OpDesc) -> None:
     k = _kernel_hw(ctx, op)
     strides = pair(op.attrs["strides"])
     ins = [ctx.input(op, "Input"), ctx.input(op, "Filter"), *_bias(ctx, op)]
-    ctx.add("Conv", ins, [ctx.output(op, "Output")], kernel_shape=k, strides=strides,
-            group=int(op.attrs["groups"] or 1), **_pads(ctx, op, k, strides))
+    res = op.input("ResidualData")  # (fused by conv_residual_add_fuse_pass): Conv, then Add
+    out = ctx.output(op, "Output") if res is None else ctx.out(temp_like(ctx, op.output("Output") or ""))
+    ctx.add("Conv", ins, [out], kernel_shape=k, strides=strides, group=int(op.attrs["groups"] or 1),
+            **_pads(ctx, op, k, strides))
+    if res is not None:
+        ctx.add("Add", [out, ctx.tensor(res)], [ctx.output(op, "Output")])
 
 
 @register_converter(*TRANSPOSED, supports=_refusal)

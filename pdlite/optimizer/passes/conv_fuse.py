@@ -9,6 +9,8 @@ affine map a*y + c after the conv folds into the weights: W'_o = a_o * W_o, b'_o
 - conv_bn_fuse_pass: y = (conv(x) + b - mean) * gamma / sqrt(var + eps) + beta:
   a = gamma / sqrt(var + eps), c = beta - mean * a (computed in float64, stored as float32).
 - conv_scale_fuse_pass: y = s * conv(x) + t (bias_after_scale) or s * (conv(x) + t): a = s, c = t or s*t.
+- conv_residual_add_fuse_pass: act(conv(x) + r), r a tensor of the output's shape -> fused_conv2d with
+  ResidualData r (the activation applied last).
 - conv_activation_fuse_pass: act(conv(x)) -> fused_conv2d (conv_type, act_type, act_* attrs).
 
 The folded Filter and Bias are new params under new names (the old arrays may be shared by
@@ -175,6 +177,65 @@ class ConvScaleFuse(Fuser):
         assert w is not None
         oc = out_channels(m.op("conv"), w)
         fold_affine(graph, m, ctx, np.full(oc, s), np.full(oc, t if after else s * t), [m["scale"]], m["out"])
+
+
+def _residual_pattern(conv_slot: str, with_act: bool) -> Pattern:
+    """conv -> y (intermediate) -> elementwise_add (y at conv_slot, r at the other) [-> act]."""
+    p = Pattern()
+    y = p.var("y", intermediate=True)
+    p.op("conv", RESIDUAL_CONV_TYPES, outputs={"Output": y})
+    r = p.var("r")
+    ins = {"X": y, "Y": r} if conv_slot == "X" else {"X": r, "Y": y}
+    if with_act:
+        s = p.var("s", intermediate=True)
+        p.op("add", "elementwise_add", inputs=ins, outputs={"Out": s})
+        p.op("act", FUSABLE_ACTIVATIONS, inputs={"X": s}, outputs={"Out": p.var("out")})
+    else:
+        p.op("add", "elementwise_add", inputs=ins, outputs={"Out": p.var("out")})
+    return p
+
+
+RESIDUAL_CONV_TYPES = ("conv2d", "depthwise_conv2d")
+
+
+@register_pass("conv_residual_add_fuse_pass")
+class ConvResidualAddFuse(Fuser):
+    """act(conv(x) + r) with r a tensor of the conv output's shape (a residual connection: ResNet's blocks,
+    MobileNetV2's) -> fused_conv2d with ResidualData r (and the activation): the host conv adds r in its epilogue,
+    no separate pass over the output (Paddle Inference's conv_elementwise_add_onednn_fuse_pass). The conv at X is
+    tried first (a projection shortcut conv at Y stays as it is). r must have the output's static shape (equal
+    dims, -1 allowed where both are -1): a broadcast add is left alone."""
+
+    def pattern(self) -> list[Pattern]:
+        return [_residual_pattern(slot, act) for act in (True, False) for slot in ("X", "Y")]
+
+    def check(self, graph: Graph, m: Match, ctx: PassContext) -> str | None:
+        conv = m.op("conv")
+        if str(conv.attrs["data_format"]) not in ("NCHW", "AnyLayout"):
+            return "conv is not NCHW"
+        if conv.inputs.get("ResidualData"):
+            return "conv has ResidualData"
+        if "act" in m and len(m["act"].inputs) != 1:
+            return "the activation has extra inputs"
+        add = m.op("add")
+        if int(add.attrs["axis"]) != -1:
+            return "the add broadcasts along an axis"
+        ys, rs = (list(n.var.shape) if n.var is not None else None for n in (m["y"], m["r"]))
+        if not ys or ys != rs:
+            return "the residual's shape is not known to be the conv output's"
+        return None
+
+    def rewrite(self, graph: Graph, m: Match, ctx: PassContext) -> None:
+        conv = m.op("conv")
+        attrs = {**conv.attrs, "conv_type": conv.type, "act_type": ""}
+        removed = [m["conv"], m["add"]]
+        if "act" in m:
+            act = m.op("act")
+            attrs.update(act_type=act.type, **activation_attrs(act))
+            removed.append(m["act"])
+        inputs = {k: list(v) for k, v in conv.inputs.items() if v}
+        inputs["ResidualData"] = [m["r"].name]
+        replace_ops(graph, removed, OpDesc("fused_conv2d", inputs, {"Output": [m["out"].name]}, attrs))
 
 
 @register_pass("conv_activation_fuse_pass")

@@ -403,6 +403,39 @@ PD_INLINE void im2col_block(const conv_geo *g, const float *x, isz r0, isz r1, i
     }
 }
 
+/* o[i] = act((src[i] + b) + res[i]) (b added when add_bias): a conv's epilogue with a residual input (fused_conv2d's
+ * ResidualData: the sums a separate add of the biased output and the residual gives); res NULL: bias_act_copy */
+PD_INLINE void bias_res_act_copy(float *o, const float *src, isz n, float b, int add_bias, const float *res,
+                                 const act_t *act) {
+    if (!res) {
+        bias_act_copy(o, src, n, b, add_bias, act);
+        return;
+    }
+    if (add_bias) {
+        PD_SIMD for (isz i = 0; i < n; i++) o[i] = (src[i] + b) + res[i];
+    } else {
+        PD_SIMD for (isz i = 0; i < n; i++) o[i] = src[i] + res[i];
+    }
+    if (act->kind != ACT_NONE) bias_act_copy(o, o, n, 0.0f, 0, act);
+}
+
+/* *v = (*v + b) + res[0 .. n) (b added when add_bias), n <= 16 (the lanes past n get + 0); then the activation
+ * when act_in_regs(act) */
+PD_INLINE void bias_res_act_v16(pd_v16 *v, float b, int add_bias, const float *res, isz n, const act_t *act) {
+    pd_v16 x = *v, rv = {0};
+    if (add_bias) x += b;
+    if (n >= 16) {
+        memcpy(&rv, res, sizeof(rv));
+    } else {
+        float t[16] = {0};
+        memcpy(t, res, (size_t)n * sizeof(float));
+        memcpy(&rv, t, sizeof(rv));
+    }
+    x += rv;
+    if (act_in_regs(act)) bias_act_v16(&x, 0.0f, 0, act);
+    *v = x;
+}
+
 /* max that propagates NaN (as np.maximum): v if v > m or v is NaN */
 #define PD_MAXNAN(m, v) (((v) > (m) || (v) != (v)) ? (v) : (m))
 

@@ -56,6 +56,7 @@ PD_INLINE void pk_tile(const int mv, isz kc, const float *a, const float *b, flo
 
 typedef struct {
     const float *x, *w, *bias;
+    const float *res; /* the residual added before the activation (out's layout), or NULL */
     float *bp, *out;
     isz N, M, K, L;
     isz tiles, chunks, panels, kblocks;
@@ -110,13 +111,18 @@ PD_INLINE void pk_write_t16(const pk_args *a, const float *c, isz n, isz m0, isz
     for (isz r0 = 0; r0 < rows; r0 += 16) {
         const isz nr = rows - r0 < 16 ? rows - r0 : 16;
         float *o = a->out + (n * a->M + m0 + r0) * a->L + q0;
+        const float *res = a->res ? a->res + (n * a->M + m0 + r0) * a->L + q0 : NULL;
         for (isz j0 = 0; j0 < q1 - q0; j0 += 16) {
             const isz nc = q1 - q0 - j0 < 16 ? q1 - q0 - j0 : 16;
             pd_v16 r[16];
             for (int j = 0; j < 16; j++) memcpy(&r[j], c + (j0 + j) * PK_MR + r0, sizeof(pd_v16));
             pd_transpose16(r); /* r[i]: row r0 + i, columns j0 .. j0 + 15 */
             for (isz i = 0; i < nr; i++) {
-                if (in_regs) bias_act_v16(&r[i], a->bias ? a->bias[m0 + r0 + i] : 0.0f, a->bias != NULL, &a->act);
+                if (res)
+                    bias_res_act_v16(&r[i], a->bias ? a->bias[m0 + r0 + i] : 0.0f, a->bias != NULL,
+                                     res + i * a->L + j0, nc, &a->act);
+                else if (in_regs)
+                    bias_act_v16(&r[i], a->bias ? a->bias[m0 + r0 + i] : 0.0f, a->bias != NULL, &a->act);
                 if (nc == 16) {
                     memcpy(o + i * a->L + j0, &r[i], sizeof(pd_v16));
                 } else {
@@ -126,10 +132,10 @@ PD_INLINE void pk_write_t16(const pk_args *a, const float *c, isz n, isz m0, isz
                 }
             }
         }
-        if (!in_regs)
+        if (!in_regs) /* (with a residual, bias and residual were added in the vectors: the activation only) */
             for (isz i = 0; i < nr; i++)
-                bias_act_copy(o + i * a->L, o + i * a->L, q1 - q0, a->bias ? a->bias[m0 + r0 + i] : 0.0f,
-                              a->bias != NULL, &a->act);
+                bias_act_copy(o + i * a->L, o + i * a->L, q1 - q0, a->bias && !res ? a->bias[m0 + r0 + i] : 0.0f,
+                              a->bias != NULL && !res, &a->act);
     }
 }
 
@@ -228,8 +234,9 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
             float *o = a->out + (n * a->M + m0 + r) * a->L;
             const float *cr = cbuf + r; /* column q of the chunk at (q - q0) * PK_MR */
             for (isz q = q0; q < q1; q++) o[q] = cr[(q - q0) * PK_MR];
-            if (a->bias || a->act.kind != ACT_NONE)
-                bias_act_copy(o + q0, o + q0, q1 - q0, a->bias ? a->bias[m0 + r] : 0.0f, a->bias != NULL, &a->act);
+            if (a->bias || a->act.kind != ACT_NONE || a->res)
+                bias_res_act_copy(o + q0, o + q0, q1 - q0, a->bias ? a->bias[m0 + r] : 0.0f, a->bias != NULL,
+                                  a->res ? a->res + (n * a->M + m0 + r) * a->L + q0 : NULL, &a->act);
         }
     }
     free(cbuf);
@@ -245,9 +252,9 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
 #define PW_MR 8
 #define PW_NR 48
 
-/* o[i*ldo + q] = act(sum_k a[k*8 + i] * b[k*48 + q] + bias[i]) for i < rows, q < cols */
+/* o[i*ldo + q] = act(sum_k a[k*8 + i] * b[k*48 + q] + bias[i] (+ res[i*ldo + q])) for i < rows, q < cols */
 PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o, isz ldo, isz rows, isz cols,
-                       const float *bias, const act_t *act) {
+                       const float *bias, const float *res, const act_t *act) {
     pd_v16 acc[PW_MR][3];
     for (int i = 0; i < PW_MR; i++)
         for (int v = 0; v < 3; v++) acc[i][v] = (pd_v16){0};
@@ -264,7 +271,11 @@ PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o
     for (int i = 0; i < PW_MR; i++) {
         if (i >= rows) break;
         float *oi = o + i * ldo;
-        if (in_regs)
+        if (res)
+            for (int v = 0; v < 3 && v * 16 < cols; v++)
+                bias_res_act_v16(&acc[i][v], bias ? bias[i] : 0.0f, bias != NULL, res + i * ldo + v * 16,
+                                 cols - v * 16, act);
+        else if (in_regs)
             for (int v = 0; v < 3; v++) bias_act_v16(&acc[i][v], bias ? bias[i] : 0.0f, bias != NULL, act);
         if (cols == PW_NR) {
             for (int v = 0; v < 3; v++) memcpy(oi + v * 16, &acc[i][v], sizeof(pd_v16));
@@ -273,7 +284,7 @@ PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o
             for (int v = 0; v < 3; v++) memcpy(t + v * 16, &acc[i][v], sizeof(pd_v16));
             memcpy(oi, t, (size_t)cols * sizeof(float));
         }
-        if (!in_regs) bias_act_copy(oi, oi, cols, bias ? bias[i] : 0.0f, bias != NULL, act);
+        if (!in_regs) bias_act_copy(oi, oi, cols, bias && !res ? bias[i] : 0.0f, bias != NULL && !res, act);
     }
 }
 
@@ -350,7 +361,8 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
                         for (int l = 0; l < 3; l++) __builtin_prefetch(nx + i * a->L + l * 16, 1, 3);
                 const int packed_tail = a->pointwise && cols < PW_NR;
                 pw_tile(a->K, a->w + m0 * a->K, packed_tail ? buf : b0 + t * PW_NR, packed_tail ? PW_NR : ldb,
-                        o + t * PW_NR, a->L, rows, cols, a->bias ? a->bias + m0 : NULL, &a->act);
+                        o + t * PW_NR, a->L, rows, cols, a->bias ? a->bias + m0 : NULL,
+                        a->res ? a->res + (n * a->M + m0) * a->L + qa + t * PW_NR : NULL, &a->act);
             }
         }
     }
@@ -499,15 +511,15 @@ PD_HIDDEN void packed_products(const float *w, const float *b, float *out, isz n
 
 PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();
-    PyObject *xo, *wo, *bo, *oo, *ap;
+    PyObject *xo, *wo, *bo, *oo, *ap, *ro = Py_None;
     pk_args a;
     int act, wide = 0;
     (void)self;
     memset(&a, 0, sizeof(a));
     conv_geo *g = &a.geo;
-    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnnnnnnnn)iO|p", &xo, &wo, &bo, &oo, &a.N, &g->C, &g->H, &g->W, &a.M,
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnnnnnnnn)iO|pO", &xo, &wo, &bo, &oo, &a.N, &g->C, &g->H, &g->W, &a.M,
                           &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT, &g->PL, &act, &ap,
-                          &wide))
+                          &wide, &ro))
         return NULL;
     if (a.N < 0 || g->C <= 0 || g->H < 0 || g->W < 0 || a.M <= 0 || g->OH < 0 || g->OW < 0 || g->KH <= 0 ||
         g->KW <= 0 || g->SH <= 0 || g->SW <= 0 || g->DH <= 0 || g->DW <= 0) {
@@ -524,6 +536,7 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     a.w = bufs_take(&bs, wo, 0, (wide ? (a.M + 7) / 8 * 8 : (a.M + 15) / 16 * 16) * a.K, "packed_conv packed weights");
     a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.M, "packed_conv bias");
     a.out = bufs_take(&bs, oo, 1, a.N * a.M * a.L, "packed_conv output");
+    a.res = ro == Py_None ? NULL : bufs_take(&bs, ro, 0, a.N * a.M * a.L, "packed_conv residual");
     if (bs.failed) return NULL;
     a.tiles = (a.L + PK_NR - 1) / PK_NR;
     a.panels = (a.M + PK_MR - 1) / PK_MR;

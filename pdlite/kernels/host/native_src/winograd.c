@@ -9,6 +9,7 @@
 
 typedef struct {
     const float *x, *u, *bias;
+    const float *res;   /* the residual added before the activation (out's layout), or NULL */
     float *out, *v, *m; /* v: (16, C, T), m: (16, OC, T) scratch */
     isz C, H, W, OC, OH, OW, PT, PL, TH, TW, T;
     isz NB, TT;               /* images per pass (x, out: the pass's first one) and their tiles, NB * TP */
@@ -155,7 +156,9 @@ PD_INLINE void wino_out_task_impl(void *vctx, isz begin, isz end) {
                     y[2 * tx + 1] = c1[tx] - c2[tx] - c3[tx];
                 }
                 const isz oy = 2 * ty + r;
-                if (oy < a->OH) bias_act_copy(o + oy * OW, y, OW, b, a->bias != NULL, &a->act);
+                if (oy < a->OH)
+                    bias_res_act_copy(o + oy * OW, y, OW, b, a->bias != NULL,
+                                      a->res ? a->res + io * a->OH * OW + oy * OW : NULL, &a->act);
             }
         }
     }
@@ -187,6 +190,7 @@ PD_INLINE void wino_band_task_impl(void *vctx, isz begin, isz end) {
         const isz img = it / ba->bands, band = it % ba->bands;
         la.x = ba->a->x + img * la.C * la.H * la.W;
         la.out = ba->a->out + img * la.OC * la.OH * la.OW;
+        if (la.res) la.res = ba->a->res + img * la.OC * la.OH * la.OW;
         la.ty0 = band * ba->rows;
         la.ty1 = la.ty0 + ba->rows < la.TH ? la.ty0 + ba->rows : la.TH;
         la.TP = (la.ty1 - la.ty0) * la.TW;
@@ -232,14 +236,14 @@ PD_HIDDEN PyObject *py_winograd_pass_tiles(PyObject *self, PyObject *args) {
 
 PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();
-    PyObject *xo, *uo, *bo, *oo, *ap;
+    PyObject *xo, *uo, *bo, *oo, *ap, *ro = Py_None;
     wino_args a;
     isz n;
     int act;
     (void)self;
     memset(&a, 0, sizeof(a));
-    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnn)iO|p", &xo, &uo, &bo, &oo, &n, &a.C, &a.H, &a.W, &a.OC, &a.OH, &a.OW,
-                          &a.PT, &a.PL, &act, &ap, &a.packed))
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnn)iO|pO", &xo, &uo, &bo, &oo, &n, &a.C, &a.H, &a.W, &a.OC, &a.OH,
+                          &a.OW, &a.PT, &a.PL, &act, &ap, &a.packed, &ro))
         return NULL;
     if (g_sgemm == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "winograd_conv3x3: no sgemm (call set_sgemm first)");
@@ -259,7 +263,9 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
     a.u = bufs_take(&bs, uo, 0, 16 * (a.packed ? (a.OC + 15) / 16 * 16 : a.OC) * a.C, "winograd weights");
     a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.OC, "winograd bias");
     float *out = bufs_take(&bs, oo, 1, n * a.OC * a.OH * a.OW, "winograd output");
+    const float *res = ro == Py_None ? NULL : bufs_take(&bs, ro, 0, n * a.OC * a.OH * a.OW, "winograd residual");
     if (bs.failed) return NULL;
+    a.res = res;
     isz rows_per;
     const isz most = wino_split(n, a.TH, a.TW, &a.NB, &rows_per); /* tile columns of the widest pass */
     const isz bands = (a.TH + rows_per - 1) / rows_per; /* passes per image */
@@ -294,6 +300,7 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
         const isz nb = n - i < a.NB ? n - i : a.NB; /* the last pass may hold fewer images */
         a.x = x + i * a.C * a.H * a.W;
         a.out = out + i * a.OC * a.OH * a.OW;
+        if (res) a.res = res + i * a.OC * a.OH * a.OW;
         for (a.ty0 = 0; a.ty0 < a.TH; a.ty0 = a.ty1) {
             a.ty1 = a.ty0 + rows_per < a.TH ? a.ty0 + rows_per : a.TH;
             a.TP = (a.ty1 - a.ty0) * a.TW;
