@@ -331,37 +331,25 @@ class Conv2d(Kernel):
         (x, r) adding r (ResidualData, the output's shape) before the activation, from the forms whose epilogue
         takes one (Winograd, the packed forms), else None."""
         pads = (g.pads[0], g.pads[2])
-        if residual:
-            wino = self.winograd(g, kind)
-            form = None if wino else self.packed(g, kind)
-            if wino:
-                return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act,
-                                            residual=True)
-            if form is None:
-                return None
-            wide = form == "wide"
-            w4 = w.reshape(g.oc, g.c, g.kh, g.kw)
-            wp = (self._packed_wide if wide else self._packed).get(w_src, lambda f: native.pack_weights(w4, wide))
-            return native.packed_plan(wp, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
-                                      pads, act, wide, residual=True)
         if kind == "dw":
-            return native.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
-                                         (g.dh, g.dw), pads, act)
-        wino = self.winograd(g, kind)
-        form = None if wino else self.packed(g, kind)
+            return None if residual else native.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw),
+                                                               (g.sh, g.sw), (g.dh, g.dw), pads, act)
+        wino = self.winograd(g, kind)  # (implies the BLAS sgemm is there)
+        if wino:
+            return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act,
+                                        residual=residual)
+        form = self.packed(g, kind)
         if form is not None:
             wide = form == "wide"
             w4 = w.reshape(g.oc, g.c, g.kh, g.kw)
             wp = (self._packed_wide if wide else self._packed).get(w_src, lambda f: native.pack_weights(w4, wide))
             return native.packed_plan(wp, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
-                                      pads, act, wide)
-        if not native.gemm_available():
+                                      pads, act, wide, residual=residual)
+        if residual or not native.gemm_available():
             return None
         wg = w.reshape(g.groups if kind == "group" else 1, -1, w.shape[-1])
         if g.kh == g.kw == 1 and g.pads == (0, 0, 0, 0) and g.sh == g.sw == 1:
             return native.gemm_plan(wg, bias, x_shape, g.oh, g.ow, None, act)
-        if wino:
-            return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act)
         if g.n * g.c * g.kh * g.kw * g.oh * g.ow > FUSED_IM2COL_FLOATS or g.kh == g.kw == 1 and g.pads == (0, 0, 0, 0):
             return None  # blocks gathering their own columns; strided 1x1
         i2c = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)

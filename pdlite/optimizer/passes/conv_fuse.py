@@ -179,6 +179,9 @@ class ConvScaleFuse(Fuser):
         fold_affine(graph, m, ctx, np.full(oc, s), np.full(oc, t if after else s * t), [m["scale"]], m["out"])
 
 
+RESIDUAL_CONV_TYPES = ("conv2d", "depthwise_conv2d")
+
+
 def _residual_pattern(conv_slot: str, with_act: bool) -> Pattern:
     """conv -> y (intermediate) -> elementwise_add (y at conv_slot, r at the other) [-> act]."""
     p = Pattern()
@@ -194,8 +197,6 @@ def _residual_pattern(conv_slot: str, with_act: bool) -> Pattern:
         p.op("add", "elementwise_add", inputs=ins, outputs={"Out": p.var("out")})
     return p
 
-
-RESIDUAL_CONV_TYPES = ("conv2d", "depthwise_conv2d")
 
 
 @register_pass("conv_residual_add_fuse_pass")
