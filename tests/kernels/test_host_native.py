@@ -342,6 +342,66 @@ def test_elementwise_add_same_shape_runs_native():
     assert not native.add_act_applies(x.astype(np.float64), y.astype(np.float64))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("xs,ys", [((4, 16, 56, 56), (4, 16, 1, 1)), ((4, 576, 7, 7), (4, 576, 1, 1)),
+                                   ((2, 3, 5, 40, 41), (2, 3, 1, 1, 1)), ((3, 7, 1000), (3, 1, 1)),
+                                   ((1, 96, 14, 14), (1, 96, 1, 1)), ((4, 16, 56, 56), (4, 16, 56, 1))])
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply")
+def test_mul_by_gates_is_numpy_multiply(xs, ys, threads):
+    """elementwise_mul of a map by per-row gates (squeeze-and-excitation: (N, C, H, W) * (N, C, 1, 1), either
+    order) takes native.mul_rows: NumPy's float32 products bit for bit (NaN, inf and -0.0 included) on any thread
+    count, and the op gives them."""
+    x, y = rand(*xs, seed=51, scale=3), rand(*ys, seed=52, scale=3)
+    x.reshape(-1)[::97], x.reshape(-1)[1::89] = np.nan, np.inf
+    y.reshape(-1)[0] = -0.0
+    for a, b in ((x, y), (y, x)):  # (inf * -0.0 is NaN: NumPy warns)
+        assert native.gate_operands(a, b) is not None
+        with native_threads(threads):
+            got = native.mul_gates_or_none(a, b, ON)
+        assert got.shape == xs and np.array_equal(got, a * b, equal_nan=True)
+        got, ref = run_both("elementwise_mul", {"X": a, "Y": b}, {"axis": -1}, "Out")
+        assert np.array_equal(got, a * b, equal_nan=True) and np.array_equal(ref, a * b, equal_nan=True)
+
+
+@pytest.mark.parametrize("xs,ys", [
+    ((4, 16, 56, 56), (4, 16, 1, 56)),  # a gate per column: not per row of the map
+    ((4, 16, 56, 56), (1, 16, 1, 1)),  # one gate per channel for every image: broadcast over the batch
+    ((4, 16, 56, 56), (16, 1, 1)),  # another rank
+    ((2, 8, 4, 4), (2, 8, 1, 1)),  # below ADD_ACT_MIN floats
+    ((4, 16, 56, 56), (4, 16, 56, 56)),  # same shape
+])
+def test_mul_by_gates_not_taken_elsewhere(xs, ys):
+    """Other broadcasts keep NumPy's multiply (and give its values through the op)."""
+    x, y = rand(*xs, seed=53), rand(*ys, seed=54)
+    assert native.gate_operands(x, y) is None and native.mul_gates_or_none(x, y, ON) is None
+    assert native.gate_operands(x.astype(np.float64), y.astype(np.float64)) is None
+    got, _ = run_both("elementwise_mul", {"X": x, "Y": y}, {"axis": -1}, "Out")
+    assert np.array_equal(got, x * y)
+
+
+@pytest.mark.parametrize("act", [None, "relu", "hard_sigmoid", "hard_swish"])
+@pytest.mark.parametrize("n,c,oc", [(4, 144, 576), (1, 16, 8), (3, 576, 144), (2, 7, 5)])
+def test_conv_on_1x1_maps_is_one_product_over_the_batch(n, c, oc, act):
+    """A 1x1 conv of 1x1 maps (squeeze-and-excitation's) runs as native.rows_plan (x (N, C) @ W.T for the whole
+    batch) where the BLAS is there; values as the NumPy path and the naive conv, any fused activation."""
+    if not native.gemm_available():
+        pytest.skip("no BLAS sgemm found for the native GEMM")
+    x, w, b = rand(n, c, 1, 1, seed=61), rand(oc, c, 1, 1, seed=62), rand(oc, seed=63)
+    attrs = dict(act_type=act, **ACTS[act]) if act else {}
+    op_type = "fused_conv2d" if act else "conv2d"
+    ins = {"Input": x, "Filter": w, "Bias": b}
+    got, ref = run_both(op_type, ins, attrs)
+    check(got, ref, f"{op_type} 1x1 on 1x1 maps + {act}")
+    if act is None:
+        check(got, naive_conv(x, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, b), "vs naive")
+    op = make_op(op_type, ins, attrs, {"Output": 1})
+    k = kernel_class(op_type)(op)
+    k.context = ON
+    k.run({name: [v] for name, v in ins.items()})
+    conv = k.base if act else k  # fused_conv2d runs its conv kernel
+    assert conv._plan is not None and conv._plan[4].__qualname__.startswith("rows_plan")
+
+
 # ---------------------------------------------------------------------------------------------- GEMM convs
 GEMM_CASES = [
     ((2, 16, 7, 9), (24, 16, 1, 1), {}),

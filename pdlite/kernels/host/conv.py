@@ -334,6 +334,9 @@ class Conv2d(Kernel):
         if kind == "dw":
             return None if residual else native.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw),
                                                                (g.sh, g.sw), (g.dh, g.dw), pads, act)
+        if (kind == "mm" and g.kh == g.kw == g.oh == g.ow == 1 and x_shape[2:] == (1, 1) and not residual
+                and native.gemm_available()):  # 1x1 maps (a squeeze-and-excitation's): one product for the batch
+            return native.rows_plan(w.reshape(g.oc, g.c), bias, g.n, act)
         wino = self.winograd(g, kind)  # (implies the BLAS sgemm is there)
         if wino:
             return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act,

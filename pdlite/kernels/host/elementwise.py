@@ -86,6 +86,10 @@ class ElementwiseKernel(Kernel):
             out = native.add_act_or_none(x0, y0, self.context)
             if out is not None:
                 return {"Out": [out]}
+        elif self.name == "elementwise_mul":  # a map times per-channel gates: on the native pool
+            out = native.mul_gates_or_none(x0, y0, self.context)
+            if out is not None:
+                return {"Out": [out]}
         axis = int(self.attrs["axis"])
         try:
             x, y = broadcast_operands(x0, y0, axis)

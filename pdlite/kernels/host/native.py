@@ -483,6 +483,19 @@ def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], 
     return run_cols
 
 
+def rows_plan(w: np.ndarray, bias: np.ndarray | None, n: int, act: Act) -> Plan:
+    """x -> act(x @ w.T + bias) as (n, M, 1, 1) for x (n, K, 1, 1) and w (M, K): a 1x1 conv of 1x1 maps
+    (squeeze-and-excitation's) as one product over the batch (fc_gemm), not a matrix-vector product per image."""
+    wt = _f32(w, "rows_plan").T.copy()
+    b = None if bias is None else _f32(bias, "rows_plan")
+    m = w.shape[0]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return fc_gemm(x.reshape(n, -1), wt, b, act).reshape(n, m, 1, 1)
+
+    return run
+
+
 def winograd_plan(u: WinogradWeights, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
                   pads: tuple[int, int], act: Act, residual: bool = False) -> Plan:
     """x -> winograd_conv3x3(x, u, bias, ...) for C-contiguous float32 x of shape x_shape ((x, r) -> ... with
@@ -530,6 +543,36 @@ def add_act(x: np.ndarray, y: np.ndarray, act: Act = NO_ACT) -> np.ndarray:
     assert _ext is not None
     out = np.empty(x.shape, dtype=F32)
     _ext.add_act(x, y, out, x.size, act[0], act[1])
+    return out
+
+
+def gate_operands(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(map, gates) where x * y is a map of at least ADD_ACT_MIN floats times per-row gates: both C-contiguous
+    float32 arrays of one rank, the gates' shape the map's leading dims then 1s (squeeze-and-excitation's (N, C, H, W)
+    * (N, C, 1, 1), either order); else None."""
+    if not (type(x) is np.ndarray and type(y) is np.ndarray and x.dtype == F32 and y.dtype == F32
+            and x.ndim == y.ndim >= 2 and x.flags.c_contiguous and y.flags.c_contiguous):
+        return None
+    big, small = (x, y) if x.size >= y.size else (y, x)
+    if big.size < ADD_ACT_MIN or small.size == big.size:
+        return None
+    k = small.ndim
+    while k > 0 and small.shape[k - 1] == 1:
+        k -= 1
+    if k == 0 or small.shape[:k] != big.shape[:k]:
+        return None
+    return big, small
+
+
+def mul_gates_or_none(x: Any, y: Any, context: Any) -> np.ndarray | None:
+    """x * y by mul_rows (on the native pool; the float32 products NumPy gives) where gate_operands applies and
+    `context` runs native kernels, else None (the caller's NumPy path)."""
+    ops = gate_operands(x, y)
+    if ops is None or not use_native(context):
+        return None
+    big, small = ops
+    out = np.empty(big.shape, dtype=F32)
+    _ext.mul_rows(big, small, out, (small.size, big.size // small.size))
     return out
 
 

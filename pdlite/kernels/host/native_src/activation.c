@@ -109,3 +109,53 @@ PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args) {
     bufs_release(&bs);
     Py_RETURN_NONE;
 }
+
+/* ------------------------------------------------------------------------------------------------ */
+/* out[r, :] = x[r, :] * s[r]: a per-(image, channel) scale (squeeze-and-excitation's elementwise_mul of an    */
+/* (N, C, H, W) map by its (N, C, 1, 1) gate), where NumPy's broadcasting multiply runs on one thread at about */
+/* a quarter of the memory speed                                                                               */
+/* ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const float *x, *s;
+    float *out;
+    isz inner;
+} mr_args;
+
+PD_INLINE void mr_task_impl(void *vctx, isz begin, isz end) {
+    const mr_args *a = (const mr_args *)vctx;
+    for (isz r = begin; r < end; r++) {
+        const float *restrict x = a->x + r * a->inner;
+        float *restrict o = a->out + r * a->inner;
+        const float s = a->s[r];
+        PD_SIMD for (isz i = 0; i < a->inner; i++) o[i] = x[i] * s;
+    }
+}
+
+PD_VERSIONS(mr_task)
+
+PD_HIDDEN PyObject *py_mul_rows(PyObject *self, PyObject *args) {
+    PyObject *xo, *so, *oo;
+    isz rows, inner;
+    mr_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO(nn)", &xo, &so, &oo, &rows, &inner)) return NULL;
+    if (rows < 0 || inner < 0) {
+        PyErr_SetString(PyExc_ValueError, "mul_rows: bad shape");
+        return NULL;
+    }
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, rows * inner, "mul_rows x");
+    a.s = bufs_take(&bs, so, 0, rows, "mul_rows scales");
+    a.out = bufs_take(&bs, oo, 1, rows * inner, "mul_rows output");
+    if (bs.failed) return NULL;
+    a.inner = inner;
+    if (rows > 0 && inner > 0) {
+        const isz grain = row_grain(rows, inner);
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(mr_task, &a, rows, grain);
+        Py_END_ALLOW_THREADS;
+    }
+    bufs_release(&bs);
+    Py_RETURN_NONE;
+}

@@ -14,6 +14,7 @@
  *                     kernel (vectorised along the output channels: fast on small maps too), no BLAS
  *   packed_fc         out = act(x @ W + bias) on the same register tiles, W packed once
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
+ *   mul_rows          out[r, :] = x[r, :] * s[r] (squeeze-and-excitation's channel gates)
  *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
  *   pool2d            max / avg windows with Paddle's divisor rules (exclusive or not)
  *   layer_norm        per row of a (rows, cols) matrix, optional scale and bias, mean and variance out
@@ -31,7 +32,7 @@
  * here, and the SHA-256 over all of them, in name order, is compiled in as SOURCE_HASH):
  *   common.h        build macros, ISA dispatch (PD_VERSIONS), the pool's interface, activations, shared helpers
  *   threadpool.c    the pthread pool (parallel_for)
- *   depthwise.c     depthwise_conv2d          activation.c    bias_act
+ *   depthwise.c     depthwise_conv2d          activation.c    bias_act, add_act, mul_rows
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
  *   packed_gemm.c   packed_conv, packed_fc
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
@@ -491,6 +492,7 @@ PD_HIDDEN void dws2_task_pick(int isa);
 PD_HIDDEN void dwb_task_pick(int isa);
 PD_HIDDEN void ba_task_pick(int isa);
 PD_HIDDEN void aa_task_pick(int isa);
+PD_HIDDEN void mr_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);
 PD_HIDDEN void pool_task_pick(int isa);
 extern PD_HIDDEN int g_dwr_on; /* depthwise.c's row-vector form (tests' hook: _set_depthwise_rows) */
@@ -516,6 +518,7 @@ PD_HIDDEN void packed_products(const float *w, const float *b, float *out, isz n
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_mul_rows(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_im2col(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args);
