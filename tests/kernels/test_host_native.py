@@ -459,6 +459,73 @@ def test_winograd_direct(n, c, oc, h, w, pads, packed):
     check(got, naive_conv(x, wt, (1, 1), pads, (1, 1), 1, b), "winograd F(2x2,3x3)")
 
 
+DIRECT_CASES = [  # (x shape, OC, kernel, strides, pads (top, bottom, left, right), dilations)
+    ((1, 3, 224, 224), 16, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),  # MobileNetV3's stem
+    ((2, 3, 61, 58), 64, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),  # ResNet's stem, odd sizes
+    ((1, 3, 33, 50), 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # stride 1, a partial last vector
+    ((3, 1, 17, 9), 16, (5, 3), (2, 1), (2, 0, 1, 2), (1, 1)),  # one channel, mixed strides, asymmetric pads
+    ((1, 4, 20, 40), 48, (3, 3), (1, 2), (0, 2, 0, 0), (2, 2)),  # four channels, dilated
+    ((1, 2, 5, 70), 16, (3, 5), (3, 2), (4, 4, 5, 5), (1, 1)),  # padding wider than the window's reach
+]
+
+
+@pytest.mark.parametrize("act", [None, "relu", "relu6", "hard_swish", "leaky_relu"])
+@pytest.mark.parametrize("xs,oc,k,s,p,d", DIRECT_CASES)
+def test_direct_conv(xs, oc, k, s, p, d, act):
+    """direct_conv (few input channels computed in place, bands of rows copied zero-padded) against the naive
+    conv with the activation applied after, with and without bias; bit for bit at 1-3 threads. Correct on every
+    instruction set (conv.py takes it on AVX-512 only)."""
+    x, w, b = rand(*xs, seed=71), rand(oc, xs[1], *k, seed=72), rand(oc, seed=73)
+    oh = (xs[2] + p[0] + p[1] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (xs[3] + p[2] + p[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    code = {None: native.NO_ACT, "relu": (1, native.NO_PARAMS), "relu6": (2, (6.0, 0.0, 0.0)),
+            "hard_swish": (4, (3.0, 6.0, 6.0)), "leaky_relu": (3, (0.1, 0.0, 0.0))}[act]
+    wd = native.direct_conv_weights(w)
+    for bias in (b, None):
+        outs = []
+        for threads in (1, 2, 3):
+            with native_threads(threads):
+                outs.append(native.direct_plan(wd, bias, xs, oc, oh, ow, k, s, d, (p[0], p[2]), code)(x))
+        ref = naive_conv(x, w, s, p, d, 1, bias).astype(np.float32)
+        if act:
+            native.bias_act(ref, None, code)
+        check(outs[0], ref, f"direct_conv {xs} {oc} {k} {s} {p} {d} {act}")
+        assert all(np.array_equal(o, outs[0], equal_nan=True) for o in outs[1:]), "differs across thread counts"
+
+
+def test_direct_conv_is_taken_for_stems(monkeypatch):
+    """A stem conv (3 channels, whole blocks of 16 outputs) takes direct_conv on AVX-512, with its activation, and
+    gives the NumPy path's values; 20 output channels (a partial block) or 8 input channels do not take it."""
+    made = []
+    plan = native.direct_plan
+    monkeypatch.setattr(native, "direct_plan", lambda *a: made.append(a) or plan(*a))
+    x = rand(1, 3, 40, 40, seed=74)
+    for oc, c, taken in ((32, 3, True), (20, 3, False), (32, 8, False)):
+        xi = x if c == 3 else rand(1, c, 40, 40, seed=75)
+        ins = {"Input": xi, "Filter": rand(oc, c, 3, 3, seed=76), "Bias": rand(oc, seed=77)}
+        attrs = dict(strides=[2, 2], paddings=[1, 1], act_type="hard_swish", **ACTS["hard_swish"])
+        got, ref = run_both("fused_conv2d", ins, attrs)
+        check(got, ref, f"fused_conv2d stem {oc} {c}")
+        op = make_op("fused_conv2d", ins, attrs, {"Output": 1})
+        k = kernel_class("fused_conv2d")(op)
+        k.context = ON
+        made.clear()
+        k.run({name: [v] for name, v in ins.items()})
+        assert bool(made) == (taken and native.isa() == "avx512"), (oc, c)
+        assert not made or made[0][-1] == native.activation("hard_swish", {"offset": 3.0, "threshold": 6.0,
+                                                                           "scale": 6.0})
+
+
+def test_direct_conv_rejects_bad_geometry():
+    wd = native.direct_conv_weights(rand(16, 3, 3, 3, seed=78))
+    with pytest.raises(ValueError, match="strides along the width 1 or 2"):
+        native.direct_plan(wd, None, (1, 3, 20, 20), 16, 6, 6, (3, 3), (3, 3), (1, 1), (0, 0), native.NO_ACT)(
+            rand(1, 3, 20, 20))
+    with pytest.raises(ValueError, match="direct_conv input"):
+        native.direct_plan(wd, None, (1, 3, 20, 20), 16, 9, 9, (3, 3), (2, 2), (1, 1), (0, 0), native.NO_ACT)(
+            rand(1, 3, 20, 21))
+
+
 @pytest.mark.parametrize("n,oh,ow,tiles", [(1, 14, 14, 49), (4, 14, 14, 196), (2, 7, 7, 32), (9, 7, 7, 144),
                                            (17, 7, 7, 256), (1, 56, 56, 252), (3, 5, 600, 300), (1, 9, 9, 25)])
 def test_winograd_pass_tiles(n, oh, ow, tiles):
@@ -671,6 +738,12 @@ if native.gemm_available():
     out["wino_batch"] = native.winograd_conv3x3(xb, native.winograd_weights(w3), b[:8], 7, 7, (1, 1), (6, (0, 0, 0)))
     out["wino_packed"] = native.winograd_conv3x3(xb, native.winograd_weights(w3, True), b[:8], 7, 7, (1, 1),
                                                  (1, (0, 0, 0)))
+x3 = rng.standard_normal((2, 3, 23, 37), dtype=np.float32)
+w7 = rng.standard_normal((32, 3, 7, 7), dtype=np.float32)
+out["direct"] = native.direct_plan(native.direct_conv_weights(w7), b[:32] if b.size >= 32 else None, x3.shape, 32, 9,
+                                   17, (7, 7), (2, 2), (1, 1), (1, 3), (4, (3.0, 6.0, 6.0)))(x3)
+out["mul_rows"] = native.mul_gates_or_none(rng.standard_normal((2, 16, 30, 30), dtype=np.float32),
+                                           rng.standard_normal((2, 16, 1, 1), dtype=np.float32), None)
 np.savez(__import__("sys").argv[1], **out)
 """
 

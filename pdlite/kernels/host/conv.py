@@ -255,6 +255,7 @@ class Conv2d(Kernel):
         self._wino_packed = _WeightCache()
         self._packed = _WeightCache()
         self._packed_wide = _WeightCache()
+        self._direct = _WeightCache()
         self._bias = _WeightCache()
         self._geo: dict[tuple[tuple[int, ...], tuple[int, ...]], ConvGeometry] = {}
         self._native: bool | None = None
@@ -337,6 +338,10 @@ class Conv2d(Kernel):
         if (kind == "mm" and g.kh == g.kw == g.oh == g.ow == 1 and x_shape[2:] == (1, 1) and not residual
                 and native.gemm_available()):  # 1x1 maps (a squeeze-and-excitation's): one product for the batch
             return native.rows_plan(w.reshape(g.oc, g.c), bias, g.n, act)
+        if kind == "mm" and not residual and native.direct_conv_applies(g.oc, g.c, g.kh, g.kw, g.sw):
+            wd = self._direct.get(w_src, lambda f: native.direct_conv_weights(w.reshape(g.oc, g.c, g.kh, g.kw)))
+            return native.direct_plan(wd, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
+                                      pads, act)
         wino = self.winograd(g, kind)  # (implies the BLAS sgemm is there)
         if wino:
             return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act,

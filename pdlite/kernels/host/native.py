@@ -496,6 +496,38 @@ def rows_plan(w: np.ndarray, bias: np.ndarray | None, n: int, act: Act) -> Plan:
     return run
 
 
+DIRECT_OCB = 16  # output channels per block of direct_conv's packed weights (native_src/direct_conv.c DC_OCB)
+
+
+def direct_conv_applies(oc: int, c: int, kh: int, kw: int, sw: int) -> bool:
+    """Whether direct_conv takes a one-group conv of c input and oc output channels, a kh x kw window and stride sw
+    along the width: few input channels (a stem's 3), whole blocks of 16 output channels (else their accumulators
+    go partly to waste: 20 outputs measured 1.6x slower than the im2col GEMM), stride 1 or 2, AVX-512 (its 16
+    accumulators of 16 floats). Measured on this form's targets, one Xeon (Emerald Rapids) core, against the
+    im2col GEMM / packed wide form: MobileNetV3's 3x3 / 2 stem to 16 channels 0.66x (batch 1) and 0.49x (batch
+    4), ResNet18's 7x7 / 2 to 64 0.81x, MobileNet's 3x3 / 2 to 32 0.85x-0.88x."""
+    return (_ext is not None and isa() == "avx512" and c <= 4 and c * kh * kw <= 256 and oc % DIRECT_OCB == 0
+            and sw in (1, 2))
+
+
+def direct_conv_weights(w: np.ndarray) -> np.ndarray:
+    """(OC, C, KH, KW) weights packed for direct_conv: [oc block][c][kh][kw][16]."""
+    assert _ext is not None
+    oc, c, kh, kw = w.shape
+    out = np.empty((-(-oc // DIRECT_OCB), c * kh * kw, DIRECT_OCB), dtype=F32)
+    _ext.direct_conv_pack(_f32(w, "direct_conv"), out, (oc, c, kh, kw))
+    return out
+
+
+def direct_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oc: int, oh: int, ow: int,
+                kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
+                pads: tuple[int, int], act: Act) -> Plan:
+    """x -> direct_conv(x, wp, ...) for C-contiguous float32 x of shape x_shape (wp from direct_conv_weights)."""
+    assert _ext is not None
+    return _bound(_ext.direct_conv, (x_shape[0], oc, oh, ow), wp, None if bias is None else _f32(bias, "direct_conv"),
+                  _geo(x_shape, oc, oh, ow, kernel, strides, dilations, pads), act[0], act[1])
+
+
 def winograd_plan(u: WinogradWeights, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
                   pads: tuple[int, int], act: Act, residual: bool = False) -> Plan:
     """x -> winograd_conv3x3(x, u, bias, ...) for C-contiguous float32 x of shape x_shape ((x, r) -> ... with

@@ -13,6 +13,7 @@
  *   packed_conv       out[n] = act(W @ columns(x[n]) + bias) with weights packed once and an own register-tiled
  *                     kernel (vectorised along the output channels: fast on small maps too), no BLAS
  *   packed_fc         out = act(x @ W + bias) on the same register tiles, W packed once
+ *   direct_conv       convs of few input channels (stems) computed in place, 16 columns x 16 channels a tile
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
  *   mul_rows          out[r, :] = x[r, :] * s[r] (squeeze-and-excitation's channel gates)
  *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
@@ -34,7 +35,7 @@
  *   threadpool.c    the pthread pool (parallel_for)
  *   depthwise.c     depthwise_conv2d          activation.c    bias_act, add_act, mul_rows
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
- *   packed_gemm.c   packed_conv, packed_fc
+ *   packed_gemm.c   packed_conv, packed_fc    direct_conv.c   direct_conv
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
  *   module.c        the Python module: method table, ISA pick, threads, SOURCE_HASH
  */
@@ -493,6 +494,7 @@ PD_HIDDEN void dwb_task_pick(int isa);
 PD_HIDDEN void ba_task_pick(int isa);
 PD_HIDDEN void aa_task_pick(int isa);
 PD_HIDDEN void mr_task_pick(int isa);
+PD_HIDDEN void dc_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);
 PD_HIDDEN void pool_task_pick(int isa);
 extern PD_HIDDEN int g_dwr_on; /* depthwise.c's row-vector form (tests' hook: _set_depthwise_rows) */
@@ -519,6 +521,8 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_mul_rows(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_direct_conv(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_direct_conv_pack(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_im2col(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_conv_gemm(PyObject *self, PyObject *args);

@@ -28,6 +28,7 @@ static void pick_isa(void) {
     ba_task_pick(isa);
     aa_task_pick(isa);
     mr_task_pick(isa);
+    dc_task_pick(isa);
     i2c_task_pick(isa);
     pool_task_pick(isa);
     gemm_task_pick(isa);
@@ -141,6 +142,10 @@ static PyMethodDef methods[] = {
     {"bias_act", py_bias_act, METH_VARARGS, "bias_act(out, bias|None, (N,C,inner), act, (a0,a1,a2)): in place"},
     {"add_act", py_add_act, METH_VARARGS, "add_act(x, y, out, n, act, (a0,a1,a2)): out = act(x + y), n floats each"},
     {"mul_rows", py_mul_rows, METH_VARARGS, "mul_rows(x, s, out, (rows, inner)): out[r, :] = x[r, :] * s[r]"},
+    {"direct_conv", py_direct_conv, METH_VARARGS,
+     "direct_conv(x, packed w, bias|None, out, (N,C,H,W,OC,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), act, (a0,a1,a2))"},
+    {"direct_conv_pack", py_direct_conv_pack, METH_VARARGS,
+     "direct_conv_pack(w, out, (OC,C,KH,KW)): w in blocks of 16 output channels, innermost"},
     {"im2col", py_im2col, METH_VARARGS, "im2col(x, cols, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL))"},
     {"pool2d", py_pool2d, METH_VARARGS, "pool2d(x, out, (NC,H,W,OH,OW,KH,KW,SH,SW,PT,PL), is_max, exclusive)"},
     {"conv_gemm", py_conv_gemm, METH_VARARGS,

@@ -1,0 +1,182 @@
+/* pdlite native host kernels: direct conv of few input channels (see common.h) */
+#include "common.h"
+
+/* ------------------------------------------------------------------------------------------------ */
+/* direct_conv: out[n] = act(conv(x[n], W) + bias) for convs with a short reduction over few input   */
+/* channels (a network's stem: 3 channels, 3x3 to 7x7, stride 1 or 2), where an im2col GEMM spends    */
+/* much of its time writing and reading back columns (C*KH*KW rows of OH*OW floats for a product of    */
+/* few rows). Here a band of output rows reads its input rows from one zero-padded copy (so no tap     */
+/* checks an edge), 16 output columns in a vector times 16 output channels (16 accumulators); each tap */
+/* one input vector (stride 2: the even lanes of two loads) times 16 broadcast weights. Weights packed */
+/* once as [oc block][c][kh][kw][16] (zeros past OC).                                                  */
+/* ------------------------------------------------------------------------------------------------ */
+
+#define DC_OCB 16  /* output channels per block (accumulators) */
+#define DC_ROWS 4  /* output rows per work item */
+
+typedef struct {
+    const float *x, *wp, *bias;
+    float *out;
+    isz N, C, H, W, OC, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+    act_t act;
+} dc_args;
+
+/* acc[j] += sum over the taps of input vector * w[j], the input rows from the band's padded copy (rows of L floats,
+ * every read inside; sw: 1 or 2, a constant) */
+PD_INLINE void dc_taps(pd_v16 acc[DC_OCB], const float *band, isz L, isz R, const float *restrict wp, isz r0, isz s,
+                       const dc_args *a, const isz sw) {
+    const isz C = a->C, KH = a->KH, KW = a->KW, DW = a->DW;
+    for (isz c = 0; c < C; c++)
+        for (isz ky = 0; ky < KH; ky++) {
+            const float *row = band + (c * R + r0 + ky * a->DH) * L + s;
+            const float *wt = wp + (c * KH + ky) * KW * DC_OCB;
+            for (isz kx = 0; kx < KW; kx++, wt += DC_OCB, row += DW) {
+                pd_v16 v;
+                if (sw == 1) {
+                    memcpy(&v, row, sizeof(v));
+                } else {
+                    pd_v16 lo, hi;
+                    memcpy(&lo, row, sizeof(lo));
+                    memcpy(&hi, row + 16, sizeof(hi));
+                    v = PD_SHUFFLE16(lo, hi, PD_EVEN16);
+                }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 16
+#endif
+                for (int j = 0; j < DC_OCB; j++) acc[j] += v * wt[j];
+            }
+        }
+}
+
+/* the padded row length of direct_conv's band copies: every vector's reads (16 columns from s = 16*SW*v, its taps
+ * up to (KW-1)*DW further, stride 2 reading 32 floats) inside */
+PD_INLINE isz dc_row_len(const dc_args *a) {
+    const isz nv = (a->OW + 15) / 16;
+    const isz need = (nv - 1) * 16 * a->SW + (a->KW - 1) * a->DW + 16 * a->SW;
+    const isz img = a->PL + a->W;
+    return need > img ? need : img;
+}
+
+/* items: (image, band of DC_ROWS output rows); per item, the band's input rows are copied once, zero-padded (rows
+ * above / below the image zero too), then every output channel block and vector reads them without edge checks */
+PD_INLINE void dc_task_impl(void *vctx, isz begin, isz end) {
+    const dc_args *a = (const dc_args *)vctx;
+    const isz OH = a->OH, OW = a->OW, H = a->H, W = a->W, C = a->C;
+    const isz nocb = (a->OC + DC_OCB - 1) / DC_OCB, nband = (OH + DC_ROWS - 1) / DC_ROWS;
+    const isz taps = C * a->KH * a->KW, L = dc_row_len(a);
+    const isz R = (DC_ROWS - 1) * a->SH + (a->KH - 1) * a->DH + 1; /* input rows per band */
+    const int in_regs = act_in_regs(&a->act);
+    float *band = (float *)pd_scratch((size_t)(C * R * L) * sizeof(float));
+    if (!band) return;
+    for (isz item = begin; item < end; item++) {
+        const isz n = item / nband, oy0 = item % nband * DC_ROWS, oy1 = OH - oy0 < DC_ROWS ? OH : oy0 + DC_ROWS;
+        const isz rows = (oy1 - oy0 - 1) * a->SH + (a->KH - 1) * a->DH + 1;
+        for (isz c = 0; c < C; c++)
+            for (isz r = 0; r < rows; r++) {
+                float *d = band + (c * R + r) * L;
+                const isz iy = oy0 * a->SH - a->PT + r;
+                if (iy < 0 || iy >= H) {
+                    memset(d, 0, (size_t)L * sizeof(float));
+                    continue;
+                }
+                for (isz i = 0; i < a->PL; i++) d[i] = 0.0f;
+                memcpy(d + a->PL, a->x + ((n * C + c) * H + iy) * W, (size_t)W * sizeof(float));
+                for (isz i = a->PL + W; i < L; i++) d[i] = 0.0f;
+            }
+        for (isz ob = 0; ob < nocb; ob++) {
+            const isz oc0 = ob * DC_OCB, noc = a->OC - oc0 < DC_OCB ? a->OC - oc0 : DC_OCB;
+            const float *restrict wp = a->wp + ob * taps * DC_OCB;
+            float *on = a->out + (n * a->OC + oc0) * OH * OW;
+            float bias[DC_OCB] = {0};
+            if (a->bias)
+                for (isz j = 0; j < noc; j++) bias[j] = a->bias[oc0 + j];
+            for (isz oy = oy0; oy < oy1; oy++) {
+                for (isz ox0 = 0; ox0 < OW; ox0 += 16) {
+                    pd_v16 acc[DC_OCB];
+                    for (int j = 0; j < DC_OCB; j++) acc[j] = (pd_v16){0};
+                    if (a->SW == 2)
+                        dc_taps(acc, band, L, R, wp, (oy - oy0) * a->SH, ox0 * 2, a, 2);
+                    else
+                        dc_taps(acc, band, L, R, wp, (oy - oy0) * a->SH, ox0, a, 1);
+                    const isz nx = OW - ox0 < 16 ? OW - ox0 : 16;
+                    for (isz j = 0; j < noc; j++) {
+                        pd_v16 y = acc[j];
+                        if (in_regs) bias_act_v16(&y, bias[j], a->bias != NULL, &a->act);
+                        else if (a->bias) y += bias[j];
+                        float *dst = on + j * OH * OW + oy * OW + ox0;
+                        if (nx == 16) {
+                            memcpy(dst, &y, sizeof(y));
+                        } else {
+                            float t[16];
+                            memcpy(t, &y, sizeof(t));
+                            memcpy(dst, t, (size_t)nx * sizeof(float));
+                        }
+                    }
+                }
+                if (!in_regs) /* the other activations over the row just written (bias already added) */
+                    for (isz j = 0; j < noc; j++)
+                        bias_act_copy(on + j * OH * OW + oy * OW, on + j * OH * OW + oy * OW, OW, 0.0f, 0, &a->act);
+            }
+        }
+    }
+    free(band);
+}
+
+PD_VERSIONS(dc_task)
+
+/* wp[ob][c][kh][kw][j] = w[ob*16 + j][c][kh][kw] (0 past OC) */
+PD_HIDDEN PyObject *py_direct_conv_pack(PyObject *self, PyObject *args) {
+    PyObject *wo, *po;
+    isz oc, c, kh, kw;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO(nnnn)", &wo, &po, &oc, &c, &kh, &kw)) return NULL;
+    if (oc <= 0 || c <= 0 || kh <= 0 || kw <= 0) {
+        PyErr_SetString(PyExc_ValueError, "direct_conv_pack: bad shape");
+        return NULL;
+    }
+    const isz taps = c * kh * kw, nocb = (oc + DC_OCB - 1) / DC_OCB;
+    pd_bufs bs = {0};
+    const float *w = bufs_take(&bs, wo, 0, oc * taps, "direct_conv_pack filter");
+    float *p = bufs_take(&bs, po, 1, nocb * taps * DC_OCB, "direct_conv_pack output");
+    if (bs.failed) return NULL;
+    for (isz ob = 0; ob < nocb; ob++)
+        for (isz t = 0; t < taps; t++)
+            for (isz j = 0; j < DC_OCB; j++) {
+                const isz o = ob * DC_OCB + j;
+                p[(ob * taps + t) * DC_OCB + j] = o < oc ? w[o * taps + t] : 0.0f;
+            }
+    bufs_release(&bs);
+    Py_RETURN_NONE;
+}
+
+PD_HIDDEN PyObject *py_direct_conv(PyObject *self, PyObject *args) {
+    const unsigned pd_fail0 = pd_failures();
+    PyObject *xo, *wo, *bo, *oo, *ap;
+    dc_args a;
+    int act;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnnnnnnnnnn)iO", &xo, &wo, &bo, &oo, &a.N, &a.C, &a.H, &a.W, &a.OC, &a.OH,
+                          &a.OW, &a.KH, &a.KW, &a.SH, &a.SW, &a.DH, &a.DW, &a.PT, &a.PL, &act, &ap))
+        return NULL;
+    if (a.N < 0 || a.C <= 0 || a.H < 0 || a.W < 0 || a.OC <= 0 || a.OH < 0 || a.OW < 0 || a.KH <= 0 || a.KW <= 0 ||
+        a.SH <= 0 || (a.SW != 1 && a.SW != 2) || a.DH <= 0 || a.DW <= 0) {
+        PyErr_SetString(PyExc_ValueError, "direct_conv: bad geometry (strides along the width 1 or 2)");
+        return NULL;
+    }
+    if (parse_act(act, ap, &a.act) < 0) return NULL;
+    const isz nocb = (a.OC + DC_OCB - 1) / DC_OCB;
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, a.N * a.C * a.H * a.W, "direct_conv input");
+    a.wp = bufs_take(&bs, wo, 0, nocb * a.C * a.KH * a.KW * DC_OCB, "direct_conv packed filter");
+    a.bias = bo == Py_None ? NULL : bufs_take(&bs, bo, 0, a.OC, "direct_conv bias");
+    a.out = bufs_take(&bs, oo, 1, a.N * a.OC * a.OH * a.OW, "direct_conv output");
+    if (bs.failed) return NULL;
+    const isz items = a.N * ((a.OH + DC_ROWS - 1) / DC_ROWS);
+    if (items > 0 && a.OW > 0) {
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(dc_task, &a, items, grain_for(items, 4));
+        Py_END_ALLOW_THREADS;
+    }
+    bufs_release(&bs);
+    return pd_done(pd_fail0);
+}
