@@ -545,6 +545,28 @@ def test_winograd_can_be_turned_off():
 
 
 # ---------------------------------------------------------------------------------------------- pooling
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("is_max", [False, True])
+@pytest.mark.parametrize("shape", [(4, 576, 7, 7), (1, 13, 1, 1), (3, 5, 16, 16), (2, 9, 3, 5), (1, 20, 17, 16)])
+def test_global_pool_of_small_planes(shape, is_max, threads):
+    """Whole-plane windows (global pooling, 8 planes' chains interleaved up to 256 floats a plane; larger ones the
+    row-then-column path): mean against float64 (tolerance TOL), max exact with NaN propagated; the same bits at
+    any thread count."""
+    x = rand(*shape, seed=81, scale=3)
+    x[0, 0, 0, 0] = np.nan
+    with native_threads(threads):
+        got = native.pool2d(x, 1, 1, shape[2:], shape[2:], (0, 0), is_max, True)
+    with native_threads(1):
+        one = native.pool2d(x, 1, 1, shape[2:], shape[2:], (0, 0), is_max, True)
+    assert np.array_equal(got, one, equal_nan=True)
+    ref = (x.max(axis=(2, 3)) if is_max else x.astype(np.float64).mean(axis=(2, 3)))[:, :, None, None]
+    assert np.isnan(got[0, 0, 0, 0]) and np.isnan(ref[0, 0, 0, 0])
+    if is_max:
+        assert np.array_equal(got, ref, equal_nan=True)
+    else:
+        check(got.reshape(-1)[1:], ref.reshape(-1)[1:].astype(np.float32), f"global avg {shape}")
+
+
 POOL_CASES = [
     ((1, 4, 12, 12), dict(ksize=[3, 3], strides=[2, 2], paddings=[1, 1])),
     ((2, 3, 11, 13), dict(ksize=[3, 3], strides=[2, 2], paddings=[1, 1], ceil_mode=True)),
@@ -723,6 +745,7 @@ out["dw"] = native.depthwise_conv2d(x, wd, b, 16, 10, 11, (5, 5), (2, 2), (1, 1)
 out["dw3"] = native.depthwise_conv2d(x, np.ascontiguousarray(wd[:, :9]), b, 16, 19, 21, (3, 3), (1, 1), (1, 1),
                                      (1, 1), (2, (6.0, 0.0, 0.0)))  # the 3x3 "same" path
 out["pool"] = native.pool2d(x, 10, 11, (3, 3), (2, 2), (1, 1), False, True)
+out["global_pool"] = native.pool2d(x[:, :, :7, :7].copy(), 1, 1, (7, 7), (7, 7), (0, 0), False, True)
 out["gelu"] = native.bias_act(x.copy(), b, native.activation("gelu", {}))
 out["softmax"] = native.softmax(x * 9)
 out["layer_norm"] = native.layer_norm(x.reshape(16 * 19, 21), wd[0, :21].copy(), None, 1e-5, False)[0]

@@ -70,8 +70,36 @@ PD_TARGET_AVX512 __attribute__((noinline)) static void pool_3s2_row(const float 
 static void pool_3s2_row(const float *cv, float *o, isz n) { (void)cv, (void)o, (void)n; } /* never called */
 #endif
 
+/* Global pooling (one window over each whole, unpadded plane of at most 256 floats): planes [begin, end), 8 at a
+ * time, each summed (or maxed) front to back in a chain of its own, the 8 chains interleaved: one plane's chain
+ * alone is latency-bound (MobileNetV3's 7x7 planes: 4 cycles an add). MobileNetV3's (4, 576, 7, 7): 55 -> 18 us. */
+PD_INLINE void pool_planes(const pool_args *a, isz begin, isz end) {
+    const isz hw = a->H * a->W;
+    const int is_max = a->is_max;
+    const float init = is_max ? -FLT_MAX : 0.0f, div = (float)hw;
+    for (isz p = begin; p < end; p += 8) {
+        const isz m = end - p < 8 ? end - p : 8;
+        const float *src = a->x + p * hw;
+        float r[8];
+        for (int j = 0; j < 8; j++) r[j] = init;
+        if (m == 8) {
+            for (isz e = 0; e < hw; e++)
+                for (int j = 0; j < 8; j++) r[j] = is_max ? PD_MAXNAN(r[j], src[j * hw + e]) : r[j] + src[j * hw + e];
+        } else {
+            for (isz j = 0; j < m; j++)
+                for (isz e = 0; e < hw; e++) r[j] = is_max ? PD_MAXNAN(r[j], src[j * hw + e]) : r[j] + src[j * hw + e];
+        }
+        for (isz j = 0; j < m; j++) a->out[p + j] = is_max ? r[j] : r[j] / div;
+    }
+}
+
 PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
     const pool_args *a = (const pool_args *)vctx;
+    if (a->OH == 1 && a->OW == 1 && a->KH == a->H && a->KW == a->W && a->PT == 0 && a->PL == 0 &&
+        a->H * a->W <= 256) { /* (larger planes: the row-then-column path below, 1.6x faster on 56x56) */
+        pool_planes(a, begin, end);
+        return;
+    }
     const isz OW = a->OW, SW = a->SW, KW = a->KW;
     /* output columns whose window lies inside the image horizontally: [ilo, ihi) */
     isz ilo = (a->PL + SW - 1) / SW, ihi = a->W - KW + a->PL >= 0 ? (a->W - KW + a->PL) / SW + 1 : 0;
