@@ -493,6 +493,38 @@ def test_direct_conv(xs, oc, k, s, p, d, act):
         assert all(np.array_equal(o, outs[0], equal_nan=True) for o in outs[1:]), "differs across thread counts"
 
 
+def _run_form(form: str, act) -> np.ndarray:
+    """One register-tiled form's output with activation `act` (fixed inputs, a NaN among them)."""
+    b = rand(64, seed=92)
+    if form == "direct":
+        x = rand(2, 3, 20, 20, seed=91, scale=4)
+        x[0, 0, 5, 5] = np.nan
+        wd = native.direct_conv_weights(rand(32, 3, 3, 3, seed=93))
+        return native.direct_plan(wd, b[:32], x.shape, 32, 10, 10, (3, 3), (2, 2), (1, 1), (1, 1), act)(x)
+    if form == "packed_fc":
+        x = rand(19, 40, seed=94, scale=4)
+        x[3, 3] = np.nan
+        return native.packed_fc(x, native.pack_fc_weights(rand(40, 50, seed=95)), 50, b[:50], act)
+    wide = form == "packed_wide"
+    side = 20 if wide else 14  # the small form up to 256 outputs per channel
+    x = rand(1, 64, side, side, seed=96, scale=4)
+    x[0, 1, 2, 3] = np.nan
+    wp = native.pack_weights(rand(40, 64, 3, 3, seed=97), wide)
+    return native.packed_conv(x, wp, b[:40], 40, side, side, (3, 3), (1, 1), (1, 1), (1, 1), act, wide)
+
+
+@pytest.mark.parametrize("act", [(3, (0.1, 0.0, 0.0)), (4, (3.0, 6.0, 6.0)), (2, (6.0, 0.0, 0.0))],
+                         ids=["leaky_relu", "hard_swish", "relu6"])
+@pytest.mark.parametrize("form", ["direct", "packed_small", "packed_wide", "packed_fc"])
+def test_activation_in_registers_is_bias_act(form, act):
+    """The register-tiled forms apply relu6, leaky_relu and hard_swish to their vectors (bias_act_v16): the same
+    bits as the activation applied after by bias_act (bias_act_copy's operations in its order), NaN included."""
+    fused = _run_form(form, act)
+    after = _run_form(form, native.NO_ACT)
+    native.bias_act(after.reshape(1, 1, -1), None, act)
+    assert np.isnan(fused).any() and np.array_equal(fused, after, equal_nan=True)
+
+
 def test_direct_conv_is_taken_for_stems(monkeypatch):
     """A stem conv (3 channels, whole blocks of 16 outputs) takes direct_conv on AVX-512, with its activation, and
     gives the NumPy path's values; 20 output channels (a partial block) or 8 input channels do not take it."""

@@ -258,20 +258,44 @@ extern PD_HIDDEN int g_avx512;
 
 /* whether bias_act_v16 computes the activation (the others: bias_act_copy over the written output) */
 PD_INLINE int act_in_regs(const act_t *act) {
-    return act->kind == ACT_NONE || act->kind == ACT_RELU || act->kind == ACT_RELU6;
+    return act->kind == ACT_NONE || act->kind == ACT_RELU || act->kind == ACT_RELU6 || act->kind == ACT_LEAKY ||
+           act->kind == ACT_HSWISH;
 }
 
-/* *v = act(*v + b) (b added when add_bias) for relu and relu6 as bias_act_copy computes them (v < 0 ? 0 : v, then
- * v > t ? t : v; NaN kept); only for act_in_regs(act) */
+/* *v = act(*v + b) (b added when add_bias) for the activations of act_in_regs, with bias_act_copy's operations in
+ * its order (so the same bits): relu v < 0 ? 0 : v, relu6 then v > t ? t : v (NaN kept), leaky v < 0 ? v * alpha
+ * : v, hard_swish min(max(v + offset, 0), threshold) * v / scale */
 PD_INLINE void bias_act_v16(pd_v16 *v, float b, int add_bias, const act_t *act) {
     const pd_v16 zero = {0};
     pd_v16 x = *v;
     if (add_bias) x += b;
-    if (act->kind != ACT_NONE) x = (pd_v16)((pd_v16i)x & ~(x < zero));
-    if (act->kind == ACT_RELU6) {
-        const pd_v16 top = zero + act->a0;
-        const pd_v16i over = x > top;
-        x = (pd_v16)(((pd_v16i)x & ~over) | ((pd_v16i)top & over));
+    switch (act->kind) {
+    case ACT_RELU:
+    case ACT_RELU6:
+        x = (pd_v16)((pd_v16i)x & ~(x < zero));
+        if (act->kind == ACT_RELU6) {
+            const pd_v16 top = zero + act->a0;
+            const pd_v16i over = x > top;
+            x = (pd_v16)(((pd_v16i)x & ~over) | ((pd_v16i)top & over));
+        }
+        break;
+    case ACT_LEAKY: {
+        const pd_v16i neg = x < zero;
+        const pd_v16 scaled = x * act->a0;
+        x = (pd_v16)(((pd_v16i)scaled & neg) | ((pd_v16i)x & ~neg));
+        break;
+    }
+    case ACT_HSWISH: {
+        pd_v16 t = x + act->a0;
+        t = (pd_v16)((pd_v16i)t & ~(t < zero));
+        const pd_v16 thr = zero + act->a1;
+        const pd_v16i over = t > thr;
+        t = (pd_v16)(((pd_v16i)t & ~over) | ((pd_v16i)thr & over));
+        x = t * x / act->a2;
+        break;
+    }
+    default:
+        break;
     }
     *v = x;
 }

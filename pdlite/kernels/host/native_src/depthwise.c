@@ -654,7 +654,8 @@ PD_TARGET_AVX512 static void dwr_task(void *vctx, isz begin, isz end) {
         case 3: dwr_plane(a, src, wt, dst, ep, lm, sm, 3); break;
         default: dwr_plane(a, src, wt, dst, ep, lm, sm, 4); break;
         }
-        if (!act_in_regs(&a->act)) bias_act_copy(dst, dst, a->OH * OW, 0.0f, 0, &a->act);
+        if (!ep.relu && a->act.kind != ACT_NONE) /* (dwr_store applies relu and relu6 only) */
+            bias_act_copy(dst, dst, a->OH * OW, 0.0f, 0, &a->act);
     }
 }
 #else
