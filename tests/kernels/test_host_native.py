@@ -624,19 +624,22 @@ def test_pool2d_native_matches_numpy(xs, attrs, ptype, exclusive):
     check(np.where(fin, got, 0), np.where(fin, ref, 0), f"pool2d {ptype} {attrs}")
 
 
+@pytest.mark.parametrize("pad,ceil", [(1, False), (0, False), (2, False), (1, True)])
 @pytest.mark.parametrize("t16", [True, False], ids=["t16", "scalar"])
 # 3, 24, 32 and 55 inner outputs per row (vector loops and tails; 16 at a time with t16)
 @pytest.mark.parametrize("h,w", [(9, 9), (34, 51), (8, 66), (12, 112)])
-def test_max_pool_naive_and_nan(h, w, t16):
-    """The 3x3 stride-2 max pool against a naive reference, NaN propagated; t16: the column taps 16 outputs at a
-    time by shuffles (the default with AVX-512), or the scalar form."""
+def test_max_pool_naive_and_nan(h, w, t16, pad, ceil):
+    """The 3x3 stride-2 max pool against a naive reference, NaN propagated (inside, at the first and last column);
+    t16: every output of a row 16 at a time by shuffles, the image's edges read as -FLT_MAX (the default with
+    AVX-512), or the scalar form; paddings 0-2 and a ceil-mode last window reaching past the padding."""
     x = rand(1, 2, h, w, seed=41)
     x[0, 1, 3, 3] = np.nan  # in 2 x 2 windows
     x[0, 0, h - 2, w - 4] = np.nan
-    oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    x[0, 1, h - 1, 0] = x[0, 0, 1, w - 1] = np.nan
+    oh, ow = (h + 2 * pad - 3) // 2 + 1, (w + 2 * pad - 3 + (1 if ceil else 0)) // 2 + 1
     with shuffles16(t16):
-        got = native.pool2d(x, oh, ow, (3, 3), (2, 2), (1, 1), True, True)
-    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+        got = native.pool2d(x, oh, ow, (3, 3), (2, 2), (pad, pad), True, True)
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad + 2), (pad, pad + 2)), constant_values=-np.inf)
     ref = np.stack([np.stack([xp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max(axis=(2, 3)) for j in range(ow)], -1)
                     for i in range(oh)], -2)
     assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.isnan(got[0, 0]).any() and np.isnan(got[0, 1]).any()

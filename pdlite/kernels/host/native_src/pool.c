@@ -107,10 +107,11 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
     if (ilo > ihi) ilo = ihi;
     /* acc: one output row; then the row-reduced input columns (at most W + KW) and their two phases; 48 more
      * (zeros) that pool_3s2_row's last vectors may read past the columns */
-    const size_t nacc = (size_t)(OW + 2 * (a->W + KW) + 2 + 48);
+    const size_t nacc = (size_t)(OW + 2 * (a->W + KW) + 2 + 48 + 2 * OW + 64);
     float *acc = (float *)pd_scratch(nacc * sizeof(float));
     if (!acc) return;
     memset(acc, 0, nacc * sizeof(float));
+    const int whole_3s2 = a->is_max && SW == 2 && KW == 3 && g_shuffles16 && g_avx512;
     for (isz p = begin; p < end; p++) {
         const float *src = a->x + p * a->H * a->W;
         float *dst = a->out + p * a->OH * OW;
@@ -120,6 +121,31 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
             const isz hcount = he - hs;
             const isz h0 = hs < 0 ? 0 : hs, h1 = he > a->H ? a->H : he;
             float *d = dst + oy * OW;
+            if (whole_3s2 && h1 > h0) {
+                /* the 3x3 stride-2 max pool's whole row, edge windows included: cv[i] = the window rows' max of
+                 * column i - PL for i in [0, 2*OW + 1), -FLT_MAX outside the image (pool_one's start value: the
+                 * same maxima), then pool_3s2_row over every output */
+                float *cv = acc + OW;
+                const isz nx = 2 * OW + 1, lo = a->PL < nx ? a->PL : nx, hi = a->PL + a->W < nx ? a->PL + a->W : nx;
+                for (isz i = 0; i < lo; i++) cv[i] = -FLT_MAX;
+                const float *r0 = src + h0 * a->W - a->PL; /* r0[i]: column i - PL of row h0 */
+                if (h1 - h0 == 3) {
+                    const float *r1 = r0 + a->W, *r2 = r1 + a->W;
+                    PD_SIMD for (isz i = lo; i < hi; i++) {
+                        const float m = PD_MAXNAN(r0[i], r1[i]);
+                        cv[i] = PD_MAXNAN(m, r2[i]);
+                    }
+                } else {
+                    PD_SIMD for (isz i = lo; i < hi; i++) cv[i] = r0[i];
+                    for (isz y = h0 + 1; y < h1; y++) {
+                        const float *r = r0 + (y - h0) * a->W;
+                        PD_SIMD for (isz i = lo; i < hi; i++) cv[i] = PD_MAXNAN(cv[i], r[i]);
+                    }
+                }
+                for (isz i = hi; i < nx; i++) cv[i] = -FLT_MAX;
+                pool_3s2_row(cv, d, OW);
+                continue;
+            }
             for (isz ox = 0; ox < ilo; ox++) d[ox] = pool_one(a, src, h0, h1, hcount, ox);
             for (isz ox = ihi; ox < OW; ox++) d[ox] = pool_one(a, src, h0, h1, hcount, ox);
             if (ilo >= ihi) continue;
