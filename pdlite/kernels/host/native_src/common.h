@@ -463,7 +463,7 @@ PD_INLINE void bias_res_act_v16(pd_v16 *v, float b, int add_bias, const float *r
 }
 
 /* max that propagates NaN (as np.maximum): v if v > m or v is NaN */
-#define PD_MAXNAN(m, v) (((v) > (m) || (v) != (v)) ? (v) : (m))
+#define PD_MAXNAN(m, v) ((((v) > (m)) | ((v) != (v))) ? (v) : (m)) /* (| not ||: no branch, vectorises) */
 
 /* C = A @ B, row-major, one single-threaded call of the cblas_sgemm NumPy's BLAS has (gemm_conv.c) */
 extern PD_HIDDEN void *g_sgemm;

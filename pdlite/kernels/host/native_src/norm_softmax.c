@@ -7,13 +7,20 @@
 
 #define PD_LANES 16 /* partial sums per row: vectorisable without reassociating one running sum */
 
+/* acc[0] = the sum of acc[0 .. PD_LANES) as a tree (halves added lane by lane: shuffles and vector adds, where a
+ * running sum over the lanes waited on each add; short rows, e.g. attention's 32 columns, are dominated by it) */
+PD_INLINE float lanes_sum(float acc[PD_LANES]) {
+    for (int w = PD_LANES / 2; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+    return acc[0];
+}
+
 PD_INLINE float row_sum(const float *x, isz n) {
     float acc[PD_LANES] = {0};
     isz i = 0;
     for (; i + PD_LANES <= n; i += PD_LANES)
         for (int j = 0; j < PD_LANES; j++) acc[j] += x[i + j];
-    float s = 0.0f;
-    for (int j = 0; j < PD_LANES; j++) s += acc[j];
+    float s = lanes_sum(acc);
     for (; i < n; i++) s += x[i];
     return s;
 }
@@ -40,7 +47,7 @@ PD_INLINE void ln_task_impl(void *vctx, isz begin, isz end) {
                 const float d = x[i + j] - mean;
                 acc[j] += d * d;
             }
-        for (int j = 0; j < PD_LANES; j++) ss += acc[j];
+        ss = lanes_sum(acc);
         for (; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
         const float var = ss / (float)n, inv = 1.0f / sqrtf(var + a->eps);
         const float *sc = a->scale, *b = a->bias;
@@ -76,8 +83,9 @@ PD_INLINE void sm_task_impl(void *vctx, isz begin, isz end) {
         isz i = 0;
         for (; i + PD_LANES <= n; i += PD_LANES)
             for (int j = 0; j < PD_LANES; j++) mx[j] = PD_MAXNAN(mx[j], x[i + j]);
-        float m = -INFINITY;
-        for (int j = 0; j < PD_LANES; j++) m = PD_MAXNAN(m, mx[j]);
+        for (int w = PD_LANES / 2; w > 0; w /= 2) /* a tree, as lanes_sum (max is exact: the same value) */
+            for (int j = 0; j < w; j++) mx[j] = PD_MAXNAN(mx[j], mx[j + w]);
+        float m = mx[0];
         for (; i < n; i++) m = PD_MAXNAN(m, x[i]);
         PD_SIMD for (isz k = 0; k < n; k++) y[k] = pd_expf(x[k] - m);
         const float inv = 1.0f / row_sum(y, n);
