@@ -22,6 +22,7 @@ from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import OpDesc, VarDesc
 from pdlite.errors import PdliteError
 from pdlite.nnadapter.qdq_fusion import fuse_qdq
+from pdlite.nnadapter.qdq_openvino import float_thin_deconv_weights
 from pdlite.nnadapter.registry import CONVERTERS, ConversionError
 from pdlite.operators.registry import OPS, ShapeContext
 from pdlite.registries import load_registries
@@ -36,9 +37,11 @@ _NO_FOLD = frozenset({"uniform_random", "gaussian_random", "randint", "randperm"
 FOLD_MAX_ELEMENTS = 4096
 # Rewrites of the converted model for one device's runtime, applied after conversion (device name -> rewrites).
 # ONNX Runtime's CPU provider makes QLinearConv only where a conv's output is quantized right after it
-# (qdq_fusion.py); OpenVINO already runs Paddle's QDQ layout in int8 and was slower with the rewrite
-# (0.6x-0.95x the speed without them on mobilenet_v1/v2, resnet18), so it gets the device-neutral model.
-DEVICE_REWRITES: dict[str, tuple[Callable[[Any], Any], ...]] = {"onnxruntime": (fuse_qdq,)}
+# (qdq_fusion.py); OpenVINO already runs Paddle's QDQ layout in int8 and was slower with that rewrite
+# (0.6x-0.95x the speed without them on mobilenet_v1/v2, resnet18): it gets the device-neutral model but for
+# ConvTransposes of few output channels, which it runs faster in fp32 (qdq_openvino.py).
+DEVICE_REWRITES: dict[str, tuple[Callable[[Any], Any], ...]] = {"onnxruntime": (fuse_qdq,),
+                                                                "intel_openvino": (float_thin_deconv_weights,)}
 
 Shape = tuple[int, ...]
 
