@@ -385,6 +385,40 @@ static inline void valid_range(isz no, isz s, isz p, isz off, isz size, isz *lo,
     *hi = h;
 }
 
+/* dst (hq, wq) with dst[y][x] = src[r0 + y*sh][c0 + x*sw] inside the (h, w) image, 0 outside: a padded copy
+ * (sh = sw = 1) or one polyphase component of the padded image (strided windows become unit-stride ones); the
+ * depthwise convs' planes, direct_conv's bands of rows. */
+PD_INLINE void gather_plane(float *restrict dst, const float *restrict src, isz h, isz w, isz hq, isz wq, isz r0,
+                            isz c0, isz sh, isz sw) {
+    isz xlo, xhi;
+    valid_range(wq, sw, -c0, 0, w, &xlo, &xhi);
+    const int short_rows = wq < 64; /* inline loops: a libc call per short row costs more than the copy */
+    for (isz y = 0; y < hq; y++) {
+        float *d = dst + y * wq;
+        isz iy = r0 + y * sh;
+        if (iy < 0 || iy >= h) {
+            if (short_rows)
+                for (isz x = 0; x < wq; x++) d[x] = 0.0f;
+            else
+                memset(d, 0, (size_t)wq * sizeof(float));
+            continue;
+        }
+        const float *s = src + iy * w + c0;
+        for (isz x = 0; x < xlo; x++) d[x] = 0.0f;
+        if (sw == 1) {
+            if (short_rows)
+                for (isz x = xlo; x < xhi; x++) d[x] = s[x];
+            else
+                memcpy(d + xlo, s + xlo, (size_t)(xhi - xlo) * sizeof(float));
+        } else if (sw == 2) {
+            for (isz x = xlo; x < xhi; x++) d[x] = s[2 * x];
+        } else {
+            for (isz x = xlo; x < xhi; x++) d[x] = s[x * sw];
+        }
+        for (isz x = xhi; x < wq; x++) d[x] = 0.0f;
+    }
+}
+
 /* conv geometry of one image: C channels of H x W in, OH x OW out, KH x KW window, strides, dilations, top / left
  * padding */
 typedef struct {

@@ -71,18 +71,9 @@ PD_INLINE void dc_task_impl(void *vctx, isz begin, isz end) {
     for (isz item = begin; item < end; item++) {
         const isz n = item / nband, oy0 = item % nband * DC_ROWS, oy1 = OH - oy0 < DC_ROWS ? OH : oy0 + DC_ROWS;
         const isz rows = (oy1 - oy0 - 1) * a->SH + (a->KH - 1) * a->DH + 1;
-        for (isz c = 0; c < C; c++)
-            for (isz r = 0; r < rows; r++) {
-                float *d = band + (c * R + r) * L;
-                const isz iy = oy0 * a->SH - a->PT + r;
-                if (iy < 0 || iy >= H) {
-                    memset(d, 0, (size_t)L * sizeof(float));
-                    continue;
-                }
-                for (isz i = 0; i < a->PL; i++) d[i] = 0.0f;
-                memcpy(d + a->PL, a->x + ((n * C + c) * H + iy) * W, (size_t)W * sizeof(float));
-                for (isz i = a->PL + W; i < L; i++) d[i] = 0.0f;
-            }
+        for (isz c = 0; c < C; c++) /* band row r: image row oy0*SH - PT + r, column i: image column i - PL */
+            gather_plane(band + c * R * L, a->x + (n * C + c) * H * W, H, W, rows, L, oy0 * a->SH - a->PT, -a->PL,
+                         1, 1);
         for (isz ob = 0; ob < nocb; ob++) {
             const isz oc0 = ob * DC_OCB, noc = a->OC - oc0 < DC_OCB ? a->OC - oc0 : DC_OCB;
             const float *restrict wp = a->wp + ob * taps * DC_OCB;
