@@ -105,8 +105,8 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
     isz ilo = (a->PL + SW - 1) / SW, ihi = a->W - KW + a->PL >= 0 ? (a->W - KW + a->PL) / SW + 1 : 0;
     if (ihi > OW) ihi = OW;
     if (ilo > ihi) ilo = ihi;
-    /* acc: one output row; then the row-reduced input columns (at most W + KW) and their two phases; 48 more
-     * (zeros) that pool_3s2_row's last vectors may read past the columns */
+    /* acc: one output row; then the row-reduced input columns (at most W + KW) and their two phases, or whole_3s2's
+     * 2*OW + 1 columns; 48 and 64 more (zeros) that pool_3s2_row's last vectors may read past them */
     const size_t nacc = (size_t)(OW + 2 * (a->W + KW) + 2 + 48 + 2 * OW + 64);
     float *acc = (float *)pd_scratch(nacc * sizeof(float));
     if (!acc) return;
@@ -153,8 +153,9 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
             const isz x0 = ilo * SW - a->PL, x1 = (ihi - 1) * SW - a->PL + KW; /* input columns read */
             const int is_max = a->is_max;
             if (is_max && SW == 2 && KW == 3 && h1 > h0) {
-                /* the common 3x3 stride-2 max pool: the window's rows reduced into cv, then its three column taps;
-                 * every loop contiguous (stride-2 loads did not vectorise) */
+                /* the common 3x3 stride-2 max pool without the shuffled form (whole_3s2 above): the window's rows
+                 * reduced into cv, then its three column taps; every loop contiguous (stride-2 loads did not
+                 * vectorise) */
                 float *cv = acc + OW;
                 const isz nx = x1 - x0;
                 const float *r0 = src + h0 * a->W + x0;
@@ -162,10 +163,6 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
                 for (isz y = h0 + 1; y < h1; y++) {
                     const float *r = src + y * a->W + x0;
                     PD_SIMD for (isz q = 0; q < nx; q++) cv[q] = PD_MAXNAN(cv[q], r[q]);
-                }
-                if (g_shuffles16 && g_avx512) {
-                    pool_3s2_row(cv, d + ilo, n);
-                    continue;
                 }
                 /* the taps at every column (contiguous, vectorised), then every other one (a plain copy) */
                 float *hm = cv + nx;
