@@ -198,7 +198,6 @@ def _residual_pattern(conv_slot: str, with_act: bool) -> Pattern:
     return p
 
 
-
 @register_pass("conv_residual_add_fuse_pass")
 class ConvResidualAddFuse(Fuser):
     """act(conv(x) + r) with r a tensor of the conv output's shape (a residual connection: ResNet's blocks,
