@@ -1189,11 +1189,15 @@ def _apply_transposed(g: _Graph, opsets: list[Any]) -> int:
 
 
 def _value_shapes(g: _Graph, opsets: list[Any]) -> dict[str, list[Any]]:
-    """Every value's shape as ONNX shape inference gives it (dims as ints, or names where unknown)."""
+    """Every value's shape as ONNX shape inference gives it (dims as ints, or names where unknown); empty where
+    the inference fails."""
     from onnx import helper, shape_inference
 
     graph = helper.make_graph(g.nodes, "shapes", list(g.graph.input), list(g.graph.output), list(g.inits.values()))
-    inferred = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=opsets)).graph
+    try:
+        inferred = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=opsets)).graph
+    except Exception:  # a graph ONNX's inference cannot follow: no shapes, so rule 2g leaves it alone
+        return {}
     return {v.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim]
             for v in [*inferred.value_info, *inferred.input] if v.type.tensor_type.HasField("shape")}
 
