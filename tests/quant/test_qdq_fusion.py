@@ -736,10 +736,12 @@ def test_conv_transpose_bias_add_becomes_its_bias(tmp_path: Path, monkeypatch: p
     assert np.array_equal(got, want) and np.ptp(want) > 0.5
 
 
-def _transposed_chain(rng: np.random.Generator, n: int, per_channel: bool, bias: bool, tail: str) -> Any:
+def _transposed_chain(rng: np.random.Generator, n: int, per_channel: bool, bias: bool, tail: str,
+                      cout: int = 3) -> Any:
     """x -> Q -> DQ -> ConvTranspose(DQ(w8), 2x2, stride 2) -> [Add(b)] -> BN -> Mul(per channel) -> Relu | Clip ->
-    Q -> DQ -> y on a [n, 5, 6, 7] input, 3 output channels: PP-OCRv4 det's head upsampling, quantized after it."""
-    cin, cout = 5, 3
+    Q -> DQ -> y on a [n, 5, 6, 7] input, `cout` output channels: PP-OCRv4 det's head upsampling, quantized after
+    it."""
+    cin = 5
     vals = {"sx": np.float32(0.02), "zx": np.int8(0), "w8": rng.integers(-127, 128, (cin, cout, 2, 2)).astype(np.int8),
             "sw": (rng.uniform(0.005, 0.02, cout) if per_channel else np.array(0.01)).astype(np.float32),
             "zw": np.zeros(cout if per_channel else (), np.int8), "b": rng.normal(0, 0.3, (1, cout, 1, 1)).astype(np.float32),
@@ -765,17 +767,17 @@ def _transposed_chain(rng: np.random.Generator, n: int, per_channel: bool, bias:
                                                                                   [n, cout, 12, 14])])
 
 
-@pytest.mark.parametrize("n, per_channel, bias, tail", [(1, True, True, "relu"), (2, False, True, "clip"),
-                                                        (2, True, False, "relu")],
-                         ids=["det_head", "batch2_per_tensor_clip", "no_bias"])
+@pytest.mark.parametrize("n, per_channel, bias, tail, cout", [(1, True, True, "relu", 3), (2, False, True, "clip", 3),
+                                                              (2, True, False, "relu", 3), (1, True, True, "relu", 1)],
+                         ids=["det_head", "batch2_per_tensor_clip", "no_bias", "one_channel"])
 def test_transposed_conv_runs_as_qlinearconv_and_a_move_of_its_codes(n: int, per_channel: bool, bias: bool, tail: str,
-                                                                     tmp_path: Path) -> None:
+                                                                     cout: int, tmp_path: Path) -> None:
     """A 2x2 stride-2 ConvTranspose quantized after its batch norm / affine step / clamp becomes a 1x1 conv on 4x
     the channels, which ONNX Runtime makes a QLinearConv, and the codes moved to their pixels: no ConvTranspose
     left, each output within one quantization step of the QDQ model's (the int32 bias, as for any conv), >= 99%
     exactly; every output pixel is checked, so a tap put in the wrong place fails."""
     rng = np.random.default_rng(31 + n)
-    original = _transposed_chain(rng, n, per_channel, bias, tail)
+    original = _transposed_chain(rng, n, per_channel, bias, tail, cout)
     fused, report = _fused(original)
     assert (report.transposed_convs, report.convs) == (1, 1), report
     assert _kinds(fused)["ConvTranspose"] == 0
