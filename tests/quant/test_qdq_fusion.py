@@ -670,19 +670,23 @@ def _stem(k: int, pads: list[int], size: tuple[int, int]) -> Any:
 
 @pytest.mark.parametrize("k,pads,size", [(3, [1, 1, 1, 1], (16, 16)), (3, [1, 1, 1, 1], (17, 15)),
                                          (7, [3, 3, 3, 3], (20, 21)), (2, [0, 0, 0, 0], (9, 8)),
-                                         (3, [0, 0, 1, 1], (16, 16)), (3, [1, 0, 0, 1], (11, 12))])
+                                         (3, [0, 0, 1, 1], (16, 16)), (3, [1, 0, 0, 1], (11, 12)),
+                                         (7, [3, 3, 3, 3], (20, 22)), (2, [0, 0, 0, 0], (8, 10)),
+                                         (5, [2, 1, 2, 1], (14, 12)), (3, [1, 0, 0, 1], (12, 12)),
+                                         (3, [0, 0, 0, 0], (16, 14))])
 def test_stem_runs_as_space_to_depth_with_the_same_codes(k: int, pads: list[int], size: tuple[int, int],
                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stride-2 conv on the input's 3 channels becomes SpaceToDepth + a stride-1 conv on 12 channels (a
     QLinearConv): the same integer sums, so the codes equal those of the fused model without this rule, for odd
-    and even sizes, asymmetric pads and kernels 2, 3, 7."""
+    and even sizes, asymmetric pads and kernels 2, 3, 5, 7. Even sizes need no Pad node (the conv pads the grid
+    with the zero point itself); odd ones are padded to a whole grid first."""
     import pdlite.nnadapter.qdq_fusion as qf
 
     original = _stem(k, pads, size)
     fused, report = _fused(original)
     assert (report.convs, report.stems, report.refused) == (1, 1, {}), report
     kinds = _kinds(fused)
-    assert kinds["SpaceToDepth"] == 1 and kinds["Pad"] == 1, kinds
+    assert kinds["SpaceToDepth"] == 1 and kinds["Pad"] == (size[0] % 2 or size[1] % 2), kinds
     conv = next(n for n in fused.graph.node if n.op_type == "Conv")
     assert list(next(a.ints for a in conv.attribute if a.name == "strides")) == [1, 1]
     onnx.checker.check_model(fused, full_check=True)
