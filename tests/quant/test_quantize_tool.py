@@ -234,9 +234,10 @@ def test_hard_swish_inputs_are_quantized(quantized: Path) -> None:
 def test_quantized_adds_and_hard_swish_run_on_codes_on_onnxruntime(quantized: Path, calib, tmp_path: Path) -> None:
     """pdlite quantize's output on onnxruntime: the residual adds run as QLinearAdd (integer), the hard_swish
     between quantized values as one QLinearMul each, on its input's own codes clipped to [-3, 3] (qdq_fusion's
-    rule 2c: 17 of the model's 18; the last one is followed by a max pool), its 9 squeeze-excitation blocks on codes (QLinearGlobalAveragePool, the gate's
-    conv with its hard sigmoid as a QLinearConv, x * gate as a QLinearMul), and the output stays within the
-    device tolerance (2e-2 * max|ref|, tests/quant/test_quant_devices.py) of the host simulation."""
+    rule 2c: 17 of the model's 18; the last one is followed by a max pool), its 9 squeeze-excitation blocks on
+    codes (QLinearGlobalAveragePool, the gate's conv with its hard sigmoid as a QLinearConv, x * gate as a
+    QLinearMul), and the output stays within the device tolerance (2e-2 * max|ref|,
+    tests/quant/test_quant_devices.py) of the host simulation."""
     pytest.importorskip("onnxruntime")
     from collections import Counter
 
