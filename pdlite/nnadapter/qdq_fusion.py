@@ -957,10 +957,16 @@ class ConvTransposeAsConv:
     has no integer ConvTranspose and runs it in float between a DequantizeLinear and the quantizer (PP-OCRv4
     det's head, 24 -> 24 channels to 160 x 160: ConvTranspose, batch norm and relu 0.85 ms in float)."""
 
-    def pattern(self, g: _Graph) -> Iterable[Any]:
-        return [n for n in g.nodes if n.op_type == "ConvTranspose"]
+    def __init__(self, opsets: list[Any]) -> None:
+        self.opsets = opsets  # the model's, for ONNX shape inference
+        self.shapes: dict[str, list[Any]] = {}
 
-    def check(self, g: _Graph, ct: Any, shapes: dict[str, list[Any]]) -> tuple | None:
+    def pattern(self, g: _Graph) -> Iterable[Any]:
+        found = [n for n in g.nodes if n.op_type == "ConvTranspose"]
+        self.shapes = _value_shapes(g, self.opsets) if found else {}  # inferred once, where there is work
+        return found
+
+    def check(self, g: _Graph, ct: Any) -> tuple | None:
         """(the ConvTranspose, w8, its per-output-channel scales, its bias, the steps up to the quantizer, the
         quantizer, the input's shape), or None where the rule does not apply."""
         x_dq, w_dq = g.producer.get(ct.input[0]), g.producer.get(ct.input[1])
@@ -979,7 +985,7 @@ class ConvTransposeAsConv:
                 or _attr(ct, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")):
             return None
         b = g.const(ct.input[2]) if len(ct.input) > 2 and ct.input[2] else np.zeros(o, F32)
-        shape = shapes.get(ct.input[0])
+        shape = self.shapes.get(ct.input[0])
         if b is None or b.size != o or shape is None or len(shape) != 4 or not all(
                 isinstance(d, int) and d > 0 for d in shape):
             return None
@@ -1200,22 +1206,6 @@ def _apply_where(rule: Any, g: _Graph) -> int:
     return done
 
 
-def _apply_transposed(g: _Graph, opsets: list[Any]) -> int:
-    """Rule 2g over the graph (its shapes inferred once, when there is a ConvTranspose); the count."""
-    rule = ConvTransposeAsConv()
-    todo = rule.pattern(g)
-    if not todo:
-        return 0
-    shapes = _value_shapes(g, opsets)
-    done = 0
-    for ct in todo:
-        got = rule.check(g, ct, shapes)
-        if got is not None:
-            rule.rewrite(g, got)
-            done += 1
-    return done
-
-
 def _value_shapes(g: _Graph, opsets: list[Any]) -> dict[str, list[Any]]:
     """Every value's shape as ONNX shape inference gives it (dims as ints, or names where unknown); empty where
     the inference fails."""
@@ -1250,7 +1240,7 @@ def fuse_qdq(model: Any, log: Callable[[str], None] | None = None) -> FusionRepo
             report.uint8 += len(unit[0])
     g.index()
     report.transpose_biases = _apply_where(ConvTransposeBias(), g)
-    report.transposed_convs = _apply_transposed(g, list(model.opset_import))
+    report.transposed_convs = _apply_where(ConvTransposeAsConv(list(model.opset_import)), g)
     report.convs = _apply(ConvRequantize(), g, report)
     report.adds = _apply(AddRequantize(), g, report)
     report.hard_swish = _apply(HardSwishRequantize(), g, report)

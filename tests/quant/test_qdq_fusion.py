@@ -725,7 +725,7 @@ def test_conv_transpose_bias_add_becomes_its_bias(tmp_path: Path, monkeypatch: p
              helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])]
     original = _model("ct", nodes, vals, [1, c, 8, 8], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                                                    [1, c, 16, 16])])
-    monkeypatch.setattr(qf.ConvTransposeAsConv, "check", lambda self, g, ct, shapes: None)  # keep it transposed
+    monkeypatch.setattr(qf.ConvTransposeAsConv, "check", lambda self, g, ct: None)  # keep it transposed
     fused, report = _fused(original)
     assert report.transpose_biases == 1, report
     kinds = _kinds(fused)
