@@ -12,7 +12,7 @@ with concrete input shapes, `export-onnx` with the program's shapes (dynamic bat
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import OpDesc, VarDesc
 from pdlite.errors import PdliteError
-from pdlite.nnadapter.qdq_fusion import fuse_qdq
+from pdlite.nnadapter.qdq_fusion import fuse_for_onnxruntime
 from pdlite.nnadapter.qdq_openvino import float_thin_deconv_weights
 from pdlite.nnadapter.registry import CONVERTERS, ConversionError
 from pdlite.operators.registry import OPS, ShapeContext
@@ -39,9 +39,10 @@ FOLD_MAX_ELEMENTS = 4096
 # ONNX Runtime's CPU provider makes QLinearConv only where a conv's output is quantized right after it
 # (qdq_fusion.py); OpenVINO already runs Paddle's QDQ layout in int8 and was slower with that rewrite
 # (0.6x-0.95x the speed without them on mobilenet_v1/v2, resnet18): it gets the device-neutral model but for
-# ConvTransposes of few output channels, which it runs faster in fp32 (qdq_openvino.py).
-DEVICE_REWRITES: dict[str, tuple[Callable[[Any], Any], ...]] = {"onnxruntime": (fuse_qdq,),
-                                                                "intel_openvino": (float_thin_deconv_weights,)}
+# ConvTransposes of few output channels, which it runs faster in fp32 (qdq_openvino.py). Each rewrite is called
+# with the model and the device's context properties.
+DEVICE_REWRITES: dict[str, tuple[Callable[[Any, Mapping[str, str]], Any], ...]] = {
+    "onnxruntime": (fuse_for_onnxruntime,), "intel_openvino": (float_thin_deconv_weights,)}
 
 Shape = tuple[int, ...]
 
@@ -327,12 +328,13 @@ def _value_info(onnx_mod: Any, name: str, dtype: np.dtype | None, shape: Shape |
 
 def convert_ops(ops: Sequence[OpDesc], inputs: Sequence[GraphInput], outputs: Sequence[str],
                 info: TensorInfo, vars_: dict[str, VarDesc], *, graph_name: str = "pdlite",
-                dynamic_dim_names: Sequence[str] = (), device: str | None = None) -> Any:
+                dynamic_dim_names: Sequence[str] = (), device: str | None = None,
+                properties: Mapping[str, str] | None = None) -> Any:
     """An ONNX ModelProto computing `outputs` from `inputs` with `ops` (in topological order).
 
     `info` holds the params (values) and declared shapes; it is updated with inferred shapes.
     `device`: the NNAdapter device the model is for; its DEVICE_REWRITES are applied (None: the
-    device-neutral model, as `export-onnx` writes it).
+    device-neutral model, as `export-onnx` writes it), given the device's context `properties`.
     Raises ConversionError naming the first op that cannot be converted and why.
     """
     onnx = require_onnx()
@@ -390,7 +392,7 @@ def convert_ops(ops: Sequence[OpDesc], inputs: Sequence[GraphInput], outputs: Se
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
                                    producer_name="pdlite", ir_version=IR_VERSION)
     for rewrite in DEVICE_REWRITES.get(device or "", ()):
-        rewrite(model)
+        rewrite(model, properties or {})
     return model
 
 

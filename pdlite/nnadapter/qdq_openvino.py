@@ -13,6 +13,7 @@ device's int8 kernel differed from that by its int32 accumulation only).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -22,10 +23,11 @@ from pdlite.nnadapter.qdq_fusion import _attr, _Graph
 THIN_CHANNELS = 16  # output channels below which a ConvTranspose's weights stay float
 
 
-def float_thin_deconv_weights(model: Any) -> int:
+def float_thin_deconv_weights(model: Any, properties: Mapping[str, str] | None = None) -> int:
     """In place on an ONNX model: each ConvTranspose with fewer than THIN_CHANNELS output channels whose weights
     are DequantizeLinear(int8 initializer, constant scale[, zero point]) reads their float values instead (the
-    DequantizeLinear dropped when nothing else reads it). Returns how many were rewritten."""
+    DequantizeLinear dropped when nothing else reads it). Returns how many were rewritten. (`properties`: the
+    device's context properties, as convert.DEVICE_REWRITES pass them; none changes this rewrite.)"""
     g = _Graph(model.graph)
     done = 0
     for node in g.nodes:

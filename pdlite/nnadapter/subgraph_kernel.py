@@ -208,7 +208,8 @@ class SubgraphKernel(Kernel):
         info = TensorInfo.from_vars(self.block.vars, params)
         inputs = [GraphInput(n, tuple(a.shape), np.dtype(a.dtype)) for n, a in zip(self.data_names, data)]
         return convert_ops(self.block.ops, inputs, self.out_names, info, self.block.vars,
-                           graph_name=f"pdlite_subgraph_{self.block.idx}", device=self.device)
+                           graph_name=f"pdlite_subgraph_{self.block.idx}", device=self.device,
+                           properties=self.options.properties if self.options is not None else None)
 
     def _compile(self, vals: list[Any], data: list[Any]) -> Any:
         from pdlite.nnadapter.registry import get_driver

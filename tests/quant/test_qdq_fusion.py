@@ -102,10 +102,11 @@ def _ops(path: Path) -> Counter[str]:
     return _kinds(onnx.load(str(path)))
 
 
-def _fused(original: Any) -> tuple[Any, Any]:
-    """A copy of `original` rewritten by fuse_qdq (the original left as it is), and fuse_qdq's report."""
+def _fused(original: Any, full_range: bool = False) -> tuple[Any, Any]:
+    """A copy of `original` rewritten by fuse_qdq (the original left as it is), and fuse_qdq's report. Rule 1b
+    (`full_range`) moves values to a finer grid, so the tests of the rules that keep Paddle's numbers go without it."""
     fused = onnx.load_from_string(original.SerializeToString())
-    return fused, fuse_qdq(fused)
+    return fused, fuse_qdq(fused, full_range=full_range)
 
 
 def _kinds(model: Any) -> Counter[str]:
@@ -164,6 +165,58 @@ def test_gate_conv_with_hard_sigmoid_becomes_qlinearconv_with_the_same_numbers(t
     ref = _same_codes(original, fused, rng.normal(0, 1.5, (2, 4, 16, 16)).astype(np.float32), 1 / 127,
                       tmp_path / "o.onnx")
     assert ref.min() == 0 and ref.max() == 1 and np.ptp(ref) > 0.5  # both clips of the hard sigmoid acted
+
+
+def _with_init(model: Any, name: str, value: np.ndarray) -> Any:
+    """`model` with initializer `name` set to `value`."""
+    old = next(i for i in model.graph.initializer if i.name == name)
+    model.graph.initializer.remove(old)
+    model.graph.initializer.append(_init(name, value))
+    return model
+
+
+@pytest.mark.parametrize("so", [0.025, 0.06], ids=["top_127s", "top_6"])
+def test_never_negative_value_is_quantized_on_the_full_uint8_range(so: float, tmp_path: Path) -> None:
+    """Rule 1b: the relu6 chain's output quantizer Q(s, 128) becomes Q(top / 255, 0), top = min(6, 127 s): no Clip
+    of the codes is left (uint8 saturation clamps), ORT runs one QLinearConv, and the output is the exact relu6
+    value quantized on that grid (its codes equal on >= 99% of the elements, all within one step: the int32 bias
+    rounding moves values on a rounding edge only), with more distinct levels than Paddle's grid gives."""
+    rng = np.random.default_rng(0)
+    original = _with_init(_chain(rng), "so", np.float32(so))
+    fused, report = _fused(original, full_range=True)
+    assert (report.full_range, report.convs, report.refused) == (1, 1, {}), report
+    assert _kinds(fused)["Clip"] == 0, _kinds(fused)
+    onnx.checker.check_model(fused, full_check=True)
+    exact = onnx.load_from_string(original.SerializeToString())  # the float value before the output quantizer
+    del exact.graph.node[-2:]
+    del exact.graph.output[:]
+    exact.graph.output.append(helper.make_tensor_value_info("mp", TensorProto.FLOAT, [2, 6, 8, 8]))
+    x = rng.normal(0, 1.2, (2, 4, 16, 16)).astype(np.float32)
+    got = _session(fused, tmp_path / "o.onnx").run(None, {"x": x})[0]
+    assert _ops(tmp_path / "o.onnx")["QLinearConv"] == 1 and _ops(tmp_path / "o.onnx")["Clip"] == 0
+    v = _session(exact).run(None, {"x": x})[0]
+    top = min(6.0, 127 * so)
+    step = np.float32(top / 255)
+    want = np.clip(np.rint(v / step), 0, 255) * step
+    off = np.abs(got - want) / step
+    assert off.max() <= 1 + 1e-4 and (off < 1e-3).mean() >= 0.99, (off.max(), (off < 1e-3).mean())
+    assert abs(got.max() - top) < 1e-5 and got.min() == 0  # both clamps acted, by saturation
+    ref = _session(original).run(None, {"x": x})[0]
+    assert len(np.unique(got)) > len(np.unique(ref))
+
+
+def test_full_range_leaves_values_that_may_be_negative_and_follows_the_property() -> None:
+    """Rule 1b leaves a quantizer alone where the value may be negative (a Clip from -1; x itself), and runs on
+    onnxruntime unless ONNXRUNTIME_INT8_GRID=paddle; another value is refused with a ConfigError naming it."""
+    from pdlite.errors import ConfigError
+    from pdlite.nnadapter.qdq_fusion import INT8_GRID, fuse_for_onnxruntime
+
+    below = _with_init(_chain(np.random.default_rng(0)), "lo", np.float32(-1))
+    assert fuse_qdq(below).full_range == 0
+    assert fuse_for_onnxruntime(_chain(np.random.default_rng(0))).full_range == 1
+    assert fuse_for_onnxruntime(_chain(np.random.default_rng(0)), {INT8_GRID: "paddle"}).full_range == 0
+    with pytest.raises(ConfigError, match="ONNXRUNTIME_INT8_GRID='coarse'"):
+        fuse_for_onnxruntime(_chain(np.random.default_rng(0)), {INT8_GRID: "coarse"})
 
 
 def test_refusals_name_the_reason() -> None:
@@ -227,8 +280,10 @@ def test_add_read_in_float_stays_float() -> None:
     assert report.adds == 0 and report.refused == {"add result read by float ops": 1}
 
 
-def _convert(model_dir: Path, device: str | None, ins: dict[str, np.ndarray]) -> Any:
-    """The whole program (feed/fetch removed) converted as the subgraph kernel does, for `device`."""
+def _convert(model_dir: Path, device: str | None, ins: dict[str, np.ndarray],
+             properties: dict[str, str] | None = None) -> Any:
+    """The whole program (feed/fetch removed) converted as the subgraph kernel does, for `device` with its context
+    `properties`."""
     from pdlite.model_parser.loader import load_model
     from pdlite.nnadapter.convert import GraphInput, TensorInfo, convert_ops
 
@@ -238,7 +293,7 @@ def _convert(model_dir: Path, device: str | None, ins: dict[str, np.ndarray]) ->
     info = TensorInfo.from_vars(block.vars, params)
     inputs = [GraphInput(n, ins[n].shape, ins[n].dtype) for n in m.program.feed_names()]
     ops = [op for op in block.ops if op.type not in ("feed", "fetch")]
-    return convert_ops(ops, inputs, m.program.fetch_names(), info, block.vars, device=device)
+    return convert_ops(ops, inputs, m.program.fetch_names(), info, block.vars, device=device, properties=properties)
 
 
 # (convs requantized, float 1x1 convs as matmuls); the others stay float where Paddle's program puts a
@@ -253,15 +308,18 @@ ADDS = {"ptq_res_qdq": 1}
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_fixture_on_onnxruntime_runs_qlinearconv_within_tolerance(name: str, tmp_path: Path) -> None:
+    """On Paddle's grid (ONNXRUNTIME_INT8_GRID=paddle), so the outputs are held to the simulation's numbers; the
+    default full grid's are checked in tests/quant/test_quant_devices.py."""
+    from pdlite.nnadapter.qdq_fusion import INT8_GRID
     from pdlite.nnadapter.registry import get_driver
     from pdlite.registries import load_registries
 
     ins, ref, _ = case(ROOT / name)
     neutral = _convert(ROOT / name, None, ins)
     assert not any(n.op_type == "QuantizeLinear" and n.input[2].startswith("_qdq") for n in neutral.graph.node)
-    report = fuse_qdq(neutral)
+    report = fuse_qdq(neutral, full_range=False)
     assert (report.convs, report.matmuls, report.adds) == (*FIXTURES[name], ADDS.get(name, 0)), report
-    model = _convert(ROOT / name, "onnxruntime", ins)  # convert_ops applies the rewrite for this device
+    model = _convert(ROOT / name, "onnxruntime", ins, {INT8_GRID: "paddle"})  # convert_ops applies the rewrite
     assert _kinds(model) == _kinds(neutral)
     load_registries()
     driver = get_driver("onnxruntime")()
@@ -284,8 +342,10 @@ def test_openvino_gets_the_device_neutral_model() -> None:
     """OpenVINO already runs Paddle's QDQ layout in int8 and was slower with the rewrite (BENCHMARKS.md); its own
     rewrite (qdq_openvino.py) only gives thin ConvTransposes float weights."""
     from pdlite.nnadapter.convert import DEVICE_REWRITES
+    from pdlite.nnadapter.qdq_fusion import fuse_for_onnxruntime
 
-    assert fuse_qdq in DEVICE_REWRITES["onnxruntime"] and fuse_qdq not in DEVICE_REWRITES["intel_openvino"]
+    assert DEVICE_REWRITES["onnxruntime"] == (fuse_for_onnxruntime,)
+    assert fuse_for_onnxruntime not in DEVICE_REWRITES["intel_openvino"]
 
 
 def test_predictor_on_onnxruntime_runs_qlinearconv(tmp_path: Path) -> None:
