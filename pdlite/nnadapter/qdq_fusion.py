@@ -4,7 +4,7 @@ QLinearConv (DQ(x) -> Conv(DQ(w), DQ(bias int32)) -> Q), while computing the sam
 
 Paddle's QDQ programs quantize op inputs only: ``DQ(x) -> conv(DQ(w)) -> batch_norm -> [relu|relu6] ->
 [max pool] -> Q(s_out) -> DQ -> next conv``. ORT runs that as a float conv behind dequantizing nodes (slower
-than fp32). The rewrites, in order, all exact in real numbers but rules 2c and 2d (and rule 2 on near-dead
+than fp32). The rewrites, in order, all exact in real numbers but rules 1b, 2c and 2d (and rule 2 on near-dead
 channels, within 1e-3 of an output step):
 
 0. ``MergeQuantizers``: quantizers of the same value with the same constant scale and zero point (Paddle
@@ -14,6 +14,12 @@ channels, within 1e-3 of an output step):
    q8 = clip(round(x / s), -128, 127), q_u8 = clip(round(x / s) + 128, 0, 255) = q8 + 128, so
    DQ gives (q_u8 - 128) * s = q8 * s: the same values. (ORT's x86 QDQ fusions take uint8 activations
    with int8 weights; int8 activations are fused on ARM only.)
+1b. ``FullRangeQuantizers`` (ONNX Runtime's default, context property ONNXRUNTIME_INT8_GRID=full; not exact):
+   the uint8 quantizer ``Q(v, s, 128)`` of a value v that is never negative (produced by Relu, a Clip from 0 or
+   more, HardSigmoid, through max pools / nearest resizes) and read only by DequantizeLinear becomes
+   ``Q(v, top / 255, 0)``, top = min(v's upper bound, 127 s), its readers likewise: Paddle's range [0, top] on a
+   twice finer grid, whose ends are uint8's, so rule 2 leaves no Clip of the codes after a requantized relu /
+   relu6 conv. Each value moves by at most s / 2 + top / 510 from Paddle's (half a step of each grid).
 2. ``ConvRequantize``: ``DQ(x_u8) -> Conv(DQ(w8, s_w), b) -> [BatchNormalization | Add(c) | Sub(c) | Mul(m)]*
    -> [HardSigmoid] -> [Relu | Clip(lo, hi) | Max(lo) | Min(hi) | MaxPool | nearest Resize]* -> Q(s_out)`` becomes
    ``Conv(DQ(x_u8), DQ(w8', s_w'), DQ(b32, s_x * s_w')) -> Q(s_out) -> [Clip | MaxPool | Resize]* (uint8)``:
@@ -67,7 +73,8 @@ channels, within 1e-3 of an output step):
 
 What stays different from Paddle's fp32 simulation is what was already there (ties to even, one float
 rounding of the scales) plus the bias rounding and the float order of the requantization and of the integer
-matmuls, and rules 2c / 2d's 8-bit hard sigmoid and gate: an activation on a rounding edge may move one step
+matmuls, rule 1b's finer grid (ONNXRUNTIME_INT8_GRID=paddle leaves it out), and rules 2c / 2d's 8-bit hard
+sigmoid and gate: an activation on a rounding edge may move one step
 (after rules 2c and 2d, any hard_swish or gated output), covered by the device tests' tolerance
 (tests/quant/test_quant_devices.py). The rewrites are for ONNX Runtime only (convert.DEVICE_REWRITES):
 OpenVINO already runs Paddle's layout in int8 and was slower with them.
