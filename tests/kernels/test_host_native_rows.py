@@ -101,6 +101,26 @@ def test_softmax_special_values():
     assert got["Out"][0][1, 0] == 0.0 and got["Out"][0][4, 0] == 0.0
 
 
+@pytest.mark.parametrize("cols", [16, 32, 37, 1000])
+def test_softmax_special_values_in_rows_of_whole_vectors(cols: int):
+    """Rows of 16 columns or more take the vector form (whole 16-column chunks, then the rest): a NaN in the first
+    chunk, a later chunk or the rest poisons its row (the vector max may pass over it; its exp reaches the sum),
+    -inf entries get 0, a row of -inf or with +inf is NaN, as in NumPy."""
+    x = rand(8, cols, seed=cols, scale=5.0)
+    x[0, 0] = np.nan
+    x[1, cols - 1] = np.nan
+    x[2, min(20, cols - 1)] = np.nan
+    x[3, 3] = -np.inf
+    x[4, :] = -np.inf
+    x[5, cols // 2] = np.inf
+    with np.errstate(invalid="ignore"):
+        got, ref = run_both("softmax", {"X": x}, {"axis": -1}, {"Out": 1})
+    out = got["Out"][0]
+    check(out, ref["Out"][0], f"softmax special values, {cols} columns")
+    assert np.isnan(out[[0, 1, 2, 4, 5]]).all() and not np.isnan(out[[3, 6, 7]]).any()
+    assert out[3, 3] == 0.0 and abs(float(out[6].sum()) - 1) < 1e-5
+
+
 def test_gelu_native_over_its_range():
     """The native gelu (fc's and the fused convs' epilogue) against the NumPy gelu and float64 maths, at every
     branch point of erf's polynomials, far out and at the special values."""
