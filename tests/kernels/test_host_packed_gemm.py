@@ -142,6 +142,24 @@ def test_packed_conv_checks_buffers():
                             0, native.NO_PARAMS)
 
 
+@pytest.mark.parametrize("xs,ws,attrs,form", [
+    ((1, 384, 14, 14), (64, 384, 1, 1), {}, "wide"),  # 1x1 on 14x14: tiles of 48 columns 82% full, read in place
+    ((1, 96, 14, 14), (576, 96, 1, 1), {}, None),  # ... a short reduction on 5 tiles: the BLAS splits it better
+    ((4, 96, 14, 14), (576, 96, 1, 1), {}, "wide"),  # ... on 20 tiles (batch 4)
+    ((1, 512, 14, 14), (512, 512, 1, 1), {}, "small"),  # large: the small form's 64-channel panels are full
+    ((4, 960, 7, 7), (160, 960, 1, 1), {}, "small"),  # 7x7: tiles of 48 columns half empty
+    ((1, 256, 14, 14), (256, 256, 3, 3), dict(paddings=[1, 1]), "small"),  # 3x3: columns gathered either way
+    ((1, 32, 56, 56), (64, 32, 1, 1), {}, "wide"),  # a larger map
+])
+def test_packed_form_choice(xs, ws, attrs, form):
+    """Which packed form (native_src/packed_gemm.c) the conv kernel gives a conv, on AVX-512 (Conv2d.packed's
+    rule, measured on one Xeon core: its docstring)."""
+    if not native.packed_gemm_fast():
+        pytest.skip("the packed forms run on AVX-512 only")
+    g = conv2d_geometry({**OPS["conv2d"].defaults, **attrs}, xs, ws)
+    assert conv_module.Conv2d.packed(g, "mm") == form
+
+
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 64, 7, 7), (96, 64, 3, 3), dict(paddings=[1, 1])),  # 3x3 on a 7x7 map, batch 1 (no Winograd: too few tiles)
     ((2, 128, 14, 14), (64, 128, 1, 1), {}),  # 1x1 on 14x14

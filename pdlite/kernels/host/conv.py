@@ -318,11 +318,27 @@ class Conv2d(Kernel):
         convs on 7x7 maps, 1.26x on MobileNetV1's 1024x1024 1x1 on 7x7, 1.09x on 256x128x3x3 stride 2 to 14x14;
         wide 1.07x to 1.29x on MobileNet's 1x1 convs on 28x28 to 112x112 maps, 1.08x on ResNet18's 7x7 stride-2
         stem and its 3x3 stride-2 conv to 28x28, 1.10x on MobileNet's 3x3 stride-2 stem; 0.9x with fewer outputs
-        and a short reduction (16 x 32)."""
+        and a short reduction (16 x 32).
+        A 1x1 stride-1 conv on a map of at most 256 outputs whose tiles of 48 columns are at least 80% filled
+        (14x14: 196 of 240; not 7x7: 49 of 96) takes the wide form too unless it is large (outputs x reduction >=
+        2^17, MobileNetV1's 512x512): it reads the image in place, where the small form packs its columns and its
+        64-channel panels run half empty on 96 outputs. One Xeon (Emerald Rapids) core, batch 4 (batch 1): 384 -> 64
+        0.26 against 0.36 ms (0.063 / 0.086), 576 -> 96 0.57 / 0.64, 96 -> 576 0.56 / 0.64, 64 -> 384 0.26 against
+        0.29 on the BLAS path (its reduction is under 128), 256 -> 256 0.66 / 0.69; 512 -> 512 2.7 against 2.5 (0.89 /
+        0.58), so it stays small; 3x3 convs on 14x14 maps are faster small (their columns gathered either way). A
+        reduction under 128 stays on the BLAS path with fewer than 8 tiles in all (batch 1 on 14x14: 5): at 2 threads
+        the BLAS split it better (64 -> 384 at batch 1: 0.042 against 0.057 ms)."""
         if kind != "mm" or not native.packed_gemm_fast():
             return None
         depth = g.c * g.kh * g.kw
-        if g.oh * g.ow <= 256:
+        size = g.oh * g.ow
+        if size <= 256:
+            pointwise = g.kh == g.kw == 1 and g.sh == g.sw == 1 and g.pads == (0, 0, 0, 0)
+            tile = native.FC_TILE  # the wide form's columns per tile (PW_NR), as packed fc's
+            tiles = -(-size // tile)
+            if (pointwise and size / (tiles * tile) >= 0.8 and g.oc * depth < 2**17 and g.oc >= 32
+                    and (depth >= 128 or g.n * tiles >= 8)):
+                return "wide"
             return "small" if depth >= 128 and g.oc >= 32 else None
         return "wide" if g.oc >= 32 or depth >= 128 else None
 
