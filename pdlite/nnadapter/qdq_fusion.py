@@ -265,8 +265,8 @@ class FusionReport:
 
     @property
     def modified(self) -> bool:
-        return bool(self.uint8 or self.merged or self.full_range or self.convs or self.adds or self.hard_swish or self.gates
-                    or self.matmuls or self.float_weights or self.stems or self.transpose_biases
+        return bool(self.uint8 or self.merged or self.full_range or self.convs or self.adds or self.hard_swish
+                    or self.gates or self.matmuls or self.float_weights or self.stems or self.transpose_biases
                     or self.transposed_convs)
 
     def refuse(self, why: str) -> None:

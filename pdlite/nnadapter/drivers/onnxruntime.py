@@ -36,6 +36,7 @@ import numpy as np
 
 from pdlite.errors import ConfigError
 from pdlite.nnadapter.drivers.base import Driver, int_property
+from pdlite.nnadapter.qdq_fusion import INT8_GRID
 from pdlite.nnadapter.registry import register_driver
 
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
@@ -76,8 +77,8 @@ class OnnxRuntimeDriver(Driver):
         "ONNXRUNTIME_INTER_OP_NUM_THREADS": "threads across ops (default: ONNX Runtime's choice)",
         "ONNXRUNTIME_EXECUTION_PROVIDERS": "comma-separated providers (default: CUDA if available, then CPU)",
         "ONNXRUNTIME_GRAPH_OPTIMIZATION_LEVEL": "disable, basic, extended or all (default all)",
-        "ONNXRUNTIME_INT8_GRID": "full (default: int8 models' relu outputs on the whole uint8 range, a finer grid "
-                                 "than Paddle's, no clamps) or paddle (Paddle's int8 grid)",
+        INT8_GRID: "full (default: int8 models' relu outputs on the whole uint8 range, a finer grid than Paddle's, "
+                   "no clamps) or paddle (Paddle's int8 grid)",
         "ONNXRUNTIME_SPINNING": "short (default: pool threads spin at most 300 us waiting for work, then sleep), "
                                 "run (they stop when a run ends), always (ONNX Runtime's default: they keep "
                                 "spinning after it) or off",
