@@ -562,7 +562,7 @@ class FullRangeQuantizers:
     range [0, top], on a grid twice as fine. Then uint8 saturation does the clamp, so the conv's requantized
     output needs no Clip of its codes after it (rule 2 drops clamps to [0, 255]; MobileNetV2's 35 relu6 Clips
     are 8% of its int8 run on ONNX Runtime). Not Paddle's grid: each value moves by at most half a step of each
-    grid (s / 2 + top / 510) from Paddle's simulation, and lies closer to the float model's on average."""
+    grid (s / 2 + top / 510) from Paddle's simulation, and its own rounding error is half as large."""
 
     def pattern(self, g: _Graph) -> Iterable[Any]:
         return [n for n in g.nodes if n.op_type == "QuantizeLinear"]

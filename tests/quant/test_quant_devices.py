@@ -73,15 +73,19 @@ def test_quantized_model_on_device(model: str, device: str) -> None:
 # give the same), so it is left out
 WITH_FP32 = ["ptq_cnn_fake", "ptq_cnn_qdq", "ptq_det_fake", "ptq_det_qdq", "ptq_ppocr_det_qdq", "ptq_rec_qdq",
              "ptq_res_qdq"]
-FULL_GRID_REL = 3e-2  # of max|simulation|: each activation within s / 2 + s' / 2 of Paddle's grid (s' ~ s / 2)
-FULL_GRID_MEAN = 1.25  # mean |full grid - fp32| <= this * mean |simulation - fp32| (one input per fixture)
+# of max|simulation|: each activation within s / 2 + s' / 2 of Paddle's grid (s' ~ s / 2); measured up to 2.45e-2
+# (ptq_det_qdq), the margin for another CPU's int8 kernels (a grid twice too coarse: 4.7e-2)
+FULL_GRID_REL = 3.5e-2
+# mean |full grid - fp32| <= this * mean |simulation - fp32| (one input per fixture): measured 0.85 .. 1.18 (a grid
+# twice too coarse: 1.53 on ptq_res_qdq); the exact codes are checked on synthetic chains in test_qdq_fusion.py
+FULL_GRID_MEAN = 1.4
 
 
 @pytest.mark.parametrize("model", WITH_FP32)
 def test_full_grid_on_onnxruntime_stays_as_close_to_fp32(model: str) -> None:
     """onnxruntime's default int8 grid (ONNXRUNTIME_INT8_GRID=full) quantizes relu outputs on all 256 uint8 codes,
     a finer grid than Paddle's, so its outputs leave the simulation's (by at most FULL_GRID_REL of its range
-    here: measured 0.2e-2 .. 2.5e-2) but not the fp32 model's: the mean error against the fp32 outputs is at
+    here: measured 0.2e-2 .. 2.45e-2) but not the fp32 model's: the mean error against the fp32 outputs is at
     most FULL_GRID_MEAN times the simulation's (measured 0.85x .. 1.18x), and classifiers keep the fp32 model's
     top-1 on at least as many samples as the simulation does."""
     ins, ref, z = case(ROOT / model)
