@@ -95,9 +95,9 @@ typedef struct {
 
 /* a row of 16 or more columns: its whole 16-column chunks in vectors (the per-row work of the lane arrays, spilled
  * to the stack for the max and the sum, and a branch per element of the max, was most of a short row's time:
- * attention's 32 columns), the rest one by one. The same operations in the same order as sm_task_impl's scalar
- * form (max is exact; the sum per lane over the chunks, the same tree, then the rest), so the same bits; a row
- * holding a NaN is all NaN in both. */
+ * attention's 32 columns), the rest one by one. The max is exact in any order; the sum is row_sum's (per lane over
+ * the chunks, lanes_sum's tree, then the rest), so the same bits as the lane-array form it replaced; a row holding
+ * a NaN is all NaN. */
 PD_INLINE void sm_row(const float *x, float *y, isz n) {
     const isz nb = n - n % 16;
     pd_v16 mv, v;
@@ -130,18 +130,11 @@ PD_INLINE void sm_task_impl(void *vctx, isz begin, isz end) {
         for (isz r = begin; r < end; r++) sm_row(a->x + r * n, a->y + r * n, n);
         return;
     }
-    for (isz r = begin; r < end; r++) {
+    for (isz r = begin; r < end; r++) { /* under 16 columns: no whole chunk (sm_row's tail) */
         const float *x = a->x + r * n;
         float *y = a->y + r * n;
-        float mx[PD_LANES];
-        for (int j = 0; j < PD_LANES; j++) mx[j] = -INFINITY;
-        isz i = 0;
-        for (; i + PD_LANES <= n; i += PD_LANES)
-            for (int j = 0; j < PD_LANES; j++) mx[j] = PD_MAXNAN(mx[j], x[i + j]);
-        for (int w = PD_LANES / 2; w > 0; w /= 2) /* a tree, as lanes_sum (max is exact: the same value) */
-            for (int j = 0; j < w; j++) mx[j] = PD_MAXNAN(mx[j], mx[j + w]);
-        float m = mx[0];
-        for (; i < n; i++) m = PD_MAXNAN(m, x[i]);
+        float m = -INFINITY;
+        for (isz i = 0; i < n; i++) m = PD_MAXNAN(m, x[i]);
         PD_SIMD for (isz k = 0; k < n; k++) y[k] = pd_expf(x[k] - m);
         const float inv = 1.0f / row_sum(y, n);
         PD_SIMD for (isz k = 0; k < n; k++) y[k] *= inv;
