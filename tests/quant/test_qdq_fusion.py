@@ -227,9 +227,7 @@ def test_refusals_name_the_reason() -> None:
     m = _chain(np.random.default_rng(2), w_min=-128)
     w8 = numpy_helper.to_array(next(i for i in m.graph.initializer if i.name == "w8")).copy()
     w8[1, 0, 0, 0] = -128  # channel 1 is sign-flipped by the batch norm: -(-128) is not int8
-    m.graph.initializer.remove(next(i for i in m.graph.initializer if i.name == "w8"))
-    m.graph.initializer.append(_init("w8", w8))
-    report = fuse_qdq(m)
+    report = fuse_qdq(_with_init(m, "w8", w8))
     assert report.convs == 0 and report.refused == {"weight holds -128 where batch norm flips the sign": 1}
 
 
