@@ -54,7 +54,9 @@ PADDLE_PASSES: dict[str, tuple[str, ...]] = {
     "conv_relu_mkldnn_fuse_pass": ("conv_activation_fuse_pass",),
     "conv_elementwise_add_act_fuse_pass": ("conv_activation_fuse_pass",),
     "elementwise_act_onednn_fuse_pass": ("elementwise_activation_fuse_pass",),
-    "scale_matmul_fuse_pass": ("scales_fuse_pass",),
+    "scale_matmul_fuse_pass": ("scales_fuse_pass", "fc_scale_fuse_pass"),
+    "matmul_scale_fuse_pass": ("fc_scale_fuse_pass",),
+    "matmul_v2_scale_fuse_pass": ("fc_scale_fuse_pass",),
     "memory_optimize_pass": ("memory_optimize_pass",),
 }
 

@@ -30,6 +30,8 @@ DEFAULT_PASSES: list[str] = [
     "elementwise_to_scale_pass",
     "scales_fuse_pass",
     "identity_scale_eliminate_pass",
+    "fc_scale_fuse_pass",  # s * fc(x), through reshapes / transposes (attention's q / sqrt(d)) -> fc of s * W
+    "fc_siblings_fuse_pass",  # fc ops reading one input (q / k / v) -> one wider fc + split
     "conv_scale_fuse_pass",
     "conv_residual_add_fuse_pass",  # before the activation fusions: conv + residual add (+ act) -> fused_conv2d
     "conv_activation_fuse_pass",

@@ -213,9 +213,28 @@ def test_elementwise_matches_host(op_type, shapes, axis):
     check(op_type, {"X": x, "Y": y}, attrs)
 
 
+@pytest.mark.parametrize("ins,attrs,parts", [
+    ({"X": rand(2, 3, 6)}, {"axis": -1, "num": 0, "sections": [3, 1, 2]}, 3),
+    ({"X": rand(2, 4, 5)}, {"axis": 1, "num": 2, "sections": []}, 2),
+    ({"X": rand(2, 4, 5), "AxisTensor": np.array([2], np.int32)}, {"axis": 0, "num": 0, "sections": [2, -1]}, 2),
+])
+def test_split_matches_host(ins, attrs, parts):
+    """split (several outputs): every part equal to the host kernel's (views of X: exact), and the FP16 variant's
+    on float16 X to the host's parts in float16."""
+    ref = run_op("split", ins, attrs, outs={"Out": parts})["Out"]
+    got = run_cuda("split", ins, attrs, (), outs={"Out": parts})["Out"]
+    half = run_cuda("split", {**ins, "X": ins["X"].astype(np.float16)}, attrs, (), outs={"Out": parts},
+                    precision=FP16)["Out"]
+    assert len(got) == len(ref) == len(half) == parts
+    for g, h, r in zip(got, half, ref):
+        assert g.shape == r.shape and g.dtype == r.dtype and h.dtype == np.float16
+        np.testing.assert_array_equal(g, r)
+        np.testing.assert_array_equal(h, r.astype(np.float16))
+
+
 def test_every_cuda_kernel_is_tested():
     tested = {c[0] for c in CASES} | {a for a, _ in ACTIVATION_CASES} | set(ELEMENTWISE) | set(FUSED_ELEMENTWISE)
-    tested |= {"io_copy", "calib"}  # test_io_copy_and_calib
+    tested |= {"io_copy", "calib", "split"}  # test_io_copy_and_calib, test_split_matches_host
     registered = {k.op_type for k, _ in KERNELS.items() if k.target == CUDA}
     assert registered - tested == set(), "CUDA kernels without a test here"
 
@@ -305,7 +324,7 @@ def test_fp16_elementwise_variants(op_type):
 def test_every_fp16_variant_is_value_checked():
     """Each op with an FP16 CUDA kernel is compared with the fp32 host kernel above (calib in its own test);
     integer-only elementwise ops (floordiv, mod) are value-checked in fp32 only, fp16 being meaningless for them."""
-    checked = {c[0] for c in FP16_CASES} | {a for a, _ in ACTIVATION_CASES} | set(FP16_ELEMENTWISE) | {"calib"}
+    checked = {c[0] for c in FP16_CASES} | {a for a, _ in ACTIVATION_CASES} | set(FP16_ELEMENTWISE) | {"calib", "split"}
     exempt = {t for t, rel in FP16_REL_BY_OP.items() if rel is None}
     missing = _fp16_types() - checked - exempt
     assert not missing, f"FP16 CUDA variants with no value check: {sorted(missing)}"

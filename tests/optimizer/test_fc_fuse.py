@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.optimizer.util import Builder, check_same, op_types, refusals, rewrites, with_passes
+from tests.conftest import SHARED
+from tests.optimizer.util import Builder, check_same, op_types, optimize, refusals, rewrites, run, with_passes
 
 RNG = np.random.default_rng(1)
 
@@ -88,3 +89,156 @@ def test_fc_refusals(case):
     assert "fc" not in op_types(res)
     if case != "no_bias_param":
         assert sum(refusals(res, "fc_fuse_pass").values()) >= 1
+
+
+def _siblings(n_cols: tuple[int, ...], acts: tuple[str, ...] | None = None, rows: tuple[int, ...] | None = None,
+              bias: bool = True, xshape: tuple[int, ...] = (2, 6, 8), k: int = 2) -> tuple[Builder, dict]:
+    """fc ops reading x (each with its W of rows[i] x n_cols[i] and act acts[i]), each output through a relu
+    and fetched; an extra reader of x (a scale) to keep x shared with another op."""
+    b = Builder()
+    x = b.feed("x", list(xshape))
+    for i, n in enumerate(n_cols):
+        r = rows[i] if rows else xshape[-1]
+        src = x if r == xshape[-1] else b.op("reshape2", {"X": x}, {"Out": f"x{i}"}, shape=[2, -1]).output("Out")
+        ins = {"Input": src, "W": b.param(f"w{i}", RNG.standard_normal((r, n)).astype(np.float32))}
+        if bias:
+            ins["Bias"] = b.param(f"b{i}", RNG.standard_normal(n).astype(np.float32))
+        b.op("fc", ins, {"Out": f"y{i}"}, in_num_col_dims=k if r == xshape[-1] else 1,
+             activation_type=acts[i] if acts else "")
+        b.op("relu", {"X": f"y{i}"}, {"Out": f"out{i}"})
+    b.op("scale", {"X": x}, {"Out": "s"}, scale=2.0, bias=0.0, bias_after_scale=True)
+    b.fetch(*(f"out{i}" for i in range(len(n_cols))), "s")
+    feeds = {"x": RNG.standard_normal(xshape).astype(np.float32)}
+    b.set_shapes(feeds)
+    return b, feeds
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fc_siblings_become_one_fc_and_a_split(bias):
+    """q / k / v-like fc ops on one input: one fc over [W0 W1 W2] (biases end to end) and a split of its last axis
+    into the old outputs, bit-equal on the native path (each column's sums as alone), else within 1e-6."""
+    b, feeds = _siblings((5, 7, 3), bias=bias)
+    ref, _ = run(b, feeds, with_passes("fc_fuse_pass"))
+    got, res = run(b, feeds, with_passes("fc_fuse_pass", "fc_siblings_fuse_pass"))
+    assert rewrites(res, "fc_siblings_fuse_pass") == 1
+    assert sorted(op_types(res)) == sorted(["fc", "split", "relu", "relu", "relu", "scale"])
+    (fc,) = [n for n in res.graph.op_nodes() if n.op.type == "fc"]
+    (split,) = [n for n in res.graph.op_nodes() if n.op.type == "split"]
+    w = res.ctx.params[fc.op.input("W")]
+    np.testing.assert_array_equal(w, np.concatenate([b.params[f"w{i}"] for i in range(3)], axis=1))
+    if bias:
+        np.testing.assert_array_equal(res.ctx.params[fc.op.input("Bias")],
+                                      np.concatenate([b.params[f"b{i}"] for i in range(3)]))
+    else:
+        assert fc.op.input("Bias") is None
+    assert split.op.attrs["axis"] == 2 and list(split.op.attrs["sections"]) == [5, 7, 3]
+    assert split.op.outputs["Out"] == ["y0", "y1", "y2"]
+    assert fc.op.attrs["in_num_col_dims"] == 2
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-6 * float(np.abs(r).max()))
+    res.graph.lint()
+
+
+def test_fc_siblings_group_by_attributes_and_rows():
+    """Only fc ops with the same attributes and W rows fuse: two relu fc's fuse, a plain one and one reading a
+    reshaped x (another input) stay."""
+    b, feeds = _siblings((4, 6, 5, 3), acts=("relu", "relu", "", ""), rows=(8, 8, 8, 48))
+    res = check_same(b, feeds, with_passes("fc_siblings_fuse_pass"), rel=1e-6)
+    assert rewrites(res, "fc_siblings_fuse_pass") == 1
+    fcs = [n for n in res.graph.op_nodes() if n.op.type == "fc"]
+    assert sorted(int(res.ctx.params[n.op.input("W")].shape[1]) for n in fcs) == [3, 5, 10]
+    (split,) = [n for n in res.graph.op_nodes() if n.op.type == "split"]
+    assert split.op.outputs["Out"] == ["y0", "y1"]
+
+
+def test_fc_sibling_refusals():
+    """A lone fc, and a W that is not a 2-D float32 param, are left alone (the latter counted as refused)."""
+    b, feeds = _siblings((4,))
+    res = check_same(b, feeds, with_passes("fc_siblings_fuse_pass"))
+    assert rewrites(res, "fc_siblings_fuse_pass") == 0 and "split" not in op_types(res)
+    b, feeds = _siblings((4, 5))
+    b.params["w1"] = b.params["w1"].astype(np.float64)
+    res = optimize(b, with_passes("fc_siblings_fuse_pass"))
+    assert rewrites(res, "fc_siblings_fuse_pass") == 0
+    assert refusals(res, "fc_siblings_fuse_pass") == {"W is not a 2-D float32 param": 1}
+
+
+def test_fc_siblings_on_the_transformer_encoder():
+    """The shared transformer_encoder's q / k / v projections (3 fc of 128 -> 128 per layer, 2 layers): two fused
+    fc's of 384 columns; the outputs within 1e-5 of Paddle's reference and, with the native kernels, bit-equal to
+    the program run without the pass (each column's sums as alone)."""
+    import pdlite.inference as pi
+    from pdlite.kernels.host import native
+
+    model = SHARED / "transformer_encoder"
+    case = np.load(model / "case.npz")
+    outs, types = [], []
+    for fuse in (True, False):
+        cfg = pi.Config(str(model / "inference.pdmodel"), str(model / "inference.pdiparams"))
+        if not fuse:
+            cfg.delete_pass("fc_siblings_fuse_pass")
+        pred = pi.create_predictor(cfg)
+        types.append([i.op.type for i in pred._lite._runtime.instructions])
+        for k in case.files:
+            if k.startswith("in:"):
+                pred.get_input_handle(k[3:]).copy_from_cpu(case[k])
+        pred.run()
+        outs.append({k: pred.get_output_handle(k[4:]).copy_to_cpu() for k in case.files if k.startswith("out:")})
+    assert types[0].count("split") == 2 and types[0].count("fc") == 2 * 4 + 1
+    assert types[1].count("split") == 0 and types[1].count("fc") == 2 * 6 + 1
+    for k, got in outs[0].items():
+        ref = case[k]
+        assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+        if native.gemm_available():
+            np.testing.assert_array_equal(got, outs[1][k])
+
+
+def _fc_then_scale(case: str) -> tuple[Builder, dict]:
+    """fc (x [2, 6, 8] @ W [8, 12] + b) -> reshape2 [2, 6, 3, 4] -> transpose2 -> scale 0.17 -> relu, fetched; the
+    variants of `case` break one condition of fc_scale_fuse_pass."""
+    b = Builder()
+    x = b.feed("x", [2, 6, 8])
+    w = b.param("w", RNG.standard_normal((8, 12)).astype(np.float32))
+    bias = b.param("b", RNG.standard_normal(12).astype(np.float32))
+    b.op("fc", {"Input": x, "W": w, "Bias": bias}, {"Out": "y"}, in_num_col_dims=2,
+         activation_type="relu" if case == "fc_act" else "")
+    src = "y"
+    if case != "direct":
+        b.op("reshape2", {"X": "y"}, {"Out": "r", "XShape": "r_xs"}, shape=[2, 6, 3, 4])
+        b.op("transpose2", {"X": "r"}, {"Out": "t", "XShape": "t_xs"}, axis=[0, 2, 1, 3])
+        src = "t"
+    b.op("scale", {"X": src}, {"Out": "s"}, scale=0.17, bias=0.5 if case == "bias" else 0.0, bias_after_scale=True)
+    b.op("relu", {"X": "s"}, {"Out": "out"})
+    b.fetch("out")
+    if case == "read_elsewhere":
+        b.fetch("r")
+    feeds = {"x": RNG.standard_normal((2, 6, 8)).astype(np.float32)}
+    b.set_shapes(feeds)
+    return b, feeds
+
+
+@pytest.mark.parametrize("case", ["layout_ops", "direct"])
+def test_fc_scale_folds_into_the_weights(case):
+    """s * fc(x), directly or through reshape2 / transpose2 (attention's q / sqrt(d)): the scale is gone, the fc
+    holds s * W and s * b (new params, the products in float64), outputs within 1e-6 of the unfused program."""
+    b, feeds = _fc_then_scale(case)
+    res = check_same(b, feeds, with_passes("fc_scale_fuse_pass"), rel=1e-6)
+    assert rewrites(res, "fc_scale_fuse_pass") == 1 and "scale" not in op_types(res)
+    (fc,) = [n for n in res.graph.op_nodes() if n.op.type == "fc"]
+    for slot, name in (("W", "w"), ("Bias", "b")):
+        want = (b.params[name].astype(np.float64) * 0.17).astype(np.float32)
+        np.testing.assert_array_equal(res.ctx.params[fc.op.input(slot)], want)
+    res.graph.lint()
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("bias", "the scale adds a bias"),
+    ("fc_act", "the fc has an activation"),
+    ("read_elsewhere", "the scale's input is read elsewhere, fetched or written in place"),
+])
+def test_fc_scale_refusals(case, reason):
+    b, feeds = _fc_then_scale(case)
+    res = check_same(b, feeds, with_passes("fc_scale_fuse_pass"), rel=1e-6)
+    assert rewrites(res, "fc_scale_fuse_pass") == 0 and "scale" in op_types(res)
+    assert refusals(res, "fc_scale_fuse_pass") == {reason: 1}

@@ -1,5 +1,5 @@
 """CUDA kernels of the shape and data-movement ops: reshape, flatten, transpose, squeeze/unsqueeze,
-concat, slice, softmax, shape and fill_constant.
+concat, split, slice, softmax, shape and fill_constant.
 
 Output shapes come from the op definitions' helpers (pdlite.operators.tensor), as on the host.
 Reshape-like kernels return views (tensors are never written in place); transpose makes a
@@ -96,6 +96,20 @@ class Concat(CudaKernel):
         except (T.ShapeError, RuntimeError) as e:
             raise KernelError(f"concat: inputs {[list(x.shape) for x in xs]} (axis={self.attrs.get('axis')}): "
                               f"{e}") from None
+
+
+@cuda_kernel("split", inputs={"AxisTensor": HOST_ANY, "SectionsTensorList": HOST_ANY})
+class Split(CudaKernel):
+    """Out: X cut along `axis` into `num` equal parts or `sections` (views of X), as on the host."""
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = self.tensor(ins, "X")
+        try:
+            axis, sizes = T.split_params(self.attrs, host_values(ins, "AxisTensor", "SectionsTensorList"),
+                                         tuple(x.shape))
+        except T.ShapeError as e:
+            raise KernelError(f"split: X {list(x.shape)}: {e}") from None
+        return {"Out": list(torch.split(x, sizes, dim=axis))}
 
 
 _SLICE_TENSORS = ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList")
