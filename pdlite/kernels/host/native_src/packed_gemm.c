@@ -67,17 +67,16 @@ typedef struct {
     act_t act;
 } pk_args;
 
-/* columns of (image, chunk, block of PK_KC rows) items [begin, end) into bp, PK_PB reduction rows at a time: their
- * columns gathered (or, 1x1 stride 1, read in place), then each tile's PK_PB x 7 floats written as one contiguous
- * run (a tile's rows are consecutive in bp). Written row by row, each row's 7 floats per tile went to addresses
- * K * 7 floats apart (a page or more): one Xeon (Emerald Rapids) core, batch 4, the packing of ResNet18's 128 ->
- * 256 3x3 stride 2 took 0.73 ms (a quarter of the conv), 256 -> 512 0.51 ms. */
+/* columns of (image, chunk, block of PK_KC rows) items [begin, end) into bp. 1x1 stride 1: PK_PB reduction rows at
+ * a time, read in place, each tile's PK_PB x 7 floats written as one contiguous run (a tile's rows are consecutive in
+ * bp; row by row, each row's 7 floats per tile went to addresses K * 7 floats apart): one Xeon (Emerald Rapids)
+ * core, batch 4, 512 -> 512 on 14x14 2.20 -> 2.07 ms, 1024 -> 1024 on 7x7 2.08 -> 1.96. Others: a row at a time,
+ * gathered into `row` (in blocks of 16 rows, ResNet18's 3x3 stride-2 convs measured 3-4% slower). */
 #define PK_PB 16
 PD_INLINE void pk_pack_task_impl(void *vctx, isz begin, isz end) {
     const pk_args *a = (const pk_args *)vctx;
     const conv_geo *g = &a->geo;
-    float rows[PK_PB * PK_CHUNK * PK_NR];
-    const float *src[PK_PB];
+    float row[PK_CHUNK * PK_NR];
     for (isz it = begin; it < end; it++) {
         const isz kb = it % a->kblocks, nc = it / a->kblocks, n = nc / a->chunks, t0 = (nc % a->chunks) * a->ctiles;
         const isz k1 = (kb + 1) * PK_KC < a->K ? (kb + 1) * PK_KC : a->K;
@@ -85,28 +84,41 @@ PD_INLINE void pk_pack_task_impl(void *vctx, isz begin, isz end) {
         const isz q0 = t0 * PK_NR, q1 = t1 * PK_NR < a->L ? t1 * PK_NR : a->L;
         const float *img = a->x + n * g->C * g->H * g->W;
         float *bp = a->bp + n * a->tiles * a->K * PK_NR;
-        for (isz k0 = kb * PK_KC; k0 < k1; k0 += PK_PB) {
-            const isz nk = k1 - k0 < PK_PB ? k1 - k0 : PK_PB;
-            for (isz r = 0; r < nk; r++) {
-                const isz k = k0 + r;
-                if (a->pointwise) {
-                    src[r] = img + k * a->L + q0;
-                } else {
-                    const isz kk = (k % g->C) * g->KH * g->KW + k / g->C; /* tap-major k as im2col's row (c, tap) */
-                    float *row = rows + r * (PK_CHUNK * PK_NR);
-                    im2col_block(g, img, kk, kk + 1, q0, q1, row, q1 - q0);
-                    src[r] = row;
+        if (a->pointwise) {
+            for (isz k0 = kb * PK_KC; k0 < k1; k0 += PK_PB) {
+                const isz nk = k1 - k0 < PK_PB ? k1 - k0 : PK_PB;
+                const float *src = img + k0 * a->L + q0; /* row k0 + r at src + r * L */
+                for (isz t = t0; t < t1; t++) {
+                    float *d = bp + (t * a->K + k0) * PK_NR;
+                    const isz qa = t * PK_NR - q0;
+                    if ((t + 1) * PK_NR <= q1) {
+                        for (isz r = 0; r < nk; r++)
+                            for (int j = 0; j < PK_NR; j++) d[r * PK_NR + j] = src[r * a->L + qa + j];
+                    } else {
+                        for (isz r = 0; r < nk; r++)
+                            for (int j = 0; j < PK_NR; j++)
+                                d[r * PK_NR + j] = qa + q0 + j < q1 ? src[r * a->L + qa + j] : 0.0f;
+                    }
                 }
             }
+            continue;
+        }
+        for (isz k = kb * PK_KC; k < k1; k++) {
+            const float *src;
+            if (a->pointwise) {
+                src = img + k * a->L + q0;
+            } else {
+                const isz kk = (k % g->C) * g->KH * g->KW + k / g->C; /* tap-major k as im2col's row (c, tap) */
+                im2col_block(g, img, kk, kk + 1, q0, q1, row, q1 - q0);
+                src = row;
+            }
             for (isz t = t0; t < t1; t++) {
-                float *d = bp + (t * a->K + k0) * PK_NR;
+                float *d = bp + (t * a->K + k) * PK_NR;
                 const isz qa = t * PK_NR - q0;
                 if ((t + 1) * PK_NR <= q1) {
-                    for (isz r = 0; r < nk; r++)
-                        for (int j = 0; j < PK_NR; j++) d[r * PK_NR + j] = src[r][qa + j];
+                    for (int j = 0; j < PK_NR; j++) d[j] = src[qa + j];
                 } else {
-                    for (isz r = 0; r < nk; r++)
-                        for (int j = 0; j < PK_NR; j++) d[r * PK_NR + j] = qa + q0 + j < q1 ? src[r][qa + j] : 0.0f;
+                    for (int j = 0; j < PK_NR; j++) d[j] = qa + q0 + j < q1 ? src[qa + j] : 0.0f;
                 }
             }
         }
