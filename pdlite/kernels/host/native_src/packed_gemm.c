@@ -281,19 +281,19 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
                  * 0.92x, 32 -> 64 on 112x112 0.95x (distances 4 and 8 within 1% of 6, 16 slower) */
 
 /* o[i*ldo + q] = act(sum_k a[k*8 + i] * b[k*48 + q] + bias[i] (+ res[i*ldo + q])) for i < rows, q < cols */
-PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o, isz ldo, isz rows, isz cols,
-                       const float *bias, const float *res, const act_t *act) {
+PD_INLINE void pw_tile(const int nv, isz kd, const float *a, const float *b, isz ldb, float *o, isz ldo, isz rows,
+                       isz cols, const float *bias, const float *res, const act_t *act) {
     pd_v16 acc[PW_MR][3];
     for (int i = 0; i < PW_MR; i++)
-        for (int v = 0; v < 3; v++) acc[i][v] = (pd_v16){0};
+        for (int v = 0; v < nv; v++) acc[i][v] = (pd_v16){0};
     for (isz k = 0; k < kd; k++) {
         pd_v16 bv[3];
         if (k + PW_PF < kd)
-            for (int v = 0; v < 3; v++) __builtin_prefetch(b + (k + PW_PF) * ldb + v * 16, 0, 3);
-        for (int v = 0; v < 3; v++) memcpy(&bv[v], b + k * ldb + v * 16, sizeof(pd_v16));
+            for (int v = 0; v < nv; v++) __builtin_prefetch(b + (k + PW_PF) * ldb + v * 16, 0, 3);
+        for (int v = 0; v < nv; v++) memcpy(&bv[v], b + k * ldb + v * 16, sizeof(pd_v16));
         for (int i = 0; i < PW_MR; i++) {
             const float ai = a[k * PW_MR + i];
-            for (int v = 0; v < 3; v++) acc[i][v] += bv[v] * ai;
+            for (int v = 0; v < nv; v++) acc[i][v] += bv[v] * ai;
         }
     }
     /* bias, relu and relu6 applied to the tile */
@@ -302,16 +302,16 @@ PD_INLINE void pw_tile(isz kd, const float *a, const float *b, isz ldb, float *o
         if (i >= rows) break;
         float *oi = o + i * ldo;
         if (res)
-            for (int v = 0; v < 3 && v * 16 < cols; v++)
+            for (int v = 0; v < nv && v * 16 < cols; v++)
                 bias_res_act_v16(&acc[i][v], bias ? bias[i] : 0.0f, bias != NULL, res + i * ldo + v * 16,
                                  cols - v * 16, act);
         else if (in_regs)
-            for (int v = 0; v < 3; v++) bias_act_v16(&acc[i][v], bias ? bias[i] : 0.0f, bias != NULL, act);
-        if (cols == PW_NR) {
-            for (int v = 0; v < 3; v++) memcpy(oi + v * 16, &acc[i][v], sizeof(pd_v16));
+            for (int v = 0; v < nv; v++) bias_act_v16(&acc[i][v], bias ? bias[i] : 0.0f, bias != NULL, act);
+        if (cols == nv * 16) {
+            for (int v = 0; v < nv; v++) memcpy(oi + v * 16, &acc[i][v], sizeof(pd_v16));
         } else {
             float t[PW_NR];
-            for (int v = 0; v < 3; v++) memcpy(t + v * 16, &acc[i][v], sizeof(pd_v16));
+            for (int v = 0; v < nv; v++) memcpy(t + v * 16, &acc[i][v], sizeof(pd_v16));
             memcpy(oi, t, (size_t)cols * sizeof(float));
         }
         if (!in_regs) bias_act_copy(oi, oi, cols, bias && !res ? bias[i] : 0.0f, bias != NULL && !res, act);
@@ -390,9 +390,16 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
                     for (isz i = 0; i < PW_MR; i++)
                         for (int l = 0; l < 3; l++) __builtin_prefetch(nx + i * a->L + l * 16, 1, 3);
                 const int packed_tail = a->pointwise && cols < PW_NR;
-                pw_tile(a->K, a->w + m0 * a->K, packed_tail ? buf : b0 + t * PW_NR, packed_tail ? PW_NR : ldb,
-                        o + t * PW_NR, a->L, rows, cols, a->bias ? a->bias + m0 : NULL,
-                        a->res ? a->res + (n * a->M + m0) * a->L + qa + t * PW_NR : NULL, &a->act);
+                const float *bt = packed_tail ? buf : b0 + t * PW_NR, *wt = a->w + m0 * a->K;
+                const isz lb = packed_tail ? PW_NR : ldb;
+                const float *bias = a->bias ? a->bias + m0 : NULL;
+                const float *res = a->res ? a->res + (n * a->M + m0) * a->L + qa + t * PW_NR : NULL;
+                /* a partial last tile on the vectors it needs (14x14: 4 columns on one vector, not three) */
+                switch ((cols + 15) / 16) {
+                case 1: pw_tile(1, a->K, wt, bt, lb, o + t * PW_NR, a->L, rows, cols, bias, res, &a->act); break;
+                case 2: pw_tile(2, a->K, wt, bt, lb, o + t * PW_NR, a->L, rows, cols, bias, res, &a->act); break;
+                default: pw_tile(3, a->K, wt, bt, lb, o + t * PW_NR, a->L, rows, cols, bias, res, &a->act); break;
+                }
             }
         }
     }
