@@ -150,6 +150,8 @@ def test_packed_conv_checks_buffers():
     ((4, 960, 7, 7), (160, 960, 1, 1), {}, "small"),  # 7x7: tiles of 48 columns half empty
     ((1, 256, 14, 14), (256, 256, 3, 3), dict(paddings=[1, 1]), "small"),  # 3x3: columns gathered either way
     ((1, 32, 56, 56), (64, 32, 1, 1), {}, "wide"),  # a larger map
+    ((4, 32, 112, 112), (16, 32, 1, 1), {}, "wide"),  # ... 16 outputs and a short reduction (MobileNetV2's 32 -> 16)
+    ((4, 32, 112, 112), (8, 32, 1, 1), {}, None),  # ... 8 outputs: the BLAS
 ])
 def test_packed_form_choice(xs, ws, attrs, form):
     """Which packed form (native_src/packed_gemm.c) the conv kernel gives a conv, on AVX-512 (Conv2d.packed's

@@ -313,8 +313,10 @@ class Conv2d(Kernel):
         """Which form of the native packed-weights GEMM (native_src/packed_gemm.c) takes this conv, if any (AVX-512
         only, one group). "small": at most 256 outputs per channel and image (a BLAS vectorised along them wastes
         much of its tiles on 7x7 and 14x14 maps) and a reduction of at least 128 (below, the transposed write of
-        its tiles costs more than the products). "wide": larger maps, with at least 32 outputs or a reduction of
-        at least 128. Measured on one Zen 4 core against the BLAS path: small 1.36x on ResNet18's 512x512 3x3
+        its tiles costs more than the products). "wide": larger maps, with at least 16 outputs or a reduction of
+        at least 128 (16 outputs rather than 32: MobileNetV2's 32 -> 16 on 112x112 and 96 -> 24 on 56x56;
+        alternated processes: MobileNetV2 b4 t2 0.96x the time, t1 0.97x, MobileNetV3-small b4 t2 0.97x, batch 1
+        unchanged). Measured on one Zen 4 core against the BLAS path: small 1.36x on ResNet18's 512x512 3x3
         convs on 7x7 maps, 1.26x on MobileNetV1's 1024x1024 1x1 on 7x7, 1.09x on 256x128x3x3 stride 2 to 14x14;
         wide 1.07x to 1.29x on MobileNet's 1x1 convs on 28x28 to 112x112 maps, 1.08x on ResNet18's 7x7 stride-2
         stem and its 3x3 stride-2 conv to 28x28, 1.10x on MobileNet's 3x3 stride-2 stem; 0.9x with fewer outputs
@@ -340,7 +342,7 @@ class Conv2d(Kernel):
                     and (depth >= 128 or g.n * tiles >= 8)):
                 return "wide"
             return "small" if depth >= 128 and g.oc >= 32 else None
-        return "wide" if g.oc >= 32 or depth >= 128 else None
+        return "wide" if g.oc >= 16 or depth >= 128 else None
 
     def native_plan(self, g: ConvGeometry, kind: str, w: np.ndarray, w_src: Any, bias: np.ndarray | None,
                     act: native.Act, x_shape: tuple[int, ...], residual: bool = False) -> native.Plan | None:
