@@ -300,6 +300,11 @@ def new_param(graph: Graph, ctx: PassContext, base: str, value: np.ndarray) -> N
     return graph.add_var(VarDesc(name, dtype=var_type_of(value.dtype), shape=list(value.shape), persistable=True))
 
 
+def input_node(op: Node, name: str) -> Node:
+    """The var node that op node `op` reads under `name`."""
+    return next(v for v in op.inputs if v.name == name)
+
+
 def param_value(ctx: PassContext, node: Node) -> np.ndarray | None:
     """The value of a persistable var node (None when the params do not hold it)."""
     v = ctx.params.get(node.name)

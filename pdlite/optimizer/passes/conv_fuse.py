@@ -30,6 +30,7 @@ from pdlite.optimizer.pattern import (
     Match,
     Pattern,
     broadcast_vector,
+    input_node,
     new_param,
     param_value,
     replace_ops,
@@ -64,13 +65,9 @@ def conv_refusal(graph: Graph, m: Match, ctx: PassContext) -> str | None:
     if w is None or w.ndim != 4 or w.dtype != np.float32:
         return "Filter is not a 4-D float32 param"
     b = conv.input("Bias")
-    if b is not None and param_value(ctx, _input_node(m["conv"], b)) is None:
+    if b is not None and param_value(ctx, input_node(m["conv"], b)) is None:
         return "conv Bias is not a param"
     return None
-
-
-def _input_node(op: Node, name: str) -> Node:
-    return next(v for v in op.inputs if v.name == name)
 
 
 def fold_affine(graph: Graph, m: Match, ctx: PassContext, a: np.ndarray | None, c: np.ndarray,
@@ -83,7 +80,7 @@ def fold_affine(graph: Graph, m: Match, ctx: PassContext, a: np.ndarray | None, 
     oc = out_channels(conv, w)
     bias_name = conv.input("Bias")
     b = (np.zeros(oc) if bias_name is None
-         else np.asarray(param_value(ctx, _input_node(conv_node, bias_name)), dtype=np.float64).reshape(-1))
+         else np.asarray(param_value(ctx, input_node(conv_node, bias_name)), dtype=np.float64).reshape(-1))
     new_inputs = []
     desc = conv.copy()
     if a is not None:

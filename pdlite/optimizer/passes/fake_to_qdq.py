@@ -19,6 +19,7 @@ from pdlite.core.dtypes import var_type_of
 from pdlite.core.graph import Graph, Node
 from pdlite.core.program import OpDesc, VarDesc
 from pdlite.optimizer.pass_registry import Pass, PassContext, register_pass
+from pdlite.optimizer.pattern import input_node
 
 FAKE_QUANT = ("fake_quantize_range_abs_max", "fake_quantize_moving_average_abs_max")
 # op -> (activation slot, weight slot, weight output-channel axis)
@@ -114,8 +115,8 @@ class FakeQuantToQdq(Pass):
         """quantize_linear + dequantize_linear of the fake op's input (same q), returning the float var."""
         op = fq.op
         assert op is not None
-        x = next(v for v in fq.inputs if v.name == op.input("X"))
-        s = next(v for v in fq.inputs if v.name == op.input("InScale"))
+        x = input_node(fq, op.input("X"))
+        s = input_node(fq, op.input("InScale"))
         shape = list(x.var.shape) if x.var else []
         q = graph.add_var(VarDesc(f"{x.name}@qdq.q", shape=shape))
         d = graph.add_var(VarDesc(f"{x.name}@qdq.dq", shape=shape))
@@ -134,7 +135,7 @@ class FakeQuantToQdq(Pass):
         assert op is not None
         w8 = np.asarray(ctx.params[w_in.name]).astype(np.int8)
         sname = op.input("Scales")
-        s = next(v for v in dq.inputs if v.name == sname)
+        s = input_node(dq, sname)
         qname, dname = f"{w_in.name}@int8", f"{w_in.name}@qdq.dq"
         ctx.params[qname] = w8
         qv = graph.add_var(VarDesc(qname, dtype=var_type_of(w8.dtype), shape=list(w8.shape), persistable=True))

@@ -29,6 +29,7 @@ from pdlite.optimizer.pattern import (
     bypass,
     bypass_refusal,
     drop_unlinked,
+    input_node,
     new_param,
     param_value,
     replace_ops,
@@ -119,12 +120,12 @@ def _sibling_key(graph: Graph, op: Node, ctx: PassContext) -> tuple[Any, ...] | 
     assert d is not None
     if set(d.inputs) - {"Input", "W", "Bias"} or any(len(v) > 1 for v in d.inputs.values()):
         return "inputs beyond Input, W and one Bias"
-    w = param_value(ctx, next(v for v in op.inputs if v.name == d.input("W")))
+    w = param_value(ctx, input_node(op, d.input("W")))
     if w is None or w.ndim != 2 or w.dtype != np.float32:
         return "W is not a 2-D float32 param"
     b_name = d.input("Bias")
     if b_name is not None:
-        b = param_value(ctx, next(v for v in op.inputs if v.name == b_name))
+        b = param_value(ctx, input_node(op, b_name))
         if b is None or b.dtype != np.float32 or b.size != w.shape[1]:
             return "the bias is not a float32 param of one value per column"
     out = op.outputs[0] if len(op.outputs) == 1 else None
@@ -198,7 +199,7 @@ class FcSiblingsFuse(Pass):
 LAYOUT_OPS = ("reshape2", "reshape", "transpose2", "transpose", "flatten_contiguous_range", "squeeze2", "unsqueeze2")
 
 
-def _fc_before_scale(graph: Graph, scale: Node, fetch: set[str]) -> tuple[Node | None, str | None]:
+def _fc_before_scale(graph: Graph, scale: Node, fetch: set[str]) -> tuple[Node | None, str]:
     """The fc whose output reaches `scale` through layout ops only (each the sole reader of the one before, nothing
     fetched or written in place on the way), or None and why not."""
     v = scale.inputs[0]
@@ -209,10 +210,10 @@ def _fc_before_scale(graph: Graph, scale: Node, fetch: set[str]) -> tuple[Node |
         if op is None or op.op is None:
             return None, "no fc before the scale"
         if op.op.type == "fc":
-            return op, None
+            return op, ""
         if op.op.type not in LAYOUT_OPS or op.op.input("X") is None:
             return None, "no fc before the scale"
-        v = next(n for n in op.inputs if n.name == op.op.input("X"))
+        v = input_node(op, op.op.input("X"))
 
 
 @register_pass("fc_scale_fuse_pass")
@@ -230,18 +231,17 @@ class FcScaleFuse(Pass):
         for scale in [n for n in graph.op_nodes() if n.op is not None and n.op.type == "scale"]:
             if scale not in graph:
                 continue
-            reason = self._refusal(graph, scale, fetch, ctx)
-            if reason:
+            fc, reason = self._match(graph, scale, fetch, ctx)
+            if fc is None:
                 stats["refused"][reason] += 1
                 continue
-            fc, _ = _fc_before_scale(graph, scale, fetch)
-            assert fc is not None and fc.op is not None and scale.op is not None
+            assert fc.op is not None and scale.op is not None
             s = float(scale.op.attrs["scale"])
             for slot in ("W", "Bias"):
                 name = fc.op.input(slot)
                 if name is None:
                     continue
-                old = next(n for n in fc.inputs if n.name == name)
+                old = input_node(fc, name)
                 value = np.asarray(param_value(ctx, old), dtype=np.float64) * s  # (float64, as the conv folds)
                 new = new_param(graph, ctx, name, value.astype(np.float32))
                 graph.replace_input(fc, old, new)
@@ -252,22 +252,24 @@ class FcScaleFuse(Pass):
         return modified
 
     @staticmethod
-    def _refusal(graph: Graph, scale: Node, fetch: set[str], ctx: PassContext) -> str | None:
+    def _match(graph: Graph, scale: Node, fetch: set[str], ctx: PassContext) -> tuple[Node | None, str]:
+        """The fc that `scale` folds into, or None and why not."""
         d = scale.op
         assert d is not None
         if d.inputs.get("ScaleTensor") or len(scale.inputs) != 1 or len(scale.outputs) != 1:
-            return "scale comes from a tensor"
+            return None, "scale comes from a tensor"
         if float(d.attrs["bias"]) != 0.0:
-            return "the scale adds a bias"
+            return None, "the scale adds a bias"
         fc, why = _fc_before_scale(graph, scale, fetch)
         if fc is None:
-            return why
+            return None, why
         assert fc.op is not None
         if fc.op.attrs.get("activation_type"):
-            return "the fc has an activation"
+            return None, "the fc has an activation"
         for slot in ("W", "Bias"):
             name = fc.op.input(slot)
-            value = None if name is None else param_value(ctx, next(n for n in fc.inputs if n.name == name))
+            value = None if name is None else param_value(ctx, input_node(fc, name))
             if name is not None and (value is None or value.dtype != np.float32):
-                return "the fc's W or Bias is not a float32 param"
-        return bypass_refusal(graph, scale.inputs[0], scale.outputs[0], fetch)
+                return None, "the fc's W or Bias is not a float32 param"
+        why = bypass_refusal(graph, scale.inputs[0], scale.outputs[0], fetch)
+        return (None, why) if why else (fc, "")

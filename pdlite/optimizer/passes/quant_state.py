@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pdlite.core.graph import Graph
 from pdlite.optimizer.pass_registry import Pass, PassContext, register_pass
+from pdlite.optimizer.pattern import input_node
 
 STATE_SLOTS = (("OutScale", "InScale"), ("OutAccum", "InAccum"), ("OutState", "InState"))
 STATE_OPS = frozenset({"fake_quantize_range_abs_max", "fake_quantize_moving_average_abs_max",
@@ -32,7 +33,7 @@ class QuantStateAlias(Pass):
                 outs, ins = op.outputs.get(out_slot) or [], op.inputs.get(in_slot) or []
                 if len(outs) != 1 or len(ins) != 1:
                     continue
-                src = next(v for v in node.inputs if v.name == ins[0])
+                src = input_node(node, ins[0])
                 dst = next(v for v in node.outputs if v.name == outs[0])
                 if dst.name in fetched and dst.name != src.name:
                     continue
