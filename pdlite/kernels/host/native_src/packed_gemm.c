@@ -71,7 +71,9 @@ typedef struct {
  * a time, read in place, each tile's PK_PB x 7 floats written as one contiguous run (a tile's rows are consecutive in
  * bp; row by row, each row's 7 floats per tile went to addresses K * 7 floats apart): one Xeon (Emerald Rapids)
  * core, batch 4, 512 -> 512 on 14x14 2.20 -> 2.07 ms, 1024 -> 1024 on 7x7 2.08 -> 1.96. Others: a row at a time,
- * gathered into `row` (in blocks of 16 rows, ResNet18's 3x3 stride-2 convs measured 3-4% slower). */
+ * gathered into `row`, in a loop of their own (in blocks of 16 rows, ResNet18's 3x3 stride-2 convs measured 3-4%
+ * slower; one loop for both, its block size 1 for these, 8-15% slower: the 7-float copies lose their fixed
+ * stride). */
 #define PK_PB 16
 PD_INLINE void pk_pack_task_impl(void *vctx, isz begin, isz end) {
     const pk_args *a = (const pk_args *)vctx;
@@ -103,15 +105,10 @@ PD_INLINE void pk_pack_task_impl(void *vctx, isz begin, isz end) {
             }
             continue;
         }
-        for (isz k = kb * PK_KC; k < k1; k++) {
-            const float *src;
-            if (a->pointwise) {
-                src = img + k * a->L + q0;
-            } else {
-                const isz kk = (k % g->C) * g->KH * g->KW + k / g->C; /* tap-major k as im2col's row (c, tap) */
-                im2col_block(g, img, kk, kk + 1, q0, q1, row, q1 - q0);
-                src = row;
-            }
+        for (isz k = kb * PK_KC; k < k1; k++) { /* gathered columns, a row at a time */
+            const isz kk = (k % g->C) * g->KH * g->KW + k / g->C; /* tap-major k as im2col's row (c, tap) */
+            im2col_block(g, img, kk, kk + 1, q0, q1, row, q1 - q0);
+            const float *src = row;
             for (isz t = t0; t < t1; t++) {
                 float *d = bp + (t * a->K + k) * PK_NR;
                 const isz qa = t * PK_NR - q0;
