@@ -1017,3 +1017,28 @@ def test_entry_points_release_every_buffer_on_a_bad_one(name: str, args: list[ob
             fn(*bad)
         del bad
         assert [sys.getrefcount(a) for a in arrays] == before, f"{name}: a buffer stays held after argument {i}"
+
+
+def test_large_outputs_start_on_a_cache_line():
+    """Outputs of ALIGN_MIN_FLOATS floats or more start on a 64-byte boundary (a row's vector stores then cover one
+    cache line each), whatever offset NumPy's allocation has; smaller ones are plain np.empty arrays. The plans'
+    outputs (a depthwise conv here) are such arrays."""
+    if not native.available():
+        pytest.skip("native extension not built")
+    for size in (native.ALIGN_MIN_FLOATS, native.ALIGN_MIN_FLOATS + 5, 3 * native.ALIGN_MIN_FLOATS):
+        for _ in range(4):  # different allocations, different offsets from NumPy
+            a = native.empty_aligned((1, size))
+            assert a.shape == (1, size) and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
+            assert a.ctypes.data % 64 == 0
+    small = native.empty_aligned((2, 3))
+    assert small.shape == (2, 3) and small.flags.owndata
+    buf = np.empty(40, dtype=np.float32)
+    for k in range(16):  # the offset to the next boundary, in floats, from any 4-byte-aligned start
+        assert (buf[k:].ctypes.data + 4 * native._ext.align_offset(buf[k:])) % 64 == 0
+    x = rand(1, 8, 130, 130, seed=79)
+    plan = native.depthwise_plan(rand(8, 9, seed=80), None, x.shape, 8, 130, 130, (3, 3), (1, 1), (1, 1), (1, 1),
+                                 native.NO_ACT)
+    out = plan(x)
+    assert out.size >= native.ALIGN_MIN_FLOATS and out.ctypes.data % 64 == 0
+    check(out, naive_conv(x, rand(8, 9, seed=80).reshape(8, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8, None),
+          "depthwise into an aligned output")

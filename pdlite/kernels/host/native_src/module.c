@@ -111,6 +111,17 @@ static PyObject *py_inject_alloc_failure(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* align_offset(buffer): the float32 elements to skip from the buffer's start to a 64-byte boundary (native.py's
+ * empty_aligned: a vector store or load of a row then covers one cache line, not two) */
+static PyObject *py_align_offset(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uintptr_t addr = (uintptr_t)view.buf;
+    PyBuffer_Release(&view);
+    return PyLong_FromLong((long)((64 - addr % 64) % 64 / sizeof(float)));
+}
+
 /* the tests' switches: *flag = truth of arg; returns the old setting */
 static PyObject *set_flag(int *flag, PyObject *arg) {
     const int on = PyObject_IsTrue(arg);
@@ -167,6 +178,7 @@ static PyMethodDef methods[] = {
     {"has_sgemm", py_has_sgemm, METH_NOARGS, "whether conv_gemm has an sgemm"},
     {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "the threads per kernel call"},
+    {"align_offset", py_align_offset, METH_O, "align_offset(buffer): float32 elements to its next 64-byte boundary"},
     {"isa", py_isa, METH_NOARGS, "the instruction set the kernels run with: baseline, avx2 or avx512"},
     {"_set_depthwise_rows", py_set_depthwise_rows, METH_O,
      "tests: use the depthwise kernel's row-vector form (stride 1, 3x3 stride 2; default: on; it runs only with "
