@@ -259,15 +259,23 @@ def _f32(a: np.ndarray, what: str) -> np.ndarray:
 ALIGN_MIN_FLOATS = 1 << 16
 
 
-def empty_aligned(shape: tuple[int, ...]) -> np.ndarray:
+def empty_aligned(shape: tuple[int, ...], min_floats: int = ALIGN_MIN_FLOATS) -> np.ndarray:
     """An uninitialised C-contiguous float32 array of `shape`, starting on a 64-byte boundary when it holds at least
-    ALIGN_MIN_FLOATS floats (a view into a slightly larger allocation)."""
+    `min_floats` floats (a view into a slightly larger allocation)."""
     size = math.prod(shape)
-    if size < ALIGN_MIN_FLOATS or _ext is None:
+    if size < min_floats or _ext is None:
         return np.empty(shape, dtype=F32)
     buf = np.empty(size + 15, dtype=F32)
     off = _ext.align_offset(buf)
     return buf[off:off + size].reshape(shape)
+
+
+def aligned_copy(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous float32 copy of `a` starting on a 64-byte boundary: packed weights, which the register tiles
+    load as whole vectors (NumPy's 16-byte-aligned arrays split each load over two cache lines)."""
+    out = empty_aligned(np.shape(a), 0)
+    out[...] = a
+    return out
 
 
 def depthwise_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, oc: int, oh: int, ow: int,
@@ -361,7 +369,7 @@ def winograd_weights(w: np.ndarray, packed: bool = False) -> WinogradWeights:
     u = np.asarray(u.reshape(16, oc, c), dtype=F32, order="C")
     if packed:
         u = np.concatenate([pack_weights(u[p].reshape(oc, c, 1, 1)) for p in range(16)])
-    return WinogradWeights(u, oc, bool(packed))
+    return WinogradWeights(aligned_copy(u), oc, bool(packed))
 
 
 def winograd_conv3x3(x: np.ndarray, u: WinogradWeights, bias: np.ndarray | None, oh: int, ow: int,
@@ -393,7 +401,7 @@ def pack_weights(w: np.ndarray, wide: bool = False) -> np.ndarray:
     mp = -(-m // align) * align
     wp = np.zeros((mp, w.shape[1]), dtype=F32)
     wp[:m] = w
-    return np.concatenate([wp[p:p + panel].T.ravel() for p in range(0, mp, panel)])
+    return aligned_copy(np.concatenate([wp[p:p + panel].T.ravel() for p in range(0, mp, panel)]))
 
 
 FC_TILE = 48  # W's columns per tile of packed fc weights (native_src/packed_gemm.c PW_NR)
@@ -406,7 +414,7 @@ def pack_fc_weights(w: np.ndarray) -> np.ndarray:
     k, n = w.shape
     wp = np.zeros((k, -(-n // FC_TILE) * FC_TILE), dtype=F32)
     wp[:, :n] = w
-    return np.asarray(wp.reshape(k, -1, FC_TILE).transpose(1, 0, 2), dtype=F32, order="C").ravel()
+    return aligned_copy(wp.reshape(k, -1, FC_TILE).transpose(1, 0, 2).ravel())
 
 
 def packed_fc(x: np.ndarray, wp: np.ndarray, n: int, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
@@ -536,7 +544,7 @@ def direct_conv_weights(w: np.ndarray) -> np.ndarray:
     """(OC, C, KH, KW) weights packed for direct_conv: [oc block][c][kh][kw][16]."""
     assert _ext is not None
     oc, c, kh, kw = w.shape
-    out = np.empty((-(-oc // DIRECT_OCB), c * kh * kw, DIRECT_OCB), dtype=F32)
+    out = empty_aligned((-(-oc // DIRECT_OCB), c * kh * kw, DIRECT_OCB), 0)
     _ext.direct_conv_pack(_f32(w, "direct_conv"), out, (oc, c, kh, kw))
     return out
 

@@ -121,7 +121,10 @@ PD_HIDDEN isz grain_for(isz n, int per_thread);
 static inline isz row_grain(isz rows, isz cols) {
     return rows * cols < PD_ONE_THREAD_FLOATS ? rows : grain_for(rows, 4);
 }
-/* A task's scratch memory: malloc, except that a failure (or one injected by the tests through
+/* Memory for vectors: malloc's, 64-byte aligned (a 16-float vector load or store of it covers one cache line, not
+ * two); released with free. NULL when out of memory. */
+PD_HIDDEN void *pd_alloc64(size_t bytes);
+/* A task's scratch memory: pd_alloc64, except that a failure (or one injected by the tests through
  * `_inject_alloc_failure`) is counted. A Python entry reads the count first (pd_failures) and ends with
  * `return pd_done(count)`: MemoryError if any task of its call could not get its memory (that task did nothing,
  * so the output is incomplete), else None. Never a silently incomplete output. The count is the calling thread's

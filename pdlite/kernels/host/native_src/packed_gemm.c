@@ -612,7 +612,7 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS;
     } else if (a.N > 0 && a.L > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        a.bp = (float *)malloc((size_t)(a.N * a.tiles * a.K * PK_NR) * sizeof(float));
+        a.bp = (float *)pd_alloc64((size_t)(a.N * a.tiles * a.K * PK_NR) * sizeof(float));
         if (a.bp) {
             parallel_for(pk_pack_task, &a, a.N * a.chunks * a.kblocks, 1);
             /* a contiguous range of items per thread (stealing from the back of another's when done), so that
@@ -656,7 +656,7 @@ PD_HIDDEN PyObject *py_packed_fc(PyObject *self, PyObject *args) {
     int ok = 1;
     if (a.M > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        a.xp = (float *)malloc((size_t)(a.panels * PW_MR * a.K) * sizeof(float));
+        a.xp = (float *)pd_alloc64((size_t)(a.panels * PW_MR * a.K) * sizeof(float));
         if (a.xp) {
             parallel_for(fc_pack_task, &a, a.panels, 1);
             parallel_for(fc_task, &a, a.ntiles * a.rblocks, 1);

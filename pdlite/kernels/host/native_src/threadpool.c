@@ -273,8 +273,14 @@ PD_HIDDEN void *pd_scratch(size_t bytes) {
         count_failure();
         return NULL;
     }
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = pd_alloc64(bytes);
     if (!p) count_failure();
+    return p;
+}
+
+PD_HIDDEN void *pd_alloc64(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) return NULL;
     return p;
 }
 

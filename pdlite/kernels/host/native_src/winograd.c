@@ -415,7 +415,7 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args) {
         return pd_done(pd_fail0);
     }
     const isz vcols = a.packed ? packed_tiles(most) * 7 : most;
-    a.v = (float *)malloc((size_t)(16 * (a.C * vcols + a.OC * most)) * sizeof(float));
+    a.v = (float *)pd_alloc64((size_t)(16 * (a.C * vcols + a.OC * most)) * sizeof(float));
     if (!a.v) {
         bufs_release(&bs);
         return PyErr_NoMemory();
