@@ -1042,3 +1042,25 @@ def test_large_outputs_start_on_a_cache_line():
     assert out.size >= native.ALIGN_MIN_FLOATS and out.ctypes.data % 64 == 0
     check(out, naive_conv(x, rand(8, 9, seed=80).reshape(8, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8, None),
           "depthwise into an aligned output")
+
+
+def test_packed_weights_start_on_a_cache_line():
+    """Weights the register tiles load as vectors (packed conv, both forms; packed fc; Winograd, both layouts; direct
+    conv) start on a 64-byte boundary, with the same values as the unaligned packing."""
+    if not native.available():
+        pytest.skip("native extension not built")
+    w = rand(40, 24, 3, 3, seed=81)
+    for wide in (False, True):
+        for _ in range(3):
+            wp = native.pack_weights(w, wide)
+            assert wp.ctypes.data % 64 == 0 and wp.flags.c_contiguous and wp.dtype == np.float32
+    assert native.pack_fc_weights(rand(30, 50, seed=82)).ctypes.data % 64 == 0
+    for packed in (False, True):
+        assert native.winograd_weights(w, packed).u.ctypes.data % 64 == 0
+    assert native.direct_conv_weights(rand(32, 3, 3, 3, seed=83)).ctypes.data % 64 == 0
+    # the values: the small form's panel layout, checked element by element
+    wp = native.pack_weights(w)
+    k = w.shape[1] * 9
+    first = wp.reshape(k, 48)  # one panel: 40 rows padded to 48, laid out (K, rows)
+    assert wp.size == k * 48 and np.array_equal(first[:, :40], w.transpose(0, 2, 3, 1).reshape(40, -1).T)
+    assert not first[:, 40:].any()
