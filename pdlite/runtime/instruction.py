@@ -59,6 +59,10 @@ class Instruction:
         self._out_slots = {s: list(n) for s, n in op.outputs.items() if n}
         # (input shapes, inferred output shapes as tuples, [(slot, i, value key)] read by inference)
         self._shape_cache: tuple[tuple, dict[str, list[tuple]], list[tuple[str, int, Any]]] | None = None
+        # the cache entry whose inferred shapes the kernel's outputs have matched once: later runs on those input
+        # shapes store the outputs unchecked (the kernels' output shapes follow from their input shapes; value-
+        # dependent inference is never marked). ~0.4 us an instruction, ~3% of MobileNetV2's time at batch 1.
+        self._checked: tuple | None = None
         self.prepared = False
 
     def __repr__(self) -> str:
@@ -106,9 +110,13 @@ class Instruction:
         except KeyError:
             ins = self.gather(scope)  # raises, naming the missing input
         shapes = None
+        c = None
         if self.opdef.infer_shape is not None:
             c = self._shape_cache  # inlined cache hit of infer_shapes (the common case)
             if c is not None and not c[2] and c[0] == _shapes_key(ins):
+                if c is self._checked:
+                    self._run_checked(ins, scope)
+                    return
                 shapes = c[1]
             else:
                 try:
@@ -118,13 +126,7 @@ class Instruction:
                 except Exception as e:
                     raise KernelError(f"shape inference of op {self.label} failed with inputs {_detail(ins)}: "
                                       f"{type(e).__name__}: {e}") from e
-        try:
-            outs = self.kernel.run(ins)
-        except PdliteError:
-            raise
-        except Exception as e:
-            raise KernelError(f"kernel {self.kernel_def.key} failed on op {self.label} with inputs {_detail(ins)}: "
-                              f"{type(e).__name__}: {e}") from e
+        outs = self._launch(ins)
         out_slots = self._out_slots
         for slot, vals in outs.items():
             names = out_slots.get(slot)
@@ -141,6 +143,27 @@ class Instruction:
                         f"op {self.label}: kernel {self.kernel_def.key} produced {slot}[{i}] ({n!r}) of shape "
                         f"{list(v.shape)} but shape inference says {list(want[i])}")
                 scope[n] = v
+        if c is not None and shapes is c[1] and not c[2]:
+            self._checked = c
+
+    def _launch(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        try:
+            return self.kernel.run(ins)
+        except PdliteError:
+            raise
+        except Exception as e:
+            raise KernelError(f"kernel {self.kernel_def.key} failed on op {self.label} with inputs {_detail(ins)}: "
+                              f"{type(e).__name__}: {e}") from e
+
+    def _run_checked(self, ins: dict[str, list[Any]], scope: dict[str, Any]) -> None:
+        """run() on input shapes whose outputs have matched shape inference: launch and store."""
+        outs = self._launch(ins)
+        out_slots = self._out_slots
+        for slot, vals in outs.items():
+            names = out_slots.get(slot)
+            if names:
+                for n, v in zip(names, vals):
+                    scope[n] = v
 
 
 def _detail(ins: dict[str, list[Any]]) -> str:

@@ -1,0 +1,47 @@
+"""The runtime's Instruction: kernel outputs checked against shape inference, once per set of input shapes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pdlite.kernels.host  # noqa: F401  (registers the host kernels)
+import pdlite.operators  # noqa: F401  (registers the ops)
+from pdlite.core.program import OpDesc
+from pdlite.core.types import FP32, HOST
+from pdlite.errors import KernelError
+from pdlite.kernels.registry import KERNELS
+from pdlite.operators.registry import OPS
+from pdlite.runtime.instruction import Instruction
+
+
+def _relu_instruction() -> Instruction:
+    op = OPS["relu"].attach(OpDesc("relu", {"X": ["x"]}, {"Out": ["y"]}, {}))
+    kd = next(d for k, d in KERNELS.items() if k.op_type == "relu" and k.target == HOST and k.precision == FP32)
+    return Instruction(op, OPS["relu"], kd)
+
+
+def test_outputs_are_checked_once_per_input_shapes():
+    """The first run on a set of input shapes checks each output against shape inference (a kernel's wrong shape
+    is a KernelError naming the op); later runs on the same shapes store the outputs unchecked; new input shapes
+    are checked again."""
+    inst = _relu_instruction()
+    x = np.array([[-1.0, 2.0]], np.float32)
+    scope = {"x": x}
+    inst.run(scope)
+    np.testing.assert_array_equal(scope["y"], [[0.0, 2.0]])
+    inst.run(scope)  # the same shapes again: now marked checked
+    assert inst._checked is inst._shape_cache
+
+    real = inst.kernel.run
+    inst.kernel.run = lambda ins: {"Out": [np.zeros((3,), np.float32)]}  # a kernel gone wrong
+    scope2 = {"x": np.ones((2, 5), np.float32)}  # new shapes: checked
+    with pytest.raises(KernelError, match=r"relu\(y\).*produced Out\[0\] \('y'\) of shape \[3\] but shape "
+                                          r"inference says \[2, 5\]"):
+        inst.run(scope2)
+    inst.kernel.run = real
+    inst.run(scope2)
+    np.testing.assert_array_equal(scope2["y"], np.ones((2, 5), np.float32))
+    assert inst._checked is inst._shape_cache  # (inferred in the failed run, checked and marked in this one)
+    inst.kernel.run = lambda ins: {"Out": [np.zeros((3,), np.float32)]}
+    inst.run(scope2)  # marked: stored unchecked (the kernels' output shapes follow from their input shapes)
+    assert scope2["y"].shape == (3,)
