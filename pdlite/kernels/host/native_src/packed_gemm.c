@@ -335,12 +335,16 @@ PD_INLINE isz pw_group(const pk_args *a, isz it, isz end, isz *n, isz *qa, isz *
 PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
     const pk_args *a = (const pk_args *)vctx;
     const conv_geo *g = &a->geo;
-    const isz ld = a->group * PW_NR, npanels = (a->M + PW_MR - 1) / PW_MR;
+    const isz ld = a->group * PW_NR;
     /* the gathered group, or (1x1 stride 1) the last, partial tile with zeros past L */
     float *buf = (float *)pd_scratch((size_t)(a->K * (a->pointwise ? PW_NR : ld)) * sizeof(float));
     if (!buf) return; /* out of memory: counted by pd_scratch, the call raises MemoryError */
     for (isz it = begin; it < end;) {
         isz n, qa, span;
+        /* (no software prefetch of the next group's columns: with the maps 64-byte aligned (native.py
+         * empty_aligned) the hardware's prefetchers keep up, and the burst of prefetches, a slice of the group's
+         * rows per panel, stalled on the full miss queue: MobileNetV2 b1 / b4 at 2 threads 0.97x the time
+         * without it, MobileNetV1 b4 and PP-OCRv4 det within 1%, processes alternated) */
         it += pw_group(a, it, end, &n, &qa, &span);
         const isz ntile = (span + PW_NR - 1) / PW_NR;
         const float *img = a->x + n * g->C * g->H * g->W;
@@ -361,23 +365,8 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
                 for (isz k = 0; k < a->K; k++)
                     memset(buf + k * ld + span, 0, (size_t)(ntile * PW_NR - span) * sizeof(float));
         }
-        /* 1x1 stride 1: the next group's columns are prefetched into L2 while this group's panels run, a slice of
-         * its rows per panel (on maps that come from memory, the first panel over a group otherwise waits on each
-         * of its K rows: batch 4, 1 thread, 32->64 on 112x112 3.22 -> 2.86 ms, 64->128 on 56x56 2.34 -> 2.25;
-         * into L1 it was slower, evicting the group being read) */
-        const float *nimg = NULL;
-        isz n2, nqa, nspan = 0;
-        if (a->pointwise && it < a->N * a->tiles) { /* the next group of the range (parallel_ranges' order) */
-            pw_group(a, it, a->N * a->tiles, &n2, &nqa, &nspan);
-            nimg = a->x + n2 * g->C * g->H * g->W;
-        }
         for (isz m0 = 0; m0 < a->M; m0 += PW_MR) {
             const isz rows = a->M - m0 < PW_MR ? a->M - m0 : PW_MR;
-            if (nimg) {
-                const isz pi = m0 / PW_MR, k0 = pi * a->K / npanels, k1 = (pi + 1) * a->K / npanels;
-                for (isz k = k0; k < k1; k++)
-                    for (isz c = 0; c < nspan; c += 16) __builtin_prefetch(nimg + k * a->L + nqa + c, 0, 2);
-            }
             float *o = a->out + (n * a->M + m0) * a->L + qa;
             for (isz t = 0; t < ntile; t++) {
                 const isz cols = span - t * PW_NR < PW_NR ? span - t * PW_NR : PW_NR;
