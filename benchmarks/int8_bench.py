@@ -5,7 +5,7 @@ For each model of ../shared/models (classifiers and PP-OCR det) the script makes
 `pdlite quantize`, abs_max; both quantizing the op types of `--ops`, by default the quantizer's own: the
 convs, the matmuls and the residual adds, and for pdlite the inputs of hard_swish / swish) from calibration
 inputs (the case input plus noise), then, per device, builds one predictor for the fp32 model and one for the int8 model and times them interleaved
-(A B A B ..., batch 1, 2 threads), `--repeats` times: the table gives the median speed-up and its range over
+(A B A B ..., batch 1 unless `--batch`, 2 threads), `--repeats` times: the table gives the median speed-up and its range over
 the repeats (a shared, noisy machine). Each predictor runs in a worker process of its own (benchmarks/compare.py's
 workers: `--rounds` rounds of a block of runs each after an untimed one, the speed-up paired by round), so that
 no runtime's idle threads land in the other model's timing (ONNX Runtime's pool threads kept spinning after each
@@ -71,7 +71,7 @@ def quantize(model: str, out: Path, quantizer: str, calib: list[np.ndarray], ops
 
 
 def timed_in_workers(fp32: Path, int8: Path, device: str, threads: int, rounds: int,
-                     repeats: int) -> list[tuple[float, float, float]]:
+                     repeats: int, batch: int = 1) -> list[tuple[float, float, float]]:
     """Per repeat (fp32 ms, int8 ms, speed-up), each model's predictor in a worker process of its own, started
     once (compare.py's workers: blocks of runs after an untimed one, alternated A B A B, a pause between blocks),
     so that neither runtime's idle threads run during the other's timing. The speed-up is paired by round (the
@@ -80,7 +80,7 @@ def timed_in_workers(fp32: Path, int8: Path, device: str, threads: int, rounds: 
 
     if not (int8 / "case.npz").exists():  # the workers read their input there
         (int8 / "case.npz").symlink_to((fp32 / "case.npz").resolve())
-    workers = {k: [compare.start_worker(f"pdlite-{device}", d, 1, threads, 3, None)] for k, d in
+    workers = {k: [compare.start_worker(f"pdlite-{device}", d, batch, threads, 3, None)] for k, d in
                (("fp32", fp32), ("int8", int8))}
     runs = []
     try:
@@ -153,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="interleaved timings per model and device")
+    ap.add_argument("--batch", type=int, default=1, help="the timed runs' batch (the case input repeated); the "
+                    "accuracy samples stay batch 1")
     ap.add_argument("--in-process", action="store_true", help="time both predictors in this process (A B A B "
                     "run by run) instead of one worker process each")
     args = ap.parse_args(argv)
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         q = quantize(model, Path(args.work) / f"{model}_{args.quantizer}_{tag}", args.quantizer,
                      _inputs(model, 4, seed=1), args.ops)
         samples = _inputs(model, args.samples, seed=2)
-        x = np.load(SHARED / model / "case.npz")["in:x"]
+        x = np.repeat(np.load(SHARED / model / "case.npz")["in:x"], args.batch, axis=0)
         sim = outputs(predictor(q, "host", args.threads), samples)
         for device in args.devices:
             a, b = predictor(SHARED / model, device, args.threads), predictor(q, device, args.threads)
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [interleaved(a, b, x, args.rounds) for _ in range(args.repeats)]
                 ratios = sorted(ms_a / ms_b for ms_a, ms_b in runs)
             else:
-                runs3 = timed_in_workers(SHARED / model, q, device, args.threads, args.rounds, args.repeats)
+                runs3 = timed_in_workers(SHARED / model, q, device, args.threads, args.rounds, args.repeats,
+                                         args.batch)
                 runs = [(r[0], r[1]) for r in runs3]
                 ratios = sorted(r[2] for r in runs3)
             ms_a, ms_b = (float(np.median([r[i] for r in runs])) for i in (0, 1))
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 def len_note(args: argparse.Namespace) -> str:
     how = "run by run in one process" if args.in_process else "in blocks, one worker process per model"
     return (f"{args.samples} accuracy inputs, {args.repeats} x {args.rounds} interleaved rounds ({how}), "
-            f"{args.threads} threads, quantizer {args.quantizer}, ops {args.ops}")
+            f"batch {args.batch}, {args.threads} threads, quantizer {args.quantizer}, ops {args.ops}")
 
 
 if __name__ == "__main__":
