@@ -60,7 +60,7 @@ PD_INLINE isz dc_row_len(const dc_args *a) {
 /* items: (image, band of DC_ROWS output rows); per item, the band's input rows are copied once, zero-padded (rows
  * above / below the image zero too), then every output channel block and vector reads them without edge checks */
 PD_INLINE void dc_task_impl(void *vctx, isz begin, isz end) {
-    const dc_args *a = (const dc_args *)vctx;
+    const dc_args args = *(const dc_args *)vctx, *a = &args; /* a local copy, as dcv_task's (0.97x the time) */
     const isz OH = a->OH, OW = a->OW, H = a->H, W = a->W, C = a->C;
     const isz nocb = (a->OC + DC_OCB - 1) / DC_OCB, nband = (OH + DC_ROWS - 1) / DC_ROWS;
     const isz taps = C * a->KH * a->KW, L = dc_row_len(a);
@@ -115,6 +115,146 @@ PD_INLINE void dc_task_impl(void *vctx, isz begin, isz end) {
 
 PD_VERSIONS(dc_task)
 
+#ifdef PD_X86_DISPATCH
+#include <immintrin.h>
+/* The AVX-512 form for windows up to 3 wide (whole blocks of 16 output channels; wider windows keep dc_task, 1.04x
+ * faster on ResNet's 7x7 stem): the same tiles and sums as dc_task, but the input rows read in place, the columns a
+ * tap reads outside the image (padding, past the last column) masked off in the loads and the rows outside it
+ * skipped, so no band is copied; the epilogue's activation a constant of the row's code (the 16 accumulators stay
+ * in registers through the stores); MobileNet's stem (3 channels, 3x3) a constant geometry of the tap loop. Its
+ * arguments are read from a local copy (dcv_task): through the task's pointer every field was reloaded after each
+ * store to the output (a store through a float pointer may alias the arguments' floats, and memcpy's stores
+ * anything). One Xeon (Emerald Rapids) core, MobileNet's 3x3 / 2 stems: to 32 channels 0.179 -> 0.137 ms (0.77x;
+ * batch 4 0.77x), to 16 channels 0.71x. A software prefetch of the next row's input rows made it slower. */
+
+/* lanes l < 16 with 0 <= base + l < w */
+static inline __mmask16 dcv_mask(isz base, isz w) {
+    const isz lo = base < 0 ? -base : 0, hi = w - base < 16 ? w - base : 16;
+    if (hi <= lo) return 0;
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* acc[j] += sum over the taps of the input vector (16 output columns from input column b0, stride sw) * weight j;
+ * mlo / mhi: the loads' masks per tap column (NULL: every lane inside) */
+PD_TARGET_AVX512 static inline __attribute__((always_inline)) void dcv_taps(const dc_args *a, pd_v16 acc[DC_OCB],
+                                                                            isz n, isz oy, const float *restrict wp,
+                                                                            isz b0, const isz sw,
+                                                                            const __mmask16 *mlo,
+                                                                            const __mmask16 *mhi, const isz C,
+                                                                            const isz KH, const isz KW) {
+    const isz H = a->H, W = a->W;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (isz c = 0; c < C; c++)
+        for (isz ky = 0; ky < KH; ky++) {
+            const isz iy = oy * a->SH - a->PT + ky * a->DH;
+            if (iy < 0 || iy >= H) continue; /* a row of padding: zeros */
+            const float *row = a->x + ((n * C + c) * H + iy) * W + b0;
+            const float *wt = wp + (c * KH + ky) * KW * DC_OCB;
+            for (isz kx = 0; kx < KW; kx++, wt += DC_OCB, row += a->DW) {
+                __m512 lo, hi = _mm512_setzero_ps();
+                if (mlo) {
+                    lo = _mm512_maskz_loadu_ps(mlo[kx], row);
+                    if (sw == 2) hi = _mm512_maskz_loadu_ps(mhi[kx], row + 16);
+                } else {
+                    lo = _mm512_loadu_ps(row);
+                    if (sw == 2) hi = _mm512_loadu_ps(row + 16);
+                }
+                const pd_v16 v = (pd_v16)(sw == 2 ? _mm512_permutex2var_ps(lo, even, hi) : lo);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 16
+#endif
+                for (int j = 0; j < DC_OCB; j++) acc[j] += v * wt[j];
+            }
+        }
+}
+
+/* dcv_taps, with MobileNet's stem geometry (3 channels, 3x3) as constants where it is that (0.93x the time) */
+#define dcv_taps3(a, acc, n, oy, wp, b0, sw, mlo, mhi)                                                             \
+    do {                                                                                                           \
+        if ((a)->C == 3 && (a)->KH == 3 && (a)->KW == 3)                                                           \
+            dcv_taps(a, acc, n, oy, wp, b0, sw, mlo, mhi, 3, 3, 3);                                                \
+        else                                                                                                       \
+            dcv_taps(a, acc, n, oy, wp, b0, sw, mlo, mhi, (a)->C, (a)->KH, (a)->KW);                               \
+    } while (0)
+
+/* one output row oy of 16 channels (block ob) of image n: kind, the activation in registers (a constant where
+ * inlined), sw the stride along the width (1 or 2, a constant) */
+PD_TARGET_AVX512 static inline __attribute__((always_inline)) void dcv_row(const dc_args *a, isz n, isz ob, isz oy,
+                                                                           const int kind, const isz sw) {
+    const isz C = a->C, W = a->W, KH = a->KH, KW = a->KW, OW = a->OW, OH = a->OH;
+    const isz taps = C * KH * KW, oc0 = ob * DC_OCB;
+    const float *restrict wp = a->wp + ob * taps * DC_OCB;
+    float *on = a->out + (n * a->OC + oc0) * OH * OW + oy * OW;
+    act_t ak = a->act;
+    ak.kind = kind;
+    for (isz ox0 = 0; ox0 < OW; ox0 += 16) {
+        pd_v16 acc[DC_OCB];
+        for (int j = 0; j < DC_OCB; j++) acc[j] = (pd_v16){0};
+        const isz b0 = ox0 * sw - a->PL; /* the input column of lane 0 at tap column 0 */
+        /* every lane of every tap inside the row: plain loads (the lanes past OW read real columns, never stored);
+         * else masked loads, their masks per tap column */
+        if (b0 >= 0 && b0 + (KW - 1) * a->DW + 16 * sw <= W)
+            dcv_taps3(a, acc, n, oy, wp, b0, sw, NULL, NULL);
+        else {
+            __mmask16 mlo[16], mhi[16];
+            for (isz kx = 0; kx < KW; kx++) {
+                mlo[kx] = dcv_mask(b0 + kx * a->DW, W);
+                mhi[kx] = dcv_mask(b0 + kx * a->DW + 16, W);
+            }
+            dcv_taps3(a, acc, n, oy, wp, b0, sw, mlo, mhi);
+        }
+        const isz nx = OW - ox0 < 16 ? OW - ox0 : 16;
+        const __mmask16 sm = (__mmask16)((1u << nx) - 1);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 16
+#endif
+        for (int j = 0; j < DC_OCB; j++) {
+            pd_v16 y = acc[j];
+            if (kind != -1) bias_act_v16(&y, a->bias ? a->bias[oc0 + j] : 0.0f, a->bias != NULL, &ak);
+            else if (a->bias) y += a->bias[oc0 + j];
+            _mm512_mask_storeu_ps(on + j * OH * OW + ox0, sm, (__m512)y);
+        }
+    }
+    if (kind == -1) /* the other activations over the row just written (bias already added) */
+        for (isz j = 0; j < DC_OCB; j++) bias_act_copy(on + j * OH * OW, on + j * OH * OW, OW, 0.0f, 0, &a->act);
+}
+
+/* items: (image, band of DC_ROWS output rows), as dc_task; OC a multiple of 16 */
+PD_TARGET_AVX512 static void dcv_task(void *vctx, isz begin, isz end) {
+    const dc_args args = *(const dc_args *)vctx, *a = &args; /* a local copy: see above */
+    const isz nocb = a->OC / DC_OCB, nband = (a->OH + DC_ROWS - 1) / DC_ROWS;
+    /* the activation as a constant of the row's code: those of act_in_regs, or -1 (applied after) */
+    const int kind = act_in_regs(&a->act) ? a->act.kind : -1;
+    for (isz item = begin; item < end; item++) {
+        const isz n = item / nband, oy0 = item % nband * DC_ROWS;
+        const isz oy1 = a->OH - oy0 < DC_ROWS ? a->OH : oy0 + DC_ROWS;
+        for (isz ob = 0; ob < nocb; ob++)
+            for (isz oy = oy0; oy < oy1; oy++) {
+#define DCV_ROW(k)                                                                                                 \
+    case k:                                                                                                        \
+        if (a->SW == 2)                                                                                            \
+            dcv_row(a, n, ob, oy, k, 2);                                                                           \
+        else                                                                                                       \
+            dcv_row(a, n, ob, oy, k, 1);                                                                           \
+        break;
+                switch (kind) {
+                    DCV_ROW(ACT_NONE)
+                    DCV_ROW(ACT_RELU)
+                    DCV_ROW(ACT_RELU6)
+                    DCV_ROW(ACT_LEAKY)
+                    DCV_ROW(ACT_HSWISH)
+                default:
+                    if (a->SW == 2)
+                        dcv_row(a, n, ob, oy, -1, 2);
+                    else
+                        dcv_row(a, n, ob, oy, -1, 1);
+                }
+#undef DCV_ROW
+            }
+    }
+}
+#endif
+
 /* wp[ob][c][kh][kw][j] = w[ob*16 + j][c][kh][kw] (0 past OC) */
 PD_HIDDEN PyObject *py_direct_conv_pack(PyObject *self, PyObject *args) {
     PyObject *wo, *po;
@@ -165,7 +305,12 @@ PD_HIDDEN PyObject *py_direct_conv(PyObject *self, PyObject *args) {
     const isz items = a.N * ((a.OH + DC_ROWS - 1) / DC_ROWS);
     if (items > 0 && a.OW > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        parallel_for(dc_task, &a, items, grain_for(items, 4));
+#ifdef PD_X86_DISPATCH
+        if (g_avx512 && a.OC % DC_OCB == 0 && a.KW <= 3)
+            parallel_for(dcv_task, &a, items, grain_for(items, 4));
+        else
+#endif
+            parallel_for(dc_task, &a, items, grain_for(items, 4));
         Py_END_ALLOW_THREADS;
     }
     bufs_release(&bs);
