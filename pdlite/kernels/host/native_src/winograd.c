@@ -98,85 +98,94 @@ PD_TARGET_AVX512 __attribute__((noinline)) static void wino_in_plane16(const win
 static void wino_in_plane16(const wino_args *a, isz ic) { (void)a, (void)ic; } /* never called */
 #endif
 
-/* input transform of channel c: V[p][c][t] = (B^T d B)[p] for each tile's 4x4 patch d */
-PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
-    const wino_args *a = (const wino_args *)vctx;
+/* channel plane ic's input transform by row buffers (CPUs without AVX-512): `buf` holds 4 * PW + 8 * (TW + 1)
+ * floats */
+PD_INLINE void wino_in_rows(const wino_args *a, isz ic, float *buf) {
     const isz TW = a->TW, PW = 2 * TW + 2; /* padded row: columns 2*tx - PL .. 2*tx - PL + 3 of each tile */
-    float *buf = (float *)pd_scratch((size_t)(4 * PW + 8 * (TW + 1)) * sizeof(float));
-    if (!buf) return;
     float *rows = buf;           /* 4 input rows (zero padded), then the vertical combinations in place */
     float *ev = buf + 4 * PW;    /* even / odd columns of one combined row: 4 x (TW + 1) each */
     float *od = ev + 4 * (TW + 1);
-    for (isz ic = begin; ic < end; ic++) { /* ic = image * C + channel */
-        const isz c = ic % a->C, toff = (ic / a->C) * a->TP - a->ty0 * TW;
-        const float *src = a->x + ic * a->H * a->W;
-        if (g_avx512) { /* whole vectors of tiles (the row buffers below: other CPUs) */
-            wino_in_plane16(a, ic);
-        } else {
-            for (isz ty = a->ty0; ty < a->ty1; ty++) {
-                for (isz i = 0; i < 4; i++) {
-                    const isz iy = 2 * ty - a->PT + i;
-                    float *r = rows + i * PW;
-                    if (iy < 0 || iy >= a->H) {
-                        memset(r, 0, (size_t)PW * sizeof(float));
-                        continue;
-                    }
-                    const float *s = src + iy * a->W;
-                    const isz lo = a->PL < PW ? a->PL : PW;               /* r[px] = s[px - PL] for px in [lo, hi) */
-                    const isz hi = a->PL + a->W < PW ? a->PL + a->W : PW;
-                    for (isz px = 0; px < lo; px++) r[px] = 0.0f;
-                    if (hi > lo) memcpy(r + lo, s + (lo - a->PL), (size_t)(hi - lo) * sizeof(float));
-                    for (isz px = hi > lo ? hi : lo; px < PW; px++) r[px] = 0.0f;
-                }
-                /* B^T along the rows: t0 = d0 - d2, t1 = d1 + d2, t2 = d2 - d1, t3 = d1 - d3 */
-                float *d0 = rows, *d1 = rows + PW, *d2 = rows + 2 * PW, *d3 = rows + 3 * PW;
-                PD_SIMD for (isz x = 0; x < PW; x++) {
-                    const float a0 = d0[x], a1 = d1[x], a2 = d2[x], a3 = d3[x];
-                    d0[x] = a0 - a2;
-                    d1[x] = a1 + a2;
-                    d2[x] = a2 - a1;
-                    d3[x] = a1 - a3;
-                }
-                for (isz i = 0; i < 4; i++) {
-                    const float *t = rows + i * PW;
-                    float *e = ev + i * (TW + 1), *o = od + i * (TW + 1);
-                    for (isz k = 0; k <= TW; k++) {
-                        e[k] = t[2 * k];
-                        o[k] = t[2 * k + 1];
-                    }
-                    /* B along the columns of tile tx:
-                     * (e[tx] - e[tx+1], o[tx] + e[tx+1], e[tx+1] - o[tx], o[tx] - o[tx+1]) */
-                    const isz base = toff + ty * TW, TT = a->TT;
-                    if (a->packed) {
-                        const isz ps = a->vtiles * a->C * 7; /* one position's columns */
-                        float *vt = a->v + wino_v(a, 4 * i, c, base);
-                        for (isz tx = 0, j = base % 7; tx < TW; tx++) {
-                            vt[0] = e[tx] - e[tx + 1];
-                            vt[ps] = o[tx] + e[tx + 1];
-                            vt[2 * ps] = e[tx + 1] - o[tx];
-                            vt[3 * ps] = o[tx] - o[tx + 1];
-                            if (++j < 7) { /* the next column of this tile, or the first of the next */
-                                vt++;
-                            } else {
-                                j = 0;
-                                vt += a->C * 7 - 6;
-                            }
-                        }
-                        continue;
-                    }
-                    float *v0 = a->v + ((4 * i + 0) * a->C + c) * TT + base;
-                    float *v1 = a->v + ((4 * i + 1) * a->C + c) * TT + base;
-                    float *v2 = a->v + ((4 * i + 2) * a->C + c) * TT + base;
-                    float *v3 = a->v + ((4 * i + 3) * a->C + c) * TT + base;
-                    PD_SIMD for (isz tx = 0; tx < TW; tx++) {
-                        v0[tx] = e[tx] - e[tx + 1];
-                        v1[tx] = o[tx] + e[tx + 1];
-                        v2[tx] = e[tx + 1] - o[tx];
-                        v3[tx] = o[tx] - o[tx + 1];
+    const isz c = ic % a->C, toff = (ic / a->C) * a->TP - a->ty0 * TW;
+    const float *src = a->x + ic * a->H * a->W;
+    for (isz ty = a->ty0; ty < a->ty1; ty++) {
+        for (isz i = 0; i < 4; i++) {
+            const isz iy = 2 * ty - a->PT + i;
+            float *r = rows + i * PW;
+            if (iy < 0 || iy >= a->H) {
+                memset(r, 0, (size_t)PW * sizeof(float));
+                continue;
+            }
+            const float *s = src + iy * a->W;
+            const isz lo = a->PL < PW ? a->PL : PW;               /* r[px] = s[px - PL] for px in [lo, hi) */
+            const isz hi = a->PL + a->W < PW ? a->PL + a->W : PW;
+            for (isz px = 0; px < lo; px++) r[px] = 0.0f;
+            if (hi > lo) memcpy(r + lo, s + (lo - a->PL), (size_t)(hi - lo) * sizeof(float));
+            for (isz px = hi > lo ? hi : lo; px < PW; px++) r[px] = 0.0f;
+        }
+        /* B^T along the rows: t0 = d0 - d2, t1 = d1 + d2, t2 = d2 - d1, t3 = d1 - d3 */
+        float *d0 = rows, *d1 = rows + PW, *d2 = rows + 2 * PW, *d3 = rows + 3 * PW;
+        PD_SIMD for (isz x = 0; x < PW; x++) {
+            const float a0 = d0[x], a1 = d1[x], a2 = d2[x], a3 = d3[x];
+            d0[x] = a0 - a2;
+            d1[x] = a1 + a2;
+            d2[x] = a2 - a1;
+            d3[x] = a1 - a3;
+        }
+        for (isz i = 0; i < 4; i++) {
+            const float *t = rows + i * PW;
+            float *e = ev + i * (TW + 1), *o = od + i * (TW + 1);
+            for (isz k = 0; k <= TW; k++) {
+                e[k] = t[2 * k];
+                o[k] = t[2 * k + 1];
+            }
+            /* B along the columns of tile tx:
+             * (e[tx] - e[tx+1], o[tx] + e[tx+1], e[tx+1] - o[tx], o[tx] - o[tx+1]) */
+            const isz base = toff + ty * TW, TT = a->TT;
+            if (a->packed) {
+                const isz ps = a->vtiles * a->C * 7; /* one position's columns */
+                float *vt = a->v + wino_v(a, 4 * i, c, base);
+                for (isz tx = 0, j = base % 7; tx < TW; tx++) {
+                    vt[0] = e[tx] - e[tx + 1];
+                    vt[ps] = o[tx] + e[tx + 1];
+                    vt[2 * ps] = e[tx + 1] - o[tx];
+                    vt[3 * ps] = o[tx] - o[tx + 1];
+                    if (++j < 7) { /* the next column of this tile, or the first of the next */
+                        vt++;
+                    } else {
+                        j = 0;
+                        vt += a->C * 7 - 6;
                     }
                 }
+                continue;
+            }
+            float *v0 = a->v + ((4 * i + 0) * a->C + c) * TT + base;
+            float *v1 = a->v + ((4 * i + 1) * a->C + c) * TT + base;
+            float *v2 = a->v + ((4 * i + 2) * a->C + c) * TT + base;
+            float *v3 = a->v + ((4 * i + 3) * a->C + c) * TT + base;
+            PD_SIMD for (isz tx = 0; tx < TW; tx++) {
+                v0[tx] = e[tx] - e[tx + 1];
+                v1[tx] = o[tx] + e[tx + 1];
+                v2[tx] = e[tx + 1] - o[tx];
+                v3[tx] = o[tx] - o[tx + 1];
             }
         }
+    }
+}
+
+/* input transform of channel c: V[p][c][t] = (B^T d B)[p] for each tile's 4x4 patch d */
+PD_INLINE void wino_in_task_impl(void *vctx, isz begin, isz end) {
+    const wino_args *a = (const wino_args *)vctx;
+    float *buf = NULL; /* wino_in_rows' buffers: AVX-512's whole vectors of tiles (wino_in_plane16) need none */
+    if (!g_avx512) {
+        buf = (float *)pd_scratch((size_t)(4 * (2 * a->TW + 2) + 8 * (a->TW + 1)) * sizeof(float));
+        if (!buf) return;
+    }
+    for (isz ic = begin; ic < end; ic++) { /* ic = image * C + channel */
+        const isz c = ic % a->C;
+        if (g_avx512)
+            wino_in_plane16(a, ic);
+        else
+            wino_in_rows(a, ic, buf);
         if (a->packed && ic / a->C == a->TT / a->TP - 1) /* the pass's last image: zeros past its last tile
                                                            * column (computed over, never written out) */
             for (isz p = 0; p < 16; p++)
