@@ -454,17 +454,16 @@ def _bound(fn: Callable[..., Any], shape: tuple[int, ...], w: np.ndarray, bias: 
     """x -> fn(x, w, bias, out, *rest) into a new float32 `out` of `shape` (the native conv entries' order; large
     outputs 64-byte aligned: empty_aligned); `residual`: (x, r) -> fn(x, w, bias, out, *rest, r), r (C-contiguous
     float32 of `shape`) added to the output before the activation (fused_conv2d's ResidualData)."""
-    alloc = empty_aligned if math.prod(shape) >= ALIGN_MIN_FLOATS else lambda s: np.empty(s, dtype=F32)
     if residual:
         def run_res(x: np.ndarray, r: np.ndarray) -> np.ndarray:
-            out = alloc(shape)
+            out = empty_aligned(shape)
             fn(x, w, bias, out, *rest, r)
             return out
 
         return run_res
 
     def run(x: np.ndarray) -> np.ndarray:
-        out = alloc(shape)
+        out = empty_aligned(shape)
         fn(x, w, bias, out, *rest)
         return out
 

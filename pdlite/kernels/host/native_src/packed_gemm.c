@@ -108,14 +108,13 @@ PD_INLINE void pk_pack_task_impl(void *vctx, isz begin, isz end) {
         for (isz k = kb * PK_KC; k < k1; k++) { /* gathered columns, a row at a time */
             const isz kk = (k % g->C) * g->KH * g->KW + k / g->C; /* tap-major k as im2col's row (c, tap) */
             im2col_block(g, img, kk, kk + 1, q0, q1, row, q1 - q0);
-            const float *src = row;
             for (isz t = t0; t < t1; t++) {
                 float *d = bp + (t * a->K + k) * PK_NR;
                 const isz qa = t * PK_NR - q0;
                 if ((t + 1) * PK_NR <= q1) {
-                    for (int j = 0; j < PK_NR; j++) d[j] = src[qa + j];
+                    for (int j = 0; j < PK_NR; j++) d[j] = row[qa + j];
                 } else {
-                    for (int j = 0; j < PK_NR; j++) d[j] = qa + q0 + j < q1 ? src[qa + j] : 0.0f;
+                    for (int j = 0; j < PK_NR; j++) d[j] = qa + q0 + j < q1 ? row[qa + j] : 0.0f;
                 }
             }
         }
