@@ -168,6 +168,17 @@ class PredictorBase:
 
     def run(self) -> None:
         """Run on the inputs this thread set; the outputs are this thread's until its next run."""
+        if self._direct is not None and self._hook is None:
+            # one device subgraph: the feeds straight to the device. The runner answers only for feeds whose
+            # shapes and dtypes it compiled, which the general path below checked first (check_feed), and the
+            # device's outputs are arrays of its own (never a feed or a weight): no checks, no copies here.
+            feeds = {t.name: t.raw() for t in self._inputs}
+            with self._lock:
+                outs = self._direct(feeds)
+            if outs is not None:  # None: a signature not built yet, one that fell back to the host, a feed unset
+                for t, v in zip(self._outputs, outs):
+                    t._set(v)
+                return
         feeds: dict[str, Any] = {}
         for t in self._inputs:
             data = t.raw()
@@ -178,12 +189,6 @@ class PredictorBase:
                 shape, dtype = self._feed_specs[t.name]
                 check_feed(t.name, data, shape, dtype)
             feeds[t.name] = data
-        if self._direct is not None and self._hook is None:
-            with self._lock:
-                outs = self._direct(feeds)
-            if outs is not None:  # None: a signature not built yet, or one that fell back to the host
-                self._publish(outs, feeds)
-                return
         scope: dict[str, Any] = dict(self._params)
         scope.update(feeds)
         runtime = self._runtime

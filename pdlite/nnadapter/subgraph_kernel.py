@@ -126,20 +126,27 @@ class SubgraphKernel(Kernel):
         """For a program that is this one subgraph (its data inputs are feeds, the fetches among its outputs):
         `run(feeds) -> outputs in fetch order`, straight from the feeds to the driver (no scope, no
         instruction, no parameter gathering: the parameters are constants of the compiled model). It returns
-        None, having done nothing, when the feeds' signature has no compiled model yet or falls back to the
-        host: the caller then takes the general path (which builds, checks the first run, runs host kernels
-        with the config's threads). None instead of a runner when the program does not have that form."""
-        if set(self.data_names) - set(feed_names) or set(fetch_names) - set(self.out_names):
+        None, having done nothing, when a feed is unset or the feeds' signature has no compiled model yet or
+        falls back to the host: the caller then takes the general path (which checks the feeds, builds, checks
+        the first run, runs host kernels with the config's threads). So a signature it runs went through that
+        path's checks first. None instead of a runner when the program does not have that form (every feed a
+        data input of this subgraph, every fetch one of its outputs)."""
+        if set(self.data_names) != set(feed_names) or set(fetch_names) - set(self.out_names):
             return None
         names = list(self.data_names)
         pick = [self.out_names.index(n) for n in fetch_names]
+        whole = pick == list(range(len(self.out_names)))  # the fetches are the outputs, in order
         label = f"subgraph({self.out_names[0] if self.out_names else ''})"
+        entries, lock = self._entries, self._lock
 
         def run(feeds: Mapping[str, Any]) -> list[Any] | None:
             data = [feeds[n] for n in names]
-            key = tuple([(a.shape, a.dtype) for a in data])
-            with self._lock:
-                entry = self._entries.get(key)
+            try:
+                key = tuple([(a.shape, a.dtype) for a in data])
+            except AttributeError:  # an input not set (None)
+                return None
+            with lock:
+                entry = entries.get(key)
                 if entry is None or entry is _FALLBACK:
                     return None
                 try:
@@ -149,7 +156,7 @@ class SubgraphKernel(Kernel):
                 except Exception as e:  # reported as Instruction.run reports a kernel's failure
                     raise KernelError(f"kernel subgraph on device {self.device!r} failed on op {label}: "
                                       f"{type(e).__name__}: {e}") from e
-            return [outs[i] for i in pick]
+            return outs if whole else [outs[i] for i in pick]
 
         return run
 

@@ -74,6 +74,33 @@ def test_only_whole_program_subgraphs(tmp_path) -> None:
     assert _direct(create_paddle_predictor(cfg)) is None, "host kernels only"
     whole = predictor(MODEL, "onnxruntime")
     assert direct_program(whole.runtime_program, whole.get_input_names(), ["not_an_output"]) is None
+    # a feed the subgraph does not read would skip the feed checks on the direct path: not offered
+    assert direct_program(whole.runtime_program, whole.get_input_names() + ["unused"],
+                          whole.get_output_names()) is None
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+def test_feeds_are_checked_after_direct_runs(device: str) -> None:
+    """Predictor.run takes the direct path without checking the feeds (it runs only signatures the checked path
+    compiled): a wrong dtype or a wrong fixed dim after direct runs still gets the input's own error, and the
+    next good feed runs direct again with the same outputs."""
+    from pdlite.errors import InputError
+
+    need(device)
+    pred = predictor(MODEL, device)
+    ins, _ = load_case(MODEL)
+    (name,) = ins
+    want = [np.array(o, copy=True) for o in pred.predict(ins)]
+    pred.run()  # the direct path: this signature is compiled
+    (k,) = subgraph_kernels(pred)
+    with pytest.raises(InputError, match=f"input {name!r}: expected dtype float32"):
+        pred.predict({name: ins[name].astype(np.float64)})
+    bad = np.zeros(ins[name].shape[:1] + (ins[name].shape[1] + 1,) + ins[name].shape[2:], np.float32)
+    with pytest.raises(InputError, match=f"input {name!r}: dim 1 must be {ins[name].shape[1]}"):
+        pred.predict({name: bad})
+    for g, w in zip(pred.predict(ins), want):
+        assert np.array_equal(g, w)
+    assert k.builds == 1
 
 
 @pytest.mark.parametrize("device", list(DEVICES))
