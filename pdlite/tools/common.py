@@ -104,8 +104,13 @@ def make_feeds(predictor: Any, inputs: dict[str, str], shapes: dict[str, str], r
         if not random and n not in shapes:
             raise InputError(f"input {n!r} has no data: give --input {n}=FILE.npy, or --random "
                              f"(with --shape {n}=... for dynamic dims {spec_shape})")
+        if n not in shapes and shape and shape[0] < 0 and all(d >= 0 for d in shape[1:]):
+            shape[0] = 1  # only the batch is dynamic: one sample, as Paddle's tools do
+            print(f"input {n}: batch 1 (the model's shape {spec_shape}; --shape {n}=... for another)")
         if any(d < 0 for d in shape):
-            raise InputError(f"input {n!r} has dynamic dims {spec_shape}: give --shape {n}=1,3,224,224")
+            example = ",".join(str(d) if d >= 0 else ("1" if i == 0 else "N") for i, d in enumerate(shape))
+            raise InputError(f"input {n!r} has dynamic dims {spec_shape}: give --shape {n}={example} "
+                             f"(N: the size to use)")
         dtype = dtype or np.dtype(np.float32)
         if np.issubdtype(dtype, np.integer):
             feeds[n] = rng.integers(0, 100, size=shape).astype(dtype)

@@ -38,6 +38,18 @@ def test_run_random_with_shape_and_input_file(capsys, tmp_path):
     assert rc == 0 and "input  x: shape [1, 3, 48, 64]" in text
 
 
+def test_random_inputs_default_a_dynamic_batch_to_one(capsys):
+    """--random without --shape: a model whose only dynamic dim is the batch runs one sample (and says so); other
+    dynamic dims are refused with the model's own dims in the --shape example."""
+    rc, text = _cli(capsys, "run", str(model_dir("mobilenet_v3_small")), "--random")
+    assert rc == 0, text
+    assert "input x: batch 1 (the model's shape [-1, 3, 224, 224]" in text
+    assert "input  x: shape [1, 3, 224, 224] float32" in text
+    assert "output linear_1.tmp_1: shape [1, 100] float32" in text
+    rc, text = _cli(capsys, "run", str(model_dir("ppocr_cls_v2")), "--random")  # x: [-1, 3, -1, -1]
+    assert rc == 1 and "input 'x' has dynamic dims [-1, 3, -1, -1]: give --shape x=1,3,N,N" in text
+
+
 def test_run_reports_mismatch_and_errors(capsys, tmp_path):
     d = model_dir("ppocr_cls_v2")
     ins, outs = load_case("ppocr_cls_v2")
