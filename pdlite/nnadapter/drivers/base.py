@@ -5,8 +5,8 @@ declares the Python package it needs (and the pip extra that installs it) and th
 property keys it understands. `build` returns an opaque compiled model; `run` takes the input
 arrays in the model's input order and returns the outputs in its output order: fresh arrays
 the caller may keep, never an input and never memory a later run writes (a predictor whose
-program is one device subgraph hands them to the user as they are). With a cache path, `build` loads the device's compiled artifact from
-that file when it exists and writes it there otherwise.
+program is one device subgraph hands them to the user as they are). With a cache path, `build`
+loads the device's compiled artifact from that file when it exists and writes it there otherwise.
 """
 from __future__ import annotations
 
