@@ -1,8 +1,9 @@
 """The native packed-weights conv GEMM (native_src/packed_gemm.c) against float64 maths and the NumPy conv kernel.
 
 Shapes cover its edges: output channels not a multiple of 16 or 64 (zero-padded panels of 16..64 rows), columns
-not a multiple of its 7-column tiles and more than one chunk of 32 tiles, reductions over several blocks of 256,
-1x1 convs read in place and every im2col geometry (stride, padding, dilation), batches, bias and activations.
+not a multiple of its 7-column tiles and more than one chunk of 32 tiles, reductions over several blocks of 128,
+1x1 convs read in place (both forms: the wide one's full tiles, the packed one's when the columns fill whole
+7-column tiles) and every im2col geometry (stride, padding, dilation), batches, bias and activations.
 The packed form's write-out runs both ways (16x16 in-register transposes, the default with AVX-512, and element
 by element). Tolerance as the other native kernels: max|native - ref| <= 1e-5 * max(1, max|ref|). Skipped when
 the extension is not built; it runs on every instruction set (only the conv kernel's choice of it needs AVX-512).
@@ -74,6 +75,10 @@ CASES = [
     (1, 16, 4, 5, 20, 3, 1, 3, 1, True, "relu"),  # pad 3: output rows 0 and 7 all padding (bias only), 9 wide
     (2, 32, 7, 7, 48, 3, 1, 1, 1, False, None),  # 7x7 maps, batch 2: each image's top and bottom rows skip a row
     (1, 24, 9, 8, 16, 3, 1, 2, 2, True, "relu6"),  # dilation 2, pad 2: tiles across two output rows
+    # 1x1 convs whose columns fill whole 7-column tiles: the packed form reads them in place (no packing pass)
+    (2, 150, 7, 7, 80, 1, 1, 0, 1, True, "relu6"),  # 7x7, K = 150 (two reduction blocks), panels of 64 and 16
+    (1, 130, 14, 20, 33, 1, 1, 0, 1, False, None),  # 280 columns: 40 tiles, two chunks; 33 rows (one panel of 48)
+    (3, 9, 7, 14, 20, 1, 1, 0, 1, True, "leaky_relu"),  # batch 3, K = 9, an activation over the written rows
 ]
 
 

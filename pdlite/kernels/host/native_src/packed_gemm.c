@@ -14,7 +14,8 @@
  * for its output rows (pk_tile_k; ResNet18's 512x512 3x3 on 7x7, one Zen 4 core, weights from memory: 2.46 ->
  * 2.27 ms, 2/21 of its products skipped).
  * Columns are packed per call (pk_pack_task), for each image [tile][K][7] (7 consecutive columns per tile, zeros
- * past L), gathered from the image directly (no columns matrix). Then (pk_gemm_task) each (image, chunk of
+ * past L), gathered from the image directly (no columns matrix); a 1x1 stride-1 conv whose L is a multiple of 7
+ * reads them in place instead (pk_args.inplace). Then (pk_gemm_task) each (image, chunk of
  * PK_CHUNK tiles, panel) accumulates its block over K in steps of PK_KC (weights block in L1, the next one
  * prefetched into L2) into a buffer [column][64] and writes it out transposed, with bias and activation (with AVX-512 16x16 blocks
  * at a time through in-register transposes, bias and relu / relu6 on the vectors: 512x512 on 14x14, one Zen 4
@@ -29,10 +30,11 @@
                      * 0.95x-0.96x the time of 256 on 7x7 and 14x14 maps, one Xeon core) */
 #define PK_CHUNK 32 /* tiles per column chunk (224 columns: its buffer is 56 KiB) */
 
-/* c[j*64 + 16v + i] (+)= sum_k a[k*16mv + 16v + i] * b[k*7 + j] for j < 7, v < mv, i < 16; `first`: c starts at 0.
+/* c[j*64 + 16v + i] (+)= sum_k a[k*16mv + 16v + i] * b[k*ldb + j] for j < 7, v < mv, i < 16 (ldb: 7 for packed
+ * columns, L for a 1x1 conv's columns read in place); `first`: c starts at 0.
  * Steps k < pfn also prefetch the cache line at pf + 16k into L2 (the next block's weights). */
-PD_INLINE void pk_tile(const int mv, isz kc, const float *a, const float *b, float *c, int first, const float *pf,
-                       isz pfn) {
+PD_INLINE void pk_tile(const int mv, isz kc, const float *a, const float *b, const isz ldb, float *c, int first,
+                       const float *pf, isz pfn) {
     pd_v16 acc[PK_NR][4];
     for (int j = 0; j < PK_NR; j++)
         for (int v = 0; v < mv; v++) {
@@ -46,7 +48,7 @@ PD_INLINE void pk_tile(const int mv, isz kc, const float *a, const float *b, flo
         pd_v16 av[4];
         for (int v = 0; v < mv; v++) memcpy(&av[v], a + (k * mv + v) * 16, sizeof(pd_v16));
         for (int j = 0; j < PK_NR; j++) {
-            const float bj = b[k * PK_NR + j];
+            const float bj = b[k * ldb + j];
             for (int v = 0; v < mv; v++) acc[j][v] += av[v] * bj;
         }
     }
@@ -63,6 +65,7 @@ typedef struct {
     isz ctiles; /* tiles per chunk (at most PK_CHUNK) */
     isz group; /* the wide form: tiles per item */
     int pointwise; /* B[n] is the image itself */
+    int inplace; /* the small form reads the image's columns in place (pointwise, L a multiple of PK_NR) */
     conv_geo geo;
     act_t act;
 } pk_args;
@@ -199,7 +202,7 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
         const isz m0 = p * PK_MR, prow = mpad - m0 < PK_MR ? mpad - m0 : PK_MR;
         const int mv = (int)(prow / 16);
         const float *wp = a->w + m0 * a->K;
-        const float *bp = a->bp + n * a->tiles * a->K * PK_NR;
+        const float *bp = a->bp ? a->bp + n * a->tiles * a->K * PK_NR : NULL; /* (NULL: columns in place) */
         isz klo[PK_CHUNK], khi[PK_CHUNK], kmin = a->K, kmax = 0;
         for (isz t = t0; t < t1; t++) {
             pk_tile_k(a, t, &klo[t - t0], &khi[t - t0]);
@@ -229,7 +232,10 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
             for (isz t = t0; t < t1; t++) {
                 const isz ka = k0 > klo[t - t0] ? k0 : klo[t - t0], kb = k1 < khi[t - t0] ? k1 : khi[t - t0];
                 if (ka >= kb) continue;
-                const float *bk = bp + (t * a->K + ka) * PK_NR, *wk = wp + ka * prow;
+                const float *bk = a->inplace ? a->x + n * a->K * a->L + ka * a->L + t * PK_NR
+                                             : bp + (t * a->K + ka) * PK_NR;
+                const float *wk = wp + ka * prow;
+                const isz ldb = a->inplace ? a->L : PK_NR;
                 float *c = cbuf + (t - t0) * PK_NR * PK_MR;
                 const int first = ka == klo[t - t0];
                 /* lines the earlier tiles of this block prefetched (fewer where a tile skipped padding rows: those
@@ -238,10 +244,10 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
                 const float *pf = nw ? nw + done * 16 : NULL;
                 const isz pfn = nlines > done ? (nlines - done < kb - ka ? nlines - done : kb - ka) : 0;
                 switch (mv) { /* the tile with a constant vector count: unrolled, accumulators in registers */
-                case 4: pk_tile(4, kb - ka, wk, bk, c, first, pf, pfn); break;
-                case 3: pk_tile(3, kb - ka, wk, bk, c, first, pf, pfn); break;
-                case 2: pk_tile(2, kb - ka, wk, bk, c, first, pf, pfn); break;
-                default: pk_tile(1, kb - ka, wk, bk, c, first, pf, pfn); break;
+                case 4: pk_tile(4, kb - ka, wk, bk, ldb, c, first, pf, pfn); break;
+                case 3: pk_tile(3, kb - ka, wk, bk, ldb, c, first, pf, pfn); break;
+                case 2: pk_tile(2, kb - ka, wk, bk, ldb, c, first, pf, pfn); break;
+                default: pk_tile(1, kb - ka, wk, bk, ldb, c, first, pf, pfn); break;
                 }
             }
         }
@@ -600,9 +606,17 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS;
     } else if (a.N > 0 && a.L > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        a.bp = (float *)pd_alloc64((size_t)(a.N * a.tiles * a.K * PK_NR) * sizeof(float));
-        if (a.bp) {
-            parallel_for(pk_pack_task, &a, a.N * a.chunks * a.kblocks, 1);
+        /* a 1x1 stride-1 conv whose columns fill whole tiles (7x7, 14x14, 28x28, 56x56 maps) reads them in place:
+         * a tile's 7 columns of reduction row k are 7 consecutive floats of the image's row k, so no columns are
+         * packed (the packing pass was ~5% of the time of a 512x512 1x1 on 14x14). One Xeon (Emerald Rapids) core,
+         * batch 4: 512x512 on 14x14 2.01 -> 1.97 ms, 1024x1024 on 7x7 1.88 -> 1.85; inside MobileNetV2 at batch 1
+         * its 7x7 layers 576 -> 160, 960 -> 160, 960 -> 320 0.87x-0.95x the time (160 -> 960 unchanged);
+         * MobileNetV1 batch 4 0.98x, batch 1 0.97x (processes alternated). Same products in the same order:
+         * the same bits as packed. */
+        a.inplace = a.pointwise && a.L % PK_NR == 0;
+        a.bp = a.inplace ? NULL : (float *)pd_alloc64((size_t)(a.N * a.tiles * a.K * PK_NR) * sizeof(float));
+        if (a.bp || a.inplace) {
+            if (!a.inplace) parallel_for(pk_pack_task, &a, a.N * a.chunks * a.kblocks, 1);
             /* a contiguous range of items per thread (stealing from the back of another's when done), so that
              * the next panel an item prefetches is its own thread's next item (handed out one at a time, it was
              * mostly the other thread's: on 2 threads ResNet18 0.94x the time at batch 1, 0.96x at batch 4,
