@@ -414,7 +414,7 @@ def pack_fc_weights(w: np.ndarray) -> np.ndarray:
     k, n = w.shape
     wp = np.zeros((k, -(-n // FC_TILE) * FC_TILE), dtype=F32)
     wp[:, :n] = w
-    return aligned_copy(wp.reshape(k, -1, FC_TILE).transpose(1, 0, 2).ravel())
+    return aligned_copy(wp.reshape(k, -1, FC_TILE).transpose(1, 0, 2)).ravel()  # (ravel: a view of the copy)
 
 
 def packed_fc(x: np.ndarray, wp: np.ndarray, n: int, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
