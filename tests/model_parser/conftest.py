@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, LEGACY_MODELS, SHARED, find_model
+from tests.conftest import FIXTURES, LEGACY_MODELS, SHARED, find_model, skip_reason
 
 # model folder -> (program file, params file or None for non-combined), relative to the folder
 LAYOUTS = {
@@ -34,7 +34,7 @@ def legacy_model(name: str) -> Path:
     """Folder of one legacy (ProgramDesc) test model, fixtures first; skips with the reason if absent."""
     d = find_model(name)
     if d is None:
-        pytest.skip(f"model {name!r} is neither in {FIXTURES} nor in {SHARED}")
+        pytest.skip(skip_reason(name))
     return d
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import model_dir
 from tests.optimizer.util import Builder, check_same, op_types, optimize, refusals, rewrites, run, with_passes
 
 RNG = np.random.default_rng(1)
@@ -166,12 +166,11 @@ def test_fc_sibling_refusals():
 
 def test_fc_siblings_on_the_transformer_encoder():
     """The shared transformer_encoder's q / k / v projections (3 fc of 128 -> 128 per layer, 2 layers): two fused
-    fc's of 384 columns; the outputs within 1e-5 of Paddle's reference and, with the native kernels, bit-equal to
-    the program run without the pass (each column's sums as alone)."""
+    fc's of 384 columns; the outputs within 1e-5 of Paddle's reference and within 1e-6 of the program run without
+    the pass."""
     import pdlite.inference as pi
-    from pdlite.kernels.host import native
 
-    model = SHARED / "transformer_encoder"
+    model = model_dir("transformer_encoder")  # the repo's fixture copy (or ../shared's); skips if neither
     case = np.load(model / "case.npz")
     outs, types = [], []
     for fuse in (True, False):
@@ -190,8 +189,9 @@ def test_fc_siblings_on_the_transformer_encoder():
     for k, got in outs[0].items():
         ref = case[k]
         assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
-        if native.gemm_available():
-            np.testing.assert_array_equal(got, outs[1][k])
+        # not bit-equal: the fused 32 x 128 @ 128 x 384 is past FC_PACKED_MIN and runs on the packed tiles, the
+        # unfused 128-column fc's on the BLAS (kernels/host/fused.py), so the sums' order differs
+        assert np.abs(got - outs[1][k]).max() <= 1e-6 * np.abs(ref).max()
 
 
 def _fc_then_scale(case: str) -> tuple[Builder, dict]:
