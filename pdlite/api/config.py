@@ -131,6 +131,13 @@ class ConfigBase:
         """Keep compiled device models in this folder and reuse them across predictors."""
         self._options["nnadapter_model_cache_dir"] = os.fspath(model_cache_dir)
 
+    def set_nnadapter_shape_cache_size(self, size: int) -> None:
+        """Models kept per subgraph where the device gets one model per input shape (a device of static shapes
+        only, or a subgraph that cannot convert for all shapes); least recently used dropped. Default 16."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"set_nnadapter_shape_cache_size: expected a positive integer, got {size!r}")
+        self._options["nnadapter_shape_cache_size"] = size
+
     def set_nnadapter_subgraph_partition_config_path(self, path: str | os.PathLike) -> None:
         """A file of ops to keep off the device: lines `op_type` or `op_type:in_var,...:out_var,...`."""
         self._options["nnadapter_subgraph_partition_config_path"] = os.fspath(path)
@@ -165,8 +172,8 @@ class ConfigBase:
         return str(self._options.get("nnadapter_mixed_precision_quantization_config_buffer", ""))
 
     def set_nnadapter_dynamic_shape_info(self, info: Mapping[str, Sequence[Sequence[int]]]) -> None:
-        """Per input name, the shapes the device model must serve. Device models are compiled per input
-        shape on first use, so these shapes are compiled as they come; the table is validated and kept."""
+        """Per input name, the shapes the device model must serve. A device model is compiled once for every
+        shape the program allows (symbolic dims), so the table is validated and kept, not needed."""
         if not isinstance(info, Mapping):
             raise ConfigError(f"set_nnadapter_dynamic_shape_info: give {{input name: [shape, ...]}}, got {info!r}")
         table: dict[str, list[list[int]]] = {}

@@ -313,6 +313,7 @@ class GraphInput:
     name: str
     shape: Shape  # -1 = dynamic
     dtype: np.dtype
+    dim_params: tuple[str | None, ...] = ()  # names of the dynamic dims (ONNX dim_param), by position
 
 
 def _value_info(onnx_mod: Any, name: str, dtype: np.dtype | None, shape: Shape | None,
@@ -329,12 +330,16 @@ def _value_info(onnx_mod: Any, name: str, dtype: np.dtype | None, shape: Shape |
 def convert_ops(ops: Sequence[OpDesc], inputs: Sequence[GraphInput], outputs: Sequence[str],
                 info: TensorInfo, vars_: dict[str, VarDesc], *, graph_name: str = "pdlite",
                 dynamic_dim_names: Sequence[str] = (), device: str | None = None,
-                properties: Mapping[str, str] | None = None) -> Any:
+                properties: Mapping[str, str] | None = None,
+                infer: Callable[[OpDesc, TensorInfo], None] | None = None) -> Any:
     """An ONNX ModelProto computing `outputs` from `inputs` with `ops` (in topological order).
 
     `info` holds the params (values) and declared shapes; it is updated with inferred shapes.
     `device`: the NNAdapter device the model is for; its DEVICE_REWRITES are applied (None: the
     device-neutral model, as `export-onnx` writes it), given the device's context `properties`.
+    `infer(op, info)` records each op's output shapes and folded values before the op converts (default:
+    `infer_op` on `info`; the subgraph kernel's one-model-for-all-shapes conversion passes
+    `dynamic.Probes.infer`, which keeps only what every input shape agrees on).
     Raises ConversionError naming the first op that cannot be converted and why.
     """
     onnx = require_onnx()
@@ -354,7 +359,10 @@ def convert_ops(ops: Sequence[OpDesc], inputs: Sequence[GraphInput], outputs: Se
         for n in dict.fromkeys(op.input_names()):  # in the op's order: the initializers' order, the model's bytes
             if n in written and n in info.values:  # written in place (batch_norm's MeanOut): keep the value it reads
                 ctx.tensor(n)
-        infer_op(op, info, vars_)
+        if infer is None:
+            infer_op(op, info, vars_)
+        else:
+            infer(op, info)
         outs = [n for n in op.output_names()]
         if outs and all(n in info.values for n in outs):
             for n in outs:  # folded: the outputs are constants
@@ -387,7 +395,7 @@ def convert_ops(ops: Sequence[OpDesc], inputs: Sequence[GraphInput], outputs: Se
     nodes = drop_identities(ctx.nodes, {o.name for o in graph_outputs})
     graph = onnx.helper.make_graph(
         nodes, graph_name,
-        [_value_info(onnx, gi.name, gi.dtype, gi.shape, dynamic_dim_names) for gi in inputs],
+        [_value_info(onnx, gi.name, gi.dtype, gi.shape, gi.dim_params or dynamic_dim_names) for gi in inputs],
         graph_outputs, list(ctx.initializers.values()))
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
                                    producer_name="pdlite", ir_version=IR_VERSION)

@@ -4,7 +4,9 @@ Option keys (in `CxxConfig.options`):
 - "nnadapter_device_names": list of device names, in preference order (the first whose package
   is installed runs the subgraphs).
 - "nnadapter_context_properties": "KEY=VALUE;KEY=VALUE" (keys per device; see each driver).
-- "nnadapter_model_cache_dir": folder for compiled models.
+- "nnadapter_model_cache_dir": folder for compiled models (else $PDLITE_NNADAPTER_MODEL_CACHE_DIR; model_cache.py).
+- "nnadapter_shape_cache_size": models kept per subgraph where one model per input shape is built (a device of
+  static shapes only, a subgraph that cannot convert for all shapes; least recently used dropped; default 16).
 - "nnadapter_subgraph_partition_config_path" / "..._buffer": ops kept off the device.
 - "subgraph_min_size": subgraphs with fewer ops stay on the host (default 1).
 """
@@ -21,6 +23,7 @@ from pdlite.errors import ConfigError
 from pdlite.nnadapter.partition import PartitionRule, parse_partition_config
 
 DEFAULT_MIN_SIZE = 1
+DEFAULT_SHAPE_CACHE_SIZE = 16
 # the built-in devices' CPU thread counts (each driver reads the keys with its own prefix); unset, each runtime
 # picks its own (all cores). The CLI and the OCR app set them to their --threads / threads (with_thread_counts).
 THREAD_PROPERTIES = ("INTEL_OPENVINO_INFERENCE_NUM_THREADS", "ONNXRUNTIME_INTRA_OP_NUM_THREADS")
@@ -58,6 +61,7 @@ class NNAdapterOptions:
     partition_rules: tuple[PartitionRule, ...] = ()
     min_size: int = DEFAULT_MIN_SIZE
     host_places: tuple[Place, ...] = (Place(),)
+    shape_cache_size: int = DEFAULT_SHAPE_CACHE_SIZE
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], places: Sequence[Place] = ()) -> NNAdapterOptions | None:
@@ -88,9 +92,12 @@ class NNAdapterOptions:
         except (TypeError, ValueError):
             raise ConfigError(f"subgraph_min_size must be an integer, got {options.get('subgraph_min_size')!r}") \
                 from None
+        size = options.get("nnadapter_shape_cache_size", DEFAULT_SHAPE_CACHE_SIZE)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"nnadapter_shape_cache_size must be a positive integer, got {size!r}")
         host = tuple(p for p in places if p.target != TargetType.NNAdapter) or (Place(),)
         return cls(names, parse_context_properties(options.get("nnadapter_context_properties", "")),
-                   options.get("nnadapter_model_cache_dir") or None, tuple(rules), max(1, min_size), host)
+                   options.get("nnadapter_model_cache_dir") or None, tuple(rules), max(1, min_size), host, size)
 
     def excluded(self, op: Any) -> bool:
         return any(r.matches(op) for r in self.partition_rules)

@@ -1,16 +1,29 @@
 """The `subgraph` op's kernel: convert its block to ONNX, build it with the device driver, run it.
 
-Per distinct input signature (shapes and dtypes of the data inputs) the kernel converts the
-sub-block's ops with those concrete shapes, builds the model with the driver (through the
-on-disk model cache when one is configured) and keeps it; later runs with that signature go
-straight to `driver.run` with the input arrays as they are (no conversion, no copies).
-If converting, building or the first run of a newly built model fails (a device may accept a
-model it then cannot run), the kernel warns once (naming the device and the reason) and runs the
-sub-block's original ops with host kernels for that signature: the "original runtime program",
-analysed lazily with host places the first time it is needed. A device never fails a run that
-the host would have done, but for the user's own settings: a context property value the device
-refuses (a ConfigError, e.g. INTEL_OPENVINO_INFERENCE_PRECISION_HINT=fp8) is raised at the first
-run, naming the property, instead of running around it.
+One model for every input shape. On its first run the kernel converts the sub-block's ops with the dims
+the program leaves open (-1 in the var descs, or a fed size other than the declared one) kept symbolic
+(ONNX dim_param; shapes computed inside the graph; see `pdlite.nnadapter.dynamic` for how no shape of
+one input is baked into the graph), builds it with the driver (through the on-disk model cache,
+`model_cache.py`) and serves every later input signature whose fixed dims and dtypes match with that one
+model: ONNX Runtime one session, OpenVINO one compiled model with dynamic dims. A signature that does not
+fit (a dim the model fixed now differs) widens the model: it is converted and built again with that dim
+symbolic too, and replaces the first. Each signature seen is kept in a table, so a run is one dict lookup
+and `driver.run` with the input arrays as they are (no conversion, no copies).
+
+One model per input shape (a bounded LRU, `NNAdapterOptions.shape_cache_size`, default 16) where the
+dynamic model is not possible: a device that runs static shapes only (`Driver.dynamic_shapes = False`),
+a block whose conversion needs a dim or value the input shapes do not fix (a converter refuses), or a
+dynamic model the device cannot build, that fails on its first run, or that fails on a later shape (that
+shape alone). The reason is logged (logger "pdlite.nnadapter", debug) and kept in `shape_mode` (which
+`pdlite inspect --device` prints).
+
+If converting, building or the first run of a newly built model fails (a device may accept a model it
+then cannot run), the kernel warns once (naming the device and the reason) and runs the sub-block's
+original ops with host kernels for that signature: the "original runtime program", analysed lazily
+with host places the first time it is needed. A device never fails a run that the host would have
+done, but for the user's own settings: a context property value the device refuses (a ConfigError,
+e.g. INTEL_OPENVINO_INFERENCE_PRECISION_HINT=fp8) is raised at the first run, naming the property,
+instead of running around it.
 
 The kernel keeps per-run state (its compiled models, each device request), so runs enter it one at a
 time, under its own lock. `direct_runner` serves the common whole-program case (feed -> one subgraph ->
@@ -18,8 +31,7 @@ fetch) without the general run loop: see its docstring.
 """
 from __future__ import annotations
 
-import hashlib
-import os
+import logging
 import threading
 import warnings
 from collections import OrderedDict
@@ -32,10 +44,12 @@ from pdlite.core.program import BlockDesc, OpDesc, Program
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, TargetType
 from pdlite.errors import ConfigError, KernelError, ModelFormatError, PdliteError
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
-from pdlite.nnadapter.options import NNAdapterOptions
+from pdlite.nnadapter.options import DEFAULT_SHAPE_CACHE_SIZE, NNAdapterOptions
 
 HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
-MAX_SIGNATURES = 16  # compiled models kept per subgraph (least recently used dropped)
+MAX_SIGNATURES = DEFAULT_SHAPE_CACHE_SIZE  # per-shape models kept per subgraph by default (least recently used dropped)
+MAX_SERVED = 4096  # signatures remembered as served by the dynamic model (forgotten all at once beyond it)
+log = logging.getLogger("pdlite.nnadapter")
 
 
 class NNAdapterFallbackWarning(RuntimeWarning):
@@ -43,10 +57,11 @@ class NNAdapterFallbackWarning(RuntimeWarning):
 
 
 class _Compiled:
-    __slots__ = ("model",)
+    __slots__ = ("model", "patterns")
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, patterns: tuple | None = None) -> None:
         self.model = model
+        self.patterns = patterns  # the dynamic model's inputs: ((shape with -1, dtype), ...); None: one signature
 
 
 class _Fallback:
@@ -73,7 +88,10 @@ class SubgraphKernel(Kernel):
         data = set(op.attrs.get("input_data_names") or [])
         self.data_index = [i for i, n in enumerate(self.in_names) if n in data]
         self.data_names = [self.in_names[i] for i in self.data_index]
-        self._entries: OrderedDict[tuple, _Compiled | _Fallback] = OrderedDict()
+        self._entries: dict[tuple, _Compiled | _Fallback] = {}  # every signature served -> its model / host
+        self._per_shape: OrderedDict[tuple, None] = OrderedDict()  # the signatures of per-shape entries (LRU)
+        self._dynamic: _Compiled | None = None
+        self._no_widen = False  # a wider dynamic model failed: shapes the current one does not fit go per shape
         self._driver: Any = None
         self._host: Any = None
         self._params: dict[str, Any] = {}
@@ -81,6 +99,8 @@ class SubgraphKernel(Kernel):
         self._lock = threading.Lock()  # one run at a time (the device requests are per compiled model)
         self.builds = 0  # models built or loaded (tests and tools read it)
         self.cache_hits = 0
+        # "dynamic": one model serves every shape; "per-shape: <reason>" otherwise; "" before the first run
+        self.shape_mode = ""
 
     def bind(self, block: BlockDesc, program: Program, options: NNAdapterOptions, device: str) -> None:
         """Attach what the op desc alone does not carry (set by subgraph_detect_pass)."""
@@ -114,10 +134,10 @@ class SubgraphKernel(Kernel):
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                entry = self._build(key, vals, data)
-                if entry is not _FALLBACK:
-                    return {"Outputs": self._first_run(key, entry, vals, data)}
+                return {"Outputs": self._new_signature(key, vals, data)}
             if entry is not _FALLBACK:
+                if entry.patterns is None:
+                    self._per_shape.move_to_end(key)
                 return {"Outputs": self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])}
             return {"Outputs": self._run_host(vals)}
 
@@ -126,7 +146,7 @@ class SubgraphKernel(Kernel):
         """For a program that is this one subgraph (its data inputs are feeds, the fetches among its outputs):
         `run(feeds) -> outputs in fetch order`, straight from the feeds to the driver (no scope, no
         instruction, no parameter gathering: the parameters are constants of the compiled model). It returns
-        None, having done nothing, when a feed is unset or the feeds' signature has no compiled model yet or
+        None, having done nothing, when a feed is unset or the feeds' signature was not served yet or
         falls back to the host: the caller then takes the general path (which checks the feeds, builds, checks
         the first run, runs host kernels with the config's threads). So a signature it runs went through that
         path's checks first. None instead of a runner when the program does not have that form (every feed a
@@ -149,6 +169,8 @@ class SubgraphKernel(Kernel):
                 entry = entries.get(key)
                 if entry is None or entry is _FALLBACK:
                     return None
+                if entry.patterns is None:
+                    self._per_shape.move_to_end(key)
                 try:
                     outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
                 except PdliteError:
@@ -160,93 +182,181 @@ class SubgraphKernel(Kernel):
 
         return run
 
-    # -- building -----------------------------------------------------------------------------
+    # -- a new input signature ----------------------------------------------------------------
     def _check_bound(self) -> None:
         if self.block is None or self.options is None or self.device is None:
             raise PdliteError("subgraph kernel has no block/device: it is created by subgraph_detect_pass "
                               "(or call kernel.bind(block, program, options, device))")
 
-    def _build(self, key: tuple, vals: list[Any], data: list[Any]) -> _Compiled | _Fallback:
+    def _new_signature(self, key: tuple, vals: list[Any], data: list[Any]) -> list[Any]:
+        """Outputs for a signature not served before; on the way, the model that serves it is chosen (the
+        dynamic model, a wider one, or one for this shape alone) and remembered."""
         self._check_bound()
+        if self._driver is None:
+            from pdlite.nnadapter.registry import get_driver
+
+            self._driver = get_driver(self.device)()  # type: ignore[arg-type]
+        if not self.shape_mode:
+            if getattr(self._driver, "dynamic_shapes", True):
+                self.shape_mode = "dynamic"
+            else:
+                self._per_shape_mode(f"device {self.device!r} runs static shapes only")
+        if self.shape_mode == "dynamic":
+            dyn = self._dynamic
+            if dyn is not None and _fits(dyn.patterns, data):
+                try:
+                    outs = self._driver.run(dyn.model, [np.asarray(a, order="C") for a in data])
+                    if len(outs) != len(self.out_names):
+                        raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
+                except Exception as e:  # this shape alone gets a model of its own
+                    log.debug("NNAdapter %s: subgraph %s's dynamic model failed on %s (%s: %s); a model for "
+                              "that shape", self.device, self._label(), _sig(key), type(e).__name__, e)
+                else:
+                    if len(self._entries) >= MAX_SERVED:
+                        for k in [k for k, e in self._entries.items() if e is dyn]:
+                            del self._entries[k]
+                    self._entries[key] = dyn
+                    return outs
+            elif dyn is None or not self._no_widen:
+                outs = self._build_dynamic(key, vals, data)
+                if outs is not None:
+                    return outs
+        return self._build_per_shape(key, vals, data)
+
+    def _build_dynamic(self, key: tuple, vals: list[Any], data: list[Any]) -> list[Any] | None:
+        """Convert and build the model with symbolic dims (wider than the current one, when there is one),
+        check its first run against the host; its outputs, or None (and per-shape mode) when that fails."""
+        from pdlite.nnadapter.dynamic import dynamic_dims
+
+        assert self.block is not None
+        old = self._dynamic
+        flags = []
+        for i, (n, a) in enumerate(zip(self.data_names, data)):
+            v = self.block.vars.get(n)
+            dyn = dynamic_dims(tuple(v.shape) if v is not None and v.is_tensor else None, tuple(a.shape))
+            if old is not None and old.patterns is not None:
+                pat, dt = old.patterns[i]
+                if dt != a.dtype or len(pat) != a.ndim:
+                    dyn = (True,) * a.ndim
+                else:
+                    dyn = tuple(k or p < 0 or p != d for k, p, d in zip(dyn, pat, a.shape))
+            flags.append(dyn)
+        try:
+            model = self.onnx_model(vals, data, flags)
+            compiled = _Compiled(self._compile(model), tuple(
+                (tuple(-1 if k else int(d) for d, k in zip(a.shape, f)), a.dtype) for a, f in zip(data, flags)))
+        except ConfigError:  # the user's settings (a context property's value): said, not run around
+            raise
+        except Exception as e:
+            why = f"no model for all shapes: {type(e).__name__}: {e}"
+        else:
+            outs, why = self._first_run(compiled, vals, data)
+            why = why and f"the model for all shapes failed its first run: {why}"
+        if why:
+            if old is None:
+                self._per_shape_mode(why)
+            else:  # the model so far keeps the shapes it fits; the others get models of their own
+                self._no_widen = True
+                log.debug("NNAdapter %s: subgraph %s not widened to %s: %s", self.device, self._label(), _sig(key),
+                          why)
+            return None
+        if old is not None:
+            for k in [k for k, e in self._entries.items() if e is old]:
+                del self._entries[k]
+        self._dynamic = compiled
+        self._entries[key] = compiled
+        log.debug("NNAdapter %s: subgraph %s built for all shapes: inputs %s", self.device, self._label(),
+                  [list(p) for p, _ in compiled.patterns or ()])
+        return outs
+
+    def _per_shape_mode(self, why: str) -> None:
+        self.shape_mode = f"per-shape: {why}"
+        self._dynamic = None
+        log.debug("NNAdapter %s: subgraph %s gets one model per input shape (at most %d kept): %s", self.device,
+                  self._label(), self._cache_size(), why)
+
+    def _cache_size(self) -> int:
+        return self.options.shape_cache_size if self.options is not None else MAX_SIGNATURES
+
+    def _build_per_shape(self, key: tuple, vals: list[Any], data: list[Any]) -> list[Any]:
         entry: _Compiled | _Fallback
         try:
-            entry = _Compiled(self._compile(vals, data))
-        except ConfigError:  # the user's settings (a context property's value): said, not run around
+            entry = _Compiled(self._compile(self.onnx_model(vals, data)))
+        except ConfigError:
             raise
         except Exception as e:
             self._warn(e)
             entry = _FALLBACK
+        outs = None
+        if entry is not _FALLBACK:
+            outs, why = self._first_run(entry, vals, data)
+            if why:
+                self._warn(PdliteError(why))
+                entry = _FALLBACK
         self._entries[key] = entry
-        if len(self._entries) > MAX_SIGNATURES:
-            self._entries.popitem(last=False)
-        return entry
+        self._per_shape[key] = None
+        while len(self._per_shape) > self._cache_size():
+            self._entries.pop(self._per_shape.popitem(last=False)[0], None)
+        return outs if outs is not None else self._run_host(vals)
 
-    def _first_run(self, key: tuple, entry: _Compiled, vals: list[Any], data: list[Any]) -> list[Any]:
-        """Run a newly built model once, as the last step of building it, beside the host ops: if the
-        device cannot run it, or returns other output counts, shapes or dtypes than the host kernels
-        (which the ops after the subgraph expect), this signature falls back to the host."""
+    def _first_run(self, entry: _Compiled, vals: list[Any], data: list[Any]) -> tuple[list[Any] | None, str]:
+        """Run a newly built model once, as the last step of building it, beside the host ops: (outputs, "") if
+        the device runs it with the output counts, shapes and dtypes of the host kernels (which the ops after
+        the subgraph expect), else (the host's outputs or None, why not)."""
         try:
             outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
             if len(outs) != len(self.out_names):
                 raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
         except Exception as e:
-            self._warn(e)
-            self._entries[key] = _FALLBACK
-            return self._run_host(vals)
+            return None, f"{type(e).__name__}: {e}"
         try:
             host = self._run_host(vals)
         except PdliteError:  # no host kernels for these ops: nothing to check the device against
-            return outs
+            return outs, ""
         for name, d, h in zip(self.out_names, outs, host):
             d, h = np.asarray(d), np.asarray(h)
             if d.shape != h.shape or d.dtype != h.dtype:
-                self._warn(PdliteError(f"output {name!r} is {d.dtype}{list(d.shape)} on the device, "
-                                       f"{h.dtype}{list(h.shape)} with host kernels"))
-                self._entries[key] = _FALLBACK
-                return host
-        return outs
+                return host, (f"output {name!r} is {d.dtype}{list(d.shape)} on the device, "
+                              f"{h.dtype}{list(h.shape)} with host kernels")
+        return outs, ""
 
-    def onnx_model(self, vals: list[Any], data: list[Any]) -> Any:
-        """The ONNX model of this subgraph for these input values (params) and data shapes."""
+    def onnx_model(self, vals: list[Any], data: list[Any], dynamic: Sequence[Sequence[bool]] | None = None) -> Any:
+        """The ONNX model of this subgraph for these input values (params) and data shapes; with `dynamic` (per
+        data input, per dim: symbolic or not) the model for every shape that agrees on the other dims."""
         from pdlite.nnadapter.convert import GraphInput, TensorInfo, convert_ops
+        from pdlite.nnadapter.dynamic import Probes, pattern
 
         assert self.block is not None
         params = {n: v for n, v in zip(self.in_names, vals) if n not in self.data_names}
         info = TensorInfo.from_vars(self.block.vars, params)
-        inputs = [GraphInput(n, tuple(a.shape), np.dtype(a.dtype)) for n, a in zip(self.data_names, data)]
+        infer = None
+        if dynamic is None:
+            inputs = [GraphInput(n, tuple(a.shape), np.dtype(a.dtype)) for n, a in zip(self.data_names, data)]
+        else:
+            pats = [pattern(tuple(a.shape), f) for a, f in zip(data, dynamic)]
+            inputs = [GraphInput(n, p, np.dtype(a.dtype), tuple(f"{n}_d{i}" if d < 0 else None
+                                                               for i, d in enumerate(p)))
+                      for n, a, p in zip(self.data_names, data, pats)]
+            infer = Probes(info, self.block.vars,
+                           [(n, tuple(a.shape), p) for n, a, p in zip(self.data_names, data, pats)]).infer
         return convert_ops(self.block.ops, inputs, self.out_names, info, self.block.vars,
                            graph_name=f"pdlite_subgraph_{self.block.idx}", device=self.device,
-                           properties=self.options.properties if self.options is not None else None)
+                           properties=self.options.properties if self.options is not None else None, infer=infer)
 
-    def _compile(self, vals: list[Any], data: list[Any]) -> Any:
-        from pdlite.nnadapter.registry import get_driver
+    def _compile(self, model: Any) -> Any:
+        from pdlite.nnadapter.model_cache import build_cached, configured_dir
 
         assert self.options is not None and self.device is not None
-        model = self.onnx_model(vals, data)
         if len(model.graph.output) != len(self.out_names):
             raise PdliteError(f"converted model has {len(model.graph.output)} outputs, expected {len(self.out_names)}")
-        blob = model.SerializeToString()
-        if self._driver is None:
-            self._driver = get_driver(self.device)()
-        props = self.options.properties
-        path = None
-        if self.options.model_cache_dir:
-            h = hashlib.sha256(blob)
-            h.update(self.device.encode())
-            h.update(repr(sorted(props.items())).encode())
-            h.update(self._driver.cache_token(props).encode())
-            path = os.path.join(self.options.model_cache_dir, f"{h.hexdigest()}.{self.device}")
-            if os.path.isfile(path):
-                try:
-                    compiled = self._driver.build(blob, props, path)
-                    self.cache_hits += 1
-                    self.builds += 1
-                    return compiled
-                except Exception:  # a stale or broken cache entry: rebuild it
-                    os.unlink(path)
-        compiled = self._driver.build(blob, props, path)
+        compiled, hit = build_cached(self._driver, model.SerializeToString(), self.device, self.options.properties,
+                                     configured_dir(self.options.model_cache_dir))
         self.builds += 1
+        self.cache_hits += hit
         return compiled
+
+    def _label(self) -> str:
+        return f"{self.op.attrs.get('sub_block')} ({self.out_names[0] if self.out_names else ''})"
 
     def _warn(self, e: Exception) -> None:
         if self._warned:
@@ -285,6 +395,18 @@ class SubgraphKernel(Kernel):
         scope = dict(zip(self.in_names, vals))
         rt.run(scope)
         return [scope[n] for n in self.out_names]
+
+
+def _fits(patterns: tuple | None, data: Sequence[Any]) -> bool:
+    """Whether arrays `data` match a dynamic model's inputs (dtypes, ranks, the dims it fixed)."""
+    from pdlite.nnadapter.dynamic import matches
+
+    return patterns is not None and len(patterns) == len(data) and all(
+        a.dtype == dt and matches(p, tuple(a.shape)) for (p, dt), a in zip(patterns, data))
+
+
+def _sig(key: tuple) -> str:
+    return ", ".join(f"{np.dtype(dt)}{list(s)}" for s, dt in key)
 
 
 def direct_program(runtime: Any, feed_names: Sequence[str],

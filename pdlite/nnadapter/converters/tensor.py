@@ -1,5 +1,5 @@
 """Converters of the shape-manipulation ops: reshape2, flatten*, transpose2, (un)squeeze2, slice, shape,
-fill_constant, concat, split, stack, cast, assign, roll, set_value.
+fill_constant, concat, split, stack, cast, assign, roll, set_value, range.
 
 Paddle's reshape `0` (copy the input dim at that index) and `-1` (infer) mean the same in ONNX
 Reshape. When an output shape is fully known (the subgraph kernel converts with concrete shapes)
@@ -480,3 +480,21 @@ def _size(ctx: ConvertContext, op: OpDesc) -> None:
 @register_converter("share_data")
 def _share_data(ctx: ConvertContext, op: OpDesc) -> None:
     ctx.add("Identity", [ctx.input(op, "X")], [ctx.output(op, "Out")])
+
+
+def _range_refusal(op: OpDesc, info: TensorInfo) -> str | None:
+    dts = {info.dtype(op.input(s) or "") for s in ("Start", "End", "Step")}
+    if None in dts or len(dts) != 1:
+        return "range needs Start, End and Step of one known dtype"
+    return None
+
+
+@register_converter("range", supports=_range_refusal)
+def _range(ctx: ConvertContext, op: OpDesc) -> None:
+    """Paddle's arange over run-time bounds (a length read from a tensor's shape): ONNX Range of the scalars."""
+    ins = [ctx.add("Reshape", [ctx.input(op, s), ctx.ints([])]) for s in ("Start", "End", "Step")]
+    y = ctx.add("Range", ins)
+    out = op.output("Out") or ""
+    if ctx.info.dtype(out) is not None and ctx.dtype(out) != ctx.dtype(op.input("Start") or ""):
+        y = ctx.cast(y, ctx.dtype(out))
+    ctx.add("Identity", [y], [ctx.out(out)])

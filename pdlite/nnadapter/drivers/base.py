@@ -35,6 +35,9 @@ class Driver:
     properties: Mapping[str, str] = {}  # key -> meaning
     # measured by the `auto` device (pdlite/api/auto.py); False for reference evaluators meant for checking
     auto_candidate: bool = True
+    # whether one compiled model serves inputs of any shape its ONNX model's symbolic dims allow; False: the
+    # subgraph kernel converts and builds one model per input shape (bounded LRU, nnadapter_shape_cache_size)
+    dynamic_shapes: bool = True
 
     @classmethod
     def available(cls) -> bool:
