@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from pdlite.errors import InputError
+from pdlite.errors import InputError, PdliteError
 from pdlite.tools.common import HOST_IGNORES_CONTEXT, parse_kv
 from pdlite.tools.progress import Progress
 
@@ -16,7 +16,7 @@ IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ocr", help="read the text in images (PP-OCRv4: detection, direction, recognition)",
+    p = sub.add_parser("ocr", help="read the text in images (PP-OCR: detection, direction, recognition)",
                        description=__doc__)
     p.add_argument("images", nargs="+", metavar="IMAGE|DIR", help="image files or folders of images")
     p.add_argument("--json", metavar="OUT.jsonl", help="write one JSON line per image (boxes, texts, scores)")
@@ -32,9 +32,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cls", action="store_true", help="skip the text direction classifier")
     p.add_argument("--scores", action="store_true", help="print each line's recognition score")
     p.add_argument("--quiet", action="store_true", help="print no text (with --json or --draw)")
-    p.add_argument("--drop-score", type=float, default=0.5, help="drop lines scored below this (default 0.5)")
+    p.add_argument("--drop-score", type=float,
+                   help="drop lines scored below this (default 0.5; 0 with PaddleOCR 3 models, as PaddleOCR 3)")
+    p.add_argument("--det-model", metavar="DIR", help="your own detection model: a PaddleOCR 3 / PaddleX folder "
+                   "(inference.json or .pdmodel, inference.pdiparams, inference.yml) or a PaddleOCR 2.x folder")
+    p.add_argument("--rec-model", metavar="DIR", help="your own recognition model (PaddleOCR 3 folder: its "
+                   "inference.yml holds the dictionary; 2.x folder: the shipped ppocr_keys_v1 dictionary)")
+    p.add_argument("--cls-model", metavar="DIR", help="your own direction model: a PaddleOCR 2.x direction "
+                   "classifier or a PaddleOCR 3 text-line orientation folder")
+    p.add_argument("--textline-orientation-model", metavar="DIR",
+                   help="PaddleOCR 3's text-line orientation model (PP-LCNet_x0_25 / x1_0_textline_ori folder)")
+    p.add_argument("--doc-orientation-model", metavar="DIR", help="turn each page upright (0/90/180/270) before "
+                   "detection with PaddleOCR 3's PP-LCNet_x1_0_doc_ori (its folder)")
+    p.add_argument("--lang", help="the recogniser's language: ch (shipped: Chinese, English letters, digits) or a "
+                   "language whose PaddleOCR 3 recogniser is installed (~/.paddlex/official_models, "
+                   "$PDLITE_OCR_MODELS); an unavailable one lists what is available")
     p.add_argument("--det-limit-side-len", type=int,
-                   help="detection resizes so the longer side is at most this (default 960)")
+                   help="detection resize limit (default 960 on the longer side; PaddleOCR 3 models: 64 on the "
+                        "shorter side, the longer side at most 4000)")
+    p.add_argument("--det-limit-type", choices=["max", "min", "resize_long"],
+                   help="which side --det-limit-side-len limits (default max; PaddleOCR 3 models: min)")
     p.add_argument("--det-db-box-thresh", type=float, help="DB box score threshold (default 0.6)")
     p.add_argument("--det-db-unclip-ratio", type=float, help="DB box growth ratio (default 1.5)")
     p.add_argument("--preset", default="paddleocr", choices=["paddleocr", "rapidocr"],
@@ -56,25 +73,32 @@ def collect_images(items: list[str]) -> list[str]:
             out += found
         elif os.path.isfile(item):
             out.append(item)
+        elif not os.path.exists(item):
+            raise InputError(f"{item!r} not found (no such image file or folder)")
         else:
             raise InputError(f"{item!r} is neither an image file nor a folder")
     return out
 
 
 def main(args: argparse.Namespace) -> int:
-    from pdlite.apps.ocr import OCR, load_image
+    from pdlite.apps.ocr import OCR
 
     paths = collect_images(args.images)
     t0 = time.perf_counter()
     det = {k: v for k, v in (("det_limit_side_len", args.det_limit_side_len),
+                              ("det_limit_type", args.det_limit_type),
                               ("det_db_box_thresh", args.det_db_box_thresh),
                               ("det_db_unclip_ratio", args.det_db_unclip_ratio)) if v is not None}
+    models = {k: v for k, v in (("det_model_dir", args.det_model), ("rec_model_dir", args.rec_model),
+                                 ("cls_model_dir", args.cls_model),
+                                 ("textline_orientation_model_dir", args.textline_orientation_model),
+                                 ("doc_orientation_model_dir", args.doc_orientation_model)) if v is not None}
     context = parse_kv(args.context, "--context")
     if context and args.device == "host":
         print(HOST_IGNORES_CONTEXT, file=sys.stderr)
     make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
     ocr = make(device=args.device, threads=args.threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
-               context=context, **det)
+               context=context, lang=args.lang, **models, **det)
     t_load = time.perf_counter() - t0
     if args.draw:
         os.makedirs(args.draw, exist_ok=True)
@@ -83,12 +107,22 @@ def main(args: argparse.Namespace) -> int:
     # the progress bar shares no terminal with the text: shown when the text goes elsewhere (or is not printed)
     show_bar = many and (args.quiet or not sys.stdout.isatty())
     t_images = 0.0
+    failed: list[tuple[str, str]] = []
+    drawer = _Drawer(args.draw, args.font) if args.draw else None
     try:
         with Progress(len(paths), "ocr", stream=sys.stderr if show_bar else io.StringIO()) as bar:
             for path in paths:
-                img = load_image(path)
                 t = time.perf_counter()
-                lines = ocr(img)
+                try:
+                    img, lines = _read(ocr, path)
+                except (PdliteError, MemoryError, OSError) as e:  # one bad image does not stop the others
+                    msg = str(e) or type(e).__name__
+                    failed.append((path, msg))
+                    print(f"error: {path}: {msg}", file=sys.stderr)
+                    if jsonl:
+                        jsonl.write(json.dumps({"image": path, "error": msg}, ensure_ascii=False) + "\n")
+                    bar.update()
+                    continue
                 t_images += time.perf_counter() - t
                 if not args.quiet:
                     if many:
@@ -99,28 +133,67 @@ def main(args: argparse.Namespace) -> int:
                     jsonl.write(json.dumps({"image": path, "lines": [
                         {"box": ln.box, "text": ln.text, "score": round(ln.score, 6)} for ln in lines]},
                         ensure_ascii=False) + "\n")
-                if args.draw:
-                    _draw(img, lines, path, args.draw, args.font)
+                if drawer:
+                    drawer(img, lines, path)
                 bar.update()
     finally:
         if jsonl:
             jsonl.close()
     if many or args.device == "auto":
-        _report(ocr, len(paths), t_load, t_images)
+        _report(ocr, len(paths) - len(failed), t_load, t_images)
+    if failed:
+        print(f"{len(failed)} of {len(paths)} image(s) failed (the others were read):", file=sys.stderr)
+        for path, msg in failed:
+            print(f"  {path}: {msg}", file=sys.stderr)
+        return 1
     return 0
 
 
-def _draw(img, lines, path: str, out_dir: str, font: str | None) -> None:
-    import cv2
+def _read(ocr, path: str):
+    """The image and its lines; a note (a fully transparent image) goes to stderr."""
+    import warnings
 
-    from pdlite.apps.ocr.draw import draw_ocr
+    from pdlite.apps.ocr import load_image
+    from pdlite.apps.ocr.pipeline import OCRWarning
 
-    pic = draw_ocr(img, [ln.box for ln in lines], [ln.text for ln in lines], font)
-    out = os.path.join(out_dir, os.path.splitext(os.path.basename(path))[0] + "_ocr.png")
-    ok, buf = cv2.imencode(".png", pic)
-    if not ok:
-        raise InputError(f"could not encode the picture of {path!r}")
-    buf.tofile(out)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", OCRWarning)
+        img = load_image(path)
+    for w in caught:
+        print(f"note: {w.message}", file=sys.stderr)
+    return img, ocr(img)
+
+
+class _Drawer:
+    """`--draw`: writes <name>_ocr.png per image; warns once when the font lacks glyphs of the text."""
+
+    def __init__(self, out_dir: str, font: str | None) -> None:
+        from pdlite.apps.ocr.draw import find_font
+
+        self.out_dir, self.font = out_dir, find_font(font)
+        self.given = font is not None
+        self.warned = False
+
+    def __call__(self, img, lines, path: str) -> None:
+        import cv2
+
+        from pdlite.apps.ocr.draw import draw_ocr, missing_glyphs
+
+        texts = [ln.text for ln in lines]
+        if not self.warned:
+            missing = missing_glyphs(self.font, texts)
+            if missing:
+                self.warned = True
+                name = self.font or "Pillow's built-in font"
+                print(f"warning: --draw: the font {name} has no glyphs for {missing!r} (drawn as boxes); "
+                      + ("pass another --font" if self.given else "install a font that has them (e.g. "
+                         "apt-get install fonts-noto-cjk) or pass --font FILE"), file=sys.stderr)
+        pic = draw_ocr(img, [ln.box for ln in lines], texts, self.font)
+        out = os.path.join(self.out_dir, os.path.splitext(os.path.basename(path))[0] + "_ocr.png")
+        ok, buf = cv2.imencode(".png", pic)
+        if not ok:
+            raise InputError(f"could not encode the picture of {path!r}")
+        buf.tofile(out)
 
 
 def _report(ocr, n: int, t_load: float, t_images: float) -> None:

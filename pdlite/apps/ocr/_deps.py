@@ -6,11 +6,11 @@ from types import ModuleType
 
 from pdlite.errors import MissingDependencyError
 
-_PIP = {"cv2": "opencv-python-headless", "pyclipper": "pyclipper", "PIL": "pillow"}
+_PIP = {"cv2": "opencv-python-headless", "pyclipper": "pyclipper", "PIL": "pillow", "yaml": "pyyaml"}
 
 
 def require(module: str) -> ModuleType:
-    """Import `module` (cv2, pyclipper, PIL.*) or raise MissingDependencyError naming `pip install pdlite[ocr]`."""
+    """Import `module` (cv2, pyclipper, PIL.*, yaml) or raise MissingDependencyError naming `pip install pdlite[ocr]`."""
     try:
         return importlib.import_module(module)
     except ImportError as e:

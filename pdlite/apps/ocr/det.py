@@ -17,10 +17,13 @@ DET_MEAN = (0.485, 0.456, 0.406)
 DET_STD = (0.229, 0.224, 0.225)
 
 
-def det_resize(img: np.ndarray, limit_side_len: int = 960, limit_type: str = "max") -> tuple[np.ndarray, np.ndarray]:
+def det_resize(img: np.ndarray, limit_side_len: int = 960, limit_type: str = "max",
+               max_side_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`DetResizeForTest` (type 0): scale so the limited side fits, round both sides to multiples of 32.
 
-    Returns the resized image and `shape` = [src_h, src_w, ratio_h, ratio_w] as PaddleOCR keeps it.
+    `max_side_limit` (PaddleX / PaddleOCR 3: 4000): a scaled size whose longer side exceeds it is scaled down to
+    it before the rounding. Returns the resized image and `shape` = [src_h, src_w, ratio_h, ratio_w] as
+    PaddleOCR keeps it.
     """
     cv2 = require("cv2")
     src_h, src_w = img.shape[:2]
@@ -37,8 +40,12 @@ def det_resize(img: np.ndarray, limit_side_len: int = 960, limit_type: str = "ma
         ratio = float(limit_side_len) / max(h, w)
     else:
         raise ConfigError(f"det_limit_type must be 'max', 'min' or 'resize_long', got {limit_type!r}")
-    resize_h = max(int(round(int(h * ratio) / 32) * 32), 32)
-    resize_w = max(int(round(int(w * ratio) / 32) * 32), 32)
+    resize_h, resize_w = int(h * ratio), int(w * ratio)
+    if max_side_limit is not None and max(resize_h, resize_w) > max_side_limit:
+        ratio = float(max_side_limit) / max(resize_h, resize_w)
+        resize_h, resize_w = int(resize_h * ratio), int(resize_w * ratio)
+    resize_h = max(int(round(resize_h / 32) * 32), 32)
+    resize_w = max(int(round(resize_w / 32) * 32), 32)
     img = cv2.resize(img, (resize_w, resize_h))
     return img, np.array([src_h, src_w, resize_h / float(h), resize_w / float(w)])
 
@@ -50,6 +57,17 @@ def det_normalize(img: np.ndarray) -> np.ndarray:
     std = np.array(DET_STD, dtype=np.float32).reshape(1, 1, 3)
     out = (img.astype("float32") * scale - mean) / std
     return np.asarray(out.transpose(2, 0, 1)[None], order="C")
+
+
+def det_normalize_paddlex(img: np.ndarray, scale: float = 1 / 255, mean: tuple = DET_MEAN,
+                          std: tuple = DET_STD) -> np.ndarray:
+    """PaddleX's `NormalizeImage` (the yml's scale, mean, std on the image's channels as read, BGR for PP-OCR):
+    x * (scale / std) + (-mean / std) per channel in float32, HWC -> NCHW."""
+    chans = [img[:, :, c].astype(np.float32) for c in range(img.shape[2])]
+    for c in range(len(chans)):
+        chans[c] *= scale / std[c]
+        chans[c] += -mean[c] / std[c]
+    return np.stack(chans)[None]
 
 
 def polygon_area_length(box: np.ndarray) -> tuple[float, float]:
@@ -71,7 +89,11 @@ class DBPostProcess:
     """Differentiable Binarization post-processing: probability map -> quadrilateral text boxes."""
 
     def __init__(self, thresh: float = 0.3, box_thresh: float = 0.6, max_candidates: int = 1000,
-                 unclip_ratio: float = 1.5, use_dilation: bool = False, score_mode: str = "fast") -> None:
+                 unclip_ratio: float = 1.5, use_dilation: bool = False, score_mode: str = "fast",
+                 paddlex: bool = False) -> None:
+        """paddlex: PaddleX's variant (PaddleOCR 3): unclip distance from OpenCV's contourArea / arcLength
+        instead of shapely's, corners scaled back by dest/size in float64, int16 boxes."""
+        self.paddlex = paddlex
         if score_mode not in ("fast", "slow"):
             raise ConfigError(f"det_db_score_mode must be 'fast' or 'slow', got {score_mode!r}")
         self.thresh = thresh
@@ -110,26 +132,39 @@ class DBPostProcess:
                 score = self.box_score_slow(pred, contour)
             if self.box_thresh > score:
                 continue
-            box = self.unclip(points, self.unclip_ratio).reshape(-1, 1, 2)
+            box = self.unclip(points, self.unclip_ratio, self.paddlex).reshape(-1, 1, 2)
             box, sside = self.get_mini_boxes(box)
             if sside < self.min_size + 2:
                 continue
             box = np.array(box)
-            box[:, 0] = np.clip(np.round(box[:, 0] / width * dest_width), 0, dest_width)
-            box[:, 1] = np.clip(np.round(box[:, 1] / height * dest_height), 0, dest_height)
+            if self.paddlex:
+                box = box.astype(np.float64)
+                box[:, 0] = np.clip(np.round(box[:, 0] * (dest_width / width)), 0, dest_width)
+                box[:, 1] = np.clip(np.round(box[:, 1] * (dest_height / height)), 0, dest_height)
+            else:
+                box[:, 0] = np.clip(np.round(box[:, 0] / width * dest_width), 0, dest_width)
+                box[:, 1] = np.clip(np.round(box[:, 1] / height * dest_height), 0, dest_height)
             boxes.append(box.astype("int32"))
             scores.append(score)
-        return np.array(boxes, dtype="int32"), scores
+        return np.array(boxes, dtype="int16" if self.paddlex else "int32"), scores
 
     @staticmethod
-    def unclip(box: np.ndarray, unclip_ratio: float) -> np.ndarray:
-        """Grow the box by area * ratio / perimeter with pyclipper's round offset (Vatti clipping)."""
+    def unclip(box: np.ndarray, unclip_ratio: float, paddlex: bool = False) -> np.ndarray:
+        """Grow the box by area * ratio / perimeter with pyclipper's round offset (Vatti clipping); area and
+        perimeter as shapely (PaddleOCR 2.x) or OpenCV (paddlex: PaddleX / PaddleOCR 3) compute them."""
         pyclipper = require("pyclipper")
-        area, length = polygon_area_length(box)
+        if paddlex:
+            cv2 = require("cv2")
+            area, length = cv2.contourArea(box), cv2.arcLength(box, True)
+        else:
+            area, length = polygon_area_length(box)
         distance = area * unclip_ratio / length
         offset = pyclipper.PyclipperOffset()
         offset.AddPath(box, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
-        return np.array(offset.Execute(distance))
+        paths = offset.Execute(distance)
+        if paddlex and len(paths) > 1 and len({len(p) for p in paths}) > 1:
+            return np.array(paths[0])  # PaddleX keeps the first of several ragged paths
+        return np.array(paths)
 
     @staticmethod
     def get_mini_boxes(contour: np.ndarray) -> tuple[list[np.ndarray], float]:

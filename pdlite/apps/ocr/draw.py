@@ -2,6 +2,7 @@
 translucent colours on the left, each recognised text drawn into its box on white on the right."""
 from __future__ import annotations
 
+import functools
 import os
 import random
 from collections.abc import Sequence
@@ -34,6 +35,27 @@ def find_font(font_path: str | os.PathLike | None = None) -> str | None:
             raise ConfigError(f"font {os.fspath(font_path)!r} does not exist")
         return os.fspath(font_path)
     return next((p for p in FONT_CANDIDATES if os.path.isfile(p)), None)
+
+
+@functools.lru_cache(maxsize=8)
+def _glyph_probe(path: str | None):
+    """(font, the bitmap signature of a character no font has): a glyph drawn like it is the font's .notdef."""
+    font = _font(path, 24)
+    mask = font.getmask("\U0010fffd")
+    return font, (mask.size, bytes(mask))
+
+
+def missing_glyphs(font_path: str | None, texts: Sequence[str], limit: int = 8) -> str:
+    """The characters of `texts` (up to `limit`) that the font would draw as its missing-glyph box."""
+    font, notdef = _glyph_probe(font_path)
+    missing = []
+    for ch in dict.fromkeys(c for t in texts for c in t if not c.isspace()):
+        mask = font.getmask(ch)
+        if (mask.size, bytes(mask)) == notdef:
+            missing.append(ch)
+            if len(missing) >= limit:
+                break
+    return "".join(missing)
 
 
 def _font(path: str | None, size: int):

@@ -1,18 +1,29 @@
-"""PP-OCR end to end, as PaddleOCR's `TextSystem` (tools/infer/predict_system.py): detect, sort the boxes into
-reading order, crop each (perspective), classify direction, recognise, drop low scores."""
+"""PP-OCR end to end: detect, sort the boxes into reading order, crop each (perspective), classify direction,
+recognise, drop low scores; as PaddleOCR 2.x's `TextSystem` (tools/infer/predict_system.py) for 2.x folders and
+the shipped models, as PaddleOCR 3's OCR pipeline (paddlex/inference/pipelines/ocr/pipeline.py) for PaddleOCR 3
+folders (inference.yml)."""
 from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from pdlite.apps.ocr import rapidocr_compat
+from pdlite.apps.ocr import languages, rapidocr_compat
 from pdlite.apps.ocr._deps import require
 from pdlite.apps.ocr.cls import TextClassifier
-from pdlite.apps.ocr.det import DBPostProcess, det_normalize, det_resize, filter_tag_det_res
+from pdlite.apps.ocr.det import (
+    DET_MEAN,
+    DET_STD,
+    DBPostProcess,
+    det_normalize,
+    det_normalize_paddlex,
+    det_resize,
+    filter_tag_det_res,
+)
 from pdlite.apps.ocr.engine import (
     CLS_MODEL_DIR,
     DET_MODEL_DIR,
@@ -21,7 +32,14 @@ from pdlite.apps.ocr.engine import (
     REC_MODEL_DIR,
     Model,
 )
-from pdlite.apps.ocr.rec import TextRecognizer, load_dictionary
+from pdlite.apps.ocr.orientation import DocOrientation, TextlineOrientation
+from pdlite.apps.ocr.paddlex_config import (
+    det_settings,
+    normalize_settings,
+    read_model_folder,
+    rec_settings,
+)
+from pdlite.apps.ocr.rec import PaddleXTextRecognizer, TextRecognizer, load_dictionary
 from pdlite.errors import ConfigError, InputError
 
 STAGES = ("det", "cls", "rec")  # "cls" includes the perspective crops
@@ -35,32 +53,61 @@ class OCRLine(NamedTuple):
     score: float
 
 
+class OCRWarning(UserWarning):
+    """Something about an input the caller should know (a fully transparent image)."""
+
+
+def _to_bgr(img: np.ndarray, name: str) -> np.ndarray:
+    """HxW / HxWx1..4 uint8 or uint16 (as cv2.IMREAD_UNCHANGED gives) -> HxWx3 uint8 BGR; alpha composited on
+    white (text drawn on a transparent background stays visible); a fully transparent image warns."""
+    cv2 = require("cv2")
+    if img.dtype == np.uint16:
+        img = (img >> 8).astype(np.uint8)  # what cv2.IMREAD_COLOR does with 16-bit images
+    if img.ndim == 3 and img.shape[2] == 1:
+        img = img[:, :, 0]
+    if img.ndim == 2:
+        return cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
+    if img.shape[2] == 3:
+        return img
+    if img.shape[2] == 2:  # gray + alpha
+        color, alpha = cv2.cvtColor(np.ascontiguousarray(img[:, :, 0]), cv2.COLOR_GRAY2BGR), img[:, :, 1]
+    else:
+        color, alpha = img[:, :, :3], img[:, :, 3]
+    if not alpha.any():
+        warnings.warn(f"{name} is fully transparent (alpha 0 everywhere): read as a blank white image",
+                      OCRWarning, stacklevel=3)
+    if alpha.min() == 255:
+        return np.ascontiguousarray(color)
+    a = alpha.astype(np.float32)[:, :, None]
+    out = (color.astype(np.float32) * a + 255.0 * (255.0 - a)) / 255.0
+    return np.clip(np.round(out), 0, 255).astype(np.uint8)
+
+
 def load_image(image: str | os.PathLike | bytes | np.ndarray) -> np.ndarray:
-    """An HWC uint8 BGR image (what cv2.imread gives) from a path, encoded bytes or an array."""
+    """An HWC uint8 BGR image from a path, encoded bytes or an array (HxW gray, HxWx3 BGR, HxWx4 BGRA); an alpha
+    channel is composited on white."""
     cv2 = require("cv2")
     if isinstance(image, (str, os.PathLike)):
         path = os.fspath(image)
+        if not os.path.exists(path):
+            raise InputError(f"image {path!r} not found")
         if not os.path.isfile(path):
-            raise InputError(f"image {path!r} does not exist")
-        img = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_COLOR)
-        if img is None:
+            raise InputError(f"image {path!r} is not a file")
+        img = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        if img is None or img.size == 0:
             raise InputError(f"image {path!r} could not be decoded (not an image format OpenCV reads)")
-        return img
+        return _to_bgr(img, f"image {path!r}")
     if isinstance(image, (bytes, bytearray, memoryview)):
-        img = cv2.imdecode(np.frombuffer(image, dtype=np.uint8), cv2.IMREAD_COLOR)
-        if img is None:
+        img = cv2.imdecode(np.frombuffer(image, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        if img is None or img.size == 0:
             raise InputError(f"image bytes ({len(image)} bytes) could not be decoded")
-        return img
+        return _to_bgr(img, "the image")
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8:
             raise InputError(f"image array must be uint8 (HWC BGR as cv2 gives), got {image.dtype}")
-        if image.ndim == 2:
-            return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
-        if image.ndim == 3 and image.shape[2] == 3:
-            return image
-        if image.ndim == 3 and image.shape[2] == 4:
-            return cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
-        raise InputError(f"image array must be HxW, HxWx3 (BGR) or HxWx4, got shape {list(image.shape)}")
+        if image.ndim == 2 or (image.ndim == 3 and image.shape[2] in (3, 4)):
+            return _to_bgr(image, "the image array")
+        raise InputError(f"image array must be HxW, HxWx3 (BGR) or HxWx4 (BGRA), got shape {list(image.shape)}")
     raise InputError(f"image must be a path, bytes or a numpy array, got {type(image).__name__}")
 
 
@@ -98,26 +145,47 @@ def _shape(text: str | Sequence[int], what: str) -> list[int]:
     return vals
 
 
-class OCR:
-    """PP-OCR (v4 mobile det + rec, mobile v2 direction classifier) on pdlite.
+def crop_minarea(img: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """PaddleX's crop of a quad box (`CropByPolys.get_minarea_rect_crop`): the minimum-area rectangle of its
+    integer corners, ordered as DB orders them, warped upright."""
+    box, _ = DBPostProcess.get_mini_boxes(np.asarray(points).astype(np.int32))
+    return get_rotate_crop_image(img, np.array(box))
 
-    `OCR()(image)` -> [OCRLine(box, text, score), ...] in reading order. Parameters carry PaddleOCR's names
-    and defaults (tools/infer/utility.py); `use_angle_cls` (alias `use_cls`) is on by default here. `context`:
-    NNAdapter context properties for the devices (docs/nnadapter.md), e.g.
-    {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": "bf16"} (the host ignores them).
+
+# PaddleOCR 3's pipeline defaults (paddlex/configs/pipelines/OCR.yaml, PaddleOCR 3's OCR pipeline) and 2.x's
+# (tools/infer/utility.py): the folders decide which apply, a value given wins
+DEFAULTS = {"paddleocr3": {"det_limit_side_len": 64, "det_limit_type": "min", "det_max_side_limit": 4000,
+                           "drop_score": 0.0},
+            "paddleocr2": {"det_limit_side_len": 960, "det_limit_type": "max", "det_max_side_limit": None,
+                           "drop_score": 0.5}}
+
+
+class OCR:
+    """PP-OCR on pdlite: the shipped PP-OCRv4 mobile det + rec and mobile v2 direction classifier, or your own
+    PaddleOCR models (PaddleOCR 3 / PaddleX folders with inference.yml, or PaddleOCR 2.x folders).
+
+    `OCR()(image)` -> [OCRLine(box, text, score), ...] in reading order. Parameters carry PaddleOCR's names;
+    with PaddleOCR 3 folders (an inference.yml in the det or rec folder) the pipeline is PaddleOCR 3's (its
+    defaults: det short side at least 64, long side at most 4000, rec score threshold 0, PaddleX's pre- and
+    post-processing read from each inference.yml), otherwise PaddleOCR 2.x's (`use_angle_cls`, alias `use_cls`,
+    is on by default here). `context`: NNAdapter context properties for the devices (docs/nnadapter.md).
     """
 
     def __init__(self, device: str = "host", threads: int = 1, use_angle_cls: bool = True,
-                 det_model_dir: str | os.PathLike = DET_MODEL_DIR, rec_model_dir: str | os.PathLike = REC_MODEL_DIR,
-                 cls_model_dir: str | os.PathLike = CLS_MODEL_DIR,
-                 rec_char_dict_path: str | os.PathLike = REC_CHAR_DICT_PATH, use_space_char: bool = True,
-                 det_limit_side_len: int = 960, det_limit_type: str = "max", det_db_thresh: float = 0.3,
+                 det_model_dir: str | os.PathLike | None = None, rec_model_dir: str | os.PathLike | None = None,
+                 cls_model_dir: str | os.PathLike | None = None,
+                 textline_orientation_model_dir: str | os.PathLike | None = None,
+                 doc_orientation_model_dir: str | os.PathLike | None = None,
+                 use_doc_orientation_classify: bool | None = None,
+                 rec_char_dict_path: str | os.PathLike | None = None, use_space_char: bool = True,
+                 det_limit_side_len: int | None = None, det_limit_type: str | None = None,
+                 det_max_side_limit: int | None = None, det_db_thresh: float = 0.3,
                  det_db_box_thresh: float = 0.6, det_db_unclip_ratio: float = 1.5, use_dilation: bool = False,
                  det_db_score_mode: str = "fast", rec_image_shape: str | Sequence[int] = "3, 48, 320",
                  rec_batch_num: int = 6, cls_image_shape: str | Sequence[int] = "3, 48, 192",
                  cls_batch_num: int = 6, cls_thresh: float = 0.9, label_list: Sequence[str] = ("0", "180"),
-                 drop_score: float = 0.5, use_cls: bool | None = None, compat: str = "paddleocr",
-                 context: Mapping[str, str] | None = None) -> None:
+                 drop_score: float | None = None, use_cls: bool | None = None, compat: str = "paddleocr",
+                 context: Mapping[str, str] | None = None, lang: str | None = None) -> None:
         if compat not in ("paddleocr", "rapidocr"):
             raise ConfigError(f"compat must be 'paddleocr' or 'rapidocr', got {compat!r}")
         self.compat = compat
@@ -127,30 +195,91 @@ class OCR:
             raise ConfigError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
         if int(threads) < 1:
             raise ConfigError(f"threads must be >= 1, got {threads}")
+        if lang is not None:
+            lang_det, lang_rec = languages.resolve(lang)
+            det_model_dir = det_model_dir if det_model_dir is not None else lang_det
+            rec_model_dir = rec_model_dir if rec_model_dir is not None else lang_rec
+        self.lang = lang
         self.threads = int(threads)
-        self.use_angle_cls = bool(use_angle_cls)
-        self.drop_score = float(drop_score)
-        self.det_limit_side_len = int(det_limit_side_len)
-        self.det_limit_type = det_limit_type
-        if det_limit_type not in ("max", "min", "resize_long"):
-            raise ConfigError(f"det_limit_type must be 'max', 'min' or 'resize_long', got {det_limit_type!r}")
-        self.postprocess_op = DBPostProcess(thresh=det_db_thresh, box_thresh=det_db_box_thresh,
-                                            max_candidates=1000, unclip_ratio=det_db_unclip_ratio,
-                                            use_dilation=use_dilation, score_mode=det_db_score_mode)
-        self._model_dirs = {"det": det_model_dir, "rec": rec_model_dir, "cls": cls_model_dir}
-        self._character = load_dictionary(rec_char_dict_path, use_space_char)
-        self._rec_args = (_shape(rec_image_shape, "rec_image_shape"), int(rec_batch_num))
-        self._cls_args = (_shape(cls_image_shape, "cls_image_shape"), int(cls_batch_num), float(cls_thresh),
-                          list(label_list))
-        self.timings = {k: 0.0 for k in STAGES}  # seconds spent per stage, summed over calls
         self.device = device
-        self.det = Model(self._model_dirs["det"], device, self.threads, "det_model_dir", context)
-        self.rec_model = Model(self._model_dirs["rec"], device, self.threads, "rec_model_dir", context)
-        self.text_recognizer = TextRecognizer(self.rec_model, self._character, *self._rec_args)
+        self.timings = {k: 0.0 for k in STAGES}  # seconds spent per stage, summed over calls
+        det_f = read_model_folder(DET_MODEL_DIR if det_model_dir is None else det_model_dir, "det")
+        rec_f = read_model_folder(REC_MODEL_DIR if rec_model_dir is None else rec_model_dir, "rec")
+        self.folders = {"det": det_f, "rec": rec_f}
+        self.flavour = "paddleocr3" if (det_f.paddlex or rec_f.paddlex) else "paddleocr2"
+        if self.flavour == "paddleocr3" and compat == "rapidocr":
+            raise ConfigError("compat='rapidocr' (--preset rapidocr) reproduces RapidOCR on PaddleOCR 2.x models; "
+                              "these are PaddleOCR 3 folders (inference.yml)")
+        given = {"det_limit_side_len": det_limit_side_len, "det_limit_type": det_limit_type,
+                 "det_max_side_limit": det_max_side_limit, "drop_score": drop_score}
+        cfg = {k: DEFAULTS[self.flavour][k] if v is None else v for k, v in given.items()}
+        self.det_limit_side_len = int(cfg["det_limit_side_len"])
+        self.det_limit_type = cfg["det_limit_type"]
+        if self.det_limit_type not in ("max", "min", "resize_long"):
+            raise ConfigError(f"det_limit_type must be 'max', 'min' or 'resize_long', got {self.det_limit_type!r}")
+        self.det_max_side_limit = None if cfg["det_max_side_limit"] is None else int(cfg["det_max_side_limit"])
+        self.drop_score = float(cfg["drop_score"])
+        db = {"max_candidates": 1000, "use_dilation": use_dilation, "score_mode": det_db_score_mode}
+        self._det_norm = (1 / 255, DET_MEAN, DET_STD)
+        if det_f.paddlex:
+            db = det_settings(det_f)
+            self._det_norm = normalize_settings(det_f)
+        self.postprocess_op = DBPostProcess(thresh=det_db_thresh, box_thresh=det_db_box_thresh,
+                                            unclip_ratio=det_db_unclip_ratio, paddlex=self.flavour == "paddleocr3",
+                                            **db)
+        self._model_dirs = {"det": det_f.path, "rec": rec_f.path}
+        self.det = Model(det_f.path, device, self.threads, "det_model_dir", context)
+        self.rec_model = Model(rec_f.path, device, self.threads, "rec_model_dir", context)
+        if rec_f.paddlex:
+            if rec_char_dict_path is not None:
+                raise ConfigError(f"rec_char_dict_path: {rec_f.path} is a PaddleOCR 3 folder, its dictionary is the "
+                                  "character_dict of its inference.yml")
+            shape, chars = rec_settings(rec_f)
+            self._character = ["blank", *chars, *([" "] if use_space_char else [])]
+        else:
+            shape = _shape(rec_image_shape, "rec_image_shape")
+            self._character = load_dictionary(REC_CHAR_DICT_PATH if rec_char_dict_path is None
+                                              else rec_char_dict_path, use_space_char)
+        if self.flavour == "paddleocr3":
+            self.text_recognizer = PaddleXTextRecognizer(self.rec_model, self._character, shape, int(rec_batch_num))
+        else:
+            self.text_recognizer = TextRecognizer(self.rec_model, self._character, shape, int(rec_batch_num))
+        self._setup_orientation(device, context, use_angle_cls, cls_model_dir, textline_orientation_model_dir,
+                                doc_orientation_model_dir, use_doc_orientation_classify,
+                                (_shape(cls_image_shape, "cls_image_shape"), int(cls_batch_num), float(cls_thresh),
+                                 list(label_list)))
+
+    def _setup_orientation(self, device: str, context: Mapping[str, str] | None, use_angle_cls: bool,
+                           cls_dir: str | os.PathLike | None, textline_dir: str | os.PathLike | None,
+                           doc_dir: str | os.PathLike | None, use_doc: bool | None, cls_args: tuple) -> None:
+        """The direction stage (PaddleOCR 2.x's classifier, or PaddleOCR 3's text-line orientation model) and
+        the optional document orientation before detection."""
+        if cls_dir is not None and textline_dir is not None:
+            raise ConfigError("cls_model_dir and textline_orientation_model_dir both given: pass one direction model")
+        line_dir = textline_dir if textline_dir is not None else cls_dir
+        if line_dir is None and self.flavour == "paddleocr2":
+            line_dir = CLS_MODEL_DIR
         self.text_classifier = None
+        self.use_angle_cls = bool(use_angle_cls) and line_dir is not None
         if self.use_angle_cls:
-            self.cls_model = Model(self._model_dirs["cls"], device, self.threads, "cls_model_dir", context)
-            self.text_classifier = TextClassifier(self.cls_model, *self._cls_args)
+            folder = read_model_folder(line_dir, "textline")
+            self._model_dirs["cls"] = folder.path
+            self.cls_model = Model(folder.path, device, self.threads, "cls_model_dir", context)
+            if folder.paddlex:
+                self.text_classifier = TextlineOrientation(self.cls_model, folder, cls_args[1])
+            else:
+                self.text_classifier = TextClassifier(self.cls_model, *cls_args)
+        self.doc_orientation = None
+        if use_doc and doc_dir is None:
+            raise ConfigError("use_doc_orientation_classify needs doc_orientation_model_dir (a PP-LCNet_x1_0_doc_ori "
+                              "folder; pdlite does not ship one)")
+        if doc_dir is not None and use_doc is not False:
+            folder = read_model_folder(doc_dir, "doc")
+            if not folder.paddlex:
+                raise ConfigError(f"doc_orientation_model_dir {str(folder.path)!r} has no inference.yml (expected a "
+                                  "PaddleX folder such as PP-LCNet_x1_0_doc_ori)")
+            self.doc_model = Model(folder.path, device, self.threads, "doc_orientation_model_dir", context)
+            self.doc_orientation = DocOrientation(self.doc_model, folder)
 
     @classmethod
     def like_rapidocr(cls, **kwargs: object) -> OCR:
@@ -159,7 +288,7 @@ class OCR:
         return cls(**{**rapidocr_compat.PARAMS, "compat": "rapidocr", **kwargs})
 
     def detect(self, img: np.ndarray) -> np.ndarray:
-        """Text boxes [K, 4, 2] (float32 integer pixels) of a BGR image, in the detector's order."""
+        """Text boxes [K, 4, 2] (integer pixels) of a BGR image, in the detector's order."""
         if self.compat == "rapidocr":
             limit = rapidocr_compat.det_limit(self.det_limit_side_len, self.det_limit_type, max(img.shape[:2]))
             x = rapidocr_compat.det_input(img, limit, self.det_limit_type)
@@ -167,9 +296,11 @@ class OCR:
                 return np.zeros((0, 4, 2), np.float32)
             boxes, _ = self.postprocess_op(self.det(x), np.array([img.shape[0], img.shape[1], 1.0, 1.0]))
             return filter_tag_det_res(boxes, img.shape, rapidocr_compat.order_points_imutils)
-        resized, shape = det_resize(img, self.det_limit_side_len, self.det_limit_type)
-        pred = self.det(det_normalize(resized))
-        boxes, _ = self.postprocess_op(pred, shape)
+        resized, shape = det_resize(img, self.det_limit_side_len, self.det_limit_type, self.det_max_side_limit)
+        if self.flavour == "paddleocr3":  # PaddleX: the yml's normalisation; boxes as DB gives them
+            boxes, _ = self.postprocess_op(self.det(det_normalize_paddlex(resized, *self._det_norm)), shape)
+            return boxes
+        boxes, _ = self.postprocess_op(self.det(det_normalize(resized)), shape)
         return filter_tag_det_res(boxes, img.shape)
 
     def _run(self, img: np.ndarray) -> list[OCRLine]:
@@ -178,13 +309,16 @@ class OCR:
         if self.compat == "rapidocr":
             img, record = rapidocr_compat.prepare(img)
         t0 = time.perf_counter()
+        if self.doc_orientation is not None:
+            img, self.last_doc_angle = self.doc_orientation(img)
         dt_boxes = self.detect(img)
         t1 = time.perf_counter()
         self.timings["det"] += t1 - t0
         if len(dt_boxes) == 0:
             return []
         boxes = sorted_boxes(dt_boxes)
-        crops = [get_rotate_crop_image(img, b.copy()) for b in boxes]
+        crop = crop_minarea if self.flavour == "paddleocr3" else get_rotate_crop_image
+        crops = [crop(img, b.copy()) for b in boxes]
         if self.text_classifier is not None:
             crops, _ = self.text_classifier(crops)
         t2 = time.perf_counter()
@@ -197,12 +331,15 @@ class OCR:
                 for b, (text, score) in zip(boxes, rec_res) if score >= self.drop_score]
 
     def __call__(self, image: str | os.PathLike | bytes | np.ndarray) -> list[OCRLine]:
-        """Text lines of an image (path, encoded bytes, or HWC uint8 BGR array) in reading order."""
+        """Text lines of an image (path, encoded bytes, or HWC uint8 BGR array) in reading order. With a document
+        orientation model the boxes are in the turned page's coordinates (as PaddleOCR 3 gives them); the angle
+        is `last_doc_angle`."""
         return self._run(load_image(image))
 
     def models(self) -> dict[str, Model]:
-        """The networks in use by stage (det, cls when use_angle_cls, rec)."""
-        out = {"det": self.det, "cls": getattr(self, "cls_model", None), "rec": self.rec_model}
+        """The networks in use by stage (doc, det, cls when a direction model runs, rec)."""
+        out = {"doc": getattr(self, "doc_model", None), "det": self.det, "cls": getattr(self, "cls_model", None),
+               "rec": self.rec_model}
         return {k: m for k, m in out.items() if m is not None}
 
     def devices(self) -> dict[str, str]:

@@ -29,8 +29,9 @@ def load_dictionary(path: str | os.PathLike, use_space_char: bool = True) -> lis
 class CTCLabelDecode:
     """Greedy CTC decoding: best class per time step, merge repeats, drop blanks; score = mean kept probability."""
 
-    def __init__(self, character: Sequence[str]) -> None:
+    def __init__(self, character: Sequence[str], paddlex: bool = False) -> None:
         self.character = list(character)
+        self.paddlex = paddlex  # PaddleX averages the kept probabilities in float32
 
     def __call__(self, preds: np.ndarray) -> list[tuple[str, float]]:
         """preds: [N, T, C] probabilities (the model ends in softmax) -> [(text, score)] per row."""
@@ -50,7 +51,10 @@ class CTCLabelDecode:
             if is_remove_duplicate:
                 selection[1:] = idx[1:] != idx[:-1]
             selection &= idx != 0  # the blank
-            conf = text_prob[b][selection].tolist() if text_prob is not None else [1] * int(selection.sum())
+            if text_prob is None:
+                conf = [1] * int(selection.sum())
+            else:
+                conf = text_prob[b][selection] if self.paddlex else text_prob[b][selection].tolist()
             if len(conf) == 0:
                 conf = [0]
             text = "".join(self.character[int(t)] for t in idx[selection])
@@ -92,4 +96,40 @@ class TextRecognizer:
                                                     self.rec_image_shape)[None] for ino in range(beg, end)])
             for rno, res in enumerate(self.postprocess_op(self.run(batch))):
                 rec_res[indices[beg + rno]] = res
+        return rec_res
+
+
+class PaddleXTextRecognizer:
+    """PaddleOCR 3's recognition (PaddleX OCR pipeline + TextRecPredictor): crops sorted by aspect ratio (stable),
+    batches of `batch_size`; each crop resized to height H keeping its ratio (width at least W, at most 3200 px,
+    `OCRReisizeNormImg`), then the batch zero-padded to its widest (`ToBatch`); CTC decoded."""
+
+    MAX_WIDTH = 3200
+
+    def __init__(self, run: Callable[[np.ndarray], np.ndarray], character: Sequence[str],
+                 rec_image_shape: Sequence[int] = (3, 48, 320), batch_size: int = 6) -> None:
+        self.run = run
+        self.rec_image_shape = [int(v) for v in rec_image_shape]
+        self.batch_size = int(batch_size)
+        self.postprocess_op = CTCLabelDecode(character, paddlex=True)
+
+    def resize_norm(self, img: np.ndarray) -> np.ndarray:
+        img_c, img_h, img_w = self.rec_image_shape
+        if img.shape[2] != img_c:
+            raise ConfigError(f"rec_image_shape has {img_c} channels but the crop has {img.shape[2]}")
+        ratio = max(img_w / img_h, img.shape[1] * 1.0 / img.shape[0])
+        return resize_norm_pad(img, img_c, img_h, min(int(img_h * ratio), self.MAX_WIDTH))
+
+    def __call__(self, img_list: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        order = sorted(range(len(img_list)), key=lambda i: img_list[i].shape[1] / float(img_list[i].shape[0]))
+        rec_res: list[tuple[str, float]] = [("", 0.0)] * len(img_list)
+        for beg in range(0, len(order), self.batch_size):
+            ids = order[beg:beg + self.batch_size]
+            ims = [self.resize_norm(img_list[i]) for i in ids]
+            width = max(im.shape[2] for im in ims)
+            batch = np.zeros((len(ims), ims[0].shape[0], ims[0].shape[1], width), np.float32)
+            for k, im in enumerate(ims):
+                batch[k, :, :, :im.shape[2]] = im
+            for i, res in zip(ids, self.postprocess_op(self.run(batch))):
+                rec_res[i] = res
         return rec_res
