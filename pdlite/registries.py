@@ -34,9 +34,10 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "pdlite.model_parser.pir",
 )
 
-# Kernels of targets whose backend is an optional dependency (torch for CUDA): imported only when
-# asked for, so that host-only use never pays for the import.
-TARGET_KERNEL_MODULES: dict[TargetType, str] = {TargetType.CUDA: "pdlite.kernels.cuda"}
+# Kernels of targets whose backend is an optional dependency (torch for CUDA, pyopencl for OpenCL):
+# imported only when asked for, so that host-only use never pays for the import.
+TARGET_KERNEL_MODULES: dict[TargetType, str] = {TargetType.CUDA: "pdlite.kernels.cuda",
+                                                TargetType.OpenCL: "pdlite.kernels.opencl"}
 
 PLUGIN_LOADER = "pdlite.plugins"
 

@@ -5,60 +5,19 @@ elementwise ops applied to them) stay on the host: a device kernel reading one w
 wait for the GPU (and could not be captured in a CUDA graph). These kernels are registered on
 the CUDA target with host inputs and outputs so that the kernel pick prefers them whenever the
 inputs are int32/int64 (their declared input precision matches, the float kernels' does not),
-and they delegate to the op's host kernel: Paddle's semantics are written once.
+and they delegate to the op's host kernel: Paddle's semantics are written once (the generic
+pieces live in pdlite/kernels/host_side.py, shared with the OpenCL target).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, PrecisionType, TargetType
-from pdlite.errors import PdliteError
-from pdlite.kernels.cuda.base import CUDA, HOST_ANY, to_numpy
-from pdlite.kernels.registry import Kernel, TensorType, kernels_for, register_kernel
-
-INT_PRECISIONS = (PrecisionType.INT32, PrecisionType.INT64)
-
-
-def host_kernel(kernel: Kernel) -> Kernel:
-    """An instance of `kernel.op`'s host kernel (Any precision preferred, else FP32)."""
-    best = None
-    for kd in kernels_for(kernel.op.type):
-        if kd.key.target != TargetType.Host:
-            continue
-        rank = (kd.key.precision not in (ANY_PRECISION, PrecisionType.FP32), kd.key.precision != ANY_PRECISION,
-                kd.key.alias != "def")
-        if best is None or rank < best[0]:
-            best = (rank, kd)
-    if best is None:
-        raise PdliteError(f"CUDA host-side kernel of {kernel.op.type!r}: no host kernel is registered for it")
-    return best[1].create(kernel.op, kernel.context)
-
-
-class HostSide(Kernel):
-    """Runs the op's host kernel on host (NumPy) values; device inputs are copied to the host."""
-
-    _host: Kernel | None = None
-
-    @property
-    def host(self) -> Kernel:
-        if self._host is None:
-            self._host = host_kernel(self)
-        return self._host
-
-    def prepare(self, params: Mapping[str, Any]) -> None:
-        self.host.prepare(params)
-
-    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        return self.host.run({k: [to_numpy(v) for v in vals] for k, vals in ins.items()})
+from pdlite.kernels import host_side as _generic
+from pdlite.kernels.cuda.base import CUDA
+from pdlite.kernels.host_side import INT_PRECISIONS, HostSide, host_kernel  # noqa: F401  (this target's names)
 
 
 def register_host_side(op_type: str, data_slots: Sequence[str], other_slots: Sequence[str] = (),
                        outputs: Sequence[str] = ("Out",)) -> None:
     """Register HostSide for `op_type` on CUDA: one alias per int precision of the data slots."""
-    outs = {s: HOST_ANY for s in outputs}
-    for p in INT_PRECISIONS:
-        ins = {s: TensorType(HOST, p, ANY_LAYOUT) for s in data_slots}
-        ins.update({s: HOST_ANY for s in other_slots})
-        register_kernel(op_type, target=CUDA, precision=ANY_PRECISION, layout=ANY_LAYOUT,
-                        alias=f"host_{p.name.lower()}", inputs=ins, outputs=outs)(HostSide)
+    _generic.register_host_side(op_type, CUDA, data_slots, other_slots, outputs)
