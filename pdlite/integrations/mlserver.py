@@ -1,0 +1,198 @@
+"""pdlite as an MLServer inference runtime (`pip install pdlite[serve]`): any KServe V2 client can call it.
+
+A model folder holds a `model-settings.json` (examples/serving/):
+
+    {"name": "mnv3", "implementation": "pdlite.integrations.mlserver.PdliteRuntime",
+     "parameters": {"uri": "./mobilenet_v3_small",
+                    "extra": {"device": "host", "threads": 1, "workers": 2, "max_queued": 16}}}
+
+and `mlserver start <folder>` serves it on http://HOST:8080/v2/models/mnv3/infer (gRPC on 8081).
+
+`parameters.uri`: a Paddle model folder (any layout) or an optimized `.nb`, relative to the settings file.
+`parameters.extra`:
+  - `device`: host (default), intel_openvino, onnxruntime or auto; `threads`: compute threads per run (1);
+  - `workers`: predictor clones, i.e. requests run at once in this process (default 1); they share the weights;
+  - `max_queued`: requests admitted at once, running or waiting for a clone (default 4 x workers); the next
+    one is answered 503 at once (MLServer has no queue bound of its own);
+  - `max_request_bytes`: a request's tensors in all (64 MiB); larger ones are answered 413;
+  - `app`: "ocr" serves the OCR app (no uri): input `image`, BYTES [1], one encoded image (base64 in JSON,
+    raw bytes in gRPC); outputs `boxes` INT32 [n, 4, 2], `scores` FP32 [n], `texts` BYTES [n] and `lines`
+    BYTES [1] (the same as one JSON string);
+  - `options`: pdlite options (`config.set_option`), or the OCR app's keyword arguments.
+
+Requests are checked before any run: an unknown or missing input, another datatype, a shape the model does
+not take, bytes that are no image are answered 400 (MLServer's `InferenceError`, the V2 `{"error": ...}` body)
+with a message naming the input and the datatype and shape expected; nothing a client sends gives a 500.
+MLServer's adaptive batching (`max_batch_size`, `max_batch_time` in model-settings.json) concatenates
+requests along dim 0: use it for models whose outputs all keep the batch in dim 0 (not NMS detectors, not OCR).
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from pdlite.errors import MissingDependencyError, PdliteError
+from pdlite.integrations.serving import (
+    OCR_INPUT,
+    V2_DATATYPES,
+    Admission,
+    RequestError,
+    ServedOCR,
+    TensorSpec,
+    served,
+)
+
+try:
+    from mlserver import MLModel
+    from mlserver.codecs import NumpyCodec
+    from mlserver.errors import InferenceError, MLServerError
+    from mlserver.types import (
+        InferenceRequest,
+        InferenceResponse,
+        MetadataModelResponse,
+        MetadataTensor,
+        RequestInput,
+        ResponseOutput,
+    )
+except ImportError as e:
+    raise MissingDependencyError(f"pdlite.integrations.mlserver needs MLServer: pip install pdlite[serve] ({e})") from e
+
+
+def _error(e: RequestError) -> MLServerError:
+    return InferenceError(str(e)) if e.status == 400 else MLServerError(str(e), e.status)
+
+
+def _datatype(inp: RequestInput) -> str:
+    return str(getattr(inp.datatype, "value", inp.datatype))
+
+
+def _image_bytes(inp: RequestInput) -> bytes:
+    """The encoded image of the OCR app's input: base64 text (JSON) or raw bytes (gRPC)."""
+    data = getattr(inp.data, "root", inp.data)
+    items = data if isinstance(data, list) else [data]
+    if _datatype(inp) != "BYTES" or len(items) != 1:
+        raise RequestError(f"input {inp.name!r}: expected datatype BYTES and shape [1] (one encoded image, base64 "
+                           f"in JSON), got {_datatype(inp)} with {len(items)} element(s)")
+    item = items[0]
+    if isinstance(item, str):
+        try:
+            return base64.b64decode(item.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError):
+            raise RequestError(f"input {inp.name!r}: a BYTES element in JSON must be the image in base64 "
+                               "(content_type base64); this one is not valid base64") from None
+    if isinstance(item, (bytes, bytearray)):
+        try:
+            return base64.b64decode(bytes(item), validate=True)
+        except binascii.Error:
+            return bytes(item)
+    raise RequestError(f"input {inp.name!r}: expected BYTES (an encoded image), got {type(item).__name__}")
+
+
+def _declared_bytes(inp: RequestInput) -> int:
+    dt = V2_DATATYPES.get(_datatype(inp))
+    n = int(np.prod([max(int(d), 0) for d in inp.shape], dtype=np.int64)) if inp.shape else 1
+    return n * (dt.itemsize if dt is not None else 1)
+
+
+def _output(name: str, array: np.ndarray) -> ResponseOutput:
+    if array.dtype == object:  # BYTES: UTF-8 text as JSON strings
+        data = [x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else str(x) for x in array.ravel()]
+        return ResponseOutput(name=name, datatype="BYTES", shape=list(array.shape), data=data)
+    out = NumpyCodec.encode_output(name, array)
+    out.shape = list(array.shape)  # keep [] and [n] as they are (the codec would add a batch dim to a scalar)
+    out.parameters = None
+    return out
+
+
+class PdliteRuntime(MLModel):
+    """An MLServer runtime over pdlite predictor clones (see the module docstring for model-settings.json)."""
+
+    async def load(self) -> bool:
+        params = self.settings.parameters
+        extra = dict((params.extra if params is not None else None) or {})
+        app = extra.pop("app", None)
+        known = {"device", "threads", "workers", "max_queued", "max_request_bytes", "options"}
+        unknown = sorted(set(extra) - known)
+        if unknown:
+            raise MLServerError(f"model {self.name!r}: unknown parameters.extra {unknown}; known: "
+                                f"{sorted(known | {'app'})}", 422)
+        model = None
+        if app is None:
+            from mlserver.utils import get_model_uri
+
+            model = await get_model_uri(self.settings)
+        workers = int(extra.get("workers", 1))
+        kwargs = {k: extra[k] for k in ("device", "threads", "options", "max_request_bytes") if k in extra}
+        loop = asyncio.get_running_loop()
+        try:
+            self._service = await loop.run_in_executor(None, lambda: served(app, model, workers=workers, **kwargs))
+        except PdliteError as e:
+            raise MLServerError(f"model {self.name!r}: {e}", 422) from None
+        self._admission = Admission(int(extra.get("max_queued", 4 * workers)), f"model {self.name!r}")
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix=f"pdlite-{self.name}")
+        return True
+
+    async def unload(self) -> bool:
+        self._executor.shutdown(wait=True)
+        return True
+
+    def _specs(self, which: str) -> list[TensorSpec]:
+        return list(getattr(self._service, which))
+
+    async def metadata(self) -> MetadataModelResponse:
+        meta = await super().metadata()
+        meta.platform = meta.platform or "pdlite"
+        if not meta.inputs:
+            meta.inputs = [MetadataTensor(**s.as_dict()) for s in self._specs("inputs")]
+        if not meta.outputs:
+            meta.outputs = [MetadataTensor(**s.as_dict()) for s in self._specs("outputs")] or None
+        return meta
+
+    def _feeds(self, payload: InferenceRequest) -> dict[str, Any]:
+        limit = self._service.max_request_bytes
+        total = sum(_declared_bytes(inp) for inp in payload.inputs)
+        if total > limit:
+            names = [inp.name for inp in payload.inputs]
+            raise RequestError(f"input(s) {names}: {total} bytes declared in all, more than this service takes "
+                               f"({limit} bytes; parameter max_request_bytes)", 413)
+        feeds: dict[str, Any] = {}
+        for inp in payload.inputs:
+            if inp.name in feeds:
+                raise RequestError(f"input {inp.name!r} given twice")
+            if isinstance(self._service, ServedOCR) and inp.name == OCR_INPUT:
+                feeds[inp.name] = np.array([_image_bytes(inp)], dtype=object)
+                continue
+            try:
+                feeds[inp.name] = NumpyCodec.decode_input(inp)
+            except (ValueError, TypeError) as e:
+                raise RequestError(f"input {inp.name!r}: its data does not make a {_datatype(inp)} tensor of "
+                                   f"shape {list(inp.shape)} ({e})") from None
+        return feeds
+
+    async def predict(self, payload: InferenceRequest) -> InferenceResponse:
+        try:
+            with self._admission.enter():
+                feeds = self._feeds(payload)
+                self._service.check(feeds)  # refuse here, before waiting for a worker
+                loop = asyncio.get_running_loop()
+                outs = await loop.run_in_executor(self._executor, self._service.run, feeds)
+        except RequestError as e:
+            raise _error(e) from None
+        except MLServerError:
+            raise
+        except Exception as e:  # the engine failed on a request it took: a 500 that says why, no traceback
+            raise MLServerError(f"model {self.name!r}: {type(e).__name__}: {e}", 500) from None
+        wanted = [o.name for o in payload.outputs] if payload.outputs else list(outs)
+        missing = [n for n in wanted if n not in outs]
+        if missing:
+            raise InferenceError(f"requested output(s) {missing} do not exist; outputs are {list(outs)}")
+        return InferenceResponse(model_name=self.name, model_version=self.version, id=payload.id,
+                                 outputs=[_output(n, outs[n]) for n in wanted])
+
+
+__all__ = ["PdliteRuntime"]

@@ -1,0 +1,83 @@
+"""Starting `mlserver start` on 127.0.0.1 for the serving tests and benchmarks/serve_load.py: a folder of
+model-settings.json files, free ports, the process stopped (SIGTERM, then SIGKILL) at the end."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = "pdlite.integrations.mlserver.PdliteRuntime"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_repository(folder: Path, models: dict[str, dict[str, Any]], parallel_workers: int = 0) -> dict[str, int]:
+    """FOLDER/settings.json (127.0.0.1, free ports, debug off) and FOLDER/NAME/model-settings.json for each of
+    MODELS (name -> {"uri": ..., "extra": {...}, other model-settings fields}). Returns the ports."""
+    ports = {"http_port": free_port(), "grpc_port": free_port(), "metrics_port": free_port()}
+    settings = {"host": "127.0.0.1", "parallel_workers": parallel_workers, "debug": False,
+                "metrics_endpoint": None, **ports}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps(settings))
+    for name, spec in models.items():
+        spec = dict(spec)
+        params = {"extra": spec.pop("extra", {})}
+        if "uri" in spec:
+            params["uri"] = str(spec.pop("uri"))
+        (folder / name).mkdir(exist_ok=True)
+        (folder / name / "model-settings.json").write_text(
+            json.dumps({"name": name, "implementation": RUNTIME, "parameters": params, **spec}))
+    return ports
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlserver exited with code {proc.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url + "/v2/health/ready", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"mlserver not ready after {timeout} s")
+
+
+@contextmanager
+def mlserver(folder: Path, log: Path | None = None):
+    """Run `mlserver start FOLDER` (its settings.json says the ports); yields (base URL, process)."""
+    settings = json.loads((folder / "settings.json").read_text())
+    url = f"http://127.0.0.1:{settings['http_port']}"
+    exe = Path(sys.executable).with_name("mlserver")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = open(log, "wb") if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen([str(exe), "start", str(folder)], cwd=str(folder), env=env, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_ready(url, proc)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if log is not None:
+            out.close()
