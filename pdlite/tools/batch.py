@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from pdlite.errors import ConfigError, InputError, MissingDependencyError, PdliteError
+from pdlite.tools.common import IMAGE_SUFFIXES, int_at_least
 from pdlite.tools.progress import Progress
 
 NUMPY_SUFFIXES = (".npy", ".npz")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+INPUT_SUFFIXES = NUMPY_SUFFIXES + IMAGE_SUFFIXES
 
 
 @dataclass(frozen=True)
@@ -55,22 +57,27 @@ class ImagePrep:
         return np.asarray(x.transpose(2, 0, 1)[None], order="C")
 
 
-def list_inputs(inputs: str) -> list[str]:
-    """The input files: INPUTS itself, or the files of the folder INPUTS (sorted, hidden files skipped)."""
+def scan_inputs(inputs: str) -> tuple[list[str], list[str]]:
+    """(input files, skipped files): INPUTS itself, or the .npy/.npz/image files of the folder INPUTS (sorted,
+    hidden files ignored) and the folder's other files, skipped (a readme.txt beside the data)."""
     if os.path.isfile(inputs):
-        files = [inputs]
-    elif os.path.isdir(inputs):
-        files = [os.path.join(inputs, f) for f in sorted(os.listdir(inputs))
-                 if not f.startswith(".") and os.path.isfile(os.path.join(inputs, f))]
-        if not files:
-            raise InputError(f"input folder {inputs!r} holds no files")
-    else:
+        if not inputs.lower().endswith(INPUT_SUFFIXES):
+            raise InputError(f"{inputs}: unknown input file type; expected one of {', '.join(INPUT_SUFFIXES)}")
+        return [inputs], []
+    if not os.path.isdir(inputs):
         raise InputError(f"inputs {inputs!r} not found (give a folder of .npy/.npz/image files, or one file)")
-    for f in files:
-        if not f.lower().endswith(NUMPY_SUFFIXES + IMAGE_SUFFIXES):
-            raise InputError(f"{f}: unknown input file type; expected one of "
-                             f"{', '.join(NUMPY_SUFFIXES + IMAGE_SUFFIXES)}")
-    return files
+    files = [os.path.join(inputs, f) for f in sorted(os.listdir(inputs))
+             if not f.startswith(".") and os.path.isfile(os.path.join(inputs, f))]
+    used = [f for f in files if f.lower().endswith(INPUT_SUFFIXES)]
+    if not used:
+        raise InputError(f"input folder {inputs!r} holds no {', '.join(INPUT_SUFFIXES)} files"
+                         + (f" ({len(files)} other file(s) skipped)" if files else ""))
+    return used, [f for f in files if f not in used]
+
+
+def list_inputs(inputs: str) -> list[str]:
+    """The input files of INPUTS (scan_inputs; the folder's other files skipped)."""
+    return scan_inputs(inputs)[0]
 
 
 def output_paths(files: Sequence[str], out: str) -> dict[str, str]:
@@ -242,14 +249,17 @@ def _floats(text: str | None, flag: str, n: int | None = None) -> tuple[float, .
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("batch", help="run a model over a folder of .npy/.npz/image files (process pool or Ray)")
     p.add_argument("model", help="model folder (legacy or PIR) or optimized .nb")
-    p.add_argument("inputs", help="a folder of .npy/.npz/.png/.jpg/.bmp files (or one file); each holds one feed")
+    p.add_argument("inputs", help=f"a folder of {'/'.join(INPUT_SUFFIXES)} files (or one file); each holds one "
+                                  "feed; the folder's other files are skipped (and listed)")
     p.add_argument("-o", "--output", required=True, help="output folder: one <stem>.npz of outputs per input file")
     p.add_argument("--params", help="params file, when MODEL is a program file")
     p.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto', 'ray://host:10001'")
-    p.add_argument("--workers", type=int, default=1, help="processes (or Ray actors), one predictor each (default 1)")
-    p.add_argument("--batch-size", type=int, default=16, help="files handed to a worker at a time (default 16)")
-    p.add_argument("--threads", type=int, default=1, help="compute threads per worker (default 1)")
-    g = p.add_argument_group("images (.png/.jpg/.bmp -> 1x3xHxW float32)")
+    p.add_argument("--workers", type=int_at_least(1), default=1,
+                   help="processes (or Ray actors), one predictor each (default 1)")
+    p.add_argument("--batch-size", type=int_at_least(1), default=16,
+                   help="files handed to a worker at a time (default 16)")
+    p.add_argument("--threads", type=int_at_least(1), default=1, help="compute threads per worker (default 1)")
+    g = p.add_argument_group(f"images ({'/'.join(IMAGE_SUFFIXES)} -> 1x3xHxW float32)")
     g.add_argument("--resize", metavar="H,W", help="resize to H,W (default: keep the size)")
     g.add_argument("--mean", metavar="R,G,B", help="subtract per channel after --scale (default 0,0,0)")
     g.add_argument("--std", metavar="R,G,B", help="divide per channel after --mean (default 1,1,1)")
@@ -265,7 +275,12 @@ def main(args: argparse.Namespace) -> int:
                      std=_floats(args.std, "--std", 3) or (1.0, 1.0, 1.0), scale=args.scale, bgr=args.bgr)
     if 0.0 in prep.std or (prep.resize and min(prep.resize) < 1):
         raise ConfigError(f"--std {args.std!r} / --resize {args.resize!r}: std must be non-zero and sizes >= 1")
-    total = len(list_inputs(args.inputs))
+    files, skipped = scan_inputs(args.inputs)
+    if skipped:
+        shown = ", ".join(os.path.basename(f) for f in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        print(f"pdlite batch: skipped {len(skipped)} file(s) that are not {'/'.join(INPUT_SUFFIXES)}: {shown}",
+              file=sys.stderr)
+    total = len(files)
     with Progress(total, "pdlite batch") as bar:
         n = run_batch(args.model, args.inputs, args.output, params=args.params, workers=args.workers,
                       batch_size=args.batch_size, threads=args.threads, ray_address=args.ray, prep=prep,

@@ -6,19 +6,24 @@ import statistics
 import time
 
 from pdlite.api.predictor import create_paddle_predictor
-from pdlite.tools.common import add_device_argument, config_for, make_feeds, parse_kv, set_device
+from pdlite.tools.common import (
+    add_device_argument,
+    add_feed_arguments,
+    config_for,
+    int_at_least,
+    make_feeds,
+    parse_named,
+    set_device,
+)
 from pdlite.tools.progress import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure latency; --profile per op, --precision-profile per-op statistics")
-    p.add_argument("model")
-    p.add_argument("--params")
-    p.add_argument("--shape", action="append", metavar="NAME=1,3,224,224")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--threads", type=int, default=1)
+    add_feed_arguments(p, "input shape of the random data (default: the model's, a dynamic batch 1)")
+    p.add_argument("--warmup", type=int_at_least(0), default=3, help="runs before the timed ones")
+    p.add_argument("--repeats", "--niter", "-niter", "-r", type=int_at_least(1), default=20,
+                   help="timed runs (-niter as benchmark_app, -r as onnxruntime_perf_test)")
     add_device_argument(p)
     p.add_argument("--profile", action="store_true", help="per-op time table")
     p.add_argument("--precision-profile", action="store_true", help="per-op output statistics (NaN/Inf hunt)")
@@ -46,7 +51,9 @@ def main(args: argparse.Namespace) -> int:
     cfg = config_for(args.model, args.params)
     cfg.set_threads(args.threads)
     pred = create_paddle_predictor(cfg)
-    feeds = make_feeds(pred, parse_kv(args.input, "--input"), parse_kv(args.shape, "--shape"), random=True)
+    names = pred.get_input_names()
+    feeds = make_feeds(pred, parse_named(args.input, names, "--input"), parse_named(args.shape, names, "--shape"),
+                       random=True)
     # per-op profiles are of the host kernels unless a device is asked for explicitly
     device = set_device(cfg, args.device or ("host" if args.profile or args.precision_profile else None), feeds,
                         args.context)
@@ -64,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         pp = PrecisionProfiler() if args.precision_profile else None
         pred.set_hook(HookChain(prof, pp))
         if prof is not None:
-            for _ in range(max(args.repeats, 1)):
+            for _ in range(args.repeats):
                 pred.run()
             print(f"\nper-op profile ({args.repeats} runs):")
             print(prof.table())

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("models", nargs="+", help="model folders (each with case.npz), or a folder of such folders")
     p.add_argument("--paths", default="host,host-unfused,nb,delegate,devices",
                    help="comma-separated subset of host,host-unfused,nb,delegate,devices")
-    p.add_argument("--devices", default="intel_openvino,onnxruntime")
+    p.add_argument("--devices", default="intel_openvino,onnxruntime",
+                   help="comma-separated NNAdapter devices the `devices` path checks (those installed)")
     p.set_defaults(func=main)
 
 

@@ -2,17 +2,21 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 
 from pdlite.errors import PdliteError
 
+DRAWN_FORMATS = ("svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps")  # graphviz `dot -T...` formats we offer
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("graph", help="draw the SSA graph as DOT or SVG")
-    p.add_argument("model")
-    p.add_argument("--params")
-    p.add_argument("-o", "--output", required=True, help="g.dot, or g.svg / g.png (needs graphviz's `dot`)")
+    p.add_argument("model", help="model folder or program file (.pdmodel / __model__ / .json)")
+    p.add_argument("--params", help="params file (default: found beside the program file)")
+    p.add_argument("-o", "--output", required=True,
+                   help="g.dot / g.gv (DOT text), or g.svg / g.png / g.pdf (drawn by graphviz's `dot` program)")
     p.add_argument("--after-passes", action="store_true", help="the graph after the analysis passes")
     p.set_defaults(func=main)
 
@@ -40,9 +44,10 @@ def main(args: argparse.Namespace) -> int:
             f.write(dot)
         print(f"DOT written to {out} ({dot.count('->')} edges)")
         return 0
-    fmt = out.rsplit(".", 1)[-1] if "." in out else ""
-    if not fmt:
-        raise PdliteError(f"graph: cannot tell the format of {out!r}: name it .dot, .svg, .png or .pdf")
+    fmt = out.rsplit(".", 1)[-1].lower() if "." in os.path.basename(out) else ""
+    if fmt not in DRAWN_FORMATS:
+        raise PdliteError(f"cannot write {out!r}: name it .dot or .gv (DOT text, no graphviz needed), or "
+                          f"{', '.join('.' + f for f in DRAWN_FORMATS)} (drawn with graphviz)")
     exe = shutil.which("dot")
     if exe is None:
         raise PdliteError(f"graph: writing {out!r} ({fmt}) needs graphviz's `dot` program, which is not installed "

@@ -11,8 +11,8 @@ from pdlite.core.dtypes import VarType, numpy_dtype
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="inputs/outputs, op histogram, params, support per target and device")
-    p.add_argument("model")
-    p.add_argument("--params")
+    p.add_argument("model", help="model folder or program file (.pdmodel / __model__ / .json)")
+    p.add_argument("--params", help="params file (default: found beside the program file)")
     p.set_defaults(func=main)
 
 
@@ -29,7 +29,11 @@ def support_table(op_types: list[str]) -> tuple[list[str], dict[str, dict[str, b
     from pdlite.registries import load_registries
 
     load_registries()
-    targets = sorted({k.target.name for k in KERNELS})
+    from pdlite.api.opt import load_kernels_of
+
+    load_kernels_of(None)  # the optional targets whose backend is installed (CUDA: torch, OpenCL: pyopencl)
+    # the NNAdapter target's one kernel is the subgraph op: the devices' own columns say what they take
+    targets = sorted({k.target.name for k in KERNELS} - {"NNAdapter"})
     cols = list(targets)
     conv: dict[str, set[str]] = {}
     try:
@@ -121,10 +125,14 @@ def main(args: argparse.Namespace) -> int:
     n_bytes = sum(t.array.nbytes for t in m.params.values())
     print(f"\nparameters: {len(m.params)} tensors, {n_params:,} values, {n_bytes / 1e6:.2f} MB")
     cols, table = support_table(sorted(hist))
+    idle = [c for c in cols if not any(table[t][c] for t in hist)]
+    cols = [c for c in cols if c not in idle]
     print("\nsupport (Y = a kernel or converter exists):")
     print(f"  {'op type':<28} " + " ".join(f"{c:>14}" for c in cols))
     for t in sorted(hist):
         print(f"  {t:<28} " + " ".join(f"{('Y' if table[t][c] else '-'):>14}" for c in cols))
+    if idle:
+        print(f"  (no kernel or converter for any of these ops: {', '.join(idle)})")
     host_types = {t for t in hist if table[t].get("Host")}
     print_placement(prog, {k: t.array for k, t in m.params.items()}, host_types)
     missing = [t for t in hist if not any(table[t].values())]

@@ -9,10 +9,10 @@ import sys
 import time
 
 from pdlite.errors import InputError, PdliteError
-from pdlite.tools.common import HOST_IGNORES_CONTEXT, parse_kv
+from pdlite.tools.common import HOST_IGNORES_CONTEXT, IMAGE_SUFFIXES, parse_kv
 from pdlite.tools.progress import Progress
 
-IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+IMAGE_EXTS = IMAGE_SUFFIXES  # the one list, shared with `pdlite batch`
 
 
 def register(sub: argparse._SubParsersAction) -> None:

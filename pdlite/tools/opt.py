@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from pdlite.errors import PdliteError
+from pdlite.tools.common import HelpFormatter, one_line_warnings
 
 
 def _bool(text: str) -> bool:
@@ -29,8 +31,7 @@ def _bool(text: str) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     from pdlite import __version__
 
-    p = argparse.ArgumentParser(prog="pdlite-opt", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="pdlite-opt", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--model_dir", default="", help="model folder (any layout pdlite reads)")
     p.add_argument("--model_file", default="", help="program file (.pdmodel, __model__, model)")
     p.add_argument("--param_file", default="", help="combined params file (.pdiparams, __params__, params)")
@@ -64,44 +65,49 @@ def main(argv: list[str] | None = None) -> int:
         def progress(msg: str) -> None:
             print(msg, flush=True)
     try:
-        opt = Opt(progress)
-        if args.model_dir:
-            opt.set_model_dir(args.model_dir)
-        if args.model_file:
-            opt.set_model_file(args.model_file)
-        if args.param_file:
-            opt.set_param_file(args.param_file)
-        opt.set_valid_places(args.valid_targets)
-        if args.print_all_ops:
-            opt.print_all_ops()
-            return 0
-        if args.print_supported_ops:
-            opt.print_supported_ops()
-            return 0
-        if args.print_model_ops:
-            report = opt.model_ops()
-            print(report.text(), end="")
-            return 1 if report.unsupported() else 0
-        if not args.optimize_out or not (args.model_dir or args.model_file):
-            parser.print_help()
-            print("\npdlite-opt: give --model_dir (or --model_file) and --optimize_out, or a --print_* option",
-                  file=sys.stderr)
-            return 2
-        opt.set_quant_model(args.quant_model)
-        opt.set_quant_type(args.quant_type)
-        opt.set_model_type(args.optimize_out_type)
-        opt.set_optimize_out(args.optimize_out)
-        if args.passes:
-            opt.set_passes_internal([s.strip() for s in args.passes.split(",") if s.strip()])
-        out = opt.run()
-        r = opt.last_report
-        print(f"Saved the optimized model to {out} ({r['bytes'] / 1e6:.2f} MB): {r['ops_before']} ops -> "
-              f"{r['ops_after']} ops; load {r['load_ms']:.0f} ms, optimize {r['optimize_ms']:.0f} ms, "
-              f"write {r['write_ms']:.0f} ms")
-        return 0
+        with one_line_warnings("pdlite-opt"):
+            return _run(parser, args, Opt(progress))
     except PdliteError as e:
         print(f"pdlite-opt: error: {e}", file=sys.stderr)
         return 1
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, opt: Any) -> int:
+    """The work of main: the print options, or the optimized model written."""
+    if args.model_dir:
+        opt.set_model_dir(args.model_dir)
+    if args.model_file:
+        opt.set_model_file(args.model_file)
+    if args.param_file:
+        opt.set_param_file(args.param_file)
+    opt.set_valid_places(args.valid_targets)
+    if args.print_all_ops:
+        opt.print_all_ops()
+        return 0
+    if args.print_supported_ops:
+        opt.print_supported_ops()
+        return 0
+    if args.print_model_ops:
+        report = opt.model_ops()
+        print(report.text(), end="")
+        return 1 if report.unsupported() else 0
+    if not args.optimize_out or not (args.model_dir or args.model_file):
+        parser.print_help()
+        print("\npdlite-opt: give --model_dir (or --model_file) and --optimize_out, or a --print_* option",
+              file=sys.stderr)
+        return 2
+    opt.set_quant_model(args.quant_model)
+    opt.set_quant_type(args.quant_type)
+    opt.set_model_type(args.optimize_out_type)
+    opt.set_optimize_out(args.optimize_out)
+    if args.passes:
+        opt.set_passes_internal([s.strip() for s in args.passes.split(",") if s.strip()])
+    out = opt.run()
+    r = opt.last_report
+    print(f"Saved the optimized model to {out} ({r['bytes'] / 1e6:.2f} MB): {r['ops_before']} ops -> "
+          f"{r['ops_after']} ops; load {r['load_ms']:.0f} ms, optimize {r['optimize_ms']:.0f} ms, "
+          f"write {r['write_ms']:.0f} ms")
+    return 0
 
 
 if __name__ == "__main__":

@@ -8,20 +8,25 @@ import time
 import numpy as np
 
 from pdlite.api.predictor import create_paddle_predictor
-from pdlite.tools.common import add_device_argument, config_for, make_feeds, parse_kv, set_device, summary
+from pdlite.errors import InputError
+from pdlite.tools.common import (
+    add_device_argument,
+    add_feed_arguments,
+    config_for,
+    make_feeds,
+    parse_named,
+    set_device,
+    summary,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a model once and summarise its outputs")
-    p.add_argument("model", help="model folder, program file (.pdmodel/__model__/.json) or optimized .nb")
-    p.add_argument("--params", help="params file (default: found beside the program file)")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="input data (.npy, or .npz with in:NAME)")
-    p.add_argument("--shape", action="append", metavar="NAME=1,3,224,224", help="input shape for --random")
+    add_feed_arguments(p, "input shape for --random (default: the model's, a dynamic batch 1)")
     p.add_argument("--random", action="store_true", help="random inputs for inputs not given by --input")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="seed of the --random data")
     add_device_argument(p)
-    p.add_argument("--output", help="write outputs to this .npz")
+    p.add_argument("--output", "-o", help="write outputs to this .npz")
     p.add_argument("--check", metavar="CASE.npz",
                    help="inputs from CASE.npz (in:NAME) and compare outputs with its out:NAME references")
     p.add_argument("--rtol", type=float, default=1e-4, help="with --check: max|got-ref| <= rtol*max|ref|")
@@ -34,13 +39,17 @@ def main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pred = create_paddle_predictor(cfg)
     t1 = time.perf_counter()
-    inputs = parse_kv(args.input, "--input")
-    case = np.load(args.check) if args.check else None
+    names = pred.get_input_names()
+    inputs = parse_named(args.input, names, "--input")
+    try:
+        case = np.load(args.check, allow_pickle=False) if args.check else None
+    except (OSError, ValueError) as e:
+        raise InputError(f"--check: cannot read {args.check!r} as a .npz case: {e}") from None
     if case is not None:
         for n in pred.get_input_names():
             if f"in:{n}" in case and n not in inputs:
                 inputs[n] = args.check
-    feeds = make_feeds(pred, inputs, parse_kv(args.shape, "--shape"), args.random, args.seed)
+    feeds = make_feeds(pred, inputs, parse_named(args.shape, names, "--shape"), args.random, args.seed)
     device = set_device(cfg, args.device, feeds, args.context)
     if device != "host":
         t0 = time.perf_counter()

@@ -97,13 +97,14 @@ def test_bad_folders_and_files(folder, tmp_path, capsys):
     with pytest.raises(InputError, match="nowhere.*not found"):
         run_batch(cls, str(tmp_path / "nowhere"), str(tmp_path / "out"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(InputError, match="holds no files"):
+    with pytest.raises(InputError, match=r"holds no \.npy, \.npz, .*\.webp files$"):
         run_batch(cls, str(tmp_path / "empty"), str(tmp_path / "out"))
-    (folder / "notes.txt").write_text("hello")
+    (tmp_path / "empty" / "readme.txt").write_text("hello")
+    with pytest.raises(InputError, match=r"holds no \.npy, .* files \(1 other file\(s\) skipped\)"):
+        run_batch(cls, str(tmp_path / "empty"), str(tmp_path / "out"))
+    (folder / "notes.txt").write_text("hello")  # given as the one input file: refused
     with pytest.raises(InputError, match=r"notes\.txt: unknown input file type"):
-        run_batch(cls, str(folder), str(tmp_path / "out"))
-    assert main(["batch", cls, str(folder), "-o", str(tmp_path / "out")]) == 1
-    assert "notes.txt: unknown input file type" in capsys.readouterr().err
+        run_batch(cls, str(folder / "notes.txt"), str(tmp_path / "out"))
     (folder / "notes.txt").unlink()
     (folder / "f1.npz").write_bytes(b"not a zip")
     with pytest.raises(InputError, match=r"f1\.npz and .*f1\.npy would both write"):
