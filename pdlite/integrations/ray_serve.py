@@ -8,7 +8,8 @@ Ray Serve's replicas across a cluster. See docs/serving.md.
     serve.run(deployment("model_dir_or.nb", name="mnv3", max_batch_size=8, num_replicas=2), route_prefix="/")
     # POST http://127.0.0.1:8000/v2/models/mnv3/infer  {"inputs": [{"name": "x", "datatype": "FP32", ...}]}
 
-Endpoints: GET /v2/health/live, /v2/health/ready, /v2/models/NAME (metadata), /v2/models/NAME/ready; POST
+Tensors come as JSON or in the V2 binary data extension (what tritonclient's HTTP client sends by default);
+answers are JSON. Endpoints: GET /v2/health/live, /v2/health/ready, /v2/models/NAME (metadata), /v2/models/NAME/ready; POST
 /v2/models/NAME/infer. From Python, `handle.infer.remote({"x": array})` returns the outputs by name.
 
 Batching: requests whose inputs have the same shapes and dtypes are stacked along dim 0 into one run (up to
@@ -23,7 +24,6 @@ caller) bound the queue; over them HTTP callers get 503 at once.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +40,7 @@ from pdlite.integrations.serving import (
     decode_v2_json,
     encode_v2_json,
     served,
+    split_v2_body,
     v2_metadata,
 )
 
@@ -132,11 +133,9 @@ class PdliteServer:
             if request.method == "GET" and path == base:
                 return JSONResponse(v2_metadata(self.name, self.service))
             if request.method == "POST" and path == base + "/infer":
-                try:
-                    body = json.loads(await request.body())
-                except ValueError as e:
-                    raise RequestError(f"the request body is not JSON ({e})") from None
-                feeds = decode_v2_json(body, self.service)
+                body, binary = split_v2_body(await request.body(),
+                                             request.headers.get("inference-header-content-length"))
+                feeds = decode_v2_json(body, self.service, binary)
                 outs, batch = await self.infer_counted(feeds)
                 wanted = [o.get("name") for o in body.get("outputs") or []] or list(outs)
                 missing = [n for n in wanted if n not in outs]

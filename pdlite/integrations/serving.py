@@ -311,9 +311,27 @@ def served(app: str | None, model: str | os.PathLike | None, **kwargs: Any) -> S
 
 
 # -- the V2 protocol's JSON body, for servers without a codec of their own (the Ray Serve deployment) -------------
-def decode_v2_json(body: Any, service: ServedModel | ServedOCR) -> dict[str, Any]:
+def split_v2_body(raw: bytes, header_length: str | None) -> tuple[Any, bytes]:
+    """The JSON part of a V2 request body and the binary tensor data after it (the binary data extension:
+    `Inference-Header-Content-Length` gives the JSON's length; tritonclient sends tensors this way)."""
+    n = len(raw)
+    if header_length is not None:
+        try:
+            n = int(header_length)
+        except ValueError:
+            raise RequestError(f"Inference-Header-Content-Length {header_length!r} is not a number") from None
+        if not 0 < n <= len(raw):
+            raise RequestError(f"Inference-Header-Content-Length {n}: the body has {len(raw)} bytes")
+    try:
+        return json.loads(raw[:n]), raw[n:]
+    except ValueError as e:
+        raise RequestError(f"the request body is not JSON ({e})") from None
+
+
+def decode_v2_json(body: Any, service: ServedModel | ServedOCR, binary: bytes = b"") -> dict[str, Any]:
     """Feeds from a V2 inference request body ({"inputs": [{"name", "datatype", "shape", "data"}, ...]}); BYTES
-    elements of the OCR app's image are base64 text. Malformed tensors are refused naming the input."""
+    elements of the OCR app's image are base64 text; an input with parameters.binary_data_size takes its bytes
+    from BINARY (in order). Malformed tensors are refused naming the input."""
     import base64
     import binascii
 
@@ -337,6 +355,25 @@ def decode_v2_json(body: Any, service: ServedModel | ServedOCR) -> dict[str, Any
         if total > service.max_request_bytes:
             raise RequestError(f"input {name!r}: {total} bytes declared so far, more than this service takes "
                                f"({service.max_request_bytes} bytes; parameter max_request_bytes)", 413)
+        size_b = (inp.get("parameters") or {}).get("binary_data_size")
+        if size_b is not None:
+            if not isinstance(size_b, int) or size_b < 0 or size_b > len(binary):
+                raise RequestError(f"input {name!r}: binary_data_size {size_b!r}, {len(binary)} bytes left")
+            chunk, binary = binary[:size_b], binary[size_b:]
+            if datatype == "BYTES":  # elements as 4-byte little-endian length + bytes
+                items, pos = [], 0
+                while pos + 4 <= len(chunk):
+                    k = int.from_bytes(chunk[pos:pos + 4], "little")
+                    items.append(chunk[pos + 4:pos + 4 + k])
+                    pos += 4 + k
+                feeds[name] = np.array(items, dtype=object)
+                continue
+            try:
+                feeds[name] = np.frombuffer(chunk, V2_DATATYPES[datatype]).reshape(shape)
+            except ValueError as e:
+                raise RequestError(f"input {name!r}: {len(chunk)} binary bytes do not make a {datatype} tensor "
+                                   f"of shape {shape} ({e})") from None
+            continue
         data = inp.get("data")
         if datatype == "BYTES":
             items = list(np.ravel(np.array(data, dtype=object))) if data is not None else []

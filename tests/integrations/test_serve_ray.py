@@ -91,6 +91,26 @@ def test_cnn_alone_bit_exact(url):
     np.testing.assert_array_equal(outputs(answer)[pred.get_output_names()[0]], run([x])[0])
 
 
+def test_tritonclient_binary_tensors(url):
+    """tritonclient's HTTP client with its default binary tensor data (the V2 binary data extension)."""
+    httpclient = pytest.importorskip("tritonclient.http", reason="needs tritonclient[http]: pip install pdlite[serve]")
+    pred, run = local(CNN)
+    name = pred.get_output_names()[0]
+    client = httpclient.InferenceServerClient(url.removeprefix("http://"))
+    assert client.is_server_ready() and client.is_model_ready("mnv3")
+    assert client.get_model_metadata("mnv3")["inputs"][0]["shape"] == [-1, 3, 224, 224]
+    x = np.random.default_rng(3).standard_normal((2, 3, 224, 224)).astype(np.float32)
+    inp = httpclient.InferInput("x", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)  # binary_data=True
+    res = client.infer("mnv3", [inp], outputs=[httpclient.InferRequestedOutput(name, binary_data=False)])
+    np.testing.assert_array_equal(res.as_numpy(name), run([x])[0])
+    img = httpclient.InferInput("image", [1], "BYTES")
+    img.set_data_from_numpy(np.array([IMAGE.read_bytes()], dtype=object))  # raw bytes, binary
+    res = client.infer("ocr", [img], outputs=[httpclient.InferRequestedOutput("texts", binary_data=False)])
+    assert [t.decode() if isinstance(t, bytes) else t for t in res.as_numpy("texts")] == \
+        [t.decode() for t in ocr_reference()["texts"]]
+
+
 def test_cnn_batched_bit_exact(url):
     """Eight requests at once: Ray Serve batches them; each answer equals row 0 of a local run on as many
     copies of the input as its batch held (the requests all send the same image)."""
