@@ -74,6 +74,16 @@ def _gpu() -> str:
     return f"torch {torch.__version__}, CUDA {torch.version.cuda}: {', '.join(names)}"
 
 
+def _opencl() -> str | dict[str, str]:
+    """The OpenCL platforms and devices the OpenCL target can use (pyopencl and an ICD needed)."""
+    try:
+        from pdlite.kernels.opencl import device
+    except ImportError as e:
+        return f"no OpenCL target: {e}"
+    found = device.describe_platforms()
+    return found or f"pyopencl {_version('pyopencl')}, but no OpenCL platform: {device.INSTALL_HINT}"
+
+
 def report() -> dict[str, Any]:
     """The doctor's findings as a dict (printed by `main`)."""
     from pdlite import __version__
@@ -100,6 +110,7 @@ def report() -> dict[str, Any]:
         "blas": _blas(),
         "devices": devices,
         "gpu": _gpu(),
+        "opencl": _opencl(),
     }
 
 

@@ -1,18 +1,17 @@
 """`pdlite ops`: the op support table, generated from the registries (docs/ops.md is its Markdown form).
 
-For every op type with an op definition: whether a host kernel exists, whether a CUDA kernel exists (FP32 /
-FP16), whether the NNAdapter devices can take it (an ONNX converter; "cond." when a capability predicate may
+For every op type with an op definition: whether a host kernel exists, whether a kernel of each optional
+target exists (CUDA, OpenCL: FP32 / FP16; "any" for precision-generic ones such as shape), whether the NNAdapter devices can take it (an ONNX converter; "cond." when a capability predicate may
 refuse some attribute forms, which then run on the host), and the Paddle 3 PIR op names that become it.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ops", help="print the op support table (host, CUDA, devices, PIR names)")
+    p = sub.add_parser("ops", help="print the op support table (host, CUDA, OpenCL, devices, PIR names)")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown (docs/ops.md) instead")
     p.add_argument("--filter", help="only op types containing this text")
     p.set_defaults(func=main)
@@ -31,8 +30,16 @@ def _pir_names(op_types: set[str]) -> dict[str, list[str]]:
     return out
 
 
+def optional_targets() -> list:
+    """The targets whose kernel package is an optional dependency (CUDA, OpenCL): one column each."""
+    from pdlite.registries import TARGET_KERNEL_MODULES
+
+    return sorted(TARGET_KERNEL_MODULES)
+
+
 def rows() -> list[dict[str, str]]:
-    """One row per op type: op, host, cuda, devices, pir."""
+    """One row per op type: op, host, one column per optional target (cuda, opencl), devices, pir."""
+    from pdlite.api.opt import load_kernels_of
     from pdlite.core.types import PrecisionType, TargetType
     from pdlite.kernels.registry import KERNELS
     from pdlite.nnadapter.registry import CONVERTERS
@@ -40,35 +47,33 @@ def rows() -> list[dict[str, str]]:
     from pdlite.registries import load_registries
 
     # built-ins only (plugins add rows of their own to a user's `pdlite ops`, not to the docs)
-    cuda_too = importlib.util.find_spec("torch") is not None
-    load_registries(targets=[TargetType.CUDA] if cuda_too else [], plugins=False)
+    load_registries(plugins=False)
+    load_kernels_of(None)  # the optional targets whose backend (torch, pyopencl) is installed
     op_types = set(OPS)
     host: set[str] = set()
-    cuda: dict[str, set[str]] = {}
+    extra = {t: {} for t in optional_targets()}
     for key in KERNELS:
         if key.target in (TargetType.Host, TargetType.X86):
             host.add(key.op_type)
-        elif key.target == TargetType.CUDA and key.precision in (PrecisionType.FP32, PrecisionType.FP16):
-            cuda.setdefault(key.op_type, set()).add(key.precision.name)
-        elif key.target == TargetType.CUDA:
-            cuda.setdefault(key.op_type, set()).add("any")
+        elif key.target in extra:
+            p = key.precision.name if key.precision in (PrecisionType.FP32, PrecisionType.FP16) else "any"
+            extra[key.target].setdefault(key.op_type, set()).add(p)
     pir = _pir_names(op_types)
     out = []
     for t in sorted(op_types):
         conv = CONVERTERS.get(t)
-        out.append({
-            "op": t,
-            "host": "yes" if t in host else "",
-            "cuda": "/".join(sorted(cuda.get(t, ()))),
-            "devices": "" if conv is None else ("cond." if conv.supports is not None else "yes"),
-            "pir": ", ".join(sorted(pir.get(t, []))),
-        })
+        row = {"op": t, "host": "yes" if t in host else ""}
+        row.update({target.name.lower(): "/".join(sorted(have.get(t, ()))) for target, have in extra.items()})
+        row["devices"] = "" if conv is None else ("cond." if conv.supports is not None else "yes")
+        row["pir"] = ", ".join(sorted(pir.get(t, [])))
+        out.append(row)
     return out
 
 
 def markdown(table: list[dict[str, str]]) -> str:
     n = len(table)
-    counts = {k: sum(1 for r in table if r[k]) for k in ("host", "cuda", "devices", "pir")}
+    targets = [t.name for t in optional_targets()]
+    counts = {k: sum(1 for r in table if r[k]) for k in ("host", *(t.lower() for t in targets), "devices", "pir")}
     lines = [
         "# Op support",
         "",
@@ -77,14 +82,16 @@ def markdown(table: list[dict[str, str]]) -> str:
         "the ONNX converters: `yes` always, `cond.` when a capability predicate may refuse some forms (those ops",
         "stay on the host, and `pdlite inspect MODEL` says why). `pir` = the Paddle 3 PIR ops that become it.",
         "",
-        f"{n} op types: host {counts['host']}, CUDA {counts['cuda']}, devices {counts['devices']}, "
-        f"from PIR {counts['pir']}.",
+        f"{n} op types: host {counts['host']}, "
+        + "".join(f"{t} {counts[t.lower()]}, " for t in targets)
+        + f"devices {counts['devices']}, from PIR {counts['pir']}.",
         "",
-        "| op | host | CUDA | devices | PIR |",
-        "|---|---|---|---|---|",
+        "| op | host | " + "".join(f"{t} | " for t in targets) + "devices | PIR |",
+        "|---|---|" + "---|" * len(targets) + "---|---|",
     ]
     for r in table:
-        lines.append(f"| {r['op']} | {r['host']} | {r['cuda']} | {r['devices']} | {r['pir']} |")
+        lines.append(f"| {r['op']} | {r['host']} | " + "".join(f"{r[t.lower()]} | " for t in targets)
+                     + f"{r['devices']} | {r['pir']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -97,7 +104,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"{len(table)} op types written to {args.markdown}")
         return 0
     w = max(len(r["op"]) for r in table) if table else 2
-    print(f"{'op':<{w}}  host  cuda       devices  pir")
+    targets = [t.name.lower() for t in optional_targets()]
+    print(f"{'op':<{w}}  host  " + "".join(f"{t:<9}  " for t in targets) + "devices  pir")
     for r in table:
-        print(f"{r['op']:<{w}}  {r['host'] or '-':<4}  {r['cuda'] or '-':<9}  {r['devices'] or '-':<7}  {r['pir']}")
+        print(f"{r['op']:<{w}}  {r['host'] or '-':<4}  " + "".join(f"{r[t] or '-':<9}  " for t in targets)
+              + f"{r['devices'] or '-':<7}  {r['pir']}")
     return 0

@@ -183,14 +183,16 @@ def is_device_array(v: Any) -> bool:
     return isinstance(v, cla.Array)
 
 
-def describe_platforms() -> list[str]:
-    """One line per platform and device (for `pdlite doctor`); [] when none is installed."""
-    lines = []
+def describe_platforms() -> dict[str, str]:
+    """Each platform and device as `pdlite doctor` lists them ({} when none is installed); the device keys
+    ("device P:D") are what the `opencl_device` option takes (P:D)."""
+    out: dict[str, str] = {}
     for pi, p in enumerate(platforms()):
-        lines.append(f"platform {pi}: {p.name} ({p.version})")
+        out[f"platform {pi}"] = f"{p.name} ({p.version.strip()})"
         for di, d in enumerate(_devices(p)):
             kind = cl.device_type.to_string(d.type)
             fp16 = "cl_khr_fp16" in d.extensions
-            lines.append(f"  device {pi}:{di}: {d.name.strip()} [{kind}], {d.max_compute_units} compute units, "
-                         f"{d.global_mem_size // 2**20} MiB, fp16 arithmetic {'yes' if fp16 else 'no (fp16 storage)'}")
-    return lines
+            out[f"device {pi}:{di}"] = (f"{d.name.strip()} [{kind}], {d.max_compute_units} compute units, "
+                                        f"{d.global_mem_size // 2**20} MiB, fp16 arithmetic "
+                                        f"{'yes' if fp16 else 'no (FP16 places store half, compute float)'}")
+    return out
