@@ -53,6 +53,10 @@ def parse_valid_targets(spec: str | Sequence[Place | str | TargetType]) -> list[
     return places
 
 
+# the targets with FP16 kernels (enable_fp16 puts an FP16 place before each of their FP32 ones)
+FP16_TARGETS = (TargetType.CUDA, TargetType.OpenCL)
+
+
 def target_by_name(name: str) -> TargetType:
     """A TargetType by case-insensitive name ('x86', 'host', 'arm', 'cuda', ...)."""
     for t_name, t in TargetType.__members__.items():
@@ -358,19 +362,19 @@ class Opt:
 
     # -- more paddlelite settings ---------------------------------------------------------------
     def enable_fp16(self) -> None:
-        """fp16 kernels where pdlite has them (the CUDA target); host kernels stay fp32."""
+        """fp16 kernels where pdlite has them (the CUDA and OpenCL targets); host kernels stay fp32."""
         self.fp16 = True
 
     def places_for_run(self) -> list[Place]:
-        """The valid places, with fp16 ones put first for the CUDA places when enable_fp16() was called."""
+        """The valid places, with fp16 ones put first for the CUDA / OpenCL places when enable_fp16() was called."""
         if not self.fp16:
             return list(self._places)
-        if not any(p.target == TargetType.CUDA for p in self._places):
-            warnings.warn("Opt.enable_fp16(): pdlite has fp16 kernels only on the CUDA target; the valid places "
-                          f"{self._places} run fp32", RuntimeWarning, stacklevel=3)
+        if not any(p.target in FP16_TARGETS for p in self._places):
+            warnings.warn("Opt.enable_fp16(): pdlite has fp16 kernels only on the CUDA and OpenCL targets; the valid "
+                          f"places {self._places} run fp32", RuntimeWarning, stacklevel=3)
         out: list[Place] = []
         for p in self._places:
-            if p.target == TargetType.CUDA and p.precision == PrecisionType.FP32:
+            if p.target in FP16_TARGETS and p.precision == PrecisionType.FP32:
                 out.append(dataclasses.replace(p, precision=PrecisionType.FP16))
             out.append(p)
         return list(dict.fromkeys(out))

@@ -173,7 +173,7 @@ def test_opt_additions(tmp_path, capsys):
     opt.set_quant_model(False)
     opt.record_model_info(True)
     opt.enable_fp16()
-    with pytest.warns(RuntimeWarning, match="fp16 kernels only on the CUDA target"):
+    with pytest.warns(RuntimeWarning, match="fp16 kernels only on the CUDA and OpenCL targets"):
         assert opt.places_for_run() == opt.valid_places()
     opt.set_optimize_out(str(tmp_path / "out"))
     with pytest.warns(RuntimeWarning):
@@ -188,6 +188,10 @@ def test_opt_additions(tmp_path, capsys):
     cuda.set_valid_places([Place(TargetType.CUDA), Place(TargetType.Host)])
     cuda.enable_fp16()
     assert cuda.places_for_run()[0] == Place(TargetType.CUDA, PrecisionType.FP16)
+    opencl = Opt()
+    opencl.set_valid_places([Place(TargetType.OpenCL), Place(TargetType.Host)])
+    opencl.enable_fp16()
+    assert opencl.places_for_run()[:2] == [Place(TargetType.OpenCL, PrecisionType.FP16), Place(TargetType.OpenCL)]
 
 
 def test_tensor_from_numpy_takes_a_place():

@@ -1,0 +1,115 @@
+"""The OpenCL target's errors and extension points: missing pyopencl, no platform, an unknown device, and a
+plugin adding an OpenCL kernel (with its own OpenCL C source) like any other target's."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pdlite.errors import ConfigError
+from tests.conftest import REPO
+from tests.opencl.conftest import SKIP, opencl_ready
+
+needs_opencl = pytest.mark.skipif(not opencl_ready(), reason=SKIP)
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+
+
+def test_missing_pyopencl_names_the_extra_and_the_icd():
+    """Without pyopencl: OpenCL places fail with MissingDependencyError naming pdlite[opencl] and the ICD."""
+    res = _run("""
+        import sys
+        sys.modules["pyopencl"] = None
+        from pdlite.errors import MissingDependencyError
+        from pdlite.lite import CxxConfig, Place, TargetType, create_paddle_predictor
+        cfg = CxxConfig()
+        cfg.set_model_dir("tests/fixtures/models/ppocr_cls_v2")
+        cfg.set_valid_places([Place(TargetType.OpenCL), Place(TargetType.Host)])
+        try:
+            create_paddle_predictor(cfg)
+        except MissingDependencyError as e:
+            print("MISSING:", e)
+    """)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "MISSING:" in res.stdout and "pip install 'pdlite[opencl]'" in res.stdout
+    assert "pocl-opencl-icd" in res.stdout
+
+
+@needs_opencl
+def test_no_platform_and_unknown_device_are_config_errors(monkeypatch):
+    from pdlite.kernels.opencl import device
+
+    with pytest.raises(ConfigError, match="no such|names no OpenCL device.*installed: 0:0"):
+        device.find_device("no such device")
+    with pytest.raises(ConfigError, match="names no OpenCL device"):
+        device.find_device("7:3")
+    assert device.find_device("0:0")[:2] == (0, 0) and device.find_device(None) is not None
+    monkeypatch.setattr(device, "platforms", lambda: [])
+    with pytest.raises(ConfigError, match=r"no OpenCL platform/device is installed: pip install 'pdlite\[opencl\]'.*"
+                                          r"apt install pocl-opencl-icd"):
+        device.find_device(None)
+    assert device.describe_platforms() == {}
+
+
+@needs_opencl
+def test_plugin_adds_an_opencl_kernel():
+    """A plugin registers `exp` on OpenCL with its own source: relu -> exp -> relu then runs on OpenCL only, in a
+    fresh process (registrations there do not leak into this test session's registries)."""
+    res = _run("""
+        import numpy as np
+        from pdlite.core.dtypes import VarType
+        from pdlite.core.program import OpDesc, Program, VarDesc
+        from pdlite.core.types import PrecisionType, TargetType
+        from pdlite.lite import Place
+        from pdlite.optimizer.analysis import analyse
+        from pdlite.optimizer.pipeline import default_passes
+        from pdlite.registries import load_registries
+
+        def register():  # what a plugin's entry point does
+            from pdlite.kernels.opencl.base import OpenCLKernel, add_source, opencl_kernel
+            add_source("my_plugin_exp", '''
+            __kernel void my_exp(__global const T* x, __global T* y, int n) {
+                int i = get_global_id(0);
+                if (i < n) ST(y, i, exp(LD(x, i)));
+            }''')
+
+            @opencl_kernel("exp")
+            class Exp(OpenCLKernel):
+                def run(self, ins):
+                    x = self.tensor(ins, "X")
+                    y = self.empty(x.shape)
+                    self.launch("my_exp", x.size, x, y, x.size, local=(64,))
+                    return {"Out": [y]}
+
+        load_registries([TargetType.OpenCL])
+        register()
+        prog = Program()
+        b = prog.main
+        for n in ("x", "a", "b", "c"):
+            b.vars[n] = VarDesc(n, dtype=VarType.FP32, shape=[-1, 4])
+        b.vars["feed"] = VarDesc("feed", type=VarType.FEED_MINIBATCH, dtype=None)
+        b.vars["fetch"] = VarDesc("fetch", type=VarType.FETCH_LIST, dtype=None)
+        b.ops = [OpDesc("feed", {"X": ["feed"]}, {"Out": ["x"]}, {"col": 0}),
+                 OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}),
+                 OpDesc("exp", {"X": ["a"]}, {"Out": ["b"]}),
+                 OpDesc("relu", {"X": ["b"]}, {"Out": ["c"]}),
+                 OpDesc("fetch", {"X": ["c"]}, {"Out": ["fetch"]}, {"col": 0})]
+        places = [Place(TargetType.OpenCL, PrecisionType.FP32), Place(TargetType.Host)]
+        res = analyse(prog, {}, places, default_passes(), {})
+        insts = res.runtime.instructions
+        print("SEQ", [(i.op.type, i.kernel_def.key.target.name) for i in insts])
+        x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+        scope = {"x": x}
+        for inst in insts:
+            inst.run(scope)
+        np.testing.assert_allclose(scope["c"], np.exp(np.maximum(x, 0)), rtol=1e-6)
+        print("OK")
+    """)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "('exp', 'OpenCL')" in res.stdout and res.stdout.count("io_copy") == 2, res.stdout
+    assert "OK" in res.stdout
