@@ -1,0 +1,400 @@
+"""Load on pdlite's serving integrations (docs/serving.md), 127.0.0.1 only, a bounded closed-loop generator:
+C client threads each send one request, wait for the answer, send the next, for a fixed time (at most C in
+flight, nothing unbounded). Numbers: answered requests/s, p50 / p99 latency of the 200s, other answers.
+
+    python benchmarks/serve_load.py sweep    [--seconds 4] [--concurrency 1,2,4,8,16] [--models cnn,ocr]
+    python benchmarks/serve_load.py overload [--seconds 10] [--clients 32]
+    python benchmarks/serve_load.py soak     [--soak-minutes 10]
+    python benchmarks/serve_load.py shutdown
+
+sweep: MobileNetV3-small (tests/fixtures) and the OCR app (examples/images/sample_en.png) against
+  - `mlserver`: `mlserver start` with pdlite's runtime (2 predictor clones, 1 thread each), CNN over MLServer's
+    gRPC with raw tensor bytes (JSON would make the test a JSON-parsing benchmark), OCR over REST;
+  - `mlserver+batch`: the same with MLServer's adaptive batching (max_batch_size 8, max_batch_time 5 ms);
+  - `ort-peer`, `ort-peer+batch`: the same model exported to ONNX (`pdlite export-onnx`) in a plain
+    onnxruntime MLModel (1 intra-op thread, 2 runs at once), the peer: no MLServer ONNX/OpenVINO runtime
+    installs beside MLServer 1.7;
+  - `ray`, `ray+batch`: pdlite's Ray Serve deployment (REST with binary tensors), `@serve.batch` off / on
+    (max_batch_size 8, 5 ms) on a local Ray (num_cpus=2).
+  Cells are interleaved by concurrency (every server once per concurrency level) to spread the noise.
+overload: 32 clients against an OCR service that admits 4 (MLServer: `max_queued` 4; Ray Serve:
+  max_ongoing_requests 2 + max_queued_requests 2): 503s, bounded latency of the admitted, no crash; and the
+  same load with no bound (max_queued 1000) for the latency it would otherwise cost.
+soak: CNN at concurrency 4 plus OCR at 1 against one mlserver for N minutes; the server's resident memory
+  sampled every 10 s; growth = last minute's mean over the second minute's mean (after warm-up); errors.
+shutdown: 4 OCR requests in flight (1 worker: they queue), SIGTERM after 0.3 s: every one finishes with 200,
+  the server exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import http.client
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.integrations.serve_util import free_port, mlserver, write_repository  # noqa: E402
+
+CNN = REPO / "tests/fixtures/models/mobilenet_v3_small"
+IMAGE = REPO / "examples/images/sample_en.png"
+PEER = "serve_load.OnnxRuntimePeer"
+
+# -- the peer: plain onnxruntime in an MLServer runtime ----------------------------------------------------------
+try:
+    from mlserver import MLModel
+    from mlserver.codecs import NumpyCodec
+    from mlserver.types import InferenceRequest, InferenceResponse
+
+    class OnnxRuntimePeer(MLModel):
+        """The ONNX export of the same model on onnxruntime (1 intra-op thread; 2 runs at once, like pdlite's 2
+        clones): what a user would write without pdlite."""
+
+        async def load(self) -> bool:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = 1
+            opts.inter_op_num_threads = 1
+            self.session = ort.InferenceSession(self.settings.parameters.uri, opts, providers=["CPUExecutionProvider"])
+            self.pool = ThreadPoolExecutor(2)
+            return True
+
+        async def predict(self, payload: InferenceRequest) -> InferenceResponse:
+            import asyncio
+
+            feeds = {i.name: NumpyCodec.decode_input(i) for i in payload.inputs}
+            outs = await asyncio.get_running_loop().run_in_executor(self.pool, self.session.run, None, feeds)
+            names = [o.name for o in self.session.get_outputs()]
+            return InferenceResponse(model_name=self.name, outputs=[NumpyCodec.encode_output(n, a)
+                                                                    for n, a in zip(names, outs)])
+except ImportError:  # the benchmark's main() says what to install
+    MLModel = None
+
+
+# -- clients -----------------------------------------------------------------------------------------------------
+class Rest:
+    """POST a prebuilt body on a kept-alive connection (one per client thread)."""
+
+    def __init__(self, port: int, path: str, body: bytes, headers: dict[str, str]) -> None:
+        self.port, self.path, self.body, self.headers = port, path, body, headers
+        self.local = threading.local()
+
+    def __call__(self) -> int:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            conn.request("POST", self.path, self.body, self.headers)
+            r = conn.getresponse()
+            r.read()
+            return r.status
+        except (OSError, http.client.HTTPException):
+            self.local.conn = None
+            conn.close()
+            return -1
+
+
+class Grpc:
+    """MLServer's gRPC ModelInfer with the tensor as raw bytes (its own generated stubs)."""
+
+    def __init__(self, port: int, model: str, name: str, x: np.ndarray) -> None:
+        import grpc
+        from mlserver.grpc import dataplane_pb2 as pb
+        from mlserver.grpc import dataplane_pb2_grpc as pbg
+
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 1 << 28)])
+        self.stub = pbg.GRPCInferenceServiceStub(self.channel)
+        self.req = pb.ModelInferRequest(model_name=model, inputs=[
+            pb.ModelInferRequest.InferInputTensor(name=name, datatype="FP32", shape=list(x.shape))],
+            raw_input_contents=[x.tobytes()])
+        self.grpc = grpc
+
+    def __call__(self) -> int:
+        try:
+            self.stub.ModelInfer(self.req, timeout=120)
+            return 200
+        except self.grpc.RpcError as e:
+            return {self.grpc.StatusCode.INVALID_ARGUMENT: 400, self.grpc.StatusCode.UNAVAILABLE: 503}.get(e.code(), 500)
+
+
+def cnn_input() -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+
+
+def v2_json_ocr() -> bytes:
+    return json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1],
+                                   "data": [base64.b64encode(IMAGE.read_bytes()).decode()]}]}).encode()
+
+
+def v2_binary(name: str, x: np.ndarray) -> tuple[bytes, dict[str, str]]:
+    head = json.dumps({"inputs": [{"name": name, "datatype": "FP32", "shape": list(x.shape),
+                                   "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    return head + x.tobytes(), {"Content-Type": "application/octet-stream",
+                                "Inference-Header-Content-Length": str(len(head))}
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+# -- the generator -----------------------------------------------------------------------------------------------
+def load(call: Callable[[], int], clients: int, seconds: float) -> dict[str, Any]:
+    """CLIENTS threads calling CALL back to back for SECONDS: rate of 200s, p50/p99 of their latency, statuses."""
+    lat: list[float] = []
+    codes: Counter[int] = Counter()
+    lock = threading.Lock()
+    end = time.perf_counter() + seconds
+
+    def client() -> None:
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= end:
+                return
+            code = call()
+            dt = time.perf_counter() - t0
+            with lock:
+                codes[code] += 1
+                if code == 200:
+                    lat.append(dt)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    lat.sort()
+    pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3) if lat else (lambda q: float("nan"))
+    return {"rps": len(lat) / wall, "p50": pct(0.5), "p99": pct(0.99), "ok": len(lat),
+            "other": {k: v for k, v in codes.items() if k != 200}}
+
+
+def row(server: str, model: str, c: int, r: dict[str, Any]) -> str:
+    other = ", ".join(f"{k}: {v}" for k, v in sorted(r["other"].items())) or "-"
+    return f"| {server} | {model} | {c} | {r['rps']:.1f} | {r['p50']:.0f} | {r['p99']:.0f} | {r['ok']} | {other} |"
+
+
+HEAD = "| server | model | concurrency | req/s | p50 ms | p99 ms | 200s | other answers |\n|---|---|---|---|---|---|---|---|"
+
+
+# -- servers -----------------------------------------------------------------------------------------------------
+def mlserver_repo(folder: Path, onnx: Path | None, ocr_queue: int = 64) -> dict[str, int]:
+    batch = {"max_batch_size": 8, "max_batch_time": 0.005}
+    models: dict[str, dict[str, Any]] = {
+        "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64}},
+        "mnv3b": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64}, **batch},
+        "ocr": {"extra": {"app": "ocr", "workers": 2, "max_queued": ocr_queue}},
+    }
+    ports = write_repository(folder, models)
+    if onnx is not None:
+        for name, extra in (("ort", {}), ("ortb", batch)):
+            (folder / name).mkdir(exist_ok=True)
+            (folder / name / "model-settings.json").write_text(json.dumps(
+                {"name": name, "implementation": PEER, "parameters": {"uri": str(onnx)}, **extra}))
+    return ports
+
+
+def export_onnx(folder: Path) -> Path | None:
+    out = folder / "mnv3.onnx"
+    r = subprocess.run([sys.executable, "-m", "pdlite", "export-onnx", str(CNN), "-o", str(out)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"(no ONNX peer: export-onnx failed: {r.stderr.strip()[-300:]})")
+        return None
+    return out
+
+
+def with_peer_path() -> None:
+    os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+
+def start_ray(apps: dict[str, dict[str, Any]]) -> int:
+    import ray
+    from ray import serve
+
+    from pdlite.integrations.ray_serve import deployment
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    for i, (name, kw) in enumerate(apps.items()):
+        serve.run(deployment(name=name, **kw), name=name, route_prefix="/" if i == 0 else f"/v2/models/{name}")
+    return port
+
+
+def stop_ray() -> None:
+    import ray
+    from ray import serve
+
+    serve.shutdown()
+    ray.shutdown()
+
+
+# -- modes -------------------------------------------------------------------------------------------------------
+def sweep(args: argparse.Namespace) -> None:
+    levels = [int(c) for c in args.concurrency.split(",")]
+    models = args.models.split(",")
+    x = cnn_input()
+    body_ocr = v2_json_ocr()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "repo"
+        onnx = export_onnx(Path(tmp))
+        ports = mlserver_repo(folder, onnx)
+        with_peer_path()
+        ray_port = start_ray({"mnv3": {"model": CNN, "workers": 2, "max_batch_size": 1},
+                              "mnv3b": {"model": CNN, "workers": 2, "max_batch_size": 8, "batch_wait_timeout_s": 0.005},
+                              "ocr": {"app": "ocr", "workers": 2}})
+        try:
+            with mlserver(folder, Path(tmp) / "mlserver.log"):
+                g = ports["grpc_port"]
+                rb, rh = v2_binary("x", x)
+                targets: dict[str, list[tuple[str, Callable[[], Callable[[], int]]]]] = {"cnn": [
+                    ("mlserver", lambda: Grpc(g, "mnv3", "x", x)),
+                    ("mlserver+batch", lambda: Grpc(g, "mnv3b", "x", x)),
+                    ("ray", lambda: Rest(ray_port, "/v2/models/mnv3/infer", rb, rh)),
+                    ("ray+batch", lambda: Rest(ray_port, "/v2/models/mnv3b/infer", rb, rh)),
+                ], "ocr": [
+                    ("mlserver", lambda: Rest(ports["http_port"], "/v2/models/ocr/infer", body_ocr, JSON)),
+                    ("ray", lambda: Rest(ray_port, "/v2/models/ocr/infer", body_ocr, JSON)),
+                ]}
+                if onnx is not None:
+                    targets["cnn"][2:2] = [("ort-peer", lambda: Grpc(g, "ort", "x", x)),
+                                           ("ort-peer+batch", lambda: Grpc(g, "ortb", "x", x))]
+                for model in models:
+                    secs = args.seconds * (2 if model == "ocr" else 1)
+                    for _, make in targets[model]:  # warm-up: first runs, connections
+                        load(make(), 2, 1.0)
+                    print(f"\n{model}: {secs:.0f} s per cell\n{HEAD}", flush=True)
+                    for c in levels:
+                        for name, make in targets[model]:
+                            print(row(name, model, c, load(make(), c, secs)), flush=True)
+        finally:
+            stop_ray()
+
+
+def overload(args: argparse.Namespace) -> None:
+    body = v2_json_ocr()
+    for label, queue in (("bounded (max_queued 4)", 4), ("unbounded (max_queued 1000)", 1000)):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "repo"
+            ports = write_repository(folder, {"ocr": {"extra": {"app": "ocr", "workers": 2, "max_queued": queue}}})
+            with mlserver(folder, Path(tmp) / "log") as (_, proc):
+                call = Rest(ports["http_port"], "/v2/models/ocr/infer", body, JSON)
+                load(call, 2, 2.0)
+                r = load(call, args.clients, args.seconds)
+                alive = proc.poll() is None and call() == 200
+            print(f"\nmlserver OCR, {args.clients} clients, {label}; alive after: {alive}\n{HEAD}")
+            print(row("mlserver", "ocr", args.clients, r), flush=True)
+    port = start_ray({"ocr": {"app": "ocr", "workers": 2, "max_ongoing_requests": 2, "max_queued_requests": 2}})
+    try:
+        call = Rest(port, "/v2/models/ocr/infer", body, JSON)
+        load(call, 2, 2.0)
+        r = load(call, args.clients, args.seconds)
+        print(f"\nRay Serve OCR, {args.clients} clients, max_ongoing_requests 2 + max_queued_requests 2; "
+              f"alive after: {call() == 200}\n{HEAD}")
+        print(row("ray", "ocr", args.clients, r), flush=True)
+    finally:
+        stop_ray()
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of PID and its descendants (KiB)."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+            for t in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (t / "children").read_text().split()]
+        except OSError:
+            pass
+    return total
+
+
+def soak(args: argparse.Namespace) -> None:
+    x = cnn_input()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "repo"
+        ports = mlserver_repo(folder, None)
+        with mlserver(folder, Path(tmp) / "log") as (_, proc):
+            cnn = Grpc(ports["grpc_port"], "mnv3", "x", x)
+            ocr = Rest(ports["http_port"], "/v2/models/ocr/infer", v2_json_ocr(), JSON)
+            samples: list[tuple[float, int]] = []
+            stop = time.perf_counter() + args.soak_minutes * 60
+            t0 = time.perf_counter()
+            results: list[dict[str, Any]] = []
+            with ThreadPoolExecutor(2) as ex:
+                while time.perf_counter() < stop:
+                    left = min(10.0, stop - time.perf_counter())
+                    fa, fb = ex.submit(load, cnn, 4, left), ex.submit(load, ocr, 1, left)
+                    results += [fa.result(), fb.result()]
+                    samples.append((time.perf_counter() - t0, rss_kib(proc.pid)))
+                    print(f"  {samples[-1][0]:6.0f} s  rss {samples[-1][1] / 1024:7.1f} MiB  "
+                          f"cnn {results[-2]['rps']:.1f} req/s  ocr {results[-1]['rps']:.1f} req/s", flush=True)
+            errors = sum(sum(r["other"].values()) for r in results)
+            ok = sum(r["ok"] for r in results)
+            alive = proc.poll() is None
+        second = [m for t, m in samples if 60 <= t < 120] or [samples[0][1]]
+        last = [m for t, m in samples if t >= samples[-1][0] - 60]
+        growth = statistics.mean(last) / statistics.mean(second) - 1
+        print(f"\nsoak {args.soak_minutes} min: {ok} answered, {errors} errors, server alive: {alive}, "
+              f"rss second minute {statistics.mean(second) / 1024:.1f} MiB -> last minute "
+              f"{statistics.mean(last) / 1024:.1f} MiB ({growth * 100:+.2f}%), max {max(m for _, m in samples) / 1024:.1f} MiB")
+
+
+def shutdown(args: argparse.Namespace) -> None:
+    body = v2_json_ocr()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "repo"
+        ports = write_repository(folder, {"ocr": {"extra": {"app": "ocr", "workers": 1, "max_queued": 16}}})
+        with mlserver(folder, Path(tmp) / "log") as (_, proc):
+            Rest(ports["http_port"], "/v2/models/ocr/infer", body, JSON)()
+            with ThreadPoolExecutor(4) as ex:
+                t0 = time.perf_counter()
+                futs = [ex.submit(Rest(ports["http_port"], "/v2/models/ocr/infer", body, JSON)) for _ in range(4)]
+                time.sleep(0.3)
+                proc.send_signal(signal.SIGTERM)
+                codes = [f.result() for f in futs]
+                done = time.perf_counter() - t0
+            proc.wait(60)
+            print(f"mlserver: SIGTERM 0.3 s after 4 OCR requests (1 worker): answers {codes} within {done:.2f} s, "
+                  f"exit code {proc.returncode}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["sweep", "overload", "soak", "shutdown"])
+    p.add_argument("--seconds", type=float, default=4.0)
+    p.add_argument("--concurrency", default="1,2,4,8,16")
+    p.add_argument("--models", default="cnn,ocr")
+    p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--soak-minutes", type=float, default=10.0)
+    args = p.parse_args()
+    if MLModel is None:
+        sys.exit("needs pip install pdlite[serve,ocr,onnx]")
+    print(f"serve_load {args.mode}; CPU: {os.cpu_count()} cores (shared: numbers are noisy)", flush=True)
+    {"sweep": sweep, "overload": overload, "soak": soak, "shutdown": shutdown}[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()
