@@ -81,6 +81,9 @@ def markdown(table: list[dict[str, str]]) -> str:
         "`devices` = the NNAdapter devices (intel_openvino, onnxruntime, and plugins' ONNX-based ones) through",
         "the ONNX converters: `yes` always, `cond.` when a capability predicate may refuse some forms (those ops",
         "stay on the host, and `pdlite inspect MODEL` says why). `pir` = the Paddle 3 PIR ops that become it.",
+        "The target columns (CUDA: docs/cuda.md, OpenCL: docs/opencl.md) give the precisions of the target's kernels",
+        "(`any`: precision-generic, e.g. `shape`); an op without one runs on the host, with io_copy ops inserted",
+        "around it; a kernel may still leave some forms to the host (OpenCL: NHWC layouts, training-mode batch_norm).",
         "",
         f"{n} op types: host {counts['host']}, "
         + "".join(f"{t} {counts[t.lower()]}, " for t in targets)

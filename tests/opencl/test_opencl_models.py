@@ -141,3 +141,27 @@ def test_nb_with_opencl_kernels_loads_in_a_fresh_process(tmp_path):
     assert "OpenCL" in res.stdout, res.stdout
     assert_close_rel(np.load(tmp_path / "out.npy"), next(iter(outs.values())), 1e-4, "cls from .nb")
     assert MobileConfig  # the API the subprocess uses
+
+
+def test_clones_share_the_device_across_threads():
+    """predictor.clone() on two threads: one device, its queue and memory pool shared; every result right."""
+    import threading
+
+    pred = predictor(model_dir("ppocr_cls_v2"))
+    ins, outs = load_case("ppocr_cls_v2")
+    ref = next(iter(outs.values()))
+    errors: list[BaseException] = []
+
+    def work(p) -> None:
+        try:
+            for _ in range(3):
+                assert_close_rel(p.predict(ins)[0], ref, 1e-4, "clone")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in (pred, pred.clone())]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pdlite.errors import ConfigError, MissingDependencyError
 
 INSTALL_HINT = ("pip install 'pdlite[opencl]' and an OpenCL driver (ICD): your GPU vendor's, or PoCL's CPU device "
@@ -156,13 +158,15 @@ class ClDevice:
         return prog
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        return cla.empty(self.queue, tuple(int(s) for s in shape), dtype, allocator=self.allocator)
+        """A new device array from the memory pool (under the lock: predictor clones share the device)."""
+        with self.lock:
+            return cla.empty(self.queue, tuple(int(s) for s in shape), dtype, allocator=self.allocator)
 
     def upload(self, a: Any) -> Any:
-        import numpy as np
-
+        """A host array copied into a new device array."""
         arr = np.ascontiguousarray(a)
-        return cla.to_device(self.queue, arr, allocator=self.allocator)
+        with self.lock:
+            return cla.to_device(self.queue, arr, allocator=self.allocator)
 
 
 _DEVICES: dict[tuple[int, int], ClDevice] = {}
