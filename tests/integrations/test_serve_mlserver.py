@@ -72,9 +72,9 @@ def infer(client, model: str, feeds: dict[str, np.ndarray], outputs: list[str]) 
 
 
 def local(model: Path):
-    """The local predictor, run (like the server's) on a worker thread: a run on the main thread may differ in
-    the last bits (~1e-7) from one on another thread (seen on MobileNetV3, reported), so the reference runs
-    where the server runs."""
+    """The local predictor, run where the server runs it: on a worker thread (a main-thread run once differed
+    from worker-thread runs in the last bits, ~1e-7 on MobileNetV3, while the native thread pool was being
+    reworked; the serving layer must match what the engine gives on its threads)."""
     pred = predictor_from_path(model)
     pool = ThreadPoolExecutor(1)
     return pred, lambda feeds: pool.submit(pred.predict, feeds).result()

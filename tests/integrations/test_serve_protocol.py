@@ -1,0 +1,129 @@
+"""The serving layer without a server (pdlite.integrations.serving): V2 request checks and their messages, the
+JSON and binary-extension decoding, admission control, a served model equal to its predictor."""
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from pdlite.integrations import predictor_from_path
+from pdlite.integrations.serving import (
+    Admission,
+    Overloaded,
+    RequestError,
+    ServedModel,
+    TensorSpec,
+    check_inputs,
+    decode_v2_json,
+    encode_v2_json,
+    split_v2_body,
+    v2_datatype,
+)
+from tests.integrations.serve_util import ROOT
+
+CNN = ROOT / "tests/fixtures/models/mobilenet_v3_small"
+SPECS = [TensorSpec("x", "FP32", [-1, 3, 4, 4]), TensorSpec("k", "INT64", [-1])]
+
+
+def ok_feeds(n: int = 2) -> dict[str, np.ndarray]:
+    return {"x": np.zeros((n, 3, 4, 4), np.float32), "k": np.arange(n, dtype=np.int64)}
+
+
+@pytest.mark.parametrize("change,words,status", [
+    ({"x": np.zeros((2, 3, 4, 4), np.float64)}, ["'x'", "FP32", "FP64"], 400),
+    ({"x": np.zeros((2, 3, 5, 4), np.float32)}, ["'x'", "[-1, 3, 4, 4]", "[2, 3, 5, 4]"], 400),
+    ({"x": np.zeros((3, 4, 4), np.float32)}, ["'x'", "[-1, 3, 4, 4]"], 400),
+    ({"x": None}, ["'x'", "missing", "FP32"], 400),
+    ({"y": np.zeros(1, np.float32)}, ["'y'", "['x', 'k']"], 400),
+    ({"x": np.zeros((0, 3, 4, 4), np.float32)}, ["'x'", "empty"], 400),
+    ({"x": np.zeros((5000, 3, 4, 4), np.float32), "k": np.zeros(5000, np.int64)}, ["max_request_bytes"], 413),
+])
+def test_check_inputs_names_the_input(change, words, status):
+    feeds = ok_feeds()
+    for k, v in change.items():
+        if v is None:
+            del feeds[k]
+        else:
+            feeds[k] = v
+    with pytest.raises(RequestError) as e:
+        check_inputs(SPECS, feeds, max_bytes=100_000)
+    assert e.value.status == status
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_check_inputs_accepts_any_batch():
+    for n in (1, 7):
+        check_inputs(SPECS, ok_feeds(n))
+
+
+def test_v2_datatypes():
+    assert [v2_datatype(t) for t in (np.float32, np.int64, np.uint8, bool, object)] == \
+        ["FP32", "INT64", "UINT8", "BOOL", "BYTES"]
+
+
+def test_admission_refuses_past_the_limit():
+    adm = Admission(2, "model 'm'")
+    with adm.enter(), adm.enter():
+        with pytest.raises(Overloaded) as e, adm.enter():
+            pass
+        assert e.value.status == 503 and "model 'm'" in str(e.value)
+    with adm.enter():  # the slots come back
+        assert adm.inside == 1
+    assert adm.refused == 1
+
+
+def test_served_model_equals_its_predictor_and_decodes_json_and_binary():
+    served = ServedModel(CNN, workers=2)
+    pred = predictor_from_path(CNN)
+    name = pred.get_output_names()[0]
+    assert served.outputs[0].shape == [-1, 100]
+    x = np.random.default_rng(0).standard_normal((2, 3, 224, 224)).astype(np.float32)
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3, 224, 224], "data": x.ravel().tolist()}]}
+    raw, binary = split_v2_body(json.dumps(body).encode(), None)
+    feeds = decode_v2_json(raw, served, binary)
+    np.testing.assert_array_equal(feeds["x"], x)
+    head = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3, 224, 224],
+                                   "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    raw, binary = split_v2_body(head + x.tobytes(), str(len(head)))
+    np.testing.assert_array_equal(decode_v2_json(raw, served, binary)["x"], x)
+    ref = []
+    t = threading.Thread(target=lambda: ref.append(pred.predict([x])[0]))  # on a thread, as a server runs it
+    t.start()
+    t.join()
+    got = {}
+    t = threading.Thread(target=lambda: got.update(served.run(feeds)))
+    t.start()
+    t.join()
+    np.testing.assert_array_equal(got[name], ref[0])
+    answer = json.loads(json.dumps(encode_v2_json("m", got)))["outputs"][0]
+    np.testing.assert_array_equal(np.array(answer["data"], np.float32).reshape(answer["shape"]), ref[0])
+
+
+@pytest.mark.parametrize("body,words", [
+    ({"inputs": [{"name": "x", "datatype": "FP99", "shape": [1], "data": [1]}]}, ["'x'", "FP99"]),
+    ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, -2], "data": [1]}]}, ["'x'", "shape"]),
+    ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 2], "data": [1, 2, 3]}]}, ["'x'", "[2, 2]"]),
+    ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [9, 9, 9, 9, 9, 9, 9], "data": [1]}]},
+     ["'x'", "max_request_bytes"]),
+    ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [4], "parameters": {"binary_data_size": 99}}]},
+     ["'x'", "binary_data_size"]),
+    ({"nothing": []}, ['"inputs"']),
+])
+def test_decode_v2_json_refusals(body, words):
+    class Small:
+        max_request_bytes = 1 << 20
+
+    with pytest.raises(RequestError) as e:
+        decode_v2_json(body, Small(), b"")
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_split_v2_body_refusals():
+    with pytest.raises(RequestError, match="not JSON"):
+        split_v2_body(b"{oops", None)
+    with pytest.raises(RequestError, match="Inference-Header-Content-Length 99"):
+        split_v2_body(b"{}", "99")
