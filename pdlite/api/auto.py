@@ -1,16 +1,23 @@
-"""The `auto` device: measure the devices that are installed on the real input, keep the fastest.
+"""The `auto` device's measurement on one input shape, its cache, and the glue the online `auto` shares.
 
 `choose_device(config, feeds, build)` builds one predictor per candidate (the host target, then every NNAdapter
 device whose package imports), checks that each gives the host's outputs (<= 1e-4 * max|host|, else the
-candidate is refused, never silently used), times them interleaved for a few rounds and keeps the fastest.
+candidate is refused, never silently used), times them interleaved for a few rounds and keeps the fastest. It is
+the fixed-shape measurement: `pdlite run/bench --device auto` and benchmarks/compare.py use it, and so does a
+predictor's auto when its stream starts on one shape. A predictor's `set_nnadapter_device_names(["auto"])` decides
+call by call on the workload (pdlite/api/auto_online.py, policy in auto_policy.py): new shapes priced, measured
+while shapes change.
 
 Measuring on a busy machine: each round runs every candidate once, in a rotated order, as a short block (a pause,
 an untimed run, then timed runs for ~BLOCK_MS); a candidate's score is the leader's median block time times the
 median over rounds of its block / the leader's block in the same round. Load that comes and goes (other
 processes) then slows the candidates of a round alike and cancels out, where separate medians would credit it to
-whoever it hit; a close call between the two best is measured again, longer. The choice is cached per model, input shapes and dtypes, threads and
-candidate set, in `<cache dir>/auto/`: the config's NNAdapter model cache dir when set, else
-`$XDG_CACHE_HOME/pdlite` (`~/.cache/pdlite`). `apply_device(config, name)` points a config at a device.
+whoever it hit; a close call between the two best is measured again, longer.
+
+The cache: `<cache dir>/auto/choices.json`, the config's NNAdapter model cache dir when set, else
+`$XDG_CACHE_HOME/pdlite` (`~/.cache/pdlite`); keyed on the model's content (a digest of its program and weights
+files, so a copy of the folder elsewhere hits it), the kind of workload (fixed: with the input shapes; changing),
+threads, candidates and device properties. `apply_device(config, name)` points a config at a device.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ import hashlib
 import json
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +65,7 @@ class AutoChoice:
     medians_ms: dict[str, float] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     cached: bool = False
+    calls: dict[str, int] = field(default_factory=dict)  # online auto: the calls each candidate ran
     # with choose_device(keep=True): the measured predictor of the chosen device (None when the choice came from
     # the cache); the caller takes it over, so the instance that was measured is the one that runs
     predictor: Any = field(default=None, repr=False, compare=False)
@@ -71,6 +80,8 @@ class AutoChoice:
         ru = self.runner_up()
         if ru is not None:
             text += f"; runner-up {ru[0]} ({ru[1]:.3f} ms)"
+        if len(self.calls) > 1:
+            text += "; calls: " + ", ".join(f"{d} {n}" for d, n in sorted(self.calls.items(), key=lambda x: -x[1]))
         if self.refused:
             text += "; not used: " + "; ".join(f"{d}: {why}" for d, why in self.refused.items())
         return text + (" [cached]" if self.cached else "")
@@ -90,6 +101,9 @@ def apply_device(config: CxxConfig, device: str) -> None:
     """Point `config` at `device`: "host" (the host target), or an NNAdapter device by name."""
     if device in (HOST, "x86"):
         config.set_nnadapter_device_names([])
+        if hasattr(config, "set_valid_places"):  # a paddlelite-style [NNAdapter, Host] list: the host part kept
+            places = [p for p in config.valid_places() if p.target != TargetType.NNAdapter]
+            config.set_valid_places(places or [Place(TargetType.Host, PrecisionType.FP32)])
         return
     if not hasattr(config, "set_nnadapter_device_names"):
         raise ConfigError(f"device {device!r}: this config cannot use NNAdapter devices")
@@ -112,30 +126,56 @@ def _cache_file(config: CxxConfig) -> Path:
     return Path(base) / "auto" / "choices.json"
 
 
-def _model_digest(config: CxxConfig) -> str:
+_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime) -> content digest, per process
+# the files a model folder's program and weights live in (pdlite/model_parser/loader.py's _load_dir)
+MODEL_FILES = ("model", "params", "__model__", "__params__")
+MODEL_SUFFIXES = (".pdmodel", ".pdiparams", ".json", ".nb")
+
+
+def _file_digest(path: str) -> str:
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
+
+def _dir_files(folder: Path) -> list[Path]:
+    files = sorted(f for f in folder.iterdir() if f.is_file())
+    model = [f for f in files if f.name in MODEL_FILES or f.suffix in MODEL_SUFFIXES]
+    # one file per parameter (a __model__ without __params__): every file is the model's
+    return files if (folder / "__model__").is_file() and not (folder / "__params__").is_file() else model
+
+
+def model_digest(config: CxxConfig) -> str:
+    """A digest of the model's content (program and weights bytes), not of where it lies: a copy of the folder
+    elsewhere gives the same digest, an edited file another."""
     h = hashlib.sha256()
     for key, value in sorted(config.model_source().items()):
         if value is None:
             continue
-        if isinstance(value, (bytes, bytearray)):
+        h.update(key.encode())
+        if isinstance(value, (bytes, bytearray, memoryview)):
             h.update(hashlib.sha256(value).digest())
         elif os.path.isdir(value):
-            for f in sorted(Path(value).iterdir()):
-                if f.is_file():
-                    st = f.stat()
-                    h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+            for f in _dir_files(Path(value)):
+                h.update(f"{f.name}:".encode() + _file_digest(str(f)).encode())
         elif os.path.isfile(value):
-            st = os.stat(value)
-            h.update(f"{os.path.abspath(value)}:{st.st_size}:{st.st_mtime_ns}".encode())
-        h.update(key.encode())
+            h.update(_file_digest(value).encode())
     return h.hexdigest()[:20]
 
 
-def cache_key(config: CxxConfig, feeds: Mapping[str, np.ndarray], candidates: list[str]) -> str:
-    """What a choice depends on: the model, the input shapes, the thread count, the candidates, the devices'
+def cache_key(config: CxxConfig, feeds: Mapping[str, np.ndarray], candidates: list[str], kind: str = "fixed") -> str:
+    """What a choice depends on: the model's content, the kind of workload ("fixed": with the input shapes and
+    dtypes; "changing": shapes that change from call to call), the thread count, the candidates, the devices'
     context properties (a precision hint changes a device's speed, a bad value refuses it) and pdlite's version."""
     shapes = ";".join(f"{k}:{list(np.shape(v))}:{np.asarray(v).dtype}" for k, v in sorted(feeds.items()))
-    return (f"{_model_digest(config)}|{shapes}|threads={config.threads()}|{','.join(candidates)}|"
+    what = f"fixed:{shapes}" if kind == "fixed" else kind
+    return (f"{model_digest(config)}|{what}|threads={config.threads()}|{','.join(candidates)}|"
             f"context={config.nnadapter_context_properties()}|{__version__}")
 
 
@@ -147,23 +187,33 @@ def _load_cache(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _store(path: Path, key: str, choice: AutoChoice) -> None:
+def load_choice(config: CxxConfig, key: str) -> Any:
+    """The cached entry under `key` (None when there is none)."""
+    return _load_cache(_cache_file(config)).get(key)
+
+
+def store_choice(config: CxxConfig, key: str, entry: dict[str, Any]) -> None:
+    """Cache `entry` under `key` (written whole, then renamed: readers never see half a file)."""
+    path = _cache_file(config)
     data = _load_cache(path)
-    data[key] = {"device": choice.device, "medians_ms": choice.medians_ms, "refused": choice.refused}
+    data[key] = entry
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, path)
     except OSError:  # a read-only cache costs a re-measurement next time, nothing else
         pass
 
 
-def _quantized(program: Any) -> bool:
-    return any(op.type.startswith(QUANT_OPS) for op in program.main.ops)
+def agreement(program: Any) -> tuple[float, float]:
+    """(relative tolerance, share of elements within it) a device's outputs must meet against the host's."""
+    if any(op.type.startswith(QUANT_OPS) for op in program.main.ops):
+        return QUANT_AGREE_REL, QUANT_AGREE_SHARE
+    return AGREE_REL, 1.0
 
 
-def _outputs_agree(got: list[np.ndarray], ref: list[np.ndarray], rel: float, share: float = 1.0) -> str | None:
+def outputs_agree(got: list[np.ndarray], ref: list[np.ndarray], rel: float, share: float = 1.0) -> str | None:
     for i, (g, r) in enumerate(zip(got, ref)):
         if g.shape != r.shape:
             return f"output {i} has shape {list(g.shape)}, the host gives {list(r.shape)}"
@@ -220,7 +270,7 @@ def paired_scores(blocks: Mapping[str, list[float]]) -> dict[str, float]:
 
 def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Callable[[CxxConfig], Any], *,
                   rounds: int = 5, candidates: list[str] | None = None, use_cache: bool = True,
-                  keep: bool = False) -> AutoChoice:
+                  keep: bool = False, cache_kind: str = "fixed") -> AutoChoice:
     """Measure `candidates` (default: host + installed devices) on `feeds`; the fastest that agrees with host.
 
     `build(config)` makes a predictor (`pdlite.lite.create_paddle_predictor`): this module sits below the
@@ -231,9 +281,9 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Cal
     cands = candidates if candidates is not None else [HOST] + installed_devices()
     if HOST not in cands:
         cands = [HOST] + list(cands)
-    path, key = _cache_file(config), cache_key(config, feeds, cands)
+    key = cache_key(config, feeds, cands, cache_kind)
     if use_cache:
-        hit = _load_cache(path).get(key)
+        hit = load_choice(config, key)
         if isinstance(hit, dict) and hit.get("device") in cands:
             return AutoChoice(hit["device"], dict(hit.get("medians_ms", {})), dict(hit.get("refused", {})), True)
     preds: dict[str, Any] = {}
@@ -260,10 +310,10 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Cal
             continue
         if dev == HOST:
             host_out = out
-            rel, share = (QUANT_AGREE_REL, QUANT_AGREE_SHARE) if _quantized(pred.program) else (AGREE_REL, 1.0)
+            rel, share = agreement(pred.program)
         else:
             assert host_out is not None
-            why = _outputs_agree(out, host_out, rel, share)
+            why = outputs_agree(out, host_out, rel, share)
             if why is not None:
                 refused[dev] = why
                 continue
@@ -290,7 +340,7 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Cal
     best = min(scores, key=scores.__getitem__)
     choice = AutoChoice(best, {d: round(v, 4) for d, v in scores.items()}, refused)
     if use_cache:
-        _store(path, key, choice)
+        store_choice(config, key, {"device": best, "medians_ms": choice.medians_ms, "refused": refused})
     if keep:
         choice.predictor = preds[best]
     preds.clear()  # the other candidates' runtimes (and their thread pools) go now, not at some later collection

@@ -312,6 +312,15 @@ class Config:
         """Run the supported subgraphs on ONNX Runtime (pdlite's NNAdapter device onnxruntime)."""
         self._devices = ["onnxruntime"]
 
+    def enable_auto_device(self) -> None:
+        """pdlite's own: run each call where pdlite measures it fastest, the host or an installed device (the
+        NNAdapter device `auto`, pdlite/api/auto_online.py: new input shapes priced, outputs checked against the
+        host, what it learnt cached per model content)."""
+        self._devices = ["auto"]
+
+    def auto_device_enabled(self) -> bool:
+        return self._devices == ["auto"]
+
     def disable_onnxruntime(self) -> None:
         self._devices = [d for d in self._devices if d != "onnxruntime"]
 

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
-from pdlite.api.base import PER_PREDICTOR, PredictorBase
+from pdlite.api.base import PredictorBase
 from pdlite.api.config import CxxConfig, warn_host_fallback
 from pdlite.api.mobile import LightPredictor, MobileConfig
 from pdlite.errors import ConfigError
@@ -23,14 +22,13 @@ class CxxPredictor(PredictorBase):
         from pdlite.optimizer.analysis import analyse
 
         self.config = config
-        # `set_nnadapter_device_names(["auto"])`: built for the host now, the device picked on the first run's
-        # real inputs (pdlite/api/auto.py: measured, checked against the host, cached per model and shape)
-        self._auto: CxxConfig | None = None
-        self._auto_lock = threading.Lock()  # shared by clones: one picks (the others then hit the cache)
+        # `set_nnadapter_device_names(["auto"])`: built for the host (the reference); each call then runs where
+        # the online policy says (pdlite/api/auto_online.py: new shapes priced, devices checked, cached by content)
+        base: CxxConfig | None = None
         if config.nnadapter_device_names() == [AUTO]:
             from pdlite.api.auto import apply_device, copy_config
 
-            self._auto = copy_config(config)
+            base = copy_config(config)
             config = copy_config(config)
             apply_device(config, "host")
         elif AUTO in config.nnadapter_device_names():
@@ -43,41 +41,28 @@ class CxxPredictor(PredictorBase):
         model = load_model(**src)
         params = {k: t.array for k, t in model.params.items()}
         self.analysis = analyse(model.program, params, config.valid_places(), config.passes(), config.options)
-        self.auto_choice: Any = None  # the AutoChoice once the auto device was picked
         self._setup(model.program, self.analysis.runtime, self.analysis.ctx.params, self.analysis.feed_names,
                     self.analysis.fetch_names, config.delegate())
         picked = {i.kernel_def.key.target for i in self.analysis.runtime.instructions if i.kernel_def is not None}
         warn_host_fallback(config.valid_places(), picked)
+        self._auto: Any = None
+        if base is not None:
+            from pdlite.api.auto_online import AutoRunner
+
+            self._auto = AutoRunner(base, self.clone(), CxxPredictor)
+
+    @property
+    def auto_choice(self) -> Any:
+        """With the auto device: where its calls go now (an AutoChoice, pdlite/api/auto.py), once it ran; else None."""
+        if self._auto is None or not self._auto.policy.calls:
+            return None
+        return self._auto.choice()
 
     def run(self) -> None:
         if self._auto is not None:
-            self._resolve_auto()
-        super().run()
-
-    def _resolve_auto(self) -> None:
-        """Pick the auto device on this thread's inputs; rebuild on it unless the host won (clones decide alone)."""
-        with self._auto_lock:
-            if self._auto is not None:
-                self._pick_auto(self._auto)
-
-    def _pick_auto(self, base: CxxConfig) -> None:
-        from pdlite.api.auto import apply_device, choose_device
-
-        feeds = {t.name: t.numpy() for t in self._inputs if t.raw() is not None}
-        if len(feeds) < len(self._inputs):
-            return  # base.run() reports the missing input
-        choice = choose_device(base, feeds, CxxPredictor, keep=True)
-        chosen, choice.predictor = choice.predictor, None
-        if choice.device != "host":
-            if chosen is None:  # a cached choice: build it
-                cfg = base
-                apply_device(cfg, choice.device)
-                chosen = CxxPredictor(cfg)
-            inputs, outputs = self._inputs, self._outputs
-            self.__dict__.update({k: v for k, v in chosen.__dict__.items() if k not in PER_PREDICTOR})
-            self._inputs, self._outputs = inputs, outputs
-        self.auto_choice = choice
-        self._auto = None
+            self._auto.run(self, PredictorBase.run)
+        else:
+            super().run()
 
     def save_optimized_model(self, path: str) -> str:
         """Write the optimized model to `path + ".nb"` (as paddlelite does) for MobileConfig; returns that path."""

@@ -1,0 +1,238 @@
+"""`set_nnadapter_device_names(["auto"])` in a predictor: every call runs on the candidate the online policy
+(pdlite/api/auto_policy.py) picks, timed, new shapes included; devices checked against the host on their first
+calls; what was learnt cached for the next process.
+
+The predictor is built for the host (the reference); the devices are built when the policy first picks them. A
+device's outputs on its first VERIFY_SIGNATURES signatures are compared with the host's (pdlite/api/auto.py's
+tolerances); one that differs, or fails to build, is refused for good and the host's outputs are used.
+
+Fixed shapes. When the stream's first FIXED_CALLS calls share one signature (and nothing is known yet), the
+careful paired measurement of `choose_device` decides on that input (what `pdlite bench --device auto` and
+benchmarks/compare.py use), cached per input shape; the stream goes on online from there, so shapes that start
+changing later are still priced.
+
+Cache: `<cache dir>/auto/choices.json` (pdlite/api/auto.py), keyed on the model's content (not its path), the
+threads, the candidates, the device properties and the kind of workload ("changing", or "fixed" with the shapes).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pdlite.api import auto
+from pdlite.api.auto import (
+    HOST,
+    AutoChoice,
+    agreement,
+    apply_device,
+    cache_key,
+    copy_config,
+    installed_devices,
+    load_choice,
+    outputs_agree,
+    store_choice,
+)
+from pdlite.api.auto_policy import OnlinePolicy
+from pdlite.errors import PdliteError
+
+VERIFY_SIGNATURES = 2  # a device's outputs are checked against the host's on this many distinct signatures
+FIXED_CALLS = 3  # this many calls on one signature first: the careful fixed-shape measurement decides
+STORE_EVERY_MS = 500.0  # the learnt costs are written to the cache after this much stream time (and on a change)
+
+
+def timed(name: str, sig: tuple | None, fn: Callable[[], Any]) -> float:
+    """Run `fn` (candidate `name`'s call on `sig`, or its build when sig is None); the wall time in ms. Tests put
+    a timer of theirs in `AutoRunner.timer` to give each candidate scripted costs."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _dynamic(device: str) -> bool:
+    """Whether the device's driver declares that one compiled model serves every input shape."""
+    from pdlite.nnadapter.registry import DRIVERS
+
+    drv = DRIVERS.get(device) if device in DRIVERS else None
+    return bool(getattr(drv, "dynamic_shapes", False))
+
+
+def _signature(feeds: dict[str, Any]) -> tuple:
+    return tuple((k, tuple(np.shape(v)), str(getattr(v, "dtype", ""))) for k, v in feeds.items())
+
+
+def _size(feeds: dict[str, Any]) -> float:
+    return float(sum(int(np.prod(np.shape(v))) for v in feeds.values()))
+
+
+class AutoRunner:
+    """Runs a predictor's calls for the auto device (shared by its clones; decisions under one lock)."""
+
+    def __init__(self, base: Any, host: Any, build: Callable[[Any], Any],
+                 candidates: list[str] | None = None) -> None:
+        self.base = base  # a copy of the user's config (device "auto")
+        self.host = host  # the host predictor: the reference
+        self.build = build
+        cands = candidates if candidates is not None else [HOST] + installed_devices()
+        self.policy = OnlinePolicy(cands, HOST)
+        self.preds: dict[str, Any] = {HOST: host}
+        self.verified: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.timer = timed
+        self.fixed: AutoChoice | None = None  # the fixed-shape measurement's choice, when the stream began fixed
+        self.cached = False
+        self._first_sigs: list[tuple] = []
+        self._online = False  # True once the start (fixed measurement or not) is decided
+        self._last_best = HOST
+        self._stored_at = 0.0  # the stream time (policy.elapsed_ms) of the last write to the cache
+        self._rel = agreement(host.program)
+        self._changing_key = cache_key(base, {}, list(self.policy.cands), "changing")
+        for name, c in self.policy.cands.items():
+            c.per_shape = name != HOST and not _dynamic(name)
+        hit = load_choice(base, self._changing_key)
+        if isinstance(hit, dict):
+            self.policy.load_priors(hit)
+            self.cached = self._online = True
+            self.verified = {d: VERIFY_SIGNATURES for d in self.policy.cands}  # it agreed when it was measured
+
+    # -- one call --------------------------------------------------------------------------------
+    def run(self, pred: Any, run_host: Callable[[Any], None]) -> None:
+        """Run `pred`'s call (its inputs as set on this thread) on the candidate the policy picks; the outputs
+        land in `pred`'s output handles. `run_host(pred)` runs it on the host (pred itself)."""
+        feeds = {t.name: t.raw() for t in pred._inputs}
+        if any(v is None for v in feeds.values()):
+            run_host(pred)  # reports the missing input
+            return
+        sig, size = _signature(feeds), _size(feeds)
+        with self.lock:
+            if not self._online:
+                self._start(sig, feeds)
+            name = self.policy.pick(sig, size)
+            cand, build_ms = self._candidate(name)
+            if cand is None:  # it could not be built: refused; the host runs this call
+                name, cand = HOST, self.host
+            first = not self.policy.cands[name].sigs
+            verify = name != HOST and self.verified.get(name, 0) < VERIFY_SIGNATURES
+        host_outs, extra = None, 0.0
+        if verify:  # the host's outputs first: the reference for the device's
+            extra = self.timer(HOST, sig, lambda: run_host(pred))
+            host_outs = [t.raw() for t in pred._outputs]
+        if name == HOST:
+            ms = self.timer(HOST, sig, lambda: run_host(pred))
+        else:
+            ms = self.timer(name, sig, lambda: self._run_on(cand, pred, feeds))
+        ms += build_ms
+        with self.lock:
+            if host_outs is not None:
+                why = outputs_agree([np.asarray(t.raw()) for t in pred._outputs],
+                                    [np.asarray(h) for h in host_outs], *self._rel)
+                if why is not None:  # refused for good; the host's outputs stand
+                    self.policy.refuse(name, why)
+                    self.preds.pop(name, None)
+                    for t, v in zip(pred._outputs, host_outs):
+                        t._set(v)
+                    self.policy.record(HOST, sig, size, extra, extra_ms=ms)
+                    self._after()
+                    return
+                self.verified[name] = self.verified.get(name, 0) + 1
+            self.policy.record(name, sig, size, ms, extra_ms=extra, build_ms=build_ms)
+        if first and name != HOST:
+            # its first call held its build and first compile: one more run gives what a seen signature costs
+            again = self.timer(name, sig, lambda: self._run_on(cand, pred, feeds))
+            with self.lock:
+                self.policy.record_seen(name, size, again)
+        with self.lock:
+            self._after()
+
+    @staticmethod
+    def _run_on(cand: Any, pred: Any, feeds: dict[str, Any]) -> None:
+        for t in cand._inputs:
+            t._set(feeds[t.name])
+        cand.run()
+        for t, c in zip(pred._outputs, cand._outputs):
+            t._set(c.raw())
+
+    def _candidate(self, name: str) -> tuple[Any, float]:
+        """`name`'s predictor and what building it cost now (ms; 0 when built before), or None when it cannot be
+        built (then refused, with the reason)."""
+        if name in self.preds:
+            return self.preds[name], 0.0
+        cfg = copy_config(self.base)
+        built: list[Any] = []
+        try:
+            apply_device(cfg, name)
+            ms = self.timer(name, None, lambda: built.append(self.build(cfg)))
+        except PdliteError as e:
+            self.policy.refuse(name, f"{type(e).__name__}: {e}")
+            return None, 0.0
+        self.preds[name] = built[0]
+        return built[0], ms
+
+    def _start(self, sig: tuple, feeds: dict[str, Any]) -> None:
+        """The stream's first calls: a cached fixed-shape choice for this input is taken at once; FIXED_CALLS calls
+        on one signature get the careful fixed-shape measurement; another signature among them: online."""
+        self._first_sigs.append(sig)
+        if len(set(self._first_sigs)) > 1:
+            self._online = True
+            return
+        key = cache_key(self.base, feeds, list(self.policy.cands), "fixed")
+        if len(self._first_sigs) == 1:
+            hit = load_choice(self.base, key)
+            if isinstance(hit, dict) and hit.get("device") in self.policy.cands:
+                self._adopt_fixed(AutoChoice(hit["device"], dict(hit.get("medians_ms", {})),
+                                             dict(hit.get("refused", {})), True), sig, feeds)
+        elif len(self._first_sigs) >= FIXED_CALLS:
+            per_call = self.policy.elapsed_ms / max(self.policy.calls, 1)
+            usable = [c.name for c in self.policy.usable()]
+            choice = auto.choose_device(self.base, feeds, self.build, candidates=usable, keep=True,
+                                   rounds=5 if per_call < 50 else 2)
+            self._adopt_fixed(choice, sig, feeds)
+
+    def _adopt_fixed(self, choice: AutoChoice, sig: tuple, feeds: dict[str, Any]) -> None:
+        """Seed the policy with a fixed-shape choice: its medians as the candidates' costs on a seen `sig`."""
+        self.fixed, self._online = choice, True
+        size = max(_size(feeds), 1.0)
+        for name, why in choice.refused.items():
+            if name in self.policy.cands and name != HOST:
+                self.policy.refuse(name, why)
+        for name, ms in choice.medians_ms.items():
+            c = self.policy.cands.get(name)
+            if c is not None:
+                c.prior_unit = float(ms) / size
+        if choice.device != HOST:
+            self.verified[choice.device] = VERIFY_SIGNATURES  # checked against the host by the measurement
+            c = self.policy.cands[choice.device]
+            if choice.predictor is not None:
+                self.preds[choice.device] = choice.predictor
+                c.built = True
+                c.first = (0.0, size)  # its build and first call were the measurement's
+                c.sigs.add(sig)
+                c.seen.append((float(choice.medians_ms[choice.device]), size))
+            else:
+                c.prior_first_ms = 0.0  # a cached fixed choice: taken at once, as before
+        choice.predictor = None
+
+    def _after(self) -> None:
+        """Write what was learnt to the cache when the best candidate changes, after calls 1, 2, 4, 8, ... (a short
+        stream's too) and every STORE_EVERY_MS of the stream (a stream that stayed on one signature is cached as a
+        fixed one, by choose_device)."""
+        best, n = self.policy.best_now(), self.policy.calls
+        if best != self._last_best or self.policy.elapsed_ms - self._stored_at >= STORE_EVERY_MS or not n & (n - 1):
+            self._last_best, self._stored_at = best, self.policy.elapsed_ms
+            if len(self.policy.stream_sigs) > 1:
+                store_choice(self.base, self._changing_key, self.policy.to_json())
+
+    # -- reporting -------------------------------------------------------------------------------
+    def choice(self) -> AutoChoice:
+        """Where the calls go now, each candidate's estimated ms per call of the stream's usual size (seen and new
+        signatures in the stream's proportion), the calls each ran, and the candidates refused."""
+        with self.lock:
+            p = self.policy
+            est = p.mixed_estimates()
+            calls = {c.name: len(c.runs) + (c.first is not None) for c in p.cands.values() if c.sigs}
+            refused = {c.name: c.refused for c in p.cands.values() if c.refused is not None}
+            cached = self.cached or bool(self.fixed is not None and self.fixed.cached)
+            return AutoChoice(p.best_now(), {k: round(v, 4) for k, v in est.items()}, refused, cached, calls=calls)

@@ -1,0 +1,332 @@
+"""The online policy behind `auto`: which candidate (the host or a device) runs the next call, from what each
+has cost so far. Pure bookkeeping: no clock, no predictors (pdlite/api/auto_online.py runs the calls).
+
+Costs. Every call's wall time is recorded against the candidate that ran it, with the call's size (the elements
+of its feeds) and whether its signature (input shapes and dtypes) was new to that candidate: a new signature costs
+a device a conversion and a compile (or a dynamic-shape reshape), the host a plan. A candidate's model:
+
+    seen(size) = unit * size            unit: median ms per element of its calls on signatures it had run
+    new(size)  = seen(size) + over      over: median extra ms of its calls on signatures new to it
+
+A candidate's first call (building it: loading, its first compile) is a one-time cost kept apart, and a repeat
+of it gives its first `seen` sample. Until a new signature measures its `over`: a device that declares it
+compiles per input shape is priced as its first run (less the build); one that declares dynamic shapes, at nil
+(one that still pays per shape pays that once, then its model and the realized-cost rule send the calls back).
+
+Choice. A call goes to the built candidate whose model says it is cheapest for this call (new to it or not); a
+device only when it beats the host by MARGIN (5%), and only while what it really cost over the calls it ran is
+within MARGIN of what the host's model says those calls would have cost the host. So a wrong model cannot keep
+a slow device: the realized costs overrule it.
+
+Exploration, bounded. Trying a candidate (its first call), measuring its `over` on a new signature, and trying
+one again after a while (the interval doubles each time) happen only while the exploration spent so far (what
+those calls cost beyond the chosen candidate's estimate) plus the try's estimated cost stays within
+EXPLORE_SHARE of the time the stream has taken. A short stream (one image) stays on the host; a long one tries
+everything; exploring never costs more than that share.
+
+Known candidates (priors from the cache of an earlier process): switching to one not built yet costs its first
+call again, so it is bought as in ski rental: once the savings its model says the calls so far have missed reach
+that cost. At worst twice the better of the two, never a first call paid for a stream too short to repay it.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+MARGIN = 1.05  # a device must beat the host by this factor (model and realized cost alike)
+EXPLORE_SHARE = 0.2  # exploration costs at most this share of the stream's time so far
+FIRST_GUESS = 5.0  # an untried candidate's first call, guessed as this many times the host's call ...
+FIRST_GUESS_MS = 50.0  # ... or at least this
+REFRESH_EXTRA = 0.5  # a candidate is measured again only on a call its model prices within this share over the best
+WINDOW = 24  # samples per kind kept (recent ones: costs move when a device's caches warm up)
+REFRESH_CALLS = 16  # a candidate not run for this many calls is measured again (then twice that, ...)
+MIN_SIZE = 1.0
+PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
+
+
+@dataclass
+class Candidate:
+    """What one candidate has cost: its first call apart, then calls on signatures it had run (`seen`) and on
+    signatures new to it (`new`), as (ms, size); `runs`: its calls after the first as (ms, size, new to the host)
+    for the MARGIN rule. `prior_*`: from an earlier process, used while its own samples are missing."""
+
+    name: str
+    first: tuple[float, float] | None = None
+    seen: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    new: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    runs: deque = field(default_factory=lambda: deque(maxlen=2 * WINDOW))
+    sigs: set = field(default_factory=set)
+    refused: str | None = None
+    per_shape: bool = False  # it declares that it compiles once per input shape (no dynamic shapes)
+    build_ms: float = 0.0  # of its first call: building it
+    built: bool = False
+    last_call: int = -1
+    refresh: int = REFRESH_CALLS
+    regret_ms: float = 0.0  # savings its model says the calls so far missed (for a known candidate not built)
+    prior_unit: float | None = None
+    prior_over: float | None = None
+    prior_first_ms: float | None = None
+
+    def unit(self) -> float | None:
+        if self.seen:
+            return statistics.median(ms / s for ms, s in self.seen)
+        if self.new:  # only new signatures so far: their costs include the over (pessimistic)
+            return statistics.median(ms / s for ms, s in self.new)
+        if self.prior_unit is not None:
+            return self.prior_unit
+        if self.first is not None:
+            return self.first[0] / self.first[1]
+        return None
+
+    def over(self) -> float:
+        u = self.unit()
+        if u is None:
+            return 0.0
+        if self.new and self.seen:
+            return statistics.median(max(0.0, ms - u * s) for ms, s in self.new)
+        if self.new:
+            return 0.0  # new signatures only: the unit holds their over
+        if self.prior_over is not None:
+            return self.prior_over
+        if self.per_shape and self.first is not None:  # it compiles per shape: as its first run did
+            return max(0.0, self.first[0] - self.build_ms - u * self.first[1])
+        # a device that declares dynamic shapes: nothing assumed until its next new signature measures it (a
+        # device that still pays per shape pays that once; the realized-cost rule then sends the calls back)
+        return 0.0
+
+    def estimate(self, size: float, new: bool) -> float | None:
+        u = self.unit()
+        if u is None:
+            return None
+        return u * size + (self.over() if new else 0.0)
+
+    def first_cost(self) -> float | None:
+        """What building it and its first call cost (ms), when known."""
+        if self.first is not None:
+            return self.first[0]
+        return self.prior_first_ms
+
+    def known(self) -> bool:
+        return self.unit() is not None
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"unit": self.unit(), "over": self.over(), "first_ms": self.first_cost(),
+                               "calls": len(self.runs) + (self.first is not None)}
+        return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+class OnlinePolicy:
+    """Which candidate runs each call (`pick`), from the costs `record` is told; see the module docstring."""
+
+    def __init__(self, candidates: Iterable[str], host: str = "host") -> None:
+        self.host = host
+        self.cands: dict[str, Candidate] = {n: Candidate(n) for n in candidates}
+        if host not in self.cands:
+            self.cands = {host: Candidate(host), **self.cands}
+        self.cands[host].built = True
+        self.calls = 0
+        self.elapsed_ms = 0.0
+        self.explore_ms = 0.0
+        self.stream_sigs: set[Hashable] = set()
+        self.new_calls = 0  # calls whose signature the stream had not seen
+        self.current = host
+        self.expected_calls = 0  # the stream length an earlier process saw (its cache entry) ...
+        self.prior_new_share = 0.0  # ... the share of its calls on new signatures, and their median size
+        self.prior_size = 0.0
+        self._pending: tuple[str, float] | None = None  # (explored candidate, the estimate it displaced)
+
+    # -- the choice ---------------------------------------------------------------------------------
+    def usable(self) -> list[Candidate]:
+        return [c for c in self.cands.values() if c.refused is None]
+
+    def estimates(self, sig: Hashable, size: float) -> dict[str, float]:
+        size = max(float(size), MIN_SIZE)
+        out = {}
+        for c in self.usable():
+            e = c.estimate(size, sig not in c.sigs)
+            if e is not None:
+                out[c.name] = e
+        return out
+
+    def trusted(self, name: str) -> bool:
+        """The MARGIN rule on realized costs: over the calls `name` ran (after its first; judged from PROBATION
+        calls on, a wrong model costs at most that many), it cost at most MARGIN times what the host's model says
+        those calls would have cost the host."""
+        c, h = self.cands[name], self.cands[self.host]
+        if name == self.host or len(c.runs) < PROBATION or not h.known():
+            return True
+        spent = sum(ms for ms, _, _ in c.runs)
+        host = sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
+        return spent <= MARGIN * host
+
+    def exploit(self, est: dict[str, float]) -> str:
+        """The cheapest built candidate for this call; a device only by MARGIN over the host and while trusted."""
+        if self.host not in est:
+            return self.host
+        best, best_e = self.host, est[self.host]
+        for name, e in sorted(est.items(), key=lambda kv: kv[1]):
+            c = self.cands[name]
+            if name == self.host or not c.built:
+                continue
+            if e * MARGIN < est[self.host] and e < best_e and self.trusted(name):
+                best, best_e = name, e
+        return best
+
+    def pick(self, sig: Hashable, size: float) -> str:
+        """The candidate that runs the call with signature `sig` and `size` elements."""
+        h = self.cands[self.host]
+        est = self.estimates(sig, size)
+        if not h.known():
+            return self.host  # the host's first call: the reference every device is checked against
+        best = self.exploit(est)
+        buy = self._buy(est, best)
+        if buy is not None:
+            return buy
+        x = self._explore(sig, size, est, best)
+        if x is not None:
+            self._pending = (x, est[best])
+            return x
+        return best
+
+    def _buy(self, est: dict[str, float], best: str) -> str | None:
+        """A candidate known from an earlier process, not built yet, once building it pays: the savings its model
+        promises over the calls still expected (as many as the earlier stream had, at least as many as so far),
+        or those the calls so far missed, reach what its first call costs beyond a call."""
+        horizon = max(self.expected_calls - self.calls, self.calls)
+        mixed = self.mixed_estimates()  # per call of the stream's usual size, new signatures in their share
+        for c in self.usable():
+            if c.built or c.name not in est or c.name not in mixed or best not in mixed \
+                    or not mixed[c.name] * MARGIN < mixed[best]:
+                continue
+            cost = max((c.prior_first_ms or 0.0) - est[c.name], 0.0)
+            promise = (mixed[best] - mixed[c.name]) * horizon
+            if c.regret_ms >= cost or promise >= cost:
+                self._pending = (c.name, est[best])
+                return c.name
+        return None
+
+    def _explore(self, sig: Hashable, size: float, est: dict[str, float], best: str) -> str | None:
+        budget = EXPLORE_SHARE * (self.elapsed_ms + est[best]) - self.explore_ms
+        changing = len(self.stream_sigs) > 1
+        tries: list[tuple[float, str]] = []
+        for c in self.usable():
+            if c.name == best:
+                continue
+            if not c.built:
+                if c.known():
+                    continue  # known from an earlier process: bought (above), not explored
+                guess = max(FIRST_GUESS * est[self.host], FIRST_GUESS_MS)
+                tries.append((guess - est[best], c.name))
+            elif c.name in est:
+                extra = est[c.name] - est[best]
+                could_win = (c.estimate(size, False) or 0.0) * MARGIN < est[self.host]
+                learn_over = sig not in c.sigs and changing and not (c.new and c.seen) and could_win
+                stale = self.calls - c.last_call >= c.refresh and extra <= REFRESH_EXTRA * est[best]
+                if learn_over or stale:
+                    tries.append((extra, c.name))
+        tries = [(max(extra, 0.0), n) for extra, n in tries if max(extra, 0.0) <= budget]
+        return min(tries)[1] if tries else None
+
+    # -- what happened -------------------------------------------------------------------------------
+    def record(self, name: str, sig: Hashable, size: float, ms: float, *, extra_ms: float = 0.0,
+               build_ms: float = 0.0) -> None:
+        """Candidate `name` ran a call (`sig`, `size` elements) in `ms` (of which `build_ms` building it);
+        `extra_ms`: checking it against the host cost that much more (exploration)."""
+        size = max(float(size), MIN_SIZE)
+        c, h = self.cands[name], self.cands[self.host]
+        est = self.estimates(sig, size)
+        ran_best = est.get(name)
+        for o in self.usable():  # what the calls would have saved on a known candidate not built yet
+            if not o.built and o.name in est and ran_best is not None:
+                o.regret_ms += max(0.0, ran_best - est[o.name])
+        stream_new = sig not in self.stream_sigs
+        self.stream_sigs.add(sig)
+        self.new_calls += stream_new
+        if not c.sigs:  # its first call in this process (a device: built for it)
+            c.first, c.build_ms = (ms, size), build_ms
+        elif sig in c.sigs:
+            c.seen.append((ms, size))
+            c.runs.append((ms, size, sig not in h.sigs))
+        else:
+            c.new.append((ms, size))
+            c.runs.append((ms, size, sig not in h.sigs))
+        c.built = True
+        c.sigs.add(sig)
+        if self._pending is not None and self._pending[0] == name:
+            self.explore_ms += max(0.0, ms - self._pending[1])
+            if self.calls - c.last_call >= c.refresh:
+                c.refresh *= 2
+        self.explore_ms += extra_ms
+        self._pending = None
+        c.last_call = self.calls
+        self.calls += 1
+        self.elapsed_ms += ms + extra_ms
+        self.current = name
+
+    def record_seen(self, name: str, size: float, ms: float) -> None:
+        """A repeat of the call `name` just ran (same signature), timed: a seen-signature sample; exploration."""
+        self.cands[name].seen.append((ms, max(float(size), MIN_SIZE)))
+        self.explore_ms += ms
+        self.elapsed_ms += ms
+
+    def refuse(self, name: str, why: str) -> None:
+        self.cands[name].refused = why
+
+    # -- reporting and the cache ---------------------------------------------------------------------
+    def usual_size(self) -> float:
+        """The median size of the stream's calls (an earlier process's, before this one has its own)."""
+        sizes = [s for c in self.cands.values() for _, s, _ in c.runs]
+        if len(sizes) < 4 and self.prior_size:
+            return self.prior_size
+        sizes += [c.first[1] for c in self.cands.values() if c.first is not None]
+        return statistics.median(sizes) if sizes else MIN_SIZE
+
+    def mixed_estimates(self) -> dict[str, float]:
+        """Each known candidate's estimated ms for a call of the stream's median size, seen and new signatures
+        mixed in the stream's proportion (candidates not built count only with a prior)."""
+        size = self.usual_size()
+        rate = self.new_calls / self.calls if self.calls else self.prior_new_share
+        return {c.name: (1 - rate) * (c.estimate(size, False) or 0.0) + rate * (c.estimate(size, True) or 0.0)
+                for c in self.usable() if c.known() and (c.built or c.prior_first_ms is not None)}
+
+    def best_now(self) -> str:
+        """The candidate the policy keeps for the stream as it goes (the host unless a device beats it by
+        MARGIN and is trusted)."""
+        est = self.mixed_estimates()
+        if self.host not in est:
+            return self.host
+        best = min(est, key=est.__getitem__)
+        return best if best != self.host and est[best] * MARGIN < est[self.host] and self.trusted(best) \
+            else self.host
+
+    def to_json(self) -> dict[str, Any]:
+        return {"candidates": {n: c.summary() for n, c in self.cands.items() if c.refused is None and c.known()},
+                "refused": {n: c.refused for n, c in self.cands.items() if c.refused is not None},
+                "calls": self.calls, "new_share": round(self.new_calls / max(self.calls, 1), 4),
+                "size": self.usual_size(),
+                "best": self.best_now()}
+
+    def load_priors(self, data: dict[str, Any]) -> None:
+        """Seed the candidates with what an earlier process measured (`to_json`)."""
+        for name, s in (data.get("candidates") or {}).items():
+            c = self.cands.get(name)
+            if c is None or not isinstance(s, dict) or not isinstance(s.get("unit"), (int, float)):
+                continue
+            c.prior_unit = float(s["unit"])
+            c.prior_over = float(s.get("over") or 0.0)
+            first = s.get("first_ms")
+            c.prior_first_ms = float(first) if isinstance(first, (int, float)) else None
+            if name == self.host:
+                c.prior_first_ms = None
+        calls = data.get("calls")
+        self.expected_calls = int(calls) if isinstance(calls, int) else 0
+        size = data.get("size")
+        self.prior_size = float(size) if isinstance(size, (int, float)) else 0.0
+        share = data.get("new_share")
+        self.prior_new_share = float(share) if isinstance(share, (int, float)) else 0.0
+        for name, why in (data.get("refused") or {}).items():
+            if name in self.cands and name != self.host:
+                self.cands[name].refused = str(why)

@@ -1,0 +1,273 @@
+"""The online `auto` (pdlite/api/auto_policy.py, auto_online.py): it prices new input shapes, keeps measuring
+while shapes change, never stays on a candidate slower than the host, checks devices against the host, and caches
+what it learnt by the model's content. Costs are scripted (no clock): the tests are deterministic and fast."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from pdlite.api import auto
+from pdlite.api.auto_policy import EXPLORE_SHARE, MARGIN, OnlinePolicy
+from pdlite.core.types import Place, PrecisionType, TargetType
+from pdlite.lite import CxxConfig, create_paddle_predictor
+from tests.conftest import REPO
+
+ERNIE = REPO / "tests" / "fixtures" / "dynamic" / "ernie_like"
+WIDTHS = [160, 230, 300, 370, 440, 510, 580, 650, 720, 790, 860, 930]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """A cache of this test's own (what one test's stream learnt must not steer the next)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def host_cost(size, new, first):  # ms: proportional to the input, a small plan per new shape
+    return 0.27 * size + (5.0 if new else 0.0)
+
+
+def per_shape(size, new, first):  # faster on shapes it has compiled, 600 ms to compile each new one
+    return 0.18 * size + (600.0 if new else 0.0) + (200.0 if first else 0.0)
+
+
+def dynamic(size, new, first):  # compiles once (1 s) for every shape, then faster than the host
+    return 0.18 * size + (1000.0 if first else (20.0 if new else 0.0))
+
+
+def slower(size, new, first):
+    return 0.30 * size + (300.0 if first else 0.0)
+
+
+def simulate(costs, stream, *, per_shape_declared=False, priors=None):
+    """Run `stream` (signatures = sizes) through the policy the way AutoRunner does: a device's first call is
+    checked against the host (the host runs it too) and repeated once. Returns (total ms, trace, policy)."""
+    pol = OnlinePolicy(list(costs))
+    for n in costs:
+        pol.cands[n].per_shape = n != "host" and per_shape_declared
+    if priors is not None:
+        pol.load_priors(json.loads(json.dumps(priors)))
+    seen = {n: set() for n in costs}
+    total, trace = 0.0, []
+    for sig in stream:
+        name = pol.pick(sig, sig)
+        first = not seen[name]
+        ms = costs[name](sig, sig not in seen[name], first)
+        extra = costs["host"](sig, sig not in seen["host"], not seen["host"]) if first and name != "host" \
+            and priors is None else 0.0
+        seen[name].add(sig)
+        pol.record(name, sig, sig, ms, extra_ms=extra)
+        total += ms + extra
+        if first and name != "host" and priors is None:
+            again = costs[name](sig, False, False)
+            pol.record_seen(name, sig, again)
+            total += again
+        trace.append(name)
+    return total, trace, pol
+
+
+def alone(cost, stream):
+    seen, total = set(), 0.0
+    for i, s in enumerate(stream):
+        total += cost(s, s not in seen, i == 0)
+        seen.add(s)
+    return total
+
+
+def test_a_device_fast_on_the_first_input_but_paying_per_shape_is_left_for_the_host():
+    """The first-input choice is wrong here: the device is 1.5x faster on a shape it has compiled, but every new
+    shape costs it 600 ms. The stream ends on the host and costs little more than the host alone (the bounded
+    exploration)."""
+    stream = WIDTHS * 4
+    for declared in (False, True):
+        total, trace, pol = simulate({"host": host_cost, "dev": per_shape}, stream, per_shape_declared=declared)
+        # the device compiled at most two shapes (its first, and the one that measured its cost of a new shape);
+        # it may run the shapes it compiled (it is faster there), the rest is the host's
+        assert len(pol.cands["dev"].sigs) <= 2, trace
+        assert pol.best_now() == "host"
+        assert total <= (1 + EXPLORE_SHARE) * alone(host_cost, stream), (total, alone(host_cost, stream))
+
+
+def test_a_device_that_compiles_once_takes_over_a_changing_stream():
+    stream = WIDTHS * 10
+    total, trace, pol = simulate({"host": host_cost, "dev": dynamic}, stream)
+    assert trace[-3 * len(WIDTHS):] == ["dev"] * (3 * len(WIDTHS)) and pol.best_now() == "dev", trace
+    best = min(alone(host_cost, stream), alone(dynamic, stream))
+    assert total <= 1.1 * best, (total, best)
+
+
+def test_a_device_slower_everywhere_is_tried_once_and_dropped():
+    stream = WIDTHS * 3
+    total, trace, _ = simulate({"host": host_cost, "dev": slower}, stream)
+    assert trace.count("dev") <= 3 and trace[-len(WIDTHS):].count("host") >= len(WIDTHS) - 1, trace
+    assert total <= (1 + EXPLORE_SHARE) * alone(host_cost, stream)
+
+
+def test_a_short_stream_stays_on_the_host():
+    """Three calls: no exploration can pay off, none is paid (the first run of a CLI stays quick)."""
+    _, trace, pol = simulate({"host": host_cost, "dev": dynamic}, WIDTHS[:3])
+    assert trace == ["host"] * 3 and pol.explore_ms == 0.0
+
+
+def test_realized_costs_overrule_a_wrong_model():
+    """The device's model (medians) says fast: most of its calls take 50 ms against the host's 100. But one call
+    in three costs it 300 ms (say, a shape cache that evicts and compiles again): over its calls it is slower than
+    the host, and the MARGIN rule on what it really cost sends the calls back."""
+    pol = OnlinePolicy(["host", "dev"])
+    for i in range(6):
+        pol.record("host", i % 2, 100.0, 100.0)
+    pol.record("dev", "a", 100.0, 300.0)
+    pol.record_seen("dev", 100.0, 50.0)
+    assert pol.pick("a", 100.0) == "dev"
+    for ms in [50.0, 50.0, 300.0] * 3:
+        pol.record("dev", "a", 100.0, ms)
+    assert pol.cands["dev"].estimate(100.0, False) * MARGIN < pol.cands["host"].estimate(100.0, False)
+    assert not pol.trusted("dev") and pol.pick("a", 100.0) == "host"
+    assert pol.best_now() == "host"
+
+
+def test_margin_a_device_barely_faster_is_not_taken():
+    pol = OnlinePolicy(["host", "dev"])
+    for _ in range(4):
+        pol.record("host", "a", 100.0, 100.0)
+    pol.record("dev", "a", 100.0, 500.0)
+    for _ in range(4):
+        pol.cands["dev"].seen.append((100.0 / MARGIN + 0.5, 100.0))
+    assert pol.pick("a", 100.0) == "host"
+
+
+def test_what_a_process_learnt_starts_the_next_one_on_the_right_device():
+    stream = WIDTHS * 2
+    _, _, first = simulate({"host": host_cost, "dev": dynamic}, WIDTHS * 10)
+    total, trace, _ = simulate({"host": host_cost, "dev": dynamic}, stream, priors=first.to_json())
+    assert trace[0] == "dev" or trace[1] == "dev", trace
+    assert total <= 1.1 * min(alone(host_cost, stream), alone(dynamic, stream))
+    _, _, first = simulate({"host": host_cost, "dev": per_shape}, WIDTHS * 4)
+    _, trace, _ = simulate({"host": host_cost, "dev": per_shape}, stream, priors=first.to_json())
+    assert trace == ["host"] * len(stream), "a device known to be slower here is not built again"
+
+
+# -- through the predictor, with a real device (outputs real, costs scripted) ------------------------------------
+ort = pytest.importorskip("onnxruntime")
+
+
+def _ernie_feeds(length: int, batch: int = 2) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(length)
+    return {"input_ids": rng.integers(1, 100, (batch, length)).astype("int64"),
+            "token_type_ids": np.zeros((batch, length), "int64")}
+
+
+def _cfg(model=ERNIE) -> CxxConfig:
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model))
+    cfg.set_threads(1)
+    cfg.set_nnadapter_device_names(["auto"])
+    return cfg
+
+
+def _script(pred, costs):
+    """Give the predictor's auto scripted costs: costs[name](size, new, first); builds cost 0."""
+    seen: dict[str, set] = {}
+
+    def timer(name, sig, fn):
+        fn()
+        if sig is None:
+            return 0.0
+        mine = seen.setdefault(name, set())
+        size = float(sum(np.prod(s) for _, s, _ in sig))
+        ms = costs[name](size, sig not in mine, not mine)
+        mine.add(sig)
+        return ms
+
+    pred._auto.timer = timer
+    pred._auto.policy.cands = {n: c for n, c in pred._auto.policy.cands.items() if n in costs}
+
+
+def _host_outputs(feeds):
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(ERNIE))
+    return create_paddle_predictor(cfg).predict(feeds)
+
+
+@pytest.mark.parametrize("device_cost,winner", [(per_shape, "host"), (dynamic, "onnxruntime")])
+def test_predictor_auto_on_a_changing_stream_ends_on_the_right_device(device_cost, winner):
+    lengths = [5, 9, 13, 17, 21, 25, 29, 33]
+    pred = create_paddle_predictor(_cfg())
+    _script(pred, {"host": lambda s, n, f: host_cost(s * 3, n, f),
+                   "onnxruntime": lambda s, n, f: device_cost(s * 3, n, f)})
+    refs = {n: _host_outputs(_ernie_feeds(n)) for n in (5, 33)}
+    for _ in range(6):
+        for n in lengths:
+            got = pred.predict(_ernie_feeds(n))
+            if n in refs:  # whichever candidate ran, the host's outputs
+                for g, r in zip(got, refs[n]):
+                    np.testing.assert_allclose(g, r, rtol=0, atol=1e-4 * float(np.max(np.abs(r))))
+    choice = pred.auto_choice
+    assert choice.device == winner, choice.describe()
+    assert choice.calls.get("onnxruntime", 0) >= 1, "the device was measured"
+    assert not choice.refused
+
+
+def test_a_device_whose_outputs_differ_is_refused_and_the_host_answers(monkeypatch):
+    monkeypatch.setattr(auto, "AGREE_REL", -1.0)  # nothing agrees
+    pred = create_paddle_predictor(_cfg())
+    _script(pred, {"host": lambda s, n, f: host_cost(s * 3, n, f),
+                   "onnxruntime": lambda s, n, f: dynamic(s * 3, n, f)})
+    for _ in range(6):
+        for n in (5, 9, 13, 17, 21, 25):
+            got = pred.predict(_ernie_feeds(n))
+    ref = _host_outputs(_ernie_feeds(25))
+    np.testing.assert_array_equal(got[0], ref[0])
+    assert "differs from the host" in pred.auto_choice.refused["onnxruntime"]
+    assert pred.auto_choice.device == "host"
+
+
+def test_paddlelite_style_valid_places_with_auto():
+    cfg = _cfg()
+    cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place(TargetType.Host, PrecisionType.FP32)])
+    pred = create_paddle_predictor(cfg)
+    feeds = _ernie_feeds(7)
+    got = pred.predict(feeds)
+    for g, r in zip(got, _host_outputs(feeds)):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-4 * float(np.max(np.abs(r))))
+    assert pred.auto_choice is not None
+
+
+def test_inference_config_auto():
+    from pdlite import inference
+
+    config = inference.Config(str(ERNIE / "inference.json"), str(ERNIE / "inference.pdiparams"))
+    config.enable_auto_device()
+    assert config.auto_device_enabled() and not config.onnxruntime_enabled()
+    pred = inference.create_predictor(config)
+    feeds = _ernie_feeds(9)
+    got = pred.run([feeds["input_ids"], feeds["token_type_ids"]])
+    for g, r in zip(got, _host_outputs(feeds)):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-4 * float(np.max(np.abs(r))))
+    assert pred.lite.auto_choice is not None
+
+
+def test_the_cache_keys_on_the_model_content_not_its_path(tmp_path):
+    """What one process learnt on a changing stream is found again for a copy of the model folder elsewhere; an
+    edited weight file is another model."""
+    pred = create_paddle_predictor(_cfg())
+    _script(pred, {"host": lambda s, n, f: host_cost(s * 3, n, f),
+                   "onnxruntime": lambda s, n, f: dynamic(s * 3, n, f)})
+    for _ in range(3):
+        for n in (5, 9, 13, 17):
+            pred.predict(_ernie_feeds(n))
+    assert not pred.auto_choice.cached
+    copy = tmp_path / "elsewhere" / "model"
+    shutil.copytree(ERNIE, copy)
+    again = create_paddle_predictor(_cfg(copy))
+    assert again._auto.cached, "a copy of the folder hits the cache"
+    again.predict(_ernie_feeds(5))
+    assert again.auto_choice.cached
+    params = copy / "inference.pdiparams"
+    data = bytearray(params.read_bytes())
+    data[-1] ^= 1
+    params.write_bytes(bytes(data))
+    assert not create_paddle_predictor(_cfg(copy))._auto.cached, "other weights: another model"
+    assert auto.model_digest(_cfg(copy)) != auto.model_digest(_cfg())
