@@ -15,6 +15,7 @@ results across thread counts agree within tolerance, not bit for bit (docs/deter
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -31,14 +32,21 @@ _native_now: int | None = None
 
 
 def _blas_controllers() -> list[Any]:
-    """What sets BLAS thread counts: threadpoolctl's controller of each loaded BLAS library (made once), or, where
-    threadpoolctl recognises none, pdlite.kernels.host.blas over NumPy's OpenBLAS. Each has get/set_num_threads."""
+    """What sets BLAS thread counts (made once): pdlite.kernels.host.blas for NumPy's OpenBLAS, threadpoolctl's
+    controller for any other BLAS loaded. Each has get/set_num_threads. Not threadpoolctl's for NumPy's OpenBLAS:
+    OpenBLAS's count is process-wide, and threadpoolctl (3.6+) lets only the first thread that set it set it again,
+    others "silently do nothing" - a run on a worker thread (a clone) then ran with another thread count than it
+    asked for, and OpenBLAS's sums depend on the split on some CPUs (not bit-equal to the same run on the main
+    thread). pdlite serialises its own changes under `_lock`."""
     global _controllers
     if _controllers is None:
         from threadpoolctl import ThreadpoolController
 
         found = list(ThreadpoolController().select(user_api="blas").lib_controllers)
-        _controllers = found or ([blas] if blas.found() else [])
+        if blas.found():  # NumPy's OpenBLAS set through pdlite's own binding, never threadpoolctl's (see below)
+            lib = os.path.realpath(blas.library()._name)  # type: ignore[union-attr]
+            found = [blas] + [c for c in found if os.path.realpath(getattr(c, "filepath", "")) != lib]
+        _controllers = found
     return _controllers
 
 
