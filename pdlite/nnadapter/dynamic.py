@@ -86,3 +86,23 @@ def _merge_shapes(shapes: Sequence[Shape | None]) -> Shape | None:
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+
+
+def shape_notes(feeds: Sequence[tuple[str, Sequence[int] | None]], cache_size: int | None = None) -> list[str]:
+    """What `pdlite inspect` says about input shapes on the devices: the feeds' open dims, and per installed
+    device whether one model serves every shape or one model is built per input shape."""
+    from pdlite.nnadapter.options import DEFAULT_SHAPE_CACHE_SIZE
+    from pdlite.nnadapter.registry import DRIVERS
+    from pdlite.registries import load_registries
+
+    load_registries()
+    size = cache_size or DEFAULT_SHAPE_CACHE_SIZE
+    open_dims = [f"{n} {list(s)}" for n, s in feeds if s is None or any(int(d) < 0 for d in s)]
+    lines = ["input shapes on the NNAdapter devices (open dims: " + ("; ".join(open_dims) or "none") + "):"]
+    for name, drv in sorted(DRIVERS.items()):
+        how = ("one model for every shape (open dims symbolic)" if getattr(drv, "dynamic_shapes", True)
+               else f"static shapes only: one model per shape (last {size} kept: nnadapter_shape_cache_size)")
+        lines.append(f"  {name:<16} {how}")
+    lines.append("  (a subgraph whose conversion needs a concrete dim gets one model per shape; debug log "
+                 "'pdlite.nnadapter' says which)")
+    return lines

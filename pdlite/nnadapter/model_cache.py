@@ -69,21 +69,28 @@ def entry_path(cache_dir: str, blob: bytes, device: str, props: Mapping[str, str
 
 
 def build_cached(driver: Any, blob: bytes, device: str, props: Mapping[str, str],
-                 cache_dir: str | None) -> tuple[Any, bool]:
-    """(compiled model, whether it was loaded from the cache): the cached artifact when there is a good one,
-    else a new build (written to the cache when there is one). A cached file the driver cannot load is
-    replaced."""
+                 cache_dir: str | None) -> tuple[Any, str | None, bool]:
+    """(compiled model, its cache file or None, whether it was loaded from there): the cached artifact when
+    there is a good one, else a new build (written to the cache when there is one). A cached file the driver
+    cannot load is replaced."""
     if not cache_dir:
-        return driver.build(blob, props, None), False
+        return driver.build(blob, props, None), None, False
     path = entry_path(cache_dir, blob, device, props, driver)
     if os.path.isfile(path):
         try:
             compiled = driver.build(blob, props, path)
             log.debug("NNAdapter %s: loaded the compiled model %s", device, path)
-            return compiled, True
+            return compiled, path, True
         except Exception as e:  # a stale or broken entry: rebuild it
             log.debug("NNAdapter %s: cached model %s not loaded (%s: %s); compiling", device, path,
                       type(e).__name__, e)
             with contextlib.suppress(OSError):
                 os.unlink(path)
-    return driver.build(blob, props, path), False
+    return driver.build(blob, props, path), path, False
+
+
+def forget(path: str | None) -> None:
+    """Drop a cache entry (a loaded model that then failed its checks)."""
+    if path:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -44,6 +44,7 @@ from pdlite.core.program import BlockDesc, OpDesc, Program
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, TargetType
 from pdlite.errors import ConfigError, KernelError, ModelFormatError, PdliteError
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.nnadapter.model_cache import forget
 from pdlite.nnadapter.options import DEFAULT_SHAPE_CACHE_SIZE, NNAdapterOptions
 
 HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
@@ -92,6 +93,8 @@ class SubgraphKernel(Kernel):
         self._per_shape: OrderedDict[tuple, None] = OrderedDict()  # the signatures of per-shape entries (LRU)
         self._dynamic: _Compiled | None = None
         self._no_widen = False  # a wider dynamic model failed: shapes the current one does not fit go per shape
+        self._cache_file: str | None = None  # the model cache's file of the model built last
+        self._loaded = False  # whether that model was loaded from there (not compiled)
         self._driver: Any = None
         self._host: Any = None
         self._params: dict[str, Any] = {}
@@ -302,13 +305,19 @@ class SubgraphKernel(Kernel):
     def _first_run(self, entry: _Compiled, vals: list[Any], data: list[Any]) -> tuple[list[Any] | None, str]:
         """Run a newly built model once, as the last step of building it, beside the host ops: (outputs, "") if
         the device runs it with the output counts, shapes and dtypes of the host kernels (which the ops after
-        the subgraph expect), else (the host's outputs or None, why not)."""
+        the subgraph expect), else (the host's outputs or None, why not). A model loaded from the model cache
+        passed this check in the process that compiled it (an entry that fails it is removed): not run on the
+        host again."""
+        loaded, self._loaded = self._loaded, False
         try:
             outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
             if len(outs) != len(self.out_names):
                 raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
         except Exception as e:
+            forget(self._cache_file)
             return None, f"{type(e).__name__}: {e}"
+        if loaded:
+            return outs, ""
         try:
             host = self._run_host(vals)
         except PdliteError:  # no host kernels for these ops: nothing to check the device against
@@ -316,6 +325,7 @@ class SubgraphKernel(Kernel):
         for name, d, h in zip(self.out_names, outs, host):
             d, h = np.asarray(d), np.asarray(h)
             if d.shape != h.shape or d.dtype != h.dtype:
+                forget(self._cache_file)
                 return host, (f"output {name!r} is {d.dtype}{list(d.shape)} on the device, "
                               f"{h.dtype}{list(h.shape)} with host kernels")
         return outs, ""
@@ -349,10 +359,12 @@ class SubgraphKernel(Kernel):
         assert self.options is not None and self.device is not None
         if len(model.graph.output) != len(self.out_names):
             raise PdliteError(f"converted model has {len(model.graph.output)} outputs, expected {len(self.out_names)}")
-        compiled, hit = build_cached(self._driver, model.SerializeToString(), self.device, self.options.properties,
-                                     configured_dir(self.options.model_cache_dir))
+        compiled, self._cache_file, loaded = build_cached(
+            self._driver, model.SerializeToString(), self.device, self.options.properties,
+            configured_dir(self.options.model_cache_dir))
         self.builds += 1
-        self.cache_hits += hit
+        self.cache_hits += loaded
+        self._loaded = loaded
         return compiled
 
     def _label(self) -> str:

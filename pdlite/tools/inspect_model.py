@@ -135,6 +135,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"  (no kernel or converter for any of these ops: {', '.join(idle)})")
     host_types = {t for t in hist if table[t].get("Host")}
     print_placement(prog, {k: t.array for k, t in m.params.items()}, host_types)
+    from pdlite.nnadapter.dynamic import shape_notes
+
+    print("\n" + "\n".join(shape_notes([(n, block.vars[n].shape if n in block.vars else None)
+                                         for n in prog.feed_names()])))
     missing = [t for t in hist if not any(table[t].values())]
     if missing:
         print(f"\nunsupported everywhere: {', '.join(sorted(missing))}")

@@ -93,6 +93,7 @@ def register_device_and_pass() -> None:
         packages = ("onnx",)
         extra = "onnx"
         auto_candidate = False  # a checking runtime: the `auto` device never measures it
+        dynamic_shapes = False  # declared static: pdlite builds one model per input shape (bounded LRU)
         prefix = "DEMO_REFERENCE_"
         properties = {"DEMO_REFERENCE_VERBOSE": "0 or 1"}
 

@@ -22,13 +22,14 @@ Context properties:
   the next run wakes them (the 1.2 ms MobileNetV3-small 2.7-3.0x slower, det and MobileNetV2 within 5%).
   `always` is ONNX Runtime's default, `off` never spins (12-68% slower runs). ONNX Runtime before 1.26 has no
   spin duration: there `short` is `run`.
-The model cache holds the session's optimized model (ONNX Runtime writes it while building;
-a cached one is loaded with graph optimizations off, since they were already applied).
+The model cache holds the session's optimized model (ONNX Runtime writes it while building, under a temporary
+name renamed into place; a cached one is loaded with graph optimizations off, since they were already applied).
 """
 from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -135,10 +136,19 @@ class OnnxRuntimeDriver(Driver):
         if cache_path and os.path.isfile(cache_path):
             so.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             return OrtModel(self._ort.InferenceSession(cache_path, so, providers=providers))
-        if cache_path:
-            os.makedirs(os.path.dirname(cache_path) or ".", exist_ok=True)
-            so.optimized_model_filepath = cache_path
-        return OrtModel(self._ort.InferenceSession(model, so, providers=providers))
+        if not cache_path:
+            return OrtModel(self._ort.InferenceSession(model, so, providers=providers))
+        # ONNX Runtime writes the optimized model while building: into a temporary name, renamed when whole
+        os.makedirs(os.path.dirname(cache_path) or ".", exist_ok=True)
+        tmp = f"{cache_path}.tmp-{os.getpid()}-{threading.get_ident()}.onnx"
+        so.optimized_model_filepath = tmp
+        try:
+            session = self._ort.InferenceSession(model, so, providers=providers)
+            os.replace(tmp, cache_path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return OrtModel(session)
 
     def run(self, compiled: OrtModel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         return compiled.session.run(compiled.outputs, dict(zip(compiled.inputs, inputs)))
