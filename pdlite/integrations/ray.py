@@ -1,7 +1,8 @@
 """Batch inference over a Ray Dataset (`pip install pdlite[ray]`); see docs/batch.md.
 
-    ds.map_batches(PdliteModel, fn_constructor_kwargs={"model": "model_dir_or.nb"},
-                   concurrency=2, batch_size=64)
+    with pdlite_errors():  # a pdlite error in an actor comes back as itself, not in Ray's wrapper
+        ds.map_batches(PdliteModel, fn_constructor_kwargs={"model": "model_dir_or.nb"},
+                       compute=ray.data.ActorPoolStrategy(size=2), batch_size=64).take_all()
 
 `PdliteModel` is a callable class: Ray builds one per actor, so each actor loads the model
 once (one predictor) and then runs every batch it is given. Rows are items; by default an
@@ -11,12 +12,15 @@ run item by item (default: each output is then bit-identical whatever the batchi
 `stack=True`, grouped by shape and each group stacked into one model call.
 
 `PdliteModel` itself needs no Ray (`pdlite batch` runs it in a process pool too); the helpers
-below (`require_ray`, `connect`, `predict_dataset`) import Ray when called.
+below (`require_ray`, `connect`, `predict_dataset`) import Ray when called; `pdlite_errors` unwraps a pdlite
+error from Ray's `RayTaskError(UserCodeException)` (1.6 KB of the actor's traceback) on the driver.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -193,6 +197,56 @@ def predict_dataset(ds: Any, model: str | os.PathLike, *, concurrency: int = 1, 
     return ds.map_batches(PdliteModel, fn_constructor_kwargs=kwargs, batch_size=batch_size, batch_format="numpy",
                           compute=ray.data.ActorPoolStrategy(size=int(concurrency)),
                           num_cpus=num_cpus if num_cpus is not None else kwargs.get("threads", 1))
+
+
+@contextlib.contextmanager
+def pdlite_errors() -> Iterator[None]:
+    """Re-raise a pdlite error that Ray wrapped on its way from an actor (`RayTaskError(UserCodeException)`, whose
+    message is the actor's whole traceback) as the pdlite error itself, with its one-line message:
+
+        with pdlite_errors():
+            rows = ds.map_batches(PdliteModel, ...).take_all()
+
+    Inside it, Ray Data's `raise_original_map_exception` is on (Ray then keeps the error object as the wrapper's
+    `cause`; without it only the text of the traceback names the pdlite error, which is parsed then). Other
+    exceptions pass unchanged."""
+    ctx = None
+    try:
+        import ray.data
+
+        ctx = ray.data.DataContext.get_current()
+    except ImportError:
+        pass
+    old = getattr(ctx, "raise_original_map_exception", None)
+    if old is not None:
+        ctx.raise_original_map_exception = True
+    try:
+        yield
+    except Exception as e:
+        cause = pdlite_cause(e)
+        if cause is e:
+            raise
+        if cause is None:
+            cause = _pdlite_error_in_text(str(e))
+            if cause is None:
+                raise
+        raise type(cause)(str(cause)) from None
+    finally:
+        if old is not None:
+            ctx.raise_original_map_exception = old
+
+
+def _pdlite_error_in_text(text: str) -> PdliteError | None:
+    """The last `pdlite.errors.NAME: message` line of a remote traceback as that pdlite error (or None)."""
+    from pdlite import errors
+
+    found = None
+    for line in text.splitlines():
+        m = re.match(r"pdlite\.errors\.(\w+): (.*)$", line.strip())
+        cls = getattr(errors, m.group(1), None) if m else None
+        if isinstance(cls, type) and issubclass(cls, PdliteError):
+            found = cls(m.group(2))
+    return found
 
 
 def pdlite_cause(exc: BaseException) -> PdliteError | None:

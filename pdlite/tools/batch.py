@@ -202,7 +202,7 @@ def _run_ray(files: list[str], outs: dict[str, str], model_kwargs: dict[str, Any
              batch_size: int, prep: ImagePrep | None, tick: Callable[[int], None]) -> None:
     """The inputs are read here and shipped through Ray's object store; the model path must be readable
     on the workers (the same machine, or a shared file system)."""
-    from pdlite.integrations.ray import connect, pdlite_cause, predict_dataset
+    from pdlite.integrations.ray import connect, pdlite_errors, predict_dataset
 
     local = address in ("", "local")
     ray = connect(address, num_cpus=max(os.cpu_count() or 1, workers * model_kwargs["threads"]) if local else None)
@@ -215,22 +215,15 @@ def _run_ray(files: list[str], outs: dict[str, str], model_kwargs: dict[str, Any
         items.append({"path": f, **cols})
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
-    if hasattr(ctx, "raise_original_map_exception"):  # Ray >= 2.4x wraps UDF errors, dropping the pdlite error
-        ctx.raise_original_map_exception = True
     ds = ray.data.from_items(items)
     kwargs = dict(model_kwargs)
     model = kwargs.pop("model")
     res = predict_dataset(ds, model, concurrency=workers, batch_size=batch_size, **kwargs)
-    try:
+    with pdlite_errors():
         for row in res.iter_rows():
             names = [k for k in row if k != "path"]
             write_outputs(outs[row["path"]], {n: np.asarray(row[n]) for n in names})
             tick(1)
-    except Exception as e:
-        cause = pdlite_cause(e)
-        if cause is None:
-            raise
-        raise type(cause)(str(cause)) from None
 
 
 # -- the command ----------------------------------------------------------------------------------
