@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite import __version__
 from pdlite.api import auto
 from pdlite.api.auto import (
     HOST,
@@ -92,11 +93,16 @@ class AutoRunner:
         self._changing_key = cache_key(base, {}, list(self.policy.cands), "changing")
         for name, c in self.policy.cands.items():
             c.per_shape = name != HOST and not _dynamic(name)
+        self._devices_key = f"devices|threads={base.threads()}|{__version__}"
+        ratios = load_choice(base, self._devices_key)
+        if isinstance(ratios, dict):
+            self.policy.first_ratio.update({k: float(v) for k, v in ratios.items() if isinstance(v, (int, float))})
         hit = load_choice(base, self._changing_key)
-        if isinstance(hit, dict):
+        if isinstance(hit, dict) and hit.get("candidates"):
             self.policy.load_priors(hit)
             self.cached = self._online = True
-            self.verified = {d: VERIFY_SIGNATURES for d in self.policy.cands}  # it agreed when it was measured
+            # the candidates it measured agreed with the host then
+            self.verified = {d: VERIFY_SIGNATURES for d in hit["candidates"]}
 
     # -- one call --------------------------------------------------------------------------------
     def run(self, pred: Any, run_host: Callable[[Any], None]) -> None:
@@ -224,6 +230,8 @@ class AutoRunner:
             self._last_best, self._stored_at = best, self.policy.elapsed_ms
             if len(self.policy.stream_sigs) > 1:
                 store_choice(self.base, self._changing_key, self.policy.to_json())
+            if self.policy.first_ratio:  # what a first call costs on each device, for any model's first guess
+                store_choice(self.base, self._devices_key, dict(self.policy.first_ratio))
 
     # -- reporting -------------------------------------------------------------------------------
     def choice(self) -> AutoChoice:

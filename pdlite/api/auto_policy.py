@@ -47,6 +47,10 @@ MIN_SIZE = 1.0
 PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
 
 
+def _number(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
 @dataclass
 class Candidate:
     """What one candidate has cost: its first call apart, then calls on signatures it had run (`seen`) and on
@@ -133,7 +137,13 @@ class OnlinePolicy:
         self.stream_sigs: set[Hashable] = set()
         self.new_calls = 0  # calls whose signature the stream had not seen
         self.current = host
-        self.expected_calls = 0  # the stream length an earlier process saw (its cache entry) ...
+        # earlier processes on this model (the cache): their stream time and exploration, so the share holds over
+        # runs (a run too short to explore adds to the budget of the next) ...
+        self.past_elapsed_ms = 0.0
+        self.past_explore_ms = 0.0
+        # ... and what a device's first call cost on any model, in host calls (the guess for an untried one)
+        self.first_ratio: dict[str, float] = {}
+        self.expected_calls = 0  # the stream length an earlier process saw ...
         self.prior_new_share = 0.0  # ... the share of its calls on new signatures, and their median size
         self.prior_size = 0.0
         self._pending: tuple[str, float] | None = None  # (explored candidate, the estimate it displaced)
@@ -209,7 +219,8 @@ class OnlinePolicy:
         return None
 
     def _explore(self, sig: Hashable, size: float, est: dict[str, float], best: str) -> str | None:
-        budget = EXPLORE_SHARE * (self.elapsed_ms + est[best]) - self.explore_ms
+        budget = EXPLORE_SHARE * (self.past_elapsed_ms + self.elapsed_ms + est[best]) \
+            - self.past_explore_ms - self.explore_ms
         changing = len(self.stream_sigs) > 1
         tries: list[tuple[float, str]] = []
         for c in self.usable():
@@ -218,7 +229,7 @@ class OnlinePolicy:
             if not c.built:
                 if c.known():
                     continue  # known from an earlier process: bought (above), not explored
-                guess = max(FIRST_GUESS * est[self.host], FIRST_GUESS_MS)
+                guess = max(self.first_ratio.get(c.name, FIRST_GUESS) * est[self.host], FIRST_GUESS_MS)
                 tries.append((guess - est[best], c.name))
             elif c.name in est:
                 extra = est[c.name] - est[best]
@@ -227,7 +238,7 @@ class OnlinePolicy:
                 stale = self.calls - c.last_call >= c.refresh and extra <= REFRESH_EXTRA * est[best]
                 if learn_over or stale:
                     tries.append((extra, c.name))
-        tries = [(max(extra, 0.0), n) for extra, n in tries if max(extra, 0.0) <= budget]
+        tries = [(max(extra, 0.0), n) for extra, n in tries if max(extra, 0.0) <= budget]  # the cheapest first
         return min(tries)[1] if tries else None
 
     # -- what happened -------------------------------------------------------------------------------
@@ -247,6 +258,9 @@ class OnlinePolicy:
         self.new_calls += stream_new
         if not c.sigs:  # its first call in this process (a device: built for it)
             c.first, c.build_ms = (ms, size), build_ms
+            host = h.estimate(size, False)
+            if name != self.host and host:
+                self.first_ratio[name] = ms / host
         elif sig in c.sigs:
             c.seen.append((ms, size))
             c.runs.append((ms, size, sig not in h.sigs))
@@ -306,6 +320,8 @@ class OnlinePolicy:
         return {"candidates": {n: c.summary() for n, c in self.cands.items() if c.refused is None and c.known()},
                 "refused": {n: c.refused for n, c in self.cands.items() if c.refused is not None},
                 "calls": self.calls, "new_share": round(self.new_calls / max(self.calls, 1), 4),
+                "elapsed_ms": round(self.past_elapsed_ms + self.elapsed_ms, 3),
+                "explore_ms": round(self.past_explore_ms + self.explore_ms, 3),
                 "size": self.usual_size(),
                 "best": self.best_now()}
 
@@ -321,6 +337,8 @@ class OnlinePolicy:
             c.prior_first_ms = float(first) if isinstance(first, (int, float)) else None
             if name == self.host:
                 c.prior_first_ms = None
+        self.past_elapsed_ms = _number(data.get("elapsed_ms"))
+        self.past_explore_ms = _number(data.get("explore_ms"))
         calls = data.get("calls")
         self.expected_calls = int(calls) if isinstance(calls, int) else 0
         size = data.get("size")

@@ -21,9 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("images", nargs="+", metavar="IMAGE|DIR", help="image files or folders of images")
     p.add_argument("--json", metavar="OUT.jsonl", help="write one JSON line per image (boxes, texts, scores)")
     p.add_argument("--draw", metavar="OUT_DIR", help="write each image with its boxes and texts side by side")
-    p.add_argument("--device", default="host", choices=["host", "intel_openvino", "onnxruntime", "auto"],
-                   help="where the networks run (auto: pdlite measures host and the installed devices on each "
-                        "network's first input and keeps the fastest; the first image pays for it); default host")
+    p.add_argument("--device", default=None, choices=["host", "intel_openvino", "onnxruntime", "auto"],
+                   help="where the networks run (auto: each network runs each call where pdlite measures it "
+                        "cheapest, the host or an installed device, new image sizes included; exploring costs at "
+                        "most a fifth of the run and what it learnt is cached for the next run); default auto "
+                        "when a device package is installed, else host")
     p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     p.add_argument("--context", action="append", metavar="KEY=VALUE",
                    help="an NNAdapter context property for the devices (docs/nnadapter.md), repeatable; e.g. "
@@ -94,6 +96,11 @@ def main(args: argparse.Namespace) -> int:
                                  ("textline_orientation_model_dir", args.textline_orientation_model),
                                  ("doc_orientation_model_dir", args.doc_orientation_model)) if v is not None}
     context = parse_kv(args.context, "--context")
+    explicit_auto = args.device == "auto"
+    if args.device is None:
+        from pdlite.tools.common import default_device
+
+        args.device = default_device()
     if context and args.device == "host":
         print(HOST_IGNORES_CONTEXT, file=sys.stderr)
     make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
@@ -135,11 +142,13 @@ def main(args: argparse.Namespace) -> int:
                         ensure_ascii=False) + "\n")
                 if drawer:
                     drawer(img, lines, path)
+                if args.device == "auto":  # where each network runs so far
+                    bar.label = "ocr (" + ", ".join(f"{k} {d}" for k, d in ocr.devices().items()) + ")"
                 bar.update()
     finally:
         if jsonl:
             jsonl.close()
-    if many or args.device == "auto":
+    if many or explicit_auto:
         _report(ocr, len(paths) - len(failed), t_load, t_images)
     if failed:
         print(f"{len(failed)} of {len(paths)} image(s) failed (the others were read):", file=sys.stderr)
@@ -206,8 +215,10 @@ def _report(ocr, n: int, t_load: float, t_images: float) -> None:
     devices = ", ".join(f"{k} on {d}" for k, d in ocr.devices().items())
     print(f"{n} image(s) in {t_images:.2f} s ({n / t_images if t_images else 0:.2f} images/s; {devices}; "
           f"{ocr.threads} thread(s)); models loaded in {t_load:.2f} s", file=err)
-    print("stage   total s  ms/image   (cls includes the perspective crops)", file=err)
+    print("stage   total s  ms/image   runs on   (cls includes the perspective crops)", file=err)
+    models = ocr.models()
     for k in ("det", "cls", "rec"):
-        print(f"{k:<6}{st[k]:>9.2f}{1e3 * st[k] / max(n, 1):>10.1f}", file=err)
+        where = models[k].placement() if k in models else "-"
+        print(f"{k:<6}{st[k]:>9.2f}{1e3 * st[k] / max(n, 1):>10.1f}   {where}", file=err)
     other = max(t_images - sum(st.values()), 0.0)
     print(f"{'other':<6}{other:>9.2f}{1e3 * other / max(n, 1):>10.1f}", file=err)

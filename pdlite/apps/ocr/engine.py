@@ -1,5 +1,7 @@
 """The three networks on pdlite's public API: one predictor per model, on the host, an NNAdapter device, or
-`auto` (pdlite.api.auto: every installed device measured on the model's first real input, the fastest kept)."""
+`auto`: each network decides for itself, call by call, on its own stream of inputs (pdlite/api/auto_online.py:
+new input shapes priced, exploration bounded to a share of the stream's time, so a short run stays on the host;
+what it learnt cached per model content and threads under the user cache dir, so the next run starts there)."""
 from __future__ import annotations
 
 import os
@@ -26,8 +28,9 @@ DEVICES = ("host", "intel_openvino", "onnxruntime", "auto")
 class Model:
     """A Paddle inference model (folder with inference.pdmodel/.pdiparams) run by a pdlite predictor.
 
-    With device="auto" the predictor picks its device on the first call, the fastest for that input
-    (`set_nnadapter_device_names(["auto"])`; the choice is cached by pdlite per model, shapes and threads).
+    With device="auto" the predictor runs each call where pdlite's online auto says it is cheapest, new input
+    shapes included (`set_nnadapter_device_names(["auto"])`; what it learnt is cached per model content and
+    threads).
     `context`: NNAdapter context properties for the devices (docs/nnadapter.md), e.g.
     {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": "bf16"}; they override the thread counts set from `threads`."""
 
@@ -47,7 +50,7 @@ class Model:
                 raise ConfigError(f"context property {k!r}={v!r}: expected a NAME and a VALUE without ';' or '='")
         props = with_thread_counts(context or {}, threads)  # a thread count given in `context` wins
         self.config.set_nnadapter_context_properties(format_context_properties(props))
-        if device == "auto":  # the engine picks on the first input (measured, cached per model and shape)
+        if device == "auto":  # decided call by call on this network's inputs (measured, cached per model content)
             self.config.set_nnadapter_device_names(["auto"])
         else:
             apply_device(self.config, device)
@@ -64,6 +67,16 @@ class Model:
     @property
     def device(self) -> str:
         return self.choice.device if self.choice is not None else self._device
+
+    def placement(self) -> str:
+        """Where its calls ran: the device, or with auto each candidate's calls (most first), e.g.
+        "intel_openvino (auto: intel_openvino 40, host 12 calls)"."""
+        c = self.choice
+        if c is None:
+            return self._device
+        calls = sorted(c.calls.items(), key=lambda kv: -kv[1])
+        ran = ", ".join(f"{d} {n}" for d, n in calls)
+        return f"{c.device} (auto: {ran} calls)" if ran else c.device
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         self._input.from_numpy(x)
