@@ -58,8 +58,8 @@ SLOW_MARGIN_MS = 1.0  # ... plus this much (sub-millisecond runs are too noisy t
 
 @dataclass
 class AutoChoice:
-    """What `auto` chose, with the times (ms) it measured (paired medians, see the module docstring) and the
-    candidates it refused (and why)."""
+    """What `auto` chose, with the times (ms) it measured (paired medians, see the module docstring; for the online
+    auto, each candidate's estimated ms per call of the stream) and the candidates it refused (and why)."""
 
     device: str
     medians_ms: dict[str, float] = field(default_factory=dict)
@@ -76,7 +76,8 @@ class AutoChoice:
 
     def describe(self) -> str:
         best = self.medians_ms.get(self.device)
-        text = f"auto chose {self.device}" + (f" ({best:.3f} ms median)" if best is not None else "")
+        what = "ms per call, estimated" if self.calls else "ms median"  # online (calls counted) or measured
+        text = f"auto chose {self.device}" + (f" ({best:.3f} {what})" if best is not None else "")
         ru = self.runner_up()
         if ru is not None:
             text += f"; runner-up {ru[0]} ({ru[1]:.3f} ms)"
