@@ -16,7 +16,8 @@ Batching: requests whose inputs have the same shapes and dtypes are stacked alon
 `max_batch_size` requests, waiting at most `batch_wait_timeout_s` for more) and the outputs split back; up to
 `workers` batches run at once, each on its own predictor clone. Stacking changes which BLAS blocks a row goes
 through, so a batched answer may differ from a one-request run in the last bits (~1e-7 relative on
-MobileNetV3); each answer equals, bit for bit, the same rows of a local run on the stacked batch. Models whose
+MobileNetV3, where even a row's position shows: rows 5-8 of a batch round unlike rows 1-4); each answer equals,
+bit for bit, its rows of a local run on the same stacked batch. Models whose
 outputs do not keep the batch in dim 0 (NMS detectors, the OCR app) are never stacked. `max_batch_size=1`
 turns batching off. Overload: Ray Serve's `max_ongoing_requests` (per replica) and `max_queued_requests` (per
 caller) bound the queue; over them HTTP callers get 503 at once.

@@ -112,8 +112,9 @@ def test_tritonclient_binary_tensors(url):
 
 
 def test_cnn_batched_bit_exact(url):
-    """Eight requests at once: Ray Serve batches them; each answer equals row 0 of a local run on as many
-    copies of the input as its batch held (the requests all send the same image)."""
+    """Eight requests at once: Ray Serve batches them; each answer equals, bit for bit, a row of a local run on
+    as many copies of the input as its batch held (the requests all send the same image; which row is not
+    known, and rows of one batch may differ in the last bits: on MobileNetV3 rows 5-8 round unlike rows 1-4)."""
     pred, run = local(CNN)
     name = pred.get_output_names()[0]
     x = np.random.default_rng(2).standard_normal((1, 3, 224, 224)).astype(np.float32)
@@ -124,7 +125,9 @@ def test_cnn_batched_bit_exact(url):
         assert code == 200, answer
         k = answer["parameters"]["batch_size"]
         sizes.append(k)
-        np.testing.assert_array_equal(outputs(answer)[name], run([np.concatenate([x] * k)])[0][:1])
+        got = outputs(answer)[name][0]
+        rows = run([np.concatenate([x] * k)])[0]
+        assert any(np.array_equal(got, r) for r in rows), (k, np.abs(rows - got).max())
     assert max(sizes) > 1, sizes  # batching happened
 
 
