@@ -1,7 +1,7 @@
 """The kernel registry: (op type, target, precision, layout) -> kernel class with declared tensor types."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +141,48 @@ def register_kernel(
         return cls
 
     return deco
+
+
+def register_variants(
+    cls: type[Kernel],
+    op_types: str | Sequence[str],
+    *,
+    target: TargetType,
+    precisions: Sequence[PrecisionType],
+    layout: DataLayoutType = DataLayoutType.NCHW,
+    alias: str = "def",
+    inputs: Mapping[str, TensorType] | None = None,
+    outputs: Mapping[str, TensorType] | None = None,
+) -> type[Kernel]:
+    """Register `cls` on `target` for each op type, one subclass per precision (its `precision` attribute set):
+    how a device target registers a kernel written once for fp32 and fp16 (CUDA, OpenCL)."""
+    types = [op_types] if isinstance(op_types, str) else list(op_types)
+    for p in precisions:
+        variant = type(f"{cls.__name__}{p.name}", (cls,), {"precision": p, "__module__": cls.__module__,
+                                                          "__doc__": cls.__doc__})
+        for t in types:
+            register_kernel(t, target=target, precision=p, layout=layout, alias=alias, inputs=inputs,
+                            outputs=outputs)(variant)
+    return cls
+
+
+def precision_variants(
+    target: TargetType, default_precisions: Sequence[PrecisionType] = (PrecisionType.FP32, PrecisionType.FP16),
+) -> Callable[..., Callable[[type[Kernel]], type[Kernel]]]:
+    """A device target's registration decorator: `@deco(op_types, precisions=..., layout=, alias=, inputs=,
+    outputs=)` registers the class on `target`, one variant per precision (register_variants)."""
+
+    def register(op_types: str | Sequence[str], *, precisions: Sequence[PrecisionType] = default_precisions,
+                 layout: DataLayoutType = DataLayoutType.NCHW, alias: str = "def",
+                 inputs: Mapping[str, TensorType] | None = None,
+                 outputs: Mapping[str, TensorType] | None = None) -> Callable[[type[Kernel]], type[Kernel]]:
+        def deco(cls: type[Kernel]) -> type[Kernel]:
+            return register_variants(cls, op_types, target=target, precisions=precisions, layout=layout,
+                                     alias=alias, inputs=inputs, outputs=outputs)
+
+        return deco
+
+    return register
 
 
 def kernels_for(op_type: str) -> list[KernelDef]:

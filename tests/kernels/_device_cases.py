@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from pdlite.core.dtypes import VarType
+from pdlite.core.program import OpDesc, Program, VarDesc
+from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, TargetType
+from pdlite.kernels.registry import KERNELS, KernelContext, KernelKey
 
 RNG = np.random.default_rng(0)
 
@@ -123,6 +126,9 @@ ACTIVATION_CASES = [
 ]
 ELEMENTWISE = ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "elementwise_max",
                "elementwise_min", "elementwise_pow", "elementwise_floordiv", "elementwise_mod"]
+# (X shape, Y shape), axis: Paddle's broadcasting forms the elementwise suites run
+ELEMENTWISE_SHAPES = [(((2, 3, 4, 5), (2, 3, 4, 5)), -1), (((2, 3, 4, 5), (3,)), 1), (((2, 3, 4, 5), (4, 5)), -1),
+                      (((2, 3, 4, 5), (3, 4)), 1)]
 FUSED_ELEMENTWISE = [f"fusion_elementwise_{k}_activation" for k in ("add", "sub", "mul", "div", "max", "min")]
 
 # More cases, for the ops and forms a target has beyond the list above (a target runs those it has kernels for):
@@ -144,3 +150,43 @@ MORE_CASES: list[tuple[str, dict, dict, tuple[str, ...], str]] = [
     ("transpose2", {"X": rand(2, 3, 4, 5, 2)}, {"axis": [4, 0, 2, 1, 3]}, (), "Out"),
     ("slice", {"Input": rand(4, 5, 6)}, {"axes": [1], "starts": [-3], "ends": [100]}, (), "Out"),
 ]
+
+
+def host_in_the_middle_program() -> Program:
+    """feed x -> relu -> exp -> relu -> fetch: `exp` has no device kernel (CUDA, OpenCL), so it runs on the host
+    between two device kernels."""
+    prog = Program()
+    b = prog.main
+    for n in ("x", "a", "b", "c"):
+        b.vars[n] = VarDesc(n, dtype=VarType.FP32, shape=[-1, 4])
+    b.vars["feed"] = VarDesc("feed", type=VarType.FEED_MINIBATCH, dtype=None)
+    b.vars["fetch"] = VarDesc("fetch", type=VarType.FETCH_LIST, dtype=None)
+    b.ops = [OpDesc("feed", {"X": ["feed"]}, {"Out": ["x"]}, {"col": 0}),
+             OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}),
+             OpDesc("exp", {"X": ["a"]}, {"Out": ["b"]}),
+             OpDesc("relu", {"X": ["b"]}, {"Out": ["c"]}),
+             OpDesc("fetch", {"X": ["c"]}, {"Out": ["fetch"]}, {"col": 0})]
+    return prog
+
+
+def check_int_shape_arithmetic(target: TargetType, context: KernelContext) -> None:
+    """int32/int64 slice, concat, elementwise, scale on a device target: its host-side kernels, host kernel results."""
+    from tests.kernels._util import make_op, run_op
+
+    x = np.array([4, 7, 9], np.int32)
+    for op_type, ins, attrs in [
+        ("slice", {"Input": x}, {"axes": [0], "starts": [1], "ends": [3]}),
+        ("concat", {"X": [x, x]}, {"axis": 0}),
+        ("elementwise_floordiv", {"X": x, "Y": np.array([-2], np.int32)}, {}),
+        ("scale", {"X": x.astype(np.int64)}, {"scale": 2.0, "bias": 1.0}),
+    ]:
+        op = make_op(op_type, ins, attrs)
+        alias = "host_int64" if op_type == "scale" else "host_int32"
+        kd = KERNELS.get(KernelKey(op_type, target, ANY_PRECISION, ANY_LAYOUT, alias))
+        assert kd is not None and kd.output_type("Out").target == TargetType.Host
+        kernel = kd.create(op, context)
+        kernel.prepare({})
+        got = kernel.run({k: (v if isinstance(v, list) else [v]) for k, v in ins.items()})["Out"][0]
+        ref = run_op(op_type, ins, attrs)["Out"][0]
+        assert isinstance(got, np.ndarray) and got.dtype == ref.dtype
+        np.testing.assert_array_equal(got, ref)

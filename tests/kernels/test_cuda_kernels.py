@@ -19,8 +19,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import pdlite.kernels.cuda  # noqa: E402,F401  (registers the CUDA kernels)
-from pdlite.core.dtypes import VarType  # noqa: E402
-from pdlite.core.program import OpDesc, Program, VarDesc  # noqa: E402
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, DataLayoutType, PrecisionType, TargetType  # noqa: E402
 from pdlite.kernels.registry import KERNELS, KernelContext, KernelDef, KernelKey  # noqa: E402
 from pdlite.lite import CxxConfig, Place, create_paddle_predictor  # noqa: E402
@@ -86,7 +84,10 @@ from tests.kernels._device_cases import (  # noqa: E402  (the case lists shared 
     ACTIVATION_CASES,
     CASES,
     ELEMENTWISE,
+    ELEMENTWISE_SHAPES,
     FUSED_ELEMENTWISE,
+    check_int_shape_arithmetic,
+    host_in_the_middle_program,
 )
 
 
@@ -102,8 +103,7 @@ def test_activation_matches_host(op_type, attrs):
 
 
 @pytest.mark.parametrize("op_type", ELEMENTWISE + FUSED_ELEMENTWISE)
-@pytest.mark.parametrize("shapes,axis", [(((2, 3, 4, 5), (2, 3, 4, 5)), -1), (((2, 3, 4, 5), (3,)), 1),
-                                         (((2, 3, 4, 5), (4, 5)), -1), (((2, 3, 4, 5), (3, 4)), 1)])
+@pytest.mark.parametrize("shapes,axis", ELEMENTWISE_SHAPES)
 def test_elementwise_matches_host(op_type, shapes, axis):
     x, y = rand(*shapes[0], lo=0.5, hi=3.0), rand(*shapes[1], lo=0.5, hi=3.0)
     attrs: dict[str, Any] = {"axis": axis}
@@ -140,24 +140,7 @@ def test_every_cuda_kernel_is_tested():
 
 def test_integer_shape_arithmetic_runs_on_the_host():
     """int32/int64 slice, concat, elementwise, scale: the CUDA target's host-side kernels (host kernel results)."""
-    x = np.array([4, 7, 9], np.int32)
-    for op_type, ins, attrs in [
-        ("slice", {"Input": x}, {"axes": [0], "starts": [1], "ends": [3]}),
-        ("concat", {"X": [x, x]}, {"axis": 0}),
-        ("elementwise_floordiv", {"X": x, "Y": np.array([-2], np.int32)}, {}),
-        ("scale", {"X": x.astype(np.int64)}, {"scale": 2.0, "bias": 1.0}),
-    ]:
-        op = make_op(op_type, ins, attrs)
-        alias = "host_int64" if op_type == "scale" else "host_int32"
-        kd = KERNELS.get(KernelKey(op_type, CUDA, ANY_PRECISION, ANY_LAYOUT, alias))
-        assert kd is not None and kd.output_type("Out").target == HOST
-        kernel = kd.create(op, CPU)
-        kernel.prepare({})
-        lists = {k: (v if isinstance(v, list) else [v]) for k, v in ins.items()}
-        got = kernel.run(lists)["Out"][0]
-        ref = run_op(op_type, ins, attrs)["Out"][0]
-        assert isinstance(got, np.ndarray) and got.dtype == ref.dtype
-        np.testing.assert_array_equal(got, ref)
+    check_int_shape_arithmetic(CUDA, CPU)
 
 
 def _fp16_supported() -> bool:
@@ -387,27 +370,11 @@ def test_graph_replay_refuses_a_changed_input_shape():
         cap.replay(dict(pred._params, **{name: np.concatenate([x, x])}))
 
 
-def _host_in_the_middle() -> tuple[Program, dict]:
-    prog = Program()
-    b = prog.main
-    for n in ("x", "a", "b", "c"):
-        b.vars[n] = VarDesc(n, dtype=VarType.FP32, shape=[-1, 4])
-    b.vars["feed"] = VarDesc("feed", type=VarType.FEED_MINIBATCH, dtype=None)
-    b.vars["fetch"] = VarDesc("fetch", type=VarType.FETCH_LIST, dtype=None)
-    b.ops = [OpDesc("feed", {"X": ["feed"]}, {"Out": ["x"]}, {"col": 0}),
-             OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}),
-             OpDesc("exp", {"X": ["a"]}, {"Out": ["b"]}),  # no CUDA kernel: runs on the host
-             OpDesc("relu", {"X": ["b"]}, {"Out": ["c"]}),
-             OpDesc("fetch", {"X": ["c"]}, {"Out": ["fetch"]}, {"col": 0})]
-    return prog, {}
-
-
 def test_host_work_between_device_kernels_is_not_capturable():
     from pdlite.optimizer.analysis import analyse
     from pdlite.optimizer.pipeline import default_passes
 
-    prog, params = _host_in_the_middle()
-    res = analyse(prog, params, [Place(CUDA, FP32), Place(HOST, FP32)], default_passes(), {"cuda_device": "cpu"})
+    res = analyse(host_in_the_middle_program(), {}, [Place(CUDA, FP32), Place(HOST, FP32)], default_passes(), {"cuda_device": "cpu"})
     scope = {"x": rand(2, 4)}
     for inst in res.runtime.instructions:
         inst.run(scope)

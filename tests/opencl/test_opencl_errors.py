@@ -62,13 +62,12 @@ def test_plugin_adds_an_opencl_kernel():
     fresh process (registrations there do not leak into this test session's registries)."""
     res = _run("""
         import numpy as np
-        from pdlite.core.dtypes import VarType
-        from pdlite.core.program import OpDesc, Program, VarDesc
         from pdlite.core.types import PrecisionType, TargetType
         from pdlite.lite import Place
         from pdlite.optimizer.analysis import analyse
         from pdlite.optimizer.pipeline import default_passes
         from pdlite.registries import load_registries
+        from tests.kernels._device_cases import host_in_the_middle_program
 
         def register():  # what a plugin's entry point does
             from pdlite.kernels.opencl.base import OpenCLKernel, add_source, opencl_kernel
@@ -88,17 +87,7 @@ def test_plugin_adds_an_opencl_kernel():
 
         load_registries([TargetType.OpenCL])
         register()
-        prog = Program()
-        b = prog.main
-        for n in ("x", "a", "b", "c"):
-            b.vars[n] = VarDesc(n, dtype=VarType.FP32, shape=[-1, 4])
-        b.vars["feed"] = VarDesc("feed", type=VarType.FEED_MINIBATCH, dtype=None)
-        b.vars["fetch"] = VarDesc("fetch", type=VarType.FETCH_LIST, dtype=None)
-        b.ops = [OpDesc("feed", {"X": ["feed"]}, {"Out": ["x"]}, {"col": 0}),
-                 OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}),
-                 OpDesc("exp", {"X": ["a"]}, {"Out": ["b"]}),
-                 OpDesc("relu", {"X": ["b"]}, {"Out": ["c"]}),
-                 OpDesc("fetch", {"X": ["c"]}, {"Out": ["fetch"]}, {"col": 0})]
+        prog = host_in_the_middle_program()  # relu -> exp -> relu
         places = [Place(TargetType.OpenCL, PrecisionType.FP32), Place(TargetType.Host)]
         res = analyse(prog, {}, places, default_passes(), {})
         insts = res.runtime.instructions

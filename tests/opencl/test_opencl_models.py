@@ -18,11 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdlite.core.dtypes import VarType
-from pdlite.core.program import OpDesc, Program, VarDesc
 from pdlite.core.types import PrecisionType, TargetType
 from pdlite.lite import CxxConfig, MobileConfig, Place, create_paddle_predictor
 from tests.conftest import LEGACY_MODELS, PIR_MODELS, REPO, assert_close_rel, load_case, model_dir
+from tests.kernels._device_cases import host_in_the_middle_program
 
 OPENCL, HOST = TargetType.OpenCL, TargetType.Host
 FP32, FP16 = PrecisionType.FP32, PrecisionType.FP16
@@ -88,26 +87,11 @@ def test_fp16_detector():
     assert float(np.mean((got > 0.3) == (ref > 0.3))) > 0.995
 
 
-def _host_in_the_middle() -> Program:
-    prog = Program()
-    b = prog.main
-    for n in ("x", "a", "b", "c"):
-        b.vars[n] = VarDesc(n, dtype=VarType.FP32, shape=[-1, 4])
-    b.vars["feed"] = VarDesc("feed", type=VarType.FEED_MINIBATCH, dtype=None)
-    b.vars["fetch"] = VarDesc("fetch", type=VarType.FETCH_LIST, dtype=None)
-    b.ops = [OpDesc("feed", {"X": ["feed"]}, {"Out": ["x"]}, {"col": 0}),
-             OpDesc("relu", {"X": ["x"]}, {"Out": ["a"]}),
-             OpDesc("exp", {"X": ["a"]}, {"Out": ["b"]}),  # no OpenCL kernel: runs on the host
-             OpDesc("relu", {"X": ["b"]}, {"Out": ["c"]}),
-             OpDesc("fetch", {"X": ["c"]}, {"Out": ["fetch"]}, {"col": 0})]
-    return prog
-
-
 def test_host_kernel_between_opencl_kernels_gets_copies():
     from pdlite.optimizer.analysis import analyse
     from pdlite.optimizer.pipeline import default_passes
 
-    res = analyse(_host_in_the_middle(), {}, [Place(OPENCL, FP32), Place(HOST, FP32)], default_passes(), {})
+    res = analyse(host_in_the_middle_program(), {}, [Place(OPENCL, FP32), Place(HOST, FP32)], default_passes(), {})
     seq = [(i.op.type, i.kernel_def.key.target, i.kernel_def.key.alias) for i in res.runtime.instructions]
     assert [s[0] for s in seq] == ["io_copy", "relu", "io_copy", "exp", "io_copy", "relu", "io_copy"], seq
     assert seq[1][1] == OPENCL and seq[3][1] == HOST and seq[5][1] == OPENCL

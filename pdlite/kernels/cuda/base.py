@@ -14,7 +14,7 @@ Slot conventions (declared tensor types, so that type_target_cast_pass inserts t
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,8 @@ from pdlite.core.types import (
     TargetType,
 )
 from pdlite.errors import ConfigError, MissingDependencyError
-from pdlite.kernels.registry import Kernel, KernelContext, TensorType, register_kernel
+from pdlite.kernels.host_side import host_floats, host_ints  # noqa: F401  (the CUDA kernels' names for them)
+from pdlite.kernels.registry import Kernel, KernelContext, TensorType, precision_variants
 
 try:
     import torch
@@ -89,18 +90,6 @@ def to_numpy(v: Any) -> np.ndarray:
     if isinstance(v, torch.Tensor):
         return v.detach().cpu().numpy()
     return np.asarray(v)
-
-
-def host_ints(vals: Sequence[Any] | None) -> list[int] | None:
-    """The integers of a tensor or a list of 1-element tensors (None when the slot is empty)."""
-    if not vals:
-        return None
-    return [int(v) for a in vals for v in to_numpy(a).reshape(-1)]
-
-
-def host_floats(vals: Sequence[Any]) -> list[float]:
-    """The floats of a tensor or a list of 1-element tensors."""
-    return [float(v) for a in vals for v in to_numpy(a).reshape(-1)]
 
 
 def use_tf32(on: bool) -> None:
@@ -163,25 +152,6 @@ class CudaKernel(Kernel):
         return c if c is not None else to_torch(v, self.device, self.dtype)
 
 
-def cuda_kernel(
-    op_types: str | Sequence[str],
-    *,
-    precisions: Sequence[PrecisionType] = FLOATS,
-    layout: DataLayoutType = NCHW,
-    alias: str = "def",
-    inputs: Mapping[str, TensorType] | None = None,
-    outputs: Mapping[str, TensorType] | None = None,
-) -> Callable[[type[CudaKernel]], type[CudaKernel]]:
-    """Register a CudaKernel subclass on the CUDA target, one variant class per precision."""
-    types = [op_types] if isinstance(op_types, str) else list(op_types)
-
-    def deco(cls: type[CudaKernel]) -> type[CudaKernel]:
-        for p in precisions:
-            variant = type(f"{cls.__name__}{p.name}", (cls,), {"precision": p, "__module__": cls.__module__,
-                                                              "__doc__": cls.__doc__})
-            for t in types:
-                register_kernel(t, target=CUDA, precision=p, layout=layout, alias=alias,
-                                inputs=inputs, outputs=outputs)(variant)
-        return cls
-
-    return deco
+# @cuda_kernel(op_types, precisions=(FP32, FP16), layout=NCHW, alias=, inputs=, outputs=): a CudaKernel subclass on
+# the CUDA target, one variant class per precision
+cuda_kernel = precision_variants(CUDA, FLOATS)

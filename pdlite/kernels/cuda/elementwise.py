@@ -3,7 +3,7 @@
 X and Y are reshaped (views) by `aligned_shapes` (the op definition's rule) so that torch's
 broadcasting gives Paddle's; the result keeps X's dtype. Integer division truncates toward zero,
 floordiv floors, mod takes the divisor's sign, as on the host. Int32/int64 operands (shape
-arithmetic) run on the host instead (see host_side.py).
+arithmetic) run on the host instead (see pdlite/kernels/host_side.py).
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from pdlite.kernels.cuda.base import CudaKernel, cuda_kernel
-from pdlite.kernels.cuda.host_side import register_host_side
 from pdlite.operators.elementwise import BINARY_OPS, aligned_shapes
 
 Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -66,6 +65,4 @@ class Elementwise(CudaKernel):
 
 
 _ALL = list(BINARY_OPS)
-cuda_kernel(_ALL)(Elementwise)
-for _t in _ALL:
-    register_host_side(_t, ["X", "Y"])
+cuda_kernel(_ALL)(Elementwise)  # int32/int64 operands: host-side kernels (tensor.py, register_shape_arithmetic)

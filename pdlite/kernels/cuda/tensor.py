@@ -6,7 +6,7 @@ Reshape-like kernels return views (tensors are never written in place); transpos
 contiguous copy like the host kernel. XShape outputs are not produced (inference never reads them).
 `shape` reads only the input's metadata and returns a host int32 array; `fill_constant` makes its
 (small) tensor on the host; slice / concat / reshape of int32/int64 shape tensors run on the host
-(host_side.py), so that shape arithmetic never waits for the GPU.
+(pdlite/kernels/host_side.py), so that shape arithmetic never waits for the GPU.
 """
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, PrecisionType
 from pdlite.errors import KernelError
-from pdlite.kernels.cuda.base import ANY_TENSOR, CUDA, HOST_ANY, CudaKernel, cuda_kernel, to_numpy
-from pdlite.kernels.cuda.host_side import HostSide, register_host_side
-from pdlite.kernels.registry import TensorType, register_kernel
+from pdlite.kernels.cuda.base import CUDA, HOST_ANY, CudaKernel, cuda_kernel, to_numpy
+from pdlite.kernels.host_side import SLICE_TENSORS as _SLICE_TENSORS
+from pdlite.kernels.host_side import register_shape_arithmetic
 from pdlite.operators import tensor as T
 
 
@@ -112,9 +111,6 @@ class Split(CudaKernel):
         return {"Out": list(torch.split(x, sizes, dim=axis))}
 
 
-_SLICE_TENSORS = ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList")
-
-
 @cuda_kernel("slice", inputs={s: HOST_ANY for s in _SLICE_TENSORS})
 class Slice(CudaKernel):
     """Out: Input[starts:ends] on `axes` (clamped like Paddle), `decrease_axis` dims dropped (a view)."""
@@ -137,29 +133,4 @@ class Softmax(CudaKernel):
         return {"Out": [torch.softmax(x, dim=int(self.attrs["axis"]))]}
 
 
-@register_kernel("shape", target=CUDA, precision=ANY_PRECISION, layout=ANY_LAYOUT, inputs={"Input": ANY_TENSOR},
-                 outputs={"Out": TensorType(HOST, PrecisionType.INT32, ANY_LAYOUT)})
-class Shape(CudaKernel):
-    """Out: Input's dims as a host int32 array (reads no data: nothing waits for the GPU)."""
-
-    metadata_only = True
-
-    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        return {"Out": [np.array(tuple(ins["Input"][0].shape), dtype=np.int32)]}
-
-
-register_kernel("fill_constant", target=CUDA, precision=ANY_PRECISION, layout=ANY_LAYOUT,
-                inputs={s: HOST_ANY for s in ("ValueTensor", "ShapeTensor", "ShapeTensorList")},
-                outputs={"Out": HOST_ANY})(HostSide)
-
-for _t, _data, _other in (
-    ("slice", ["Input"], _SLICE_TENSORS),
-    ("concat", ["X"], ["AxisTensor"]),
-    ("reshape2", ["X"], ["Shape", "ShapeTensor"]),
-    ("reshape", ["X"], ["Shape", "ShapeTensor"]),
-    ("flatten_contiguous_range", ["X"], []),
-    ("squeeze2", ["X"], []),
-    ("unsqueeze2", ["X"], ["AxesTensor", "AxesTensorList"]),
-    ("scale", ["X"], ["ScaleTensor"]),
-):
-    register_host_side(_t, _data, _other)
+register_shape_arithmetic(CUDA)  # shape, fill_constant, int32/int64 shape arithmetic: on the host

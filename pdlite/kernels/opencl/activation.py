@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pdlite.kernels.host_side import host_floats
 from pdlite.kernels.opencl.base import (
     ACT_CODES,
     HOST_ANY,
     OpenCLKernel,
     act_args,
     add_source,
-    host_floats,
     opencl_kernel,
 )
 from pdlite.operators.fused import split_activation

@@ -16,16 +16,15 @@ Slot conventions (declared tensor types, as on the CUDA target):
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, ANY_TARGET, HOST, DataLayoutType, PrecisionType, TargetType
 from pdlite.errors import KernelError
-from pdlite.kernels.host_side import host_array
 from pdlite.kernels.opencl.device import ClDevice, cla, get_device
-from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.kernels.registry import Kernel, TensorType, precision_variants
 
 OPENCL = TargetType.OpenCL
 FP32, FP16 = PrecisionType.FP32, PrecisionType.FP16
@@ -214,37 +213,6 @@ class OpenCLKernel(Kernel):
         return c if c is not None else self.upload(v)
 
 
-def host_ints(vals: Sequence[Any] | None) -> list[int] | None:
-    """The integers of a tensor or a list of 1-element tensors (None when the slot is empty)."""
-    if not vals:
-        return None
-    return [int(v) for a in vals for v in host_array(a).reshape(-1)]
-
-
-def host_floats(vals: Sequence[Any]) -> list[float]:
-    """The floats of a tensor or a list of 1-element tensors."""
-    return [float(v) for a in vals for v in host_array(a).reshape(-1)]
-
-
-def opencl_kernel(
-    op_types: str | Sequence[str],
-    *,
-    precisions: Sequence[PrecisionType] = FLOATS,
-    layout: DataLayoutType = NCHW,
-    alias: str = "def",
-    inputs: Mapping[str, TensorType] | None = None,
-    outputs: Mapping[str, TensorType] | None = None,
-) -> Callable[[type[OpenCLKernel]], type[OpenCLKernel]]:
-    """Register an OpenCLKernel subclass on the OpenCL target, one variant class per precision."""
-    types = [op_types] if isinstance(op_types, str) else list(op_types)
-
-    def deco(cls: type[OpenCLKernel]) -> type[OpenCLKernel]:
-        for p in precisions:
-            variant = type(f"{cls.__name__}{p.name}", (cls,), {"precision": p, "__module__": cls.__module__,
-                                                              "__doc__": cls.__doc__})
-            for t in types:
-                register_kernel(t, target=OPENCL, precision=p, layout=layout, alias=alias,
-                                inputs=inputs, outputs=outputs)(variant)
-        return cls
-
-    return deco
+# @opencl_kernel(op_types, precisions=(FP32, FP16), layout=NCHW, alias=, inputs=, outputs=): an OpenCLKernel
+# subclass on the OpenCL target, one variant class per precision
+opencl_kernel = precision_variants(OPENCL, FLOATS)

@@ -35,26 +35,9 @@ add_source("conv", r"""
     if (has_res) acc += LD(res, i); \
     ST(y, i, act_fn(acc, act, a, b, c));
 
-__kernel void conv2d_direct(CONV_ARGS) {
-    CONV_INDEX
-    int cg = C / G, g = oc / (OC / G);
-    float acc = 0.0f;
-    for (int ci = 0; ci < cg; ++ci) {
-        int xc = (n * C + g * cg + ci) * H * W, wc = (oc * cg + ci) * KH * KW;
-        for (int kh = 0; kh < KH; ++kh) {
-            int ih = ih0 + kh * DH;
-            if (ih < 0 || ih >= H) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                int iw = iw0 + kw * DW;
-                if (iw >= 0 && iw < W) acc += LD(x, xc + ih * W + iw) * LD(w, wc + kh * KW + kw);
-            }
-        }
-    }
-    CONV_STORE
-}
-__kernel void conv2d_depthwise(CONV_ARGS) {
-    CONV_INDEX
-    int xc = (n * C + oc / (OC / C)) * H * W, wc = oc * KH * KW;
+/* the window of output (ih0, iw0) over one input plane (xc) and one filter plane (wc), padding skipped */
+float window_dot(__global const T* x, __global const T* w, int xc, int wc, int ih0, int iw0, int H, int W, int KH,
+                 int KW, int DH, int DW) {
     float acc = 0.0f;
     for (int kh = 0; kh < KH; ++kh) {
         int ih = ih0 + kh * DH;
@@ -64,6 +47,21 @@ __kernel void conv2d_depthwise(CONV_ARGS) {
             if (iw >= 0 && iw < W) acc += LD(x, xc + ih * W + iw) * LD(w, wc + kh * KW + kw);
         }
     }
+    return acc;
+}
+__kernel void conv2d_direct(CONV_ARGS) {
+    CONV_INDEX
+    int cg = C / G, g = oc / (OC / G);
+    float acc = 0.0f;
+    for (int ci = 0; ci < cg; ++ci)
+        acc += window_dot(x, w, (n * C + g * cg + ci) * H * W, (oc * cg + ci) * KH * KW, ih0, iw0, H, W, KH, KW,
+                          DH, DW);
+    CONV_STORE
+}
+/* one input channel per group: output channel oc reads input channel oc / (OC / C) */
+__kernel void conv2d_depthwise(CONV_ARGS) {
+    CONV_INDEX
+    float acc = window_dot(x, w, (n * C + oc / (OC / C)) * H * W, oc * KH * KW, ih0, iw0, H, W, KH, KW, DH, DW);
     CONV_STORE
 }
 /* transposed: w [C, OC / G, KH, KW]; output (oh, ow) gathers the inputs whose window covers it */

@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.core.types import TargetType
 from pdlite.errors import KernelError
-from pdlite.kernels.host_side import register_host_side
 from pdlite.kernels.opencl.base import OpenCLKernel, act_args, add_source, opencl_kernel
-from pdlite.operators.elementwise import BINARY_OPS, BroadcastError, aligned_shapes
+from pdlite.operators.elementwise import BroadcastError, aligned_shapes
 from pdlite.operators.fused import FUSED_ELEMENTWISE, split_activation
 
 MAX_RANK = 8
@@ -102,6 +100,4 @@ class Elementwise(OpenCLKernel):
         return {"Out": [out]}
 
 
-opencl_kernel([*OP_CODES, *FUSED_ELEMENTWISE])(Elementwise)
-for _t in BINARY_OPS:
-    register_host_side(_t, TargetType.OpenCL, ["X", "Y"])
+opencl_kernel([*OP_CODES, *FUSED_ELEMENTWISE])(Elementwise)  # int operands: host side (tensor.py)

@@ -16,12 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, PrecisionType
 from pdlite.errors import KernelError
-from pdlite.kernels.host_side import HostSide, host_array, register_host_side
-from pdlite.kernels.opencl.base import ANY_TENSOR, HOST_ANY, OPENCL, OpenCLKernel, add_source, opencl_kernel
+from pdlite.kernels.host_side import SLICE_TENSORS as _SLICE_TENSORS
+from pdlite.kernels.host_side import host_array, register_shape_arithmetic
+from pdlite.kernels.opencl.base import HOST_ANY, OPENCL, OpenCLKernel, add_source, opencl_kernel
 from pdlite.kernels.opencl.elementwise import MAX_RANK, contiguous_strides
-from pdlite.kernels.registry import TensorType, register_kernel
 from pdlite.operators import tensor as T
 
 add_source("tensor", r"""
@@ -182,9 +181,6 @@ class Split(OpenCLKernel):
         return {"Out": outs}
 
 
-_SLICE_TENSORS = ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList")
-
-
 @opencl_kernel("slice", inputs={s: HOST_ANY for s in _SLICE_TENSORS})
 class Slice(OpenCLKernel):
     """Out: Input[starts:ends] on `axes` (clamped like Paddle), `decrease_axis` dims dropped."""
@@ -221,29 +217,4 @@ class Softmax(OpenCLKernel):
         return {"Out": [out]}
 
 
-@register_kernel("shape", target=OPENCL, precision=ANY_PRECISION, layout=ANY_LAYOUT, inputs={"Input": ANY_TENSOR},
-                 outputs={"Out": TensorType(HOST, PrecisionType.INT32, ANY_LAYOUT)})
-class Shape(OpenCLKernel):
-    """Out: Input's dims as a host int32 array (reads no data: nothing waits for the device)."""
-
-    metadata_only = True
-
-    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        return {"Out": [np.array(tuple(ins["Input"][0].shape), dtype=np.int32)]}
-
-
-register_kernel("fill_constant", target=OPENCL, precision=ANY_PRECISION, layout=ANY_LAYOUT,
-                inputs={s: HOST_ANY for s in ("ValueTensor", "ShapeTensor", "ShapeTensorList")},
-                outputs={"Out": HOST_ANY})(HostSide)
-
-for _t, _data, _other in (
-    ("slice", ["Input"], _SLICE_TENSORS),
-    ("concat", ["X"], ["AxisTensor"]),
-    ("reshape2", ["X"], ["Shape", "ShapeTensor"]),
-    ("reshape", ["X"], ["Shape", "ShapeTensor"]),
-    ("flatten_contiguous_range", ["X"], []),
-    ("squeeze2", ["X"], []),
-    ("unsqueeze2", ["X"], ["AxesTensor", "AxesTensorList"]),
-    ("scale", ["X"], ["ScaleTensor"]),
-):
-    register_host_side(_t, OPENCL, _data, _other)
+register_shape_arithmetic(OPENCL)  # shape, fill_constant, int32/int64 shape arithmetic: on the host
