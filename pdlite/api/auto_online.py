@@ -16,6 +16,7 @@ threads, the candidates, the device properties and the kind of workload ("changi
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -62,11 +63,11 @@ def _dynamic(device: str) -> bool:
 
 
 def _signature(feeds: dict[str, Any]) -> tuple:
-    return tuple((k, tuple(np.shape(v)), str(getattr(v, "dtype", ""))) for k, v in feeds.items())
+    return tuple((k, tuple(getattr(v, "shape", ())), getattr(v, "dtype", None)) for k, v in feeds.items())
 
 
-def _size(feeds: dict[str, Any]) -> float:
-    return float(sum(int(np.prod(np.shape(v))) for v in feeds.values()))
+def _size(sig: tuple) -> float:
+    return float(sum(math.prod(shape) for _, shape, _ in sig))
 
 
 class AutoRunner:
@@ -112,7 +113,8 @@ class AutoRunner:
         if any(v is None for v in feeds.values()):
             run_host(pred)  # reports the missing input
             return
-        sig, size = _signature(feeds), _size(feeds)
+        sig = _signature(feeds)
+        size = _size(sig)
         with self.lock:
             if not self._online:
                 self._start(sig, feeds)
@@ -200,7 +202,7 @@ class AutoRunner:
     def _adopt_fixed(self, choice: AutoChoice, sig: tuple, feeds: dict[str, Any]) -> None:
         """Seed the policy with a fixed-shape choice: its medians as the candidates' costs on a seen `sig`."""
         self.fixed, self._online = choice, True
-        size = max(_size(feeds), 1.0)
+        size = max(_size(sig), 1.0)
         for name, why in choice.refused.items():
             if name in self.policy.cands and name != HOST:
                 self.policy.refuse(name, why)
@@ -222,12 +224,12 @@ class AutoRunner:
         choice.predictor = None
 
     def _after(self) -> None:
-        """Write what was learnt to the cache when the best candidate changes, after calls 1, 2, 4, 8, ... (a short
+        """Write what was learnt to the cache when the calls move to another candidate, after calls 1, 2, 4, ... (a short
         stream's too) and every STORE_EVERY_MS of the stream (a stream that stayed on one signature is cached as a
         fixed one, by choose_device)."""
-        best, n = self.policy.best_now(), self.policy.calls
-        if best != self._last_best or self.policy.elapsed_ms - self._stored_at >= STORE_EVERY_MS or not n & (n - 1):
-            self._last_best, self._stored_at = best, self.policy.elapsed_ms
+        n, current = self.policy.calls, self.policy.current
+        if current != self._last_best or self.policy.elapsed_ms - self._stored_at >= STORE_EVERY_MS or not n & (n - 1):
+            self._last_best, self._stored_at = current, self.policy.elapsed_ms
             if len(self.policy.stream_sigs) > 1:
                 store_choice(self.base, self._changing_key, self.policy.to_json())
             if self.policy.first_ratio:  # what a first call costs on each device, for any model's first guess

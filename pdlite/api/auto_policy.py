@@ -44,6 +44,8 @@ REFRESH_EXTRA = 0.5  # a candidate is measured again only on a call its model pr
 WINDOW = 24  # samples per kind kept (recent ones: costs move when a device's caches warm up)
 REFRESH_CALLS = 16  # a candidate not run for this many calls is measured again (then twice that, ...)
 MIN_SIZE = 1.0
+REUSE_CALLS = 7  # calls on the signature of the last decision take it again this many times (a fixed stream's
+# calls cost no bookkeeping beyond recording their time), then it is made afresh
 PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
 
 
@@ -74,7 +76,23 @@ class Candidate:
     prior_over: float | None = None
     prior_first_ms: float | None = None
 
+    def _memo(self, what: str, fn: Any) -> Any:
+        """fn() cached until the samples or priors change (a call's pick reads them several times)."""
+        key = (len(self.seen), self.seen[-1] if self.seen else None, len(self.new), self.new[-1] if self.new else None,
+               self.first, self.prior_unit, self.prior_over, self.per_shape)
+        memo = self.__dict__.setdefault("_memo_cache", {})
+        hit = memo.get(what)
+        if hit is None or hit[0] != key:
+            hit = memo[what] = (key, fn())
+        return hit[1]
+
     def unit(self) -> float | None:
+        return self._memo("unit", self._unit)
+
+    def over(self) -> float:
+        return self._memo("over", self._over)
+
+    def _unit(self) -> float | None:
         if self.seen:
             return statistics.median(ms / s for ms, s in self.seen)
         if self.new:  # only new signatures so far: their costs include the over (pessimistic)
@@ -85,7 +103,7 @@ class Candidate:
             return self.first[0] / self.first[1]
         return None
 
-    def over(self) -> float:
+    def _over(self) -> float:
         u = self.unit()
         if u is None:
             return 0.0
@@ -146,7 +164,8 @@ class OnlinePolicy:
         self.expected_calls = 0  # the stream length an earlier process saw ...
         self.prior_new_share = 0.0  # ... the share of its calls on new signatures, and their median size
         self.prior_size = 0.0
-        self._pending: tuple[str, float] | None = None  # (explored candidate, the estimate it displaced)
+        self._pending: tuple[str, float] | None = None
+        self._fast: tuple[Hashable, str, int] | None = None  # (signature, choice, calls it may still decide)  # (explored candidate, the estimate it displaced)
 
     # -- the choice ---------------------------------------------------------------------------------
     def usable(self) -> list[Candidate]:
@@ -168,9 +187,12 @@ class OnlinePolicy:
         c, h = self.cands[name], self.cands[self.host]
         if name == self.host or len(c.runs) < PROBATION or not h.known():
             return True
-        spent = sum(ms for ms, _, _ in c.runs)
-        host = sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
-        return spent <= MARGIN * host
+        key = (len(c.runs), c.runs[-1], h.unit(), h.over())
+        if c.__dict__.get("_trust", (None,))[0] != key:
+            spent = sum(ms for ms, _, _ in c.runs)
+            host = sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
+            c.__dict__["_trust"] = (key, spent <= MARGIN * host)
+        return c.__dict__["_trust"][1]
 
     def exploit(self, est: dict[str, float]) -> str:
         """The cheapest built candidate for this call; a device only by MARGIN over the host and while trusted."""
@@ -187,6 +209,10 @@ class OnlinePolicy:
 
     def pick(self, sig: Hashable, size: float) -> str:
         """The candidate that runs the call with signature `sig` and `size` elements."""
+        fast = self._fast
+        if fast is not None and fast[0] == sig and fast[2] > 0:  # the same input as the last calls: as then
+            self._fast = (sig, fast[1], fast[2] - 1)
+            return fast[1]
         h = self.cands[self.host]
         est = self.estimates(sig, size)
         if not h.known():
@@ -199,16 +225,20 @@ class OnlinePolicy:
         if x is not None:
             self._pending = (x, est[best])
             return x
+        self._fast = (sig, best, REUSE_CALLS)
         return best
 
     def _buy(self, est: dict[str, float], best: str) -> str | None:
         """A candidate known from an earlier process, not built yet, once building it pays: the savings its model
         promises over the calls still expected (as many as the earlier stream had, at least as many as so far),
         or those the calls so far missed, reach what its first call costs beyond a call."""
+        waiting = [c for c in self.usable() if not c.built and c.name in est]
+        if not waiting:
+            return None
         horizon = max(self.expected_calls - self.calls, self.calls)
         mixed = self.mixed_estimates()  # per call of the stream's usual size, new signatures in their share
-        for c in self.usable():
-            if c.built or c.name not in est or c.name not in mixed or best not in mixed \
+        for c in waiting:
+            if c.name not in mixed or best not in mixed \
                     or not mixed[c.name] * MARGIN < mixed[best]:
                 continue
             cost = max((c.prior_first_ms or 0.0) - est[c.name], 0.0)
@@ -248,11 +278,13 @@ class OnlinePolicy:
         `extra_ms`: checking it against the host cost that much more (exploration)."""
         size = max(float(size), MIN_SIZE)
         c, h = self.cands[name], self.cands[self.host]
-        est = self.estimates(sig, size)
-        ran_best = est.get(name)
-        for o in self.usable():  # what the calls would have saved on a known candidate not built yet
-            if not o.built and o.name in est and ran_best is not None:
-                o.regret_ms += max(0.0, ran_best - est[o.name])
+        waiting = [o for o in self.usable() if not o.built and o.known()]
+        if waiting:  # what the calls would have saved on a known candidate not built yet
+            ran = c.estimate(size, sig not in c.sigs)
+            for o in waiting:
+                e = o.estimate(size, True)
+                if ran is not None and e is not None:
+                    o.regret_ms += max(0.0, ran - e)
         stream_new = sig not in self.stream_sigs
         self.stream_sigs.add(sig)
         self.new_calls += stream_new
@@ -288,6 +320,7 @@ class OnlinePolicy:
 
     def refuse(self, name: str, why: str) -> None:
         self.cands[name].refused = why
+        self._fast = None
 
     # -- reporting and the cache ---------------------------------------------------------------------
     def usual_size(self) -> float:
