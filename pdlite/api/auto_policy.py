@@ -46,6 +46,7 @@ REFRESH_CALLS = 16  # a candidate not run for this many calls is measured again 
 MIN_SIZE = 1.0
 REUSE_CALLS = 7  # calls on the signature of the last decision take it again this many times (a fixed stream's
 # calls cost no bookkeeping beyond recording their time), then it is made afresh
+SURPRISE = 1.5  # a call this many times dearer than its model said ends the reuse of the last decision
 PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
 
 
@@ -285,6 +286,9 @@ class OnlinePolicy:
                 e = o.estimate(size, True)
                 if ran is not None and e is not None:
                     o.regret_ms += max(0.0, ran - e)
+        expected = c.estimate(size, sig not in c.sigs)
+        if expected is None or ms > SURPRISE * expected:
+            self._fast = None  # a call dearer than its model said: decide afresh on the next
         stream_new = sig not in self.stream_sigs
         self.stream_sigs.add(sig)
         self.new_calls += stream_new
