@@ -271,3 +271,17 @@ def test_the_cache_keys_on_the_model_content_not_its_path(tmp_path):
     params.write_bytes(bytes(data))
     assert not create_paddle_predictor(_cfg(copy))._auto.cached, "other weights: another model"
     assert auto.model_digest(_cfg(copy)) != auto.model_digest(_cfg())
+
+
+def test_ocr_networks_on_auto_say_where_their_calls_ran():
+    """The OCR app's networks use the API's auto (each decides on its own stream); a short stream stays on the
+    host and reads as the host does."""
+    from pdlite.apps.ocr.engine import CLS_MODEL_DIR, Model
+
+    auto_model, host_model = Model(CLS_MODEL_DIR, device="auto"), Model(CLS_MODEL_DIR, device="host")
+    rng = np.random.default_rng(3)
+    for n in (6, 6, 3, 6, 1):
+        x = rng.uniform(-1, 1, (n, 3, 48, 192)).astype(np.float32)
+        np.testing.assert_allclose(auto_model(x), host_model(x), rtol=0, atol=1e-5)
+    assert auto_model.device == "host" and auto_model.placement().startswith("host (auto: host ")
+    assert host_model.placement() == "host"
