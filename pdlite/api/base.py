@@ -70,8 +70,8 @@ def make_reentrant(runtime: RuntimeProgram) -> threading.Lock | None:
     itself keeps state between runs (a CUDA graph program), else None."""
     if type(runtime) is not RuntimeProgram:
         return threading.Lock()
-    runtime.instructions = [i if _reentrant(i) or isinstance(i, _Serialised) else _Serialised(i)
-                            for i in runtime.instructions]
+    runtime.instructions = [i if _reentrant(i) or isinstance(i, _Serialised) else _Serialised(i)  # type: ignore[misc]
+                            for i in runtime.instructions]  # (a _Serialised runs as the Instruction it wraps)
     return None
 
 
@@ -136,34 +136,41 @@ class PredictorBase:
 
     # -- paddlelite API -----------------------------------------------------------------------
     def get_input(self, i: int) -> Tensor:
+        """The input tensor at position `i` (feed order); InputError naming the inputs when out of range."""
         if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < len(self._inputs):
             raise InputError(f"get_input({i}): the model has {len(self._inputs)} input(s): {self._feed_names}")
         return self._inputs[i]
 
     def get_output(self, i: int) -> Tensor:
+        """The output tensor at position `i` (fetch order); InputError naming the outputs when out of range."""
         if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < len(self._outputs):
             raise InputError(f"get_output({i}): the model has {len(self._outputs)} output(s): {self._fetch_names}")
         return self._outputs[i]
 
     def get_input_by_name(self, name: str) -> Tensor:
+        """The input tensor named `name`; InputError naming the inputs when there is none."""
         try:
             return self._inputs[self._feed_names.index(name)]
         except ValueError:
             raise InputError(f"no input named {name!r}; inputs are {self._feed_names}") from None
 
     def get_output_by_name(self, name: str) -> Tensor:
+        """The output tensor named `name`; InputError naming the outputs when there is none."""
         try:
             return self._outputs[self._fetch_names.index(name)]
         except ValueError:
             raise InputError(f"no output named {name!r}; outputs are {self._fetch_names}") from None
 
     def get_input_names(self) -> list[str]:
+        """The model's input names, in feed order."""
         return list(self._feed_names)
 
     def get_output_names(self) -> list[str]:
+        """The model's output names, in fetch order."""
         return list(self._fetch_names)
 
     def get_version(self) -> str:
+        """pdlite's version string (paddlelite returns its own)."""
         return __version__
 
     def run(self) -> None:
@@ -172,9 +179,9 @@ class PredictorBase:
             # one device subgraph: the feeds straight to the device. The runner answers only for feeds whose
             # shapes and dtypes it compiled, which the general path below checked first (check_feed), and the
             # device's outputs are arrays of its own (never a feed or a weight): no checks, no copies here.
-            feeds = {t.name: t.raw() for t in self._inputs}
+            direct_feeds = {t.name: t.raw() for t in self._inputs}
             with self._lock:
-                outs = self._direct(feeds)
+                outs = self._direct(direct_feeds)
             if outs is not None:  # None: a signature not built yet, one that fell back to the host, a feed unset
                 for t, v in zip(self._outputs, outs):
                     t._set(v)
@@ -256,8 +263,10 @@ class PredictorBase:
 
     @property
     def runtime_program(self) -> RuntimeProgram:
+        """The instructions the predictor runs (ops after the passes, each with its kernel)."""
         return self._runtime
 
     @property
     def program(self) -> Program:
+        """The model's program (blocks, ops, variables) as loaded."""
         return self._program

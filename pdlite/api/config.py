@@ -49,17 +49,22 @@ class ConfigBase:
         self._options: dict[str, Any] = {}
 
     def set_threads(self, threads: int) -> None:
+        """The compute threads of the predictor (>= 1; default 1), for pdlite's kernels and the BLAS."""
         if int(threads) < 1:
             raise ConfigError(f"set_threads: threads must be >= 1, got {threads}")
         self._threads = int(threads)
 
     def threads(self) -> int:
+        """The compute threads set with set_threads (default 1)."""
         return self._threads
 
     def set_power_mode(self, mode: PowerMode | int) -> None:
+        """paddlelite's power mode (LITE_POWER_HIGH, ...): stored and reported; pdlite does not bind cores."""
         self._power_mode = PowerMode(mode)
 
     def power_mode(self) -> PowerMode:
+        """The power mode set with set_power_mode (kept for paddlelite compatibility; pdlite schedules threads itself).
+        """
         return self._power_mode
 
     def set_delegate(self, delegate: Any) -> None:
@@ -71,6 +76,7 @@ class ConfigBase:
         self._delegate = delegate
 
     def delegate(self) -> Any:
+        """The delegate set with set_delegate (None: the kernels run as they are)."""
         return getattr(self, "_delegate", None)
 
     def enable_profiler(self, on: bool = True) -> None:
@@ -83,13 +89,16 @@ class ConfigBase:
 
     # pdlite extensions: free-form options read by passes, kernels and tools
     def set_option(self, key: str, value: Any) -> None:
+        """Set a pdlite option by name (e.g. `host_native`, False for the NumPy kernels); read back with option(key)."""
         self._options[key] = value
 
     def option(self, key: str, default: Any = None) -> Any:
+        """The pdlite option `key` (set_option), or `default` when it was not set."""
         return self._options.get(key, default)
 
     @property
     def options(self) -> dict[str, Any]:
+        """All pdlite options set on this config (name -> value; the dict itself, not a copy)."""
         return self._options
 
     # CUDA target (kernels on torch; see docs/cuda.md)
@@ -115,6 +124,7 @@ class ConfigBase:
         self._options["nnadapter_device_names"] = list(names)
 
     def nnadapter_device_names(self) -> list[str]:
+        """The NNAdapter devices the subgraphs run on, in priority order ([] for the host only)."""
         return list(self._options.get("nnadapter_device_names", []))
 
     def set_nnadapter_context_properties(self, properties: str) -> None:
@@ -125,6 +135,7 @@ class ConfigBase:
         self._options["nnadapter_context_properties"] = str(properties)
 
     def nnadapter_context_properties(self) -> str:
+        """The NNAdapter context properties, `KEY=VALUE;KEY=VALUE` ('' when none were set)."""
         return str(self._options.get("nnadapter_context_properties", ""))
 
     def set_nnadapter_model_cache_dir(self, model_cache_dir: str | os.PathLike) -> None:
@@ -147,9 +158,11 @@ class ConfigBase:
         self._options["nnadapter_subgraph_partition_config_buffer"] = str(text)
 
     def nnadapter_model_cache_dir(self) -> str:
+        """The folder where compiled NNAdapter device models are cached ('' when not set)."""
         return str(self._options.get("nnadapter_model_cache_dir", ""))
 
     def nnadapter_subgraph_partition_config_path(self) -> str:
+        """The subgraph partition config file (ops kept off the devices; '' when none)."""
         return str(self._options.get("nnadapter_subgraph_partition_config_path", ""))
 
     def set_nnadapter_mixed_precision_quantization_config_path(self, path: str | os.PathLike) -> None:
@@ -161,6 +174,7 @@ class ConfigBase:
         self._options["nnadapter_mixed_precision_quantization_config_path"] = path
 
     def nnadapter_mixed_precision_quantization_config_path(self) -> str:
+        """The mixed-precision quantization config file ('' when none)."""
         return str(self._options.get("nnadapter_mixed_precision_quantization_config_path", ""))
 
     def set_nnadapter_mixed_precision_quantization_config_buffer(self, text: str | bytes) -> None:
@@ -169,6 +183,7 @@ class ConfigBase:
             text.decode() if isinstance(text, bytes) else str(text)
 
     def nnadapter_mixed_precision_quantization_config_buffer(self) -> str:
+        """The mixed-precision quantization config given as text ('' when none)."""
         return str(self._options.get("nnadapter_mixed_precision_quantization_config_buffer", ""))
 
     def set_nnadapter_dynamic_shape_info(self, info: Mapping[str, Sequence[Sequence[int]]]) -> None:
@@ -186,6 +201,7 @@ class ConfigBase:
         self._options["nnadapter_dynamic_shape_info"] = table
 
     def nnadapter_dynamic_shape_info(self) -> dict[str, list[list[int]]]:
+        """Input name -> the shapes given to set_nnadapter_dynamic_shape_info (validated and kept)."""
         return dict(self._options.get("nnadapter_dynamic_shape_info", {}))
 
     def set_nnadapter_model_cache_buffers(self, model_cache_token: str, model_cache_buffer: Any) -> None:
@@ -196,6 +212,7 @@ class ConfigBase:
         self._options["nnadapter_model_cache_buffers"] = buffers
 
     def nnadapter_model_cache_buffers(self) -> dict[str, bytes]:
+        """Model cache token -> the compiled device model given to set_nnadapter_model_cache_buffers (kept)."""
         return dict(self._options.get("nnadapter_model_cache_buffers", {}))
 
     # -- OpenCL and Metal: pdlite has neither target ------------------------------------------
@@ -205,34 +222,44 @@ class ConfigBase:
                           "through an NNAdapter device (set_nnadapter_device_names(['intel_openvino']))")
 
     def set_opencl_binary_path_name(self, path: str, name: str) -> None:
+        """paddlelite's OpenCL setting: pdlite has no OpenCL target here, so this raises ConfigError."""
         self._no_target("set_opencl_binary_path_name", "OpenCL")
 
     def set_opencl_tune(self, tune_mode: Any = None, path: str = "", name: str = "", lws_repeats: int = 4) -> None:
+        """paddlelite's OpenCL setting: pdlite has no OpenCL target here, so this raises ConfigError."""
         self._no_target("set_opencl_tune", "OpenCL")
 
     def set_opencl_precision(self, precision: Any = None) -> None:
+        """paddlelite's OpenCL setting: pdlite has no OpenCL target here, so this raises ConfigError."""
         self._no_target("set_opencl_precision", "OpenCL")
 
     def set_metal_lib_path(self, path: str) -> None:
+        """paddlelite's Metal setting: pdlite has no Metal target, so this raises ConfigError."""
         self._no_target("set_metal_lib_path", "Metal")
 
     def set_metal_use_mps(self, flag: bool = True) -> None:
+        """paddlelite's Metal setting: pdlite has no Metal target, so this raises ConfigError."""
         self._no_target("set_metal_use_mps", "Metal")
 
     def set_metal_use_aggressive(self, flag: bool = True) -> None:
+        """paddlelite's Metal setting: pdlite has no Metal target, so this raises ConfigError."""
         self._no_target("set_metal_use_aggressive", "Metal")
 
     def set_metal_use_memory_reuse(self, flag: bool = True) -> None:
+        """paddlelite's Metal setting: pdlite has no Metal target, so this raises ConfigError."""
         self._no_target("set_metal_use_memory_reuse", "Metal")
 
     def set_metal_device(self, device: Any) -> None:
+        """paddlelite's Metal setting: pdlite has no Metal target, so this raises ConfigError."""
         self._no_target("set_metal_device", "Metal")
 
     # x86 math threads (paddlelite's name for the same count)
     def set_x86_math_num_threads(self, threads: int) -> None:
+        """paddlelite's name for set_threads."""
         self.set_threads(threads)
 
     def x86_math_num_threads(self) -> int:
+        """paddlelite's name for threads()."""
         return self.threads()
 
 
@@ -268,21 +295,28 @@ class CxxConfig(ConfigBase):
 
     # -- model --------------------------------------------------------------------------------
     def set_model_dir(self, model_dir: str | os.PathLike) -> None:
+        """The model folder: any layout pdlite reads (inference.pdmodel, __model__ + __params__, non-combined, PIR
+        inference.json); detected at load."""
         self._model_dir = os.fspath(model_dir)
 
     def model_dir(self) -> str:
+        """The model folder set with set_model_dir ('' when the model comes from files or memory)."""
         return self._model_dir
 
     def set_model_file(self, path: str | os.PathLike) -> None:
+        """The program file (.pdmodel, __model__, model or PIR .json); with set_param_file for its params."""
         self._model_file = os.fspath(path)
 
     def model_file(self) -> str:
+        """The program file set with set_model_file ('' when not set)."""
         return self._model_file
 
     def set_param_file(self, path: str | os.PathLike) -> None:
+        """The combined params file (.pdiparams, __params__, params) of the program set with set_model_file."""
         self._param_file = os.fspath(path)
 
     def param_file(self) -> str:
+        """The combined params file set with set_param_file ('' when not set)."""
         return self._param_file
 
     def set_model_buffer(self, model_buffer: bytes, *args: Any) -> None:
@@ -291,16 +325,20 @@ class CxxConfig(ConfigBase):
         self._model_buffer, self._param_buffer = model, params
 
     def is_model_from_memory(self) -> bool:
+        """True when the model was given as bytes (set_model_buffer), not as files."""
         return self._model_buffer is not None
 
     # -- places and passes --------------------------------------------------------------------
     def set_valid_places(self, places: Sequence[Place]) -> None:
+        """The places (target, precision) kernels may run on, in priority order; raises ConfigError for an empty list or
+        a non-Place."""
         places = list(places)
         if not places or not all(isinstance(p, Place) for p in places):
             raise ConfigError("set_valid_places: give a non-empty list of pdlite.Place")
         self._valid_places = places
 
     def valid_places(self) -> list[Place]:
+        """The places set with set_valid_places (a copy)."""
         return list(self._valid_places)
 
     def set_passes(self, passes: Sequence[str]) -> None:
@@ -316,6 +354,7 @@ class CxxConfig(ConfigBase):
         self._passes = [p for p in self.passes() if p != name]
 
     def passes(self) -> list[str]:
+        """The analysis passes the predictor will run: the ones set, else pdlite's default pipeline."""
         from pdlite.optimizer.pipeline import default_passes
 
         return list(self._passes) if self._passes is not None else default_passes()
@@ -325,6 +364,8 @@ class CxxConfig(ConfigBase):
         self._options["graph_debug"] = bool(on)
 
     def model_source(self) -> dict[str, Any]:
+        """Where the model comes from, as keyword arguments of pdlite.model_parser.load_model (None for what was not
+        set)."""
         return dict(model_dir=self._model_dir or None, model_file=self._model_file or None,
                     param_file=self._param_file or None, model_buffer=self._model_buffer,
                     param_buffer=self._param_buffer)

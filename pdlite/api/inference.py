@@ -83,10 +83,12 @@ def get_trt_compile_version() -> tuple[int, int, int]:
 
 
 def get_trt_runtime_version() -> tuple[int, int, int]:
+    """TensorRT's runtime version as paddle.inference reports it: (0, 0, 0), pdlite has no TensorRT."""
     return (0, 0, 0)
 
 
 def convert_to_mixed_precision(*args: Any, **kwargs: Any) -> None:
+    """paddle.inference's offline fp16 conversion: raises ConfigError naming pdlite's inference-time fp16 instead."""
     raise ConfigError("convert_to_mixed_precision(): pdlite does not rewrite models to fp16; run in fp16 at "
                       "inference time instead: config.enable_use_gpu(100, 0, PrecisionType.Half) (CUDA target) or "
                       "config.enable_openvino_engine(PrecisionType.Half)")
@@ -106,6 +108,7 @@ class InternalUtils:
     @staticmethod
     def _refuse(name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
+            """A Paddle Inference internal with no pdlite counterpart: raises ConfigError saying to drop the call."""
             raise ConfigError(f"InternalUtils.{name}(): a Paddle Inference internal (TensorRT / XPU tuning) with no "
                               "pdlite counterpart; drop the call")
 
@@ -141,6 +144,8 @@ class Tensor:
         self._t.share_data(data)
 
     def share_external_data_by_ptr_name(self, *args: Any) -> None:
+        """paddle.inference's raw-pointer sharing: raises ConfigError naming share_external_data(array) and
+        copy_from_cpu."""
         raise ConfigError("Tensor.share_external_data_by_ptr_name(): pdlite tensors are NumPy arrays, not device "
                           "pointers: use share_external_data(array) (zero-copy) or copy_from_cpu(array)")
 
@@ -149,18 +154,23 @@ class Tensor:
         return self._t.numpy()
 
     def reshape(self, shape: Sequence[int] | int) -> None:
+        """Declare the input's shape before copy_from_cpu (as paddle.inference's reshape); an int is a 1-D shape."""
         self._t.resize([int(shape)] if isinstance(shape, (int, np.integer)) else shape)
 
     def shape(self) -> list[int]:
+        """The shape of the data (or the shape declared with reshape)."""
         return self._t.shape()
 
     def lod(self) -> list[list[int]]:
+        """The level-of-detail offsets (one list per level; [] for a plain tensor)."""
         return self._t.lod()
 
     def set_lod(self, lod: Sequence[Sequence[int]]) -> None:
+        """Set the level-of-detail offsets (one list of offsets per level)."""
         self._t.set_lod(lod)
 
     def type(self) -> DataType:
+        """The data's DataType (FLOAT32, INT64, ...); InputError before any data or declared dtype."""
         dt = self._t.dtype()
         if dt is None:
             raise InputError(f"tensor {self._t.name!r}: no data and no declared dtype yet")
@@ -170,6 +180,7 @@ class Tensor:
             raise InputError(f"tensor {self._t.name!r}: dtype {dt} has no paddle.inference DataType") from None
 
     def place(self) -> PlaceType:
+        """PlaceType.GPU when the data is on the CUDA target, else PlaceType.CPU."""
         return PlaceType.GPU if self._t.target().name == "CUDA" else PlaceType.CPU
 
     def __repr__(self) -> str:
@@ -199,21 +210,28 @@ class Predictor:
 
     @property
     def profiler(self) -> Any:
+        """The per-op profiler of the underlying predictor (None unless profiling was enabled on the config)."""
         return self._lite.profiler
 
     def get_input_names(self) -> list[str]:
+        """The model's input names, in feed order."""
         return self._lite.get_input_names()
 
     def get_output_names(self) -> list[str]:
+        """The model's output names, in fetch order."""
         return self._lite.get_output_names()
 
     def get_input_handle(self, name: str) -> Tensor:
+        """The input tensor named `name`, to fill with copy_from_cpu / share_external_data; InputError naming the inputs
+        when there is none."""
         try:
             return self._inputs[name]
         except KeyError:
             raise InputError(f"get_input_handle({name!r}): no such input; inputs are {list(self._inputs)}") from None
 
     def get_output_handle(self, name: str) -> Tensor:
+        """The output tensor named `name`, to read with copy_to_cpu after run(); InputError naming the outputs when
+        there is none."""
         try:
             return self._outputs[name]
         except KeyError:
@@ -235,6 +253,7 @@ class Predictor:
         return self._lite.predict([np.asarray(a) for a in inputs])
 
     def zero_copy_run(self) -> None:
+        """paddle.inference's older name of run() with no arguments: run on the inputs set through the handles."""
         self._lite.run()
 
     def clone(self) -> Predictor:
@@ -300,6 +319,7 @@ class PredictorPool:
         self._predictors = [first, *(first.clone() for _ in range(int(size) - 1))]
 
     def retrieve(self, idx: int) -> Predictor:
+        """The predictor at position `idx` of the pool; InputError when out of range."""
         if not 0 <= idx < len(self._predictors):
             raise InputError(f"PredictorPool.retrieve({idx}): the pool holds {len(self._predictors)} predictor(s)")
         return self._predictors[idx]

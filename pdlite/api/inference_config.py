@@ -146,36 +146,45 @@ class PassBuilder:
         self._config = config
 
     def all_passes(self) -> list[str]:
+        """The passes the predictor will run, in order."""
         return self._config._pipeline()
 
     def set_passes(self, passes: Sequence[str]) -> None:
+        """Replace the pass list; ConfigError naming the known passes for an unknown one."""
         for p in passes:
             self._check(p)
         self._config._passes = list(passes)
 
     def append_pass(self, name: str) -> None:
+        """Run the pass `name` last; ConfigError naming the known passes for an unknown one."""
         self._check(name)
         self._config._passes = [*self._config._pipeline(), name]
 
     def insert_pass(self, idx: int, name: str) -> None:
+        """Run the pass `name` at position `idx` of the list; ConfigError for an unknown pass."""
         self._check(name)
         passes = self._config._pipeline()
         passes.insert(int(idx), name)
         self._config._passes = passes
 
     def delete_pass(self, name: str) -> None:
+        """Do not run the pass `name` (Config.delete_pass)."""
         self._config.delete_pass(name)
 
     def analysis_passes(self) -> list[str]:
+        """[]: pdlite has no analysis passes apart from all_passes()."""
         return []
 
     def append_analysis_pass(self, name: str) -> None:
+        """Ignored (logged at debug level): pdlite has no separate analysis passes."""
         log.debug("append_analysis_pass(%r): pdlite has no separate analysis passes; ignored", name)
 
     def turn_on_debug(self) -> None:
+        """Lint the graph after every pass, naming the pass that broke it (Config.switch_ir_debug(True))."""
         self._config.switch_ir_debug(True)
 
     def debug_string(self) -> str:
+        """The pass list, one name a line."""
         return "\n".join(self.all_passes())
 
     @staticmethod
@@ -249,18 +258,23 @@ class Config:
         self._prog_file, self._params_file, self._model_dir = model, params, ""
 
     def set_prog_file(self, path: str | os.PathLike) -> None:
+        """The program file (.pdmodel, or PIR .json)."""
         self._prog_file = os.fspath(path)
 
     def set_params_file(self, path: str | os.PathLike) -> None:
+        """The params file (.pdiparams) of the program file."""
         self._params_file = os.fspath(path)
 
     def model_dir(self) -> str:
+        """The model folder given to the constructor or set_model ('' when the model was given as files or memory)."""
         return self._model_dir
 
     def prog_file(self) -> str:
+        """The program file (.pdmodel or .json) given to the constructor or set_prog_file ('' when none)."""
         return self._prog_file
 
     def params_file(self) -> str:
+        """The params file (.pdiparams) given to the constructor or set_params_file ('' when none)."""
         return self._params_file
 
     def set_model_buffer(self, prog: bytes | str, *args: Any) -> None:
@@ -268,10 +282,12 @@ class Config:
         self._buffers = model_and_params(prog, args, "Config.set_model_buffer")
 
     def model_from_memory(self) -> bool:
+        """True when the model was given as bytes (set_model_buffer)."""
         return self._buffers is not None
 
     # -- devices ------------------------------------------------------------------------------
     def disable_gpu(self) -> None:
+        """Run on the CPU (undo enable_use_gpu)."""
         self._use_gpu = False
 
     def enable_use_gpu(self, memory_pool_init_size_mb: int = 100, device_id: int = 0,
@@ -292,12 +308,15 @@ class Config:
         self._gpu = (int(memory_pool_init_size_mb), int(device_id), PrecisionType(int(precision_mode)))
 
     def use_gpu(self) -> bool:
+        """True after enable_use_gpu (the CUDA target through torch)."""
         return self._use_gpu
 
     def gpu_device_id(self) -> int:
+        """The CUDA device set with enable_use_gpu (0 unless given)."""
         return self._gpu[1]
 
     def memory_pool_init_size_mb(self) -> int:
+        """The GPU memory pool size given to enable_use_gpu (recorded; torch manages CUDA memory)."""
         return self._gpu[0]
 
     def enable_openvino_engine(self, inference_precision: PrecisionType | int = PrecisionType.Float32) -> None:
@@ -306,6 +325,7 @@ class Config:
         self._devices = ["intel_openvino"]
 
     def openvino_engine_enabled(self) -> bool:
+        """True when subgraphs run on OpenVINO (enable_openvino_engine)."""
         return "intel_openvino" in self._devices
 
     def enable_onnxruntime(self) -> None:
@@ -319,21 +339,26 @@ class Config:
         self._devices = ["auto"]
 
     def auto_device_enabled(self) -> bool:
+        """True when the device is `auto` (measured per model and input shape, the fastest kept)."""
         return self._devices == ["auto"]
 
     def disable_onnxruntime(self) -> None:
+        """Stop running subgraphs on ONNX Runtime (undo enable_onnxruntime)."""
         self._devices = [d for d in self._devices if d != "onnxruntime"]
 
     def onnxruntime_enabled(self) -> bool:
+        """True when subgraphs run on ONNX Runtime (enable_onnxruntime)."""
         return "onnxruntime" in self._devices
 
     # -- CPU ----------------------------------------------------------------------------------
     def set_cpu_math_library_num_threads(self, n: int) -> None:
+        """The compute threads (>= 1) for pdlite's kernels and the BLAS; ConfigError otherwise."""
         if int(n) < 1:
             raise ConfigError(f"set_cpu_math_library_num_threads: threads must be >= 1, got {n}")
         self._threads = int(n)
 
     def cpu_math_library_num_threads(self) -> int:
+        """The compute threads set with set_cpu_math_library_num_threads (default 1)."""
         return self._threads
 
     def enable_mkldnn(self) -> None:
@@ -341,11 +366,13 @@ class Config:
         self._mkldnn = True
 
     def disable_mkldnn(self) -> None:
+        """paddle.inference's oneDNN switch: recorded only; pdlite's host kernels are its own."""
         self._mkldnn = False
 
     enable_onednn, disable_onednn = enable_mkldnn, disable_mkldnn
 
     def mkldnn_enabled(self) -> bool:
+        """True after enable_mkldnn() (recorded only; pdlite's host kernels are its own)."""
         return self._mkldnn
 
     onednn_enabled = mkldnn_enabled
@@ -356,6 +383,7 @@ class Config:
         self._ir_optim = bool(x)
 
     def ir_optim(self) -> bool:
+        """True when the analysis passes run (switch_ir_optim; default True)."""
         return self._ir_optim
 
     def switch_ir_debug(self, x: bool = True, passes: Sequence[str] = ()) -> None:
@@ -375,6 +403,7 @@ class Config:
         self._deleted += [t for t in targets if t not in self._deleted]
 
     def pass_builder(self) -> PassBuilder:
+        """A PassBuilder over this config's pass list (all_passes, delete_pass, insert_pass, ...)."""
         return PassBuilder(self)
 
     def _pipeline(self) -> list[str]:
@@ -393,9 +422,11 @@ class Config:
         self._feed_fetch_ops = bool(x)
 
     def use_feed_fetch_ops_enabled(self) -> bool:
+        """The switch_use_feed_fetch_ops setting (recorded; pdlite feeds by handle either way)."""
         return self._feed_fetch_ops
 
     def specify_input_name(self) -> bool:
+        """True: pdlite always feeds inputs by name."""
         return True
 
     def disable_glog_info(self) -> None:
@@ -403,6 +434,7 @@ class Config:
         self._glog_disabled = True
 
     def glog_info_disabled(self) -> bool:
+        """True after disable_glog_info()."""
         return self._glog_disabled
 
     def enable_profile(self) -> None:
@@ -410,13 +442,16 @@ class Config:
         self._profile = True
 
     def new_ir_enabled(self) -> bool:
+        """True: pdlite reads PIR (.json) programs as well as the older ProgramDesc ones."""
         return True
 
     def tensorrt_precision_mode(self) -> PrecisionType:
+        """PrecisionType.Float32: pdlite has no TensorRT engine."""
         return PrecisionType.Float32
 
     # pdlite extension: any CxxConfig option
     def set_option(self, key: str, value: Any) -> None:
+        """Set a pdlite option by name (e.g. `host_native`, False for the NumPy kernels)."""
         self._options[key] = value
 
     def __getattr__(self, name: str) -> Any:
@@ -440,6 +475,8 @@ class Config:
 
     # -- summary ------------------------------------------------------------------------------
     def summary(self) -> str:
+        """A table of this config's settings (model files, threads, devices, passes), as paddle.inference's summary().
+        """
         rows = [("model_dir", self._model_dir), ("model_file", self._prog_file), ("params_file", self._params_file),
                 ("model_from_memory", self.model_from_memory()), ("cpu_math_thread", self._threads),
                 ("enable_mkldnn", self._mkldnn), ("use_gpu", self._use_gpu), ("gpu_device_id", self._gpu[1]),

@@ -32,19 +32,23 @@ class MobileConfig(ConfigBase):
         self._model_buffer: bytes | None = None
 
     def set_model_from_file(self, path: str | os.PathLike) -> None:
+        """The optimized .nb model file (written by pdlite-opt or Opt / save_optimized_model)."""
         self._model_file = os.fspath(path)
         self._model_buffer = None
 
     def model_from_file(self) -> str:
+        """The .nb file set with set_model_from_file ('' when the model comes from a buffer)."""
         return self._model_file
 
     def set_model_from_buffer(self, buffer: bytes | bytearray | memoryview) -> None:
+        """The optimized model as the .nb file's bytes (replaces a file set before); ConfigError for other types."""
         if not isinstance(buffer, (bytes, bytearray, memoryview)):
             raise ConfigError(f"set_model_from_buffer: expected the .nb file's bytes, got {type(buffer).__name__}")
         self._model_buffer = bytes(buffer)
         self._model_file = ""
 
     def is_model_from_memory(self) -> bool:
+        """True when the model was given as bytes (set_model_from_buffer)."""
         return self._model_buffer is not None
 
     def set_model_dir(self, model_dir: str | os.PathLike) -> None:
@@ -54,6 +58,7 @@ class MobileConfig(ConfigBase):
         self.set_model_from_file(os.path.join(p, "model.nb") if os.path.isdir(p) else p)
 
     def model_dir(self) -> str:
+        """paddlelite's model folder of a MobileConfig ('' unless set; .nb models are single files)."""
         return getattr(self, "_model_dir", "")
 
     def set_model_buffer(self, model_buffer: bytes, *args: Any) -> None:

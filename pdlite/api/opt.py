@@ -254,12 +254,15 @@ class Opt:
 
     # -- settings (paddlelite names) ----------------------------------------------------------
     def set_model_dir(self, model_dir: str | os.PathLike) -> None:
+        """The model folder to optimize (any layout pdlite reads)."""
         self._model_dir = os.fspath(model_dir)
 
     def set_model_file(self, model_file: str | os.PathLike) -> None:
+        """The program file to optimize (with set_param_file for its params)."""
         self._model_file = os.fspath(model_file)
 
     def set_param_file(self, param_file: str | os.PathLike) -> None:
+        """The combined params file of the program set with set_model_file."""
         self._param_file = os.fspath(param_file)
 
     def set_valid_places(self, places: str | Sequence[Place | str | TargetType]) -> None:
@@ -267,6 +270,7 @@ class Opt:
         self._places = parse_valid_targets(places)
 
     def valid_places(self) -> list[Place]:
+        """The places set with set_valid_places (a copy)."""
         return list(self._places)
 
     def set_optimize_out(self, path: str | os.PathLike) -> None:
@@ -274,6 +278,8 @@ class Opt:
         self._optimize_out = os.fspath(path)
 
     def set_model_type(self, model_type: str) -> None:
+        """The output format: 'naive_buffer' (one .nb file, the default) or 'protobuf' (.pdmodel + .pdiparams);
+        ConfigError otherwise."""
         if model_type not in MODEL_TYPES:
             raise ConfigError(f"set_model_type({model_type!r}): expected one of {', '.join(MODEL_TYPES)}")
         self._model_type = model_type
@@ -292,6 +298,8 @@ class Opt:
             self._progress(msg)
 
     def output_path(self) -> str:
+        """The file run() writes: the optimize_out path plus '.nb' (naive_buffer) or the protobuf program path;
+        ConfigError when no output was set."""
         if not self._optimize_out:
             raise ConfigError("Opt: no output; call set_optimize_out(path) (the .nb is written to path + '.nb')")
         out = self._optimize_out
@@ -394,6 +402,7 @@ class Opt:
         self.sparse_model = bool(sparse_model)
 
     def set_sparse_threshold(self, threshold: float) -> None:
+        """paddlelite's sparse-conv threshold: stored; pdlite has no sparse kernels, so it changes nothing."""
         self.sparse_threshold = float(threshold)
 
     def record_model_info(self, record_strip_info: bool = True) -> None:
@@ -435,15 +444,19 @@ class Opt:
         return text
 
     def visualize_optimized_nb_model(self, model_path: str, output_dir: str = "") -> None:
+        """paddlelite's .nb drawing: raises ConfigError naming the CLI that draws it (`pdlite graph MODEL -o
+        graph.svg`)."""
         raise ConfigError("Opt.visualize_optimized_nb_model(): draw it with the CLI instead: "
                           f"`pdlite graph {model_path} -o graph.svg` (or -o graph.dot)")
 
     def version(self) -> str:
+        """pdlite's version string."""
         from pdlite import __version__
 
         return __version__
 
     def help(self) -> str:
+        """Print a summary of the Opt methods and the CLI that does the same (paddlelite's opt.help())."""
         text = (f"pdlite {self.version()} Opt: set_model_dir / set_model_file + set_param_file, set_valid_places "
                 "('x86,host'), set_optimize_out, set_model_type ('naive_buffer' | 'protobuf'), run(); "
                 "print_all_ops, print_supported_ops, print_model_ops, check_if_model_supported, "
@@ -471,16 +484,19 @@ class Opt:
 
     # -- what is supported --------------------------------------------------------------------
     def print_all_ops(self) -> str:
+        """Print every op pdlite knows and the targets with kernels for it; returns the text."""
         text = all_ops_table()
         print(text, end="")
         return text
 
     def print_supported_ops(self) -> str:
+        """Print the ops each valid place supports; returns the text."""
         text = supported_ops_text(self._places)
         print(text, end="")
         return text
 
     def model_ops(self, model: str | os.PathLike | None = None) -> ModelOpsReport:
+        """Which of the model's ops (the model set, or `model`: a folder or program file) each valid place supports."""
         if model is not None:
             m = os.fspath(model)
             program = load_program(model_dir=m) if os.path.isdir(m) else load_program(model_file=m)

@@ -59,6 +59,8 @@ class CxxPredictor(PredictorBase):
         return self._auto.choice()
 
     def run(self) -> None:
+        """Run the model on the inputs set through get_input(i) / get_input_by_name(name); read the outputs with
+        get_output(i) (with the `auto` device: on the device measured fastest for this input shape)."""
         if self._auto is not None:
             self._auto.run(self, PredictorBase.run)
         else:

@@ -115,7 +115,7 @@ class Tensor:
 
     # -- paddlelite's typed list setters and getters (set_float_data / float_data, ...) -------
     def _set_typed(self, data: Any, dtype: type, kind: str) -> None:
-        arr = np.asarray(data, dtype=dtype).reshape(-1)
+        arr: np.ndarray = np.asarray(data, dtype=dtype).reshape(-1)
         shape = self._shape if self._shape else [arr.size]
         if any(d < 0 for d in shape):
             raise InputError(f"tensor {self.name!r}: set_{kind}_data: the shape {shape} has free dims; "
@@ -129,33 +129,44 @@ class Tensor:
         return np.asarray(self.numpy(), dtype=dtype).reshape(-1).tolist()
 
     def set_int8_data(self, data: Any, type: TargetType | int = TargetType.Host) -> None:  # noqa: A002
+        """Set the data from a flat sequence of int8 values, in the shape given by resize (or 1-D)."""
         self._set_typed(data, np.int8, "int8")
 
     def set_uint8_data(self, data: Any, type: TargetType | int = TargetType.Host) -> None:  # noqa: A002
+        """Set the data from a flat sequence of uint8 values, in the shape given by resize (or 1-D)."""
         self._set_typed(data, np.uint8, "uint8")
 
     def set_int32_data(self, data: Any, type: TargetType | int = TargetType.Host) -> None:  # noqa: A002
+        """Set the data from a flat sequence of int32 values, in the shape given by resize (or 1-D)."""
         self._set_typed(data, np.int32, "int32")
 
     def set_int64_data(self, data: Any, type: TargetType | int = TargetType.Host) -> None:  # noqa: A002
+        """Set the data from a flat sequence of int64 values, in the shape given by resize (or 1-D)."""
         self._set_typed(data, np.int64, "int64")
 
     def set_float_data(self, data: Any, type: TargetType | int = TargetType.Host) -> None:  # noqa: A002
+        """Set the data from a flat sequence of floats (float32), in the shape given by resize (or 1-D); `type` is
+        paddlelite's target argument, ignored."""
         self._set_typed(data, np.float32, "float")
 
     def int8_data(self) -> list[int]:
+        """The data as a flat list of int8 values."""
         return self._get_typed(np.int8)
 
     def uint8_data(self) -> list[int]:
+        """The data as a flat list of uint8 values."""
         return self._get_typed(np.uint8)
 
     def int32_data(self) -> list[int]:
+        """The data as a flat list of int32 values."""
         return self._get_typed(np.int32)
 
     def int64_data(self) -> list[int]:
+        """The data as a flat list of int64 values."""
         return self._get_typed(np.int64)
 
     def float_data(self) -> list[float]:
+        """The data as a flat list of floats (float32), as paddlelite's float_data()."""
         return self._get_typed(np.float32)
 
     # -- metadata -----------------------------------------------------------------------------
@@ -168,15 +179,18 @@ class Tensor:
         st.shape = shape
 
     def shape(self) -> list[int]:
+        """The shape of the data (or, before any data, the shape given by resize; [] when neither)."""
         st = self._st()
         if st.data is not None:
             return list(st.data.shape)
         return list(st.shape or [])
 
     def set_lod(self, lod: Sequence[Sequence[int]]) -> None:
+        """Set the level-of-detail offsets (one list of offsets per level)."""
         self._wst().lod = [list(map(int, level)) for level in lod]
 
     def lod(self) -> list[list[int]]:
+        """The level-of-detail offsets (one list per level; [] for a plain tensor)."""
         return [list(level) for level in self._st().lod]
 
     def dtype(self) -> np.dtype | None:
@@ -187,10 +201,13 @@ class Tensor:
         return self._dtype
 
     def precision(self) -> PrecisionType:
+        """The precision of the data's dtype (PrecisionType.FP32, ...; Unk before any data or declared dtype)."""
         dt = self.dtype()
         return precision_of_dtype(dt) if dt is not None else PrecisionType.Unk
 
     def target(self) -> TargetType:
+        """Where the data lives: TargetType.CUDA for a torch CUDA tensor (the CUDA target's outputs), else
+        TargetType.Host."""
         d = self._data
         if d is not None and _is_torch(d) and getattr(d.device, "type", "cpu") == "cuda":
             return TargetType.CUDA

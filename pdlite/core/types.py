@@ -8,6 +8,8 @@ import numpy as np
 
 
 class TargetType(enum.IntEnum):
+    """Where kernels run (paddlelite's TargetType, same values): Host, X86, CUDA, NNAdapter (device subgraphs)."""
+
     Unk = 0
     Host = 1
     X86 = 2
@@ -30,6 +32,8 @@ class TargetType(enum.IntEnum):
 
 
 class PrecisionType(enum.IntEnum):
+    """The element type a kernel computes in (paddlelite's PrecisionType, same values): FP32, FP16, INT8, ..."""
+
     Unk = 0
     FP32 = 1
     INT8 = 2
@@ -44,6 +48,8 @@ class PrecisionType(enum.IntEnum):
 
 
 class DataLayoutType(enum.IntEnum):
+    """Tensor memory layouts (paddlelite's DataLayoutType, same values); pdlite's host kernels use NCHW."""
+
     Unk = 0
     NCHW = 1
     Any = 2
@@ -56,6 +62,8 @@ class DataLayoutType(enum.IntEnum):
 
 
 class PowerMode(enum.IntEnum):
+    """paddlelite's CPU power modes (big / little cores); accepted and reported, pdlite does not bind cores."""
+
     LITE_POWER_HIGH = 0
     LITE_POWER_LOW = 1
     LITE_POWER_FULL = 2

@@ -210,7 +210,7 @@ def pdlite_errors() -> Iterator[None]:
     Inside it, Ray Data's `raise_original_map_exception` is on (Ray then keeps the error object as the wrapper's
     `cause`; without it only the text of the traceback names the pdlite error, which is parsed then). Other
     exceptions pass unchanged."""
-    ctx = None
+    ctx: Any = None
     try:
         import ray.data
 
@@ -243,7 +243,9 @@ def _pdlite_error_in_text(text: str) -> PdliteError | None:
     found = None
     for line in text.splitlines():
         m = re.match(r"pdlite\.errors\.(\w+): (.*)$", line.strip())
-        cls = getattr(errors, m.group(1), None) if m else None
+        if m is None:
+            continue
+        cls = getattr(errors, m.group(1), None)
         if isinstance(cls, type) and issubclass(cls, PdliteError):
             found = cls(m.group(2))
     return found
