@@ -123,8 +123,10 @@ class _Conv(OpenCLKernel):
 
     @classmethod
     def supports(cls, op: OpDesc) -> bool:
-        conv_type = op.attrs.get("conv_type", op.type)
-        return conv_type in CONV_TYPES and not is_channel_last(op.attrs.get("data_format", "NCHW"))
+        if op.type != "fused_conv2d":
+            return not is_channel_last(op.attrs["data_format"])
+        conv_type = str(op.attrs["conv_type"])
+        return conv_type in CONV_TYPES and not is_channel_last(base_desc(op, conv_type).attrs["data_format"])
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x, w = self.tensor(ins, "Input"), self.tensor(ins, "Filter")

@@ -49,7 +49,7 @@ class _Interp(OpenCLKernel):
 
     @classmethod
     def supports(cls, op: OpDesc) -> bool:
-        return not is_channel_last(op.attrs.get("data_layout", "NCHW"))
+        return not is_channel_last(op.attrs["data_layout"])
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")

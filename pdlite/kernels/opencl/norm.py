@@ -56,8 +56,8 @@ class BatchNorm(OpenCLKernel):
     @classmethod
     def supports(cls, op: OpDesc) -> bool:
         a = op.attrs
-        test_mode = bool(a.get("is_test", True)) and not bool(a.get("trainable_statistics", False))
-        return (test_mode or bool(a.get("use_global_stats", False))) and not is_channel_last(a.get("data_layout", "NCHW"))
+        test_mode = bool(a["is_test"]) and not bool(a["trainable_statistics"])
+        return (test_mode or bool(a["use_global_stats"])) and not is_channel_last(a["data_layout"])
 
     _affine: tuple[Any, Any] | None = None
 

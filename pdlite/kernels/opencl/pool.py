@@ -52,7 +52,7 @@ class Pool2d(OpenCLKernel):
 
     @classmethod
     def supports(cls, op: OpDesc) -> bool:
-        return not is_channel_last(op.attrs.get("data_format", "NCHW"))
+        return not is_channel_last(op.attrs["data_format"])
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
