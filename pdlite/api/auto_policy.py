@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MARGIN = 1.05  # a device must beat the host by this factor (model and realized cost alike)
-EXPLORE_SHARE = 0.2  # exploration costs at most this share of the stream's time so far
-FIRST_GUESS = 5.0  # an untried candidate's first call, guessed as this many times the host's call ...
+EXPLORE_SHARE = 0.1  # exploration costs at most this share of the stream's time so far (over this model's runs)
+FIRST_GUESS = 5.0  # an untried candidate's first call, guessed as this many times the stream's mean call ...
 FIRST_GUESS_MS = 50.0  # ... or at least this
 REFRESH_EXTRA = 0.5  # a candidate is measured again only on a call its model prices within this share over the best
 WINDOW = 24  # samples per kind kept (recent ones: costs move when a device's caches warm up)
@@ -260,7 +260,7 @@ class OnlinePolicy:
             if not c.built:
                 if c.known():
                     continue  # known from an earlier process: bought (above), not explored
-                guess = max(self.first_ratio.get(c.name, FIRST_GUESS) * est[self.host], FIRST_GUESS_MS)
+                guess = max(self.first_ratio.get(c.name, FIRST_GUESS) * self.mean_call_ms(), FIRST_GUESS_MS)
                 tries.append((guess - est[best], c.name))
             elif c.name in est:
                 extra = est[c.name] - est[best]
@@ -294,9 +294,8 @@ class OnlinePolicy:
         self.new_calls += stream_new
         if not c.sigs:  # its first call in this process (a device: built for it)
             c.first, c.build_ms = (ms, size), build_ms
-            host = h.estimate(size, False)
-            if name != self.host and host:
-                self.first_ratio[name] = ms / host
+            if name != self.host and self.calls:
+                self.first_ratio[name] = ms / self.mean_call_ms()
         elif sig in c.sigs:
             c.seen.append((ms, size))
             c.runs.append((ms, size, sig not in h.sigs))
@@ -327,6 +326,10 @@ class OnlinePolicy:
         self._fast = None
 
     # -- reporting and the cache ---------------------------------------------------------------------
+    def mean_call_ms(self) -> float:
+        """What a call of the stream cost on average so far (the unit of the guess of a first call's cost)."""
+        return self.elapsed_ms / self.calls if self.calls else 0.0
+
     def usual_size(self) -> float:
         """The median size of the stream's calls (an earlier process's, before this one has its own)."""
         sizes = [s for c in self.cands.values() for _, s, _ in c.runs]

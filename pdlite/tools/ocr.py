@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, choices=["host", "intel_openvino", "onnxruntime", "auto"],
                    help="where the networks run (auto: each network runs each call where pdlite measures it "
                         "cheapest, the host or an installed device, new image sizes included; exploring costs at "
-                        "most a fifth of the run and what it learnt is cached for the next run); default auto "
+                        "most a tenth of the run and what it learnt is cached for the next run); default auto "
                         "when a device package is installed, else host")
     p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     p.add_argument("--context", action="append", metavar="KEY=VALUE",
