@@ -96,6 +96,24 @@ def onnx_model(case: Case, scope: dict[str, np.ndarray], dynamic: bool = False) 
     return convert_ops(block.ops, inputs, case.outputs, info, block.vars, dynamic_dim_names=("N",))
 
 
+def onnx_model_all_shapes(case: Case, scope: dict[str, np.ndarray]) -> Any:
+    """The ONNX model the subgraph kernel builds to serve every input shape: every dim of the feeds open (and of
+    every computed var, as a program saved with open dims declares them), shapes and folded values merged over
+    the probes (pdlite.nnadapter.dynamic)."""
+    from pdlite.nnadapter.dynamic import Probes
+
+    block = _block(case.ops, scope, case.params)
+    for n, v in block.vars.items():
+        if n not in case.params and v.shape:
+            v.shape = [-1] * len(v.shape)
+    info = TensorInfo.from_vars(block.vars, case.params)
+    specs = [(n, tuple(a.shape), (-1,) * a.ndim) for n, a in case.feeds.items()]
+    inputs = [GraphInput(n, pat, a.dtype, tuple(f"{n}_d{i}" for i in range(a.ndim)))
+              for (n, _, pat), a in zip(specs, case.feeds.values())]
+    probes = Probes(info, block.vars, specs)
+    return convert_ops(block.ops, inputs, case.outputs, info, block.vars, infer=probes.infer)
+
+
 def ort_run(model: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime as ort
 

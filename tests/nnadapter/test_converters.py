@@ -13,10 +13,11 @@ import pytest
 
 from pdlite.core.dtypes import VarType
 from pdlite.core.program import OpDesc
+from pdlite.errors import PdliteError
 from pdlite.nnadapter.convert import TensorInfo, refusal
 from pdlite.nnadapter.registry import CONVERTERS
 from pdlite.registries import load_registries
-from tests.nnadapter._util import BATCH, Case, assert_match, host_run, onnx_model, op, ort_run
+from tests.nnadapter._util import BATCH, Case, assert_match, host_run, onnx_model, onnx_model_all_shapes, op, ort_run
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -333,6 +334,32 @@ def test_converter_matches_host(case: Case, mode: str) -> None:
     got = ort_run(onnx_model(case, scope, dynamic), case.feeds)
     for name, g in zip(case.outputs, got):
         assert_match(g, np.asarray(scope[name]), REL, f"{case.id} ({mode}) output {name}")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.dynamic], ids=[c.id for c in CASES if c.dynamic])
+def test_converter_for_all_shapes(case: Case) -> None:
+    """The conversion the subgraph kernel makes to serve every input shape (every feed dim open, see
+    onnx_model_all_shapes): a converter either refuses (ConversionError: the subgraph then gets one model per
+    shape) or gives the host's outputs at the case's shapes and at twice its batch, with the same model
+    (nothing of the first shape baked in)."""
+    from pdlite.nnadapter.registry import ConversionError
+
+    scope = host_run(case)
+    try:
+        model = onnx_model_all_shapes(case, scope)
+    except ConversionError:
+        return
+    twice = Case(case.id, case.ops, {n: np.concatenate([a, a]) if a.ndim and a.shape[0] == BATCH else a
+                                     for n, a in case.feeds.items()}, case.params, case.outputs)
+    for c in (case, twice):
+        try:
+            ref = host_run(c)
+        except PdliteError:  # a feed whose first dim only happens to equal the batch: no valid doubled input
+            assert c is twice
+            continue
+        for name, g in zip(c.outputs, ort_run(model, c.feeds)):
+            assert_match(g, np.asarray(ref[name]), REL, f"{case.id} (all shapes, batch "
+                         f"{next(iter(c.feeds.values())).shape[:1]}) output {name}")
 
 
 def test_every_case_op_type_has_a_converter() -> None:
