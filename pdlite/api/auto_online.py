@@ -39,7 +39,7 @@ from pdlite.api.auto import (
     store_choice,
 )
 from pdlite.api.auto_policy import OnlinePolicy
-from pdlite.errors import PdliteError
+from pdlite.errors import InputError, PdliteError
 
 VERIFY_SIGNATURES = 2  # a device's outputs are checked against the host's on this many distinct signatures
 FIXED_CALLS = 3  # this many calls on one signature first: the careful fixed-shape measurement decides
@@ -131,7 +131,16 @@ class AutoRunner:
         if name == HOST:
             ms = self.timer(HOST, sig, lambda: run_host(pred))
         else:
-            ms = self.timer(name, sig, lambda: self._run_on(cand, pred, feeds))
+            try:
+                ms = self.timer(name, sig, lambda: self._run_on(cand, pred, feeds))
+            except InputError:
+                raise  # the feed's fault: the host would refuse it too
+            except PdliteError as e:  # the device failed on this input: refused for good, the host answers
+                with self.lock:
+                    self.policy.refuse(name, f"{type(e).__name__}: {e}")
+                    self.preds.pop(name, None)
+                run_host(pred)
+                return
         ms += build_ms
         with self.lock:
             if host_outs is not None:

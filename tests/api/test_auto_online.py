@@ -288,3 +288,27 @@ def test_ocr_networks_on_auto_say_where_their_calls_ran():
         np.testing.assert_allclose(auto_model(x), host_model(x), rtol=0, atol=1e-5)
     assert auto_model.device == "host" and auto_model.placement().startswith("host (auto: host ")
     assert host_model.placement() == "host"
+
+
+def test_a_device_that_fails_on_an_input_is_refused_and_the_host_answers():
+    pred = create_paddle_predictor(_cfg())
+    _script(pred, {"host": lambda s, n, f: host_cost(s * 3, n, f),
+                   "onnxruntime": lambda s, n, f: dynamic(s * 3, n, f)})
+    from pdlite.errors import KernelError
+
+    calls = []
+    real = pred._auto._run_on
+
+    def failing(cand, p, feeds):
+        if cand is not pred._auto.host and len(calls) >= 3:  # the device's 4th run fails
+            raise KernelError("the device fell over")
+        calls.append(cand)
+        real(cand, p, feeds)
+
+    pred._auto._run_on = failing
+    for _ in range(8):
+        for n in (5, 9, 13, 17, 21, 25):
+            got = pred.predict(_ernie_feeds(n))
+    ref = _host_outputs(_ernie_feeds(25))
+    np.testing.assert_allclose(got[0], ref[0], rtol=0, atol=1e-4 * float(np.max(np.abs(ref[0]))))
+    assert "fell over" in pred.auto_choice.refused["onnxruntime"]
