@@ -184,6 +184,21 @@ def test_model_folder_errors(tmp_path: Path) -> None:
         OCR(use_doc_orientation_classify=True)
 
 
+def test_yml_channel_order_is_followed(tmp_path: Path) -> None:
+    """A det yml reading RGB (DecodeImage img_mode RGB) sees the image's channels swapped: its boxes on an image are
+    the BGR model's boxes on the channel-swapped image."""
+    rgb = tmp_path / "det"
+    shutil.copytree(FIX / "det" / "pir", rgb)
+    yml = (rgb / "inference.yml").read_text(encoding="utf-8")
+    assert "img_mode: BGR" in yml
+    (rgb / "inference.yml").write_text(yml.replace("img_mode: BGR", "img_mode: RGB"), encoding="utf-8")
+    img = load_image(IMAGES / "receipt.png")
+    got = OCR(det_model_dir=rgb, use_angle_cls=False).detect(img)
+    want = OCR(det_model_dir=FIX / "det" / "pir", use_angle_cls=False).detect(np.ascontiguousarray(img[:, :, ::-1]))
+    assert len(got) > 0
+    np.testing.assert_array_equal(got, want)
+
+
 def test_lang_picks_installed_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PDLITE_OCR_MODELS", str(tmp_path))
     monkeypatch.setenv("PADDLE_PDX_CACHE_HOME", str(tmp_path / "pdx"))
@@ -215,6 +230,13 @@ def test_alpha_is_composited_on_white() -> None:
         load_image(np.zeros((8, 8, 4), np.uint8))
     with pytest.raises(InputError, match="HxWx4"):
         load_image(np.zeros((8, 8, 2), np.uint8))
+    import cv2
+
+    ok, png = cv2.imencode(".png", rgba)  # an encoded PNG with alpha: the same
+    assert ok
+    np.testing.assert_array_equal(load_image(png.tobytes()), img)
+    ok, jpg = cv2.imencode(".jpg", np.full((8, 8, 3), 90, np.uint8))  # no alpha: as cv2.imread reads it
+    np.testing.assert_array_equal(load_image(jpg.tobytes()), cv2.imdecode(jpg, cv2.IMREAD_COLOR))
 
 
 def test_cli_folder_reports_and_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -132,6 +132,16 @@ def normalize_settings(folder: ModelFolder, default_scale: float = 1 / 255) -> t
     return scale, mean, std
 
 
+def image_mode(folder: ModelFolder) -> str:
+    """The channel order a PaddleX det / rec model reads: its yml's DecodeImage.img_mode, else PaddleX's default
+    (its predictors read images as RGB unless the yml says otherwise); PaddleOCR's exports say BGR."""
+    args = folder.transform("DecodeImage")
+    mode = "RGB" if args is None else str(args.get("img_mode", "BGR")).upper()
+    if mode not in ("BGR", "RGB"):
+        raise ConfigError(f"{folder.path / 'inference.yml'}: DecodeImage.img_mode {mode!r}: expected BGR or RGB")
+    return mode
+
+
 def det_settings(folder: ModelFolder) -> dict[str, Any]:
     """DB post-processing settings the yml fixes (PaddleX's pipeline passes thresh, box_thresh, unclip_ratio)."""
     pp = folder.config["PostProcess"]

@@ -35,6 +35,7 @@ from pdlite.apps.ocr.engine import (
 from pdlite.apps.ocr.orientation import DocOrientation, TextlineOrientation
 from pdlite.apps.ocr.paddlex_config import (
     det_settings,
+    image_mode,
     normalize_settings,
     read_model_folder,
     rec_settings,
@@ -58,11 +59,9 @@ class OCRWarning(UserWarning):
 
 
 def _to_bgr(img: np.ndarray, name: str) -> np.ndarray:
-    """HxW / HxWx1..4 uint8 or uint16 (as cv2.IMREAD_UNCHANGED gives) -> HxWx3 uint8 BGR; alpha composited on
-    white (text drawn on a transparent background stays visible); a fully transparent image warns."""
+    """HxW / HxWx1..4 uint8 -> HxWx3 uint8 BGR; alpha composited on white (text drawn on a transparent background
+    stays visible); a fully transparent image warns."""
     cv2 = require("cv2")
-    if img.dtype == np.uint16:
-        img = (img >> 8).astype(np.uint8)  # what cv2.IMREAD_COLOR does with 16-bit images
     if img.ndim == 3 and img.shape[2] == 1:
         img = img[:, :, 0]
     if img.ndim == 2:
@@ -83,25 +82,43 @@ def _to_bgr(img: np.ndarray, name: str) -> np.ndarray:
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
 
 
+_ALPHA_FORMATS = (b"\x89PNG", b"RIFF", b"II*\x00", b"MM\x00*")  # PNG, WebP, TIFF: may carry an alpha channel
+
+
+def _decode(buf: np.ndarray, name: str) -> np.ndarray | None:
+    """cv2.imdecode as cv2.imread reads (IMREAD_COLOR: EXIF orientation applied, 16 bits scaled to 8); a format
+    that may carry alpha is decoded again with it, and an image that has it is composited on white."""
+    cv2 = require("cv2")
+    img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    if img is None or img.size == 0:
+        return None
+    if bytes(buf[:4]) in _ALPHA_FORMATS:
+        full = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+        if full is not None and full.ndim == 3 and full.shape[2] in (2, 4):
+            if full.dtype == np.uint16:  # as IMREAD_COLOR scales 16-bit images
+                full = np.clip(np.round(full / 256.0), 0, 255).astype(np.uint8)
+            return _to_bgr(full, name)
+    return img
+
+
 def load_image(image: str | os.PathLike | bytes | np.ndarray) -> np.ndarray:
     """An HWC uint8 BGR image from a path, encoded bytes or an array (HxW gray, HxWx3 BGR, HxWx4 BGRA); an alpha
     channel is composited on white."""
-    cv2 = require("cv2")
     if isinstance(image, (str, os.PathLike)):
         path = os.fspath(image)
         if not os.path.exists(path):
             raise InputError(f"image {path!r} not found")
         if not os.path.isfile(path):
             raise InputError(f"image {path!r} is not a file")
-        img = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
-        if img is None or img.size == 0:
+        img = _decode(np.fromfile(path, dtype=np.uint8), f"image {path!r}")
+        if img is None:
             raise InputError(f"image {path!r} could not be decoded (not an image format OpenCV reads)")
-        return _to_bgr(img, f"image {path!r}")
+        return img
     if isinstance(image, (bytes, bytearray, memoryview)):
-        img = cv2.imdecode(np.frombuffer(image, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
-        if img is None or img.size == 0:
+        img = _decode(np.frombuffer(image, dtype=np.uint8), "the image")
+        if img is None:
             raise InputError(f"image bytes ({len(image)} bytes) could not be decoded")
-        return _to_bgr(img, "the image")
+        return img
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8:
             raise InputError(f"image array must be uint8 (HWC BGR as cv2 gives), got {image.dtype}")
@@ -221,9 +238,11 @@ class OCR:
         self.drop_score = float(cfg["drop_score"])
         db = {"max_candidates": 1000, "use_dilation": use_dilation, "score_mode": det_db_score_mode}
         self._det_norm = (1 / 255, DET_MEAN, DET_STD)
+        self._det_rgb = False
         if det_f.paddlex:
             db = det_settings(det_f)
             self._det_norm = normalize_settings(det_f)
+            self._det_rgb = image_mode(det_f) == "RGB"
         self.postprocess_op = DBPostProcess(thresh=det_db_thresh, box_thresh=det_db_box_thresh,
                                             unclip_ratio=det_db_unclip_ratio, paddlex=self.flavour == "paddleocr3",
                                             **db)
@@ -241,7 +260,8 @@ class OCR:
             self._character = load_dictionary(REC_CHAR_DICT_PATH if rec_char_dict_path is None
                                               else rec_char_dict_path, use_space_char)
         if self.flavour == "paddleocr3":
-            self.text_recognizer = PaddleXTextRecognizer(self.rec_model, self._character, shape, int(rec_batch_num))
+            self.text_recognizer = PaddleXTextRecognizer(self.rec_model, self._character, shape, int(rec_batch_num),
+                                                         rec_f.paddlex and image_mode(rec_f) == "RGB")
         else:
             self.text_recognizer = TextRecognizer(self.rec_model, self._character, shape, int(rec_batch_num))
         self._setup_orientation(device, context, use_angle_cls, cls_model_dir, textline_orientation_model_dir,
@@ -297,7 +317,9 @@ class OCR:
             boxes, _ = self.postprocess_op(self.det(x), np.array([img.shape[0], img.shape[1], 1.0, 1.0]))
             return filter_tag_det_res(boxes, img.shape, rapidocr_compat.order_points_imutils)
         resized, shape = det_resize(img, self.det_limit_side_len, self.det_limit_type, self.det_max_side_limit)
-        if self.flavour == "paddleocr3":  # PaddleX: the yml's normalisation; boxes as DB gives them
+        if self.flavour == "paddleocr3":  # PaddleX: the yml's channel order and normalisation; boxes as DB gives them
+            if self._det_rgb:
+                resized = np.ascontiguousarray(resized[:, :, ::-1])
             boxes, _ = self.postprocess_op(self.det(det_normalize_paddlex(resized, *self._det_norm)), shape)
             return boxes
         boxes, _ = self.postprocess_op(self.det(det_normalize(resized)), shape)

@@ -107,13 +107,16 @@ class PaddleXTextRecognizer:
     MAX_WIDTH = 3200
 
     def __init__(self, run: Callable[[np.ndarray], np.ndarray], character: Sequence[str],
-                 rec_image_shape: Sequence[int] = (3, 48, 320), batch_size: int = 6) -> None:
+                 rec_image_shape: Sequence[int] = (3, 48, 320), batch_size: int = 6, rgb: bool = False) -> None:
         self.run = run
         self.rec_image_shape = [int(v) for v in rec_image_shape]
         self.batch_size = int(batch_size)
+        self.rgb = rgb  # the model reads RGB crops (its yml's DecodeImage; PaddleOCR's exports read BGR)
         self.postprocess_op = CTCLabelDecode(character, paddlex=True)
 
     def resize_norm(self, img: np.ndarray) -> np.ndarray:
+        if self.rgb:
+            img = np.ascontiguousarray(img[:, :, ::-1])
         img_c, img_h, img_w = self.rec_image_shape
         if img.shape[2] != img_c:
             raise ConfigError(f"rec_image_shape has {img_c} channels but the crop has {img.shape[2]}")
