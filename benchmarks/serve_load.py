@@ -2,13 +2,13 @@
 C client threads each send one request, wait for the answer, send the next, for a fixed time (at most C in
 flight, nothing unbounded). Numbers: answered requests/s, p50 / p99 latency of the 200s, other answers.
 
-    python benchmarks/serve_load.py sweep    [--seconds 4] [--concurrency 1,2,4,8,16] [--models cnn,ocr]
+    python benchmarks/serve_load.py sweep    [--seconds 4] [--concurrency 1,2,4,8,16] [--models cnn,ocr] [--device host]
     python benchmarks/serve_load.py overload [--seconds 10] [--clients 32]
     python benchmarks/serve_load.py soak     [--soak-minutes 10]
     python benchmarks/serve_load.py shutdown
 
 sweep: MobileNetV3-small (tests/fixtures) and the OCR app (examples/images/sample_en.png) against
-  - `mlserver`: `mlserver start` with pdlite's runtime (2 predictor clones, 1 thread each), CNN over MLServer's
+  - `mlserver`: `mlserver start` with pdlite's runtime (2 predictor clones, 1 thread each, on `--device`), CNN over MLServer's
     gRPC with raw tensor bytes (JSON would make the test a JSON-parsing benchmark), OCR over REST;
   - `mlserver+batch`: the same with MLServer's adaptive batching (max_batch_size 8, max_batch_time 5 ms);
   - `ort-peer`, `ort-peer+batch`: the same model exported to ONNX (`pdlite export-onnx`) in a plain
@@ -195,12 +195,12 @@ HEAD = "| server | model | concurrency | req/s | p50 ms | p99 ms | 200s | other 
 
 
 # -- servers -----------------------------------------------------------------------------------------------------
-def mlserver_repo(folder: Path, onnx: Path | None, ocr_queue: int = 64) -> dict[str, int]:
+def mlserver_repo(folder: Path, onnx: Path | None, device: str = "host") -> dict[str, int]:
     batch = {"max_batch_size": 8, "max_batch_time": 0.005}
     models: dict[str, dict[str, Any]] = {
-        "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64}},
-        "mnv3b": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64}, **batch},
-        "ocr": {"extra": {"app": "ocr", "workers": 2, "max_queued": ocr_queue}},
+        "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64, "device": device}},
+        "mnv3b": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64, "device": device}, **batch},
+        "ocr": {"extra": {"app": "ocr", "workers": 2, "max_queued": 64}},
     }
     ports = write_repository(folder, models)
     if onnx is not None:
@@ -256,10 +256,11 @@ def sweep(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "repo"
         onnx = export_onnx(Path(tmp))
-        ports = mlserver_repo(folder, onnx)
+        ports = mlserver_repo(folder, onnx, args.device)
         with_peer_path()
-        ray_port = start_ray({"mnv3": {"model": CNN, "workers": 2, "max_batch_size": 1},
-                              "mnv3b": {"model": CNN, "workers": 2, "max_batch_size": 8, "batch_wait_timeout_s": 0.005},
+        dev = {"model": CNN, "workers": 2, "device": args.device}
+        ray_port = start_ray({"mnv3": {**dev, "max_batch_size": 1},
+                              "mnv3b": {**dev, "max_batch_size": 8, "batch_wait_timeout_s": 0.005},
                               "ocr": {"app": "ocr", "workers": 2}})
         try:
             with mlserver(folder, Path(tmp) / "mlserver.log"):
@@ -387,6 +388,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=4.0)
     p.add_argument("--concurrency", default="1,2,4,8,16")
     p.add_argument("--models", default="cnn,ocr")
+    p.add_argument("--device", default="host", help="pdlite's device for the CNN (host, onnxruntime, ...)")
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--soak-minutes", type=float, default=10.0)
     args = p.parse_args()
