@@ -89,6 +89,9 @@ def test_cnn_alone_bit_exact(url):
     code, answer = post(url + "/v2/models/mnv3/infer", v2({"x": x}))
     assert code == 200 and answer["parameters"]["batch_size"] == 1
     np.testing.assert_array_equal(outputs(answer)[pred.get_output_names()[0]], run([x])[0])
+    # from Python through a handle: the outputs by name, NumPy arrays
+    got = serve.get_app_handle("mnv3").infer.remote({"x": x}).result()
+    np.testing.assert_array_equal(got[pred.get_output_names()[0]], run([x])[0])
 
 
 def test_tritonclient_binary_tensors(url):
