@@ -76,6 +76,7 @@ float act_fn(float x, int act, float a, float b, float c) {
 }
 
 #define MAX_RANK 8
+#define TS 16 /* GEMM tile (matmul.TILE) */
 """
 
 # activation -> (code, attribute names giving the kernel's a, b, c)

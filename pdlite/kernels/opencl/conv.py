@@ -2,9 +2,9 @@
 
 Four forms, picked per geometry: a 1x1 stride-1 unpadded ungrouped conv is a GEMM per image
 (W [OC, C] @ X[n] [C, H*W], matmul.gemm, bias per row); a depthwise conv (one input channel per
-group) loops over its window only; any other conv is direct (one work item per output element,
-looping over its group's channels and the window, dilation and asymmetric pads included); a
-transposed conv gathers, per output, the inputs whose strided window covers it. Bias,
+group) loops over its window only; any other conv is an implicit GEMM per image and group (the
+im2col columns formed tile by tile in local memory, never stored; dilation, groups and asymmetric
+pads included); a transposed conv gathers, per output, the inputs whose strided window covers it. Bias,
 ResidualData and the activation are applied as each output is stored. Geometry (SAME / VALID,
 paddings, output_size / output_padding) comes from the op definition's helpers. NHWC runs on the
 host (`supports` refuses it; docs/opencl.md).
@@ -15,7 +15,7 @@ from typing import Any
 
 from pdlite.core.program import OpDesc
 from pdlite.kernels.opencl.base import WEIGHT, OpenCLKernel, act_args, add_source, opencl_kernel
-from pdlite.kernels.opencl.matmul import gemm
+from pdlite.kernels.opencl.matmul import TILE, gemm
 from pdlite.operators.fused import base_desc, split_activation
 from pdlite.operators.nn import ConvGeometry, conv2d_geometry, conv2d_transpose_geometry, is_channel_last
 
@@ -49,13 +49,34 @@ float window_dot(__global const T* x, __global const T* w, int xc, int wc, int i
     }
     return acc;
 }
-__kernel void conv2d_direct(CONV_ARGS) {
-    CONV_INDEX
-    int cg = C / G, g = oc / (OC / G);
+/* any other conv as an implicit GEMM per (image, group): W [OC/G, C/G*KH*KW] @ columns [C/G*KH*KW, OH*OW], the
+   columns (im2col) formed tile by tile in local memory, never stored; 16x16 tiles as the gemm kernel's */
+__kernel void conv2d_igemm(CONV_ARGS) {
+    int p = get_global_id(0), m = get_global_id(1), ng = get_global_id(2);
+    int ln = get_local_id(0), lm = get_local_id(1);
+    int n = ng / G, g = ng % G;
+    int cg = C / G, ocg = OC / G, kk2 = KH * KW, K = cg * kk2, P = OH * OW;
+    int oc = g * ocg + m, oh = p / OW, ow = p % OW;
+    int ih0 = oh * SH - PT, iw0 = ow * SW - PL;
+    __local float As[TS][TS + 1];
+    __local float Bs[TS][TS + 1];
     float acc = 0.0f;
-    for (int ci = 0; ci < cg; ++ci)
-        acc += window_dot(x, w, (n * C + g * cg + ci) * H * W, (oc * cg + ci) * KH * KW, ih0, iw0, H, W, KH, KW,
-                          DH, DW);
+    for (int k0 = 0; k0 < K; k0 += TS) {
+        int ka = k0 + ln, kb = k0 + lm;
+        As[lm][ln] = (m < ocg && ka < K) ? LD(w, oc * K + ka) : 0.0f;
+        float v = 0.0f;
+        if (p < P && kb < K) {
+            int ci = kb / kk2, r = kb % kk2;
+            int ih = ih0 + (r / KW) * DH, iw = iw0 + (r % KW) * DW;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = LD(x, ((n * C + g * cg + ci) * H + ih) * W + iw);
+        }
+        Bs[lm][ln] = v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TS; ++k) acc += As[lm][k] * Bs[k][ln];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (m >= ocg || p >= P) return;
+    int i = ((n * OC + oc) * OH + oh) * OW + ow;
     CONV_STORE
 }
 /* one input channel per group: output channel oc reads input channel oc / (OC / C) */
@@ -89,14 +110,14 @@ __kernel void conv2d_transpose(CONV_ARGS) {
 
 
 def conv_form(g: ConvGeometry, transpose: bool = False) -> str:
-    """Which kernel computes a conv of this geometry: "gemm", "depthwise", "direct" or "transpose"."""
+    """Which kernel computes a conv of this geometry: "gemm", "depthwise", "igemm" or "transpose"."""
     if transpose:
         return "transpose"
     if (g.kh, g.kw, g.sh, g.sw, g.groups) == (1, 1, 1, 1, 1) and not any(g.pads):
         return "gemm"
     if g.groups == g.c and g.groups > 1:
         return "depthwise"
-    return "direct"
+    return "igemm"
 
 
 def conv2d(k: OpenCLKernel, x: Any, w: Any, bias: Any, res: Any, g: ConvGeometry, act: tuple,
@@ -112,6 +133,12 @@ def conv2d(k: OpenCLKernel, x: Any, w: Any, bias: Any, res: Any, g: ConvGeometry
              bias=bias, bias_mode=2, res=res, act=act)
         return y
     dummy = k.dummy()
+    if form == "igemm":
+        k.launch("conv2d_igemm", (g.oh * g.ow, g.oc // g.groups, g.n * g.groups), x, w, dummy if bias is None else bias,
+                 dummy if res is None else res, y, g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw,
+                 g.pads[0], g.pads[2], g.dh, g.dw, g.groups, bias is not None, res is not None, *act,
+                 local=(TILE, TILE, 1))
+        return y
     k.launch(f"conv2d_{form}", y.size, x, w, dummy if bias is None else bias, dummy if res is None else res, y,
              g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[2], g.dh, g.dw,
              g.groups, bias is not None, res is not None, *act, local=(64,))

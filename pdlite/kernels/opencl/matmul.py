@@ -23,7 +23,6 @@ TILE = 16
 NO_ACT = act_args("", {})
 
 add_source("matmul", r"""
-#define TS 16
 /* C[b] = act(alpha * A[b] @ B[b] + bias + res[b]); bias_mode 1: per column n, 2: per row m */
 __kernel void gemm(__global const T* A, __global const T* B, __global T* C, __global const T* bias,
                    __global const T* res, int M, int N, int K, int a_sm, int a_sk, int b_sk, int b_sn,
