@@ -11,9 +11,10 @@ has PP-OCRv4 mobile's architecture) at reduced widths so the fixtures stay small
 - det `PP-OCRv5_mobile_det`: PPLCNetV3(scale 0.25, det) + RSEFPN(32, shortcut) + DBHead(k 50);
 - rec `en_PP-OCRv5_mobile_rec`: PPLCNetV3(scale 0.25) + MultiHead(CTCHead with the svtr neck at dims 32,
   hidden 32, depth 2, kernel [1, 3], use_guide; NRTRHead 64, training only), PaddleOCR's en_dict.txt (95 chars);
-- textline `PP-LCNet_x0_25_textline_ori` stand-in: a 2-class conv classifier written here (not PP-LCNet) with
-  PaddleClas's exported inference.yml (ResizeImage [160, 80], NormalizeImage, ToCHWImage, Topk 0/180_degree);
-  it exercises the orientation stage's pre-processing and rotation, not a PaddleClas architecture.
+- textline `PP-LCNet_x0_25_textline_ori` and doc `PP-LCNet_x1_0_doc_ori` stand-ins: 2- and 4-class conv classifiers
+  written here (not PP-LCNet) with PaddleClas's exported inference.yml (ResizeImage [160, 80] / resize_short 256 +
+  CropImage 224, NormalizeImage, ToCHWImage, Topk 0/180_degree / 0/90/180/270); they exercise the orientation
+  stages' pre-processing and rotations, not a PaddleClas architecture.
 
 Weights: PaddleOCR's initialisers, BatchNorm statistics taken from a batch of the example images (momentum 0), the
 DB head's two transposed convs made nearest-neighbour up-samplers (each kernel its mean; a random head otherwise
@@ -29,7 +30,8 @@ The reference: PaddleOCR 3's OCR pipeline (PaddleX 3: pipelines/ocr/pipeline.py,
 text_recognition, image_classification processors) transcribed below, run on Paddle Inference's outputs of each
 format, with PaddleOCR 3's defaults (det limit 64 'min', max side 4000, thresh 0.3, box_thresh 0.6, unclip 1.5,
 textline + rec batches of 6, rec score threshold 0). `expected.json`: per "format/image", the lines (box, text,
-score, angle: 1 where the textline classifier turned the crop; its fc bias is set so about half are). `cases.npz`: a det input and a rec batch with each format's Paddle Inference outputs (raw-network checks) and
+score, angle: 1 where the textline classifier turned the crop; its fc bias is set so about half are);
+"pir+doc/image": the same with the document orientation step first, "doc_angles" the page angles it chose. `cases.npz`: a det input and a rec batch with each format's Paddle Inference outputs (raw-network checks) and
 what PaddleX's post-processing makes of those outputs (`det.<fmt>.boxes`, `rec.<fmt>.texts` / `.scores`).
 """
 from __future__ import annotations
@@ -103,6 +105,14 @@ TEXTLINE_YML = {"Global": {"model_name": "PP-LCNet_x0_25_textline_ori"},
                                         "scale": 0.00392156862745098, "std": [0.229, 0.224, 0.225]}},
                     {"ToCHWImage": None}]},
                 "PostProcess": {"Topk": {"topk": 1, "label_list": ["0_degree", "180_degree"]}}}
+DOC_YML = {"Global": {"model_name": "PP-LCNet_x1_0_doc_ori"},
+           "PreProcess": {"transform_ops": [
+               {"ResizeImage": {"resize_short": 256}}, {"CropImage": {"size": 224}},
+               {"NormalizeImage": {"channel_num": 3, "mean": [0.485, 0.456, 0.406], "order": "",
+                                   "scale": 0.00392156862745098, "std": [0.229, 0.224, 0.225]}},
+               {"ToCHWImage": None}]},
+           "PostProcess": {"Topk": {"topk": 1, "label_list": ["0", "90", "180", "270"]}}}
+CLASSIFIERS = {"textline": (2, [80, 160], TEXTLINE_YML), "doc": (4, [224, 224], DOC_YML)}  # classes, input HW, yml
 
 
 def ppocr_imports():
@@ -123,7 +133,7 @@ def ppocr_imports():
     return arch.build_model, exp.export_single_model, exp.dump_infer_config
 
 
-def textline_net():
+def orientation_net(classes: int):
     import paddle
 
     class TinyOrientation(paddle.nn.Layer):
@@ -131,7 +141,7 @@ def textline_net():
             super().__init__()
             self.conv = paddle.nn.Conv2D(3, 8, 5, stride=4, padding=2)
             self.pool = paddle.nn.AdaptiveAvgPool2D(1)
-            self.fc = paddle.nn.Linear(8, 2)
+            self.fc = paddle.nn.Linear(8, classes)
 
         def forward(self, x):
             y = self.pool(paddle.nn.functional.relu(self.conv(x))).flatten(1)
@@ -144,8 +154,8 @@ def build(kind: str, dict_path: str, n_classes: int):
     import paddle
 
     paddle.seed(SEED)
-    if kind == "textline":
-        return textline_net(), None
+    if kind in CLASSIFIERS:
+        return orientation_net(CLASSIFIERS[kind][0]), None
     build_model, _, _ = ppocr_imports()
     cfg = det_config() if kind == "det" else rec_config(dict_path, n_classes)
     return build_model(cfg["Architecture"]), cfg
@@ -172,7 +182,7 @@ def set_weights(kind: str, model) -> None:
     import paddle
 
     model.eval()
-    if kind == "textline":
+    if kind in CLASSIFIERS:
         return
     x = paddle.to_tensor(calibration(kind))
     bns = [m for m in model.sublayers() if isinstance(m, (paddle.nn.BatchNorm2D, paddle.nn.BatchNorm))]
@@ -211,13 +221,14 @@ def export(kind: str, fmt: str, work: Path, out: Path) -> None:
     model.set_state_dict(paddle.load(str(work / f"{kind}.pdparams")))
     model.eval()
     out.mkdir(parents=True, exist_ok=True)
-    if kind == "textline":
-        spec = [paddle.static.InputSpec([None, 3, 80, 160], "float32", "x")]
+    if kind in CLASSIFIERS:
+        _, hw, yml = CLASSIFIERS[kind]
+        spec = [paddle.static.InputSpec([None, 3, *hw], "float32", "x")]
         paddle.jit.save(paddle.jit.to_static(model, input_spec=spec, full_graph=True), str(out / "inference"),
                         input_spec=spec)
         import yaml
 
-        (out / "inference.yml").write_text(yaml.safe_dump(TEXTLINE_YML, sort_keys=False), encoding="utf-8")
+        (out / "inference.yml").write_text(yaml.safe_dump(yml, sort_keys=False), encoding="utf-8")
     else:
         _, export_single_model, dump_infer_config = ppocr_imports()
         logger = types.SimpleNamespace(info=lambda *a, **k: None)
@@ -369,6 +380,27 @@ def ref_textline_input(img):
     return cv2.merge(split).transpose(2, 0, 1)
 
 
+def ref_doc_input(img):
+    """ReadImage RGB, ResizeByShort 256 (round), centre Crop 224, Normalize, ToCHW."""
+    import cv2
+
+    img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    h, w = img.shape[:2]
+    scale = 256 / min(h, w)
+    rh, rw = round(h * scale), round(w * scale)
+    if not (rw == w and rh == h):
+        img = cv2.resize(img, (rw, rh), interpolation=cv2.INTER_LINEAR)
+    x1, y1 = max(0, (rw - 224) // 2), max(0, (rh - 224) // 2)
+    img = img[y1:min(rh, y1 + 224), x1:min(rw, x1 + 224)]
+    mean, std, scale = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225], 0.00392156862745098
+    split = list(cv2.split(img))
+    for c in range(3):
+        split[c] = split[c].astype(np.float32)
+        split[c] *= scale / std[c]
+        split[c] += -mean[c] / std[c]
+    return cv2.merge(split).transpose(2, 0, 1)
+
+
 def ref_rec_resize(img, shape):
     import cv2
 
@@ -424,6 +456,12 @@ class Reference:
         boxes = ref_sort(ref_db(self.run("det", x), shape))
         return boxes, [ref_crop(img, b) for b in boxes]
 
+    def doc(self, img: np.ndarray) -> tuple[np.ndarray, int]:
+        """The doc_preprocessor's orientation step: the top class's angle, the page turned by it."""
+        prob = self.run("doc", ref_doc_input(img)[None])
+        angle = int(DOC_YML["PostProcess"]["Topk"]["label_list"][int(prob.argsort(axis=1)[0, -1])])
+        return ref_rotate(img, angle), angle
+
     def __call__(self, img: np.ndarray) -> list[dict]:
         boxes, crops = self.detect(img)
         if not boxes:
@@ -461,7 +499,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "meta.json").write_text(json.dumps({"dict_path": dict_path, "n_classes": len(character)}))
-        for kind in ("det", "rec", "textline"):
+        for kind in ("det", "rec", "textline", "doc"):
             model, _ = build(kind, dict_path, len(character))
             set_weights(kind, model)
             if kind == "textline":  # the fc's bias: half the fixture's crops turned, half not
@@ -477,6 +515,17 @@ def main() -> None:
                 print(f"textline: logit gaps >= {gap:.2e}")
                 if gap < 1e-3:
                     raise SystemExit("a crop's textline decision is within 1e-3 of a tie: pick another seed")
+            if kind == "doc":  # logits centred over the pages and spread (std 2), so the pages' angles vary
+                with paddle.no_grad():
+                    lg = np.log(model(paddle.to_tensor(np.stack([ref_doc_input(im) for im in
+                                                                 calibration_images()]))).numpy())
+                k = 2.0 / float(lg.std())
+                model.fc.weight.set_value(model.fc.weight * k)
+                model.fc.bias.set_value(model.fc.bias * k - paddle.to_tensor(k * lg.mean(axis=0), "float32"))
+                top2 = np.sort(k * (lg - lg.mean(axis=0)), axis=1)[:, -2:]
+                print(f"doc: logit gaps >= {np.ptp(top2, 1).min():.2e}")
+                if np.ptp(top2, 1).min() < 1e-3:
+                    raise SystemExit("a page's orientation decision is within 1e-3 of a tie: pick another seed")
             paddle.save(model.state_dict(), str(work / f"{kind}.pdparams"))
             for fmt, pir in (("legacy", "0"), ("pir", "1")):
                 dst = OUT / kind / fmt
@@ -504,8 +553,17 @@ def main() -> None:
         decoded = ref_ctc(cases[f"rec.{fmt}.out"], character)
         cases[f"rec.{fmt}.texts"] = np.array([t for t, _ in decoded])
         cases[f"rec.{fmt}.scores"] = np.array([sc for _, sc in decoded], np.float64)
+    ref, angles = Reference(OUT, "pir", character), {}  # with the document orientation step first (PIR folders)
+    expected["pir+doc"] = {}
+    for n in IMAGES:
+        page, angles[n] = ref.doc(cv2.imread(str(REPO / "examples" / "images" / n)))
+        expected["pir+doc"][n] = ref(page)
+    print("pir+doc: page angles", angles)
+    if not any(angles.values()):
+        raise SystemExit("the doc stand-in turns no page: pick another seed")
     rows = [f'"{fmt}/{name}": ' + json.dumps(lines, ensure_ascii=False)
             for fmt, per in expected.items() for name, lines in per.items()]
+    rows.append('"doc_angles": ' + json.dumps(angles))
     (OUT / "expected.json").write_text("{\n" + ",\n".join(rows) + "\n}\n", encoding="utf-8")
     np.savez_compressed(OUT / "cases.npz", **cases)
     size = sum(f.stat().st_size for f in OUT.rglob("*") if f.is_file()) / 1e3

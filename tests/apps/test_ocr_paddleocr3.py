@@ -86,11 +86,24 @@ def test_pipeline_matches_paddleocr3(fmt_ocr: tuple[str, OCR]) -> None:
     assert (ocr.det_limit_side_len, ocr.det_limit_type, ocr.det_max_side_limit) == (64, "min", 4000)
     turned = 0
     for key, want in EXPECTED.items():
-        f, name = key.split("/")
+        f, _, name = key.partition("/")
         if f == fmt:
             _same_lines(ocr(IMAGES / name), want, key)
             turned += sum(ln["angle"] for ln in want)
     assert turned > 0
+
+
+def test_pipeline_with_doc_orientation_matches_paddleocr3() -> None:
+    """With a document orientation model first (PIR folders; a stand-in 4-class classifier): the page angle PaddleOCR
+    3 picks, and every line of the turned page."""
+    ocr = OCR(**folders("pir"), doc_orientation_model_dir=FIX / "doc" / "pir")
+    assert list(ocr.models()) == ["doc", "det", "cls", "rec"]
+    angles = EXPECTED["doc_angles"]
+    assert len(set(angles.values())) > 1
+    for name, angle in angles.items():
+        lines = ocr(IMAGES / name)
+        assert ocr.last_doc_angle == angle, name
+        _same_lines(lines, EXPECTED[f"pir+doc/{name}"], f"doc/{name}")
 
 
 def test_cli_with_paddleocr3_folders(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
