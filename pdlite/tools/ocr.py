@@ -122,8 +122,8 @@ def main(args: argparse.Namespace) -> int:
                 t = time.perf_counter()
                 try:
                     img, lines = _read(ocr, path)
-                except (PdliteError, MemoryError, OSError) as e:  # one bad image does not stop the others
-                    msg = str(e) or type(e).__name__
+                except Exception as e:  # noqa: BLE001 -- one bad image (corrupt, huge, odd) does not stop the others
+                    msg = str(e) if isinstance(e, PdliteError) else f"{type(e).__name__}: {e}"
                     failed.append((path, msg))
                     print(f"error: {path}: {msg}", file=sys.stderr)
                     if jsonl:

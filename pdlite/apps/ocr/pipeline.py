@@ -82,23 +82,30 @@ def _to_bgr(img: np.ndarray, name: str) -> np.ndarray:
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
 
 
-_ALPHA_FORMATS = (b"\x89PNG", b"RIFF", b"II*\x00", b"MM\x00*")  # PNG, WebP, TIFF: may carry an alpha channel
+def _may_have_alpha(buf: np.ndarray) -> bool:
+    """Whether an encoded image may carry transparency: a PNG with an alpha colour type or a tRNS chunk, any WebP or
+    TIFF (checked by decoding). Others (JPEG, BMP, ...) have none."""
+    head = bytes(buf[:4])
+    if head == b"\x89PNG":
+        if len(buf) > 25 and int(buf[25]) in (4, 6):  # IHDR colour type: gray + alpha, RGBA
+            return True
+        start = bytes(buf[:65536])
+        return b"tRNS" in start[:start.find(b"IDAT")] if b"IDAT" in start else b"tRNS" in start
+    return head == b"RIFF" or head in (b"II*\x00", b"MM\x00*")
 
 
 def _decode(buf: np.ndarray, name: str) -> np.ndarray | None:
-    """cv2.imdecode as cv2.imread reads (IMREAD_COLOR: EXIF orientation applied, 16 bits scaled to 8); a format
-    that may carry alpha is decoded again with it, and an image that has it is composited on white."""
+    """cv2.imdecode as cv2.imread reads (IMREAD_COLOR: EXIF orientation applied, 16 bits scaled to 8), except that
+    an image with an alpha channel is composited on white."""
     cv2 = require("cv2")
-    img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
-    if img is None or img.size == 0:
-        return None
-    if bytes(buf[:4]) in _ALPHA_FORMATS:
+    if _may_have_alpha(buf):
         full = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
         if full is not None and full.ndim == 3 and full.shape[2] in (2, 4):
             if full.dtype == np.uint16:  # as IMREAD_COLOR scales 16-bit images
                 full = np.clip(np.round(full / 256.0), 0, 255).astype(np.uint8)
             return _to_bgr(full, name)
-    return img
+    img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    return None if img is None or img.size == 0 else img
 
 
 def load_image(image: str | os.PathLike | bytes | np.ndarray) -> np.ndarray:
