@@ -199,3 +199,24 @@ def test_every_opencl_kernel_is_tested():
     tested |= {"io_copy", "calib", "split"}
     registered = {k.op_type for k, _ in KERNELS.items() if k.target == OPENCL}
     assert registered - tested == set(), "OpenCL kernels without a test here"
+
+
+@pytest.mark.parametrize("op_type,ins,attrs", [
+    ("transpose2", {"X": np.arange(24, dtype=np.int64).reshape(2, 3, 4)}, {"axis": [2, 0, 1]}),
+    ("slice", {"Input": np.arange(30, dtype=np.int32).reshape(5, 6)}, {"axes": [1], "starts": [1], "ends": [4]}),
+    ("concat", {"X": [np.ones((2, 3), np.int64), np.zeros((2, 1), np.int64)]}, {"axis": 1}),
+    ("unsqueeze2", {"X": np.arange(6, dtype=np.int64)}, {"axes": [0]}),
+])
+def test_data_movement_keeps_any_dtype(op_type, ins, attrs):
+    """Views and copies (copy_nd per element size) move int tensors bit for bit; arithmetic kernels refuse them."""
+    got = run_ocl(op_type, ins, attrs)["Out"][0]
+    ref = run_op(op_type, ins, attrs)["Out"][0]
+    assert got.dtype == ref.dtype
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_arithmetic_kernel_refuses_int_input():
+    from pdlite.errors import KernelError
+
+    with pytest.raises(KernelError, match=r"relu: input X is int64; the OpenCL kernel computes on float"):
+        run_ocl("relu", {"X": np.arange(4, dtype=np.int64)}, {})

@@ -122,7 +122,7 @@ def act_args(act: str, attrs: Mapping[str, Any]) -> tuple[np.int32, np.float32, 
 
 def _arg(v: Any) -> Any:
     if isinstance(v, cla.Array):
-        return v.base_data if v.offset == 0 else v.base_data.get_sub_region(v.offset, v.nbytes)
+        return v.data  # (kernels make no offset views: reshapes of whole arrays only)
     if isinstance(v, (bool, np.bool_)):
         return np.int32(v)
     if isinstance(v, (int, np.integer)) and not isinstance(v, (np.int32, np.int64, np.uint32)):
@@ -140,6 +140,7 @@ class OpenCLKernel(Kernel):
     """Base of the OpenCL kernels: `self.dev`, `self.dtype`, weights uploaded in `prepare`, `launch`."""
 
     precision: PrecisionType = ANY_PRECISION  # set per registered variant
+    any_dtype = False  # data-movement kernels (views, copies) take tensors of any dtype; the others float ones
 
     _dev: ClDevice | None = None
 
@@ -175,7 +176,7 @@ class OpenCLKernel(Kernel):
         return self.dev.empty(tuple(shape), self.dtype if dtype is None else dtype)
 
     def upload(self, a: Any, dtype: Any = None) -> Any:
-        """A host array on the device; floating data converted to `dtype` (default: the kernel's)."""
+        """A host array on the device; floating data converted to `dtype` (default: the kernel's), ints as they are."""
         arr = np.asarray(a)
         if arr.dtype.kind == "f":
             arr = arr.astype(self.dtype if dtype is None else dtype, copy=False)
@@ -205,6 +206,9 @@ class OpenCLKernel(Kernel):
         if not vals or i >= len(vals):
             return None
         v = vals[i]
+        if not self.any_dtype and np.dtype(v.dtype).kind != "f":
+            raise KernelError(f"{self.op.type}: input {slot} is {v.dtype}; the OpenCL kernel computes on float "
+                              "tensors (int ones are shape arithmetic, run on the host)")
         if isinstance(v, cla.Array):
             if v.dtype.kind == "f" and v.dtype != self.dtype:
                 raise KernelError(f"{self.op.type}: input {slot} is {v.dtype} on the device but the "

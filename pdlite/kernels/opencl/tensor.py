@@ -4,7 +4,7 @@ concat, split, slice (strided copies), softmax, shape and fill_constant.
 Output shapes come from the op definitions' helpers (pdlite.operators.tensor), as on the host.
 Reshape-like kernels return views of the same buffer (tensors are never written in place).
 Transpose, concat, split and slice are one strided-copy kernel (`copy_nd`: each element of an index
-space read and written through strides and offsets). `shape` reads only the input's metadata and
+space read and written through strides and offsets, per element size: any dtype moves bit for bit). `shape` reads only the input's metadata and
 returns a host int32 array; `fill_constant` makes its (small) tensor on the host; int32/int64 shape
 arithmetic (slice / concat / reshape ... of shape tensors) runs on the host (host_side.py), so that
 shape arithmetic never waits for the device.
@@ -24,20 +24,26 @@ from pdlite.kernels.opencl.elementwise import MAX_RANK, contiguous_strides
 from pdlite.operators import tensor as T
 
 add_source("tensor", r"""
-/* meta: dims [MAX_RANK], source strides [MAX_RANK], destination strides [MAX_RANK] */
-__kernel void copy_nd(__global const T* src, __global T* dst, int n, int rank, __global const int* meta,
-                      int s_off, int d_off) {
-    int i = get_global_id(0);
-    if (i >= n) return;
-    int r = i, si = s_off, di = d_off;
-    for (int d = rank - 1; d >= 0; --d) {
-        int q = r % meta[d];
-        r /= meta[d];
-        si += q * meta[MAX_RANK + d];
-        di += q * meta[2 * MAX_RANK + d];
-    }
-    ST(dst, di, LD(src, si));
+/* meta: dims [MAX_RANK], source strides [MAX_RANK], destination strides [MAX_RANK]; one kernel per element
+   size (copy_nd_1 / 2 / 4 / 8), so that any dtype moves bit for bit */
+#define COPY_ND(NAME, E) \
+__kernel void NAME(__global const E* src, __global E* dst, int n, int rank, __global const int* meta, int s_off, \
+                   int d_off) { \
+    int i = get_global_id(0); \
+    if (i >= n) return; \
+    int r = i, si = s_off, di = d_off; \
+    for (int d = rank - 1; d >= 0; --d) { \
+        int q = r % meta[d]; \
+        r /= meta[d]; \
+        si += q * meta[MAX_RANK + d]; \
+        di += q * meta[2 * MAX_RANK + d]; \
+    } \
+    dst[di] = src[si]; \
 }
+COPY_ND(copy_nd_1, uchar)
+COPY_ND(copy_nd_2, ushort)
+COPY_ND(copy_nd_4, uint)
+COPY_ND(copy_nd_8, ulong)
 /* softmax over the middle axis of [outer, axis_n, inner] */
 __kernel void softmax(__global const T* x, __global T* y, int outer, int axis_n, int inner) {
     int i = get_global_id(0);
@@ -71,11 +77,13 @@ def copy_nd(k: OpenCLKernel, src: Any, dst: Any, dims: Sequence[int], src_stride
     cache = k.__dict__.setdefault("_metas", {})
     if key not in cache:
         cache[key] = k.dev.upload(meta)
-    k.launch("copy_nd", n, src, dst, n, r, cache[key], src_off, dst_off, local=(64,))
+    k.launch(f"copy_nd_{src.dtype.itemsize}", n, src, dst, n, r, cache[key], src_off, dst_off, local=(64,))
 
 
 class _Shaped(OpenCLKernel):
-    """Base: computes the output from X and the helpers; ShapeError becomes a KernelError."""
+    """Base: computes the output from X and the helpers; ShapeError becomes a KernelError. Any dtype."""
+
+    any_dtype = True
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
@@ -130,14 +138,16 @@ class Transpose(_Shaped):
         perm = T.transpose_perm(self.attrs["axis"], x.ndim)
         dims = tuple(x.shape[p] for p in perm)
         st = contiguous_strides(x.shape)
-        out = self.empty(dims)
+        out = self.empty(dims, x.dtype)
         copy_nd(self, x, out, dims, [st[p] for p in perm], contiguous_strides(dims))
         return out
 
 
 @opencl_kernel("concat", inputs={"AxisTensor": HOST_ANY})
 class Concat(OpenCLKernel):
-    """Out: the X tensors joined along `axis` (negative allowed; AxisTensor overrides)."""
+    """Out: the X tensors joined along `axis` (negative allowed; AxisTensor overrides). Any dtype."""
+
+    any_dtype = True
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         xs = [self.tensor(ins, "X", i) for i in range(len(ins["X"]))]
@@ -151,7 +161,9 @@ class Concat(OpenCLKernel):
                               f"{e}") from None
         shape = list(xs[0].shape)
         shape[axis] = sum(x.shape[axis] for x in xs)
-        out = self.empty(shape)
+        if any(x.dtype != xs[0].dtype for x in xs):
+            raise KernelError(f"concat: inputs of dtypes {[str(x.dtype) for x in xs]}")
+        out = self.empty(shape, xs[0].dtype)
         ost = contiguous_strides(tuple(shape))
         off = 0
         for x in xs:
@@ -162,7 +174,9 @@ class Concat(OpenCLKernel):
 
 @opencl_kernel("split", inputs={"AxisTensor": HOST_ANY, "SectionsTensorList": HOST_ANY})
 class Split(OpenCLKernel):
-    """Out: X cut along `axis` into `num` equal parts or `sections`, as on the host."""
+    """Out: X cut along `axis` into `num` equal parts or `sections`, as on the host. Any dtype."""
+
+    any_dtype = True
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "X")
@@ -174,7 +188,7 @@ class Split(OpenCLKernel):
         outs, off = [], 0
         for s in sizes:
             shape = (*x.shape[:axis], s, *x.shape[axis + 1:])
-            out = self.empty(shape)
+            out = self.empty(shape, x.dtype)
             copy_nd(self, x, out, shape, xst, contiguous_strides(shape), off * xst[axis], 0)
             outs.append(out)
             off += s
@@ -183,7 +197,9 @@ class Split(OpenCLKernel):
 
 @opencl_kernel("slice", inputs={s: HOST_ANY for s in _SLICE_TENSORS})
 class Slice(OpenCLKernel):
-    """Out: Input[starts:ends] on `axes` (clamped like Paddle), `decrease_axis` dims dropped."""
+    """Out: Input[starts:ends] on `axes` (clamped like Paddle), `decrease_axis` dims dropped. Any dtype."""
+
+    any_dtype = True
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = self.tensor(ins, "Input")
@@ -194,7 +210,7 @@ class Slice(OpenCLKernel):
         bounds = [sl.indices(d)[:2] for sl, d in zip(index, x.shape)]
         dims = [max(0, e - s) for s, e in bounds]
         xst = contiguous_strides(x.shape)
-        out = self.empty(shape)
+        out = self.empty(shape, x.dtype)
         copy_nd(self, x, out, dims, xst, contiguous_strides(tuple(dims)), sum(s * t for (s, _), t in zip(bounds, xst)))
         return {"Out": [out]}
 
