@@ -138,7 +138,9 @@ class PdliteRuntime(MLModel):
         return True
 
     async def unload(self) -> bool:
-        self._executor.shutdown(wait=True)
+        executor = getattr(self, "_executor", None)  # none when load failed
+        if executor is not None:
+            executor.shutdown(wait=True)
         return True
 
     def _specs(self, which: str) -> list[TensorSpec]:

@@ -5,6 +5,7 @@ server answers correctly afterwards; overload gets 503s while admitted requests 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import urllib.error
 import urllib.request
@@ -33,7 +34,7 @@ OCR_LIMIT = 1 << 20  # the OCR model's max_request_bytes here: 1 MiB
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mlserver")
-    write_repository(folder, {
+    write_repository(folder, parallel_workers=1, models={  # one worker process: MLServer's default path
         "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_request_bytes": 4 << 20}},
         "picodet": {"uri": DET, "extra": {"workers": 1}},
         "ocr": {"extra": {"app": "ocr", "workers": 1, "max_queued": 2, "max_request_bytes": OCR_LIMIT}},
@@ -84,7 +85,9 @@ def image_b64() -> np.ndarray:
     return np.array([base64.b64encode(IMAGE.read_bytes())], dtype=object)
 
 
+@functools.cache
 def ocr_reference() -> dict[str, np.ndarray]:
+    """The OCR app's answer for IMAGE, computed locally once (on a worker thread, as the servers run it)."""
     with ThreadPoolExecutor(1) as ex:
         return ex.submit(lambda: ocr_answer(OCR()(str(IMAGE)))).result()
 
