@@ -9,8 +9,10 @@ built once and run on the model's case.npz input:
 - cuda: [CUDA FP32, Host FP32] on the GPU torch sees, else on torch's CPU device (said in the column), when
   torch is installed.
 Each cell: median latency (ms) of `repeats` timed runs after one warm-up (the first run compiles the
-OpenCL kernels: reported separately as "first"), the configurations interleaved run by run, and the
-error max|got - ref| / max|ref| against Paddle's reference. On PoCL (a CPU OpenCL device) the OpenCL
+OpenCL kernels: reported separately as "first"), and the error max|got - ref| / max|ref| against Paddle's
+reference. The configurations run one after another, each alone (not interleaved run by run): their
+thread pools (pdlite's native pool, PoCL's workers, torch's OpenMP threads) keep spinning for a while after
+a run and would slow whichever runs next on a small machine. On PoCL (a CPU OpenCL device) the OpenCL
 latencies are correctness-only figures: PoCL runs the kernels on the same CPU cores as the host target,
 with none of its tuned kernels. The device line says which OpenCL device ran.
 """
@@ -101,18 +103,19 @@ def main() -> int:
             print(f"| {name} | (not found) |")
             continue
         ins, outs = case(d)
-        preds, first, errs = {}, {}, {}
-        for n, (places, opts) in cfgs.items():
-            preds[n] = build(d, places, opts)
-            t = time.perf_counter()
-            errs[n] = rel_err(preds[n].predict(ins), outs)
-            first[n] = (time.perf_counter() - t) * 1e3
+        first, errs = {}, {}
         times: dict[str, list[float]] = {n: [] for n in names}
-        for _ in range(args.repeats):  # interleaved
-            for n in names:
+        for n, (places, opts) in cfgs.items():
+            pred = build(d, places, opts)
+            time.sleep(0.5)  # the previous configuration's threads back to sleep
+            t = time.perf_counter()
+            errs[n] = rel_err(pred.predict(ins), outs)
+            first[n] = (time.perf_counter() - t) * 1e3
+            for _ in range(args.repeats):
                 t = time.perf_counter()
-                preds[n].predict(ins)
+                pred.predict(ins)
                 times[n].append((time.perf_counter() - t) * 1e3)
+            del pred
         cells = [f"{statistics.median(times[n]):.1f} ({first[n]:.0f}) / {errs[n]:.1e}" for n in names]
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
     return 0
