@@ -34,13 +34,13 @@ OCR_LIMIT = 1 << 20  # the OCR model's max_request_bytes here: 1 MiB
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mlserver")
-    write_repository(folder, parallel_workers=1, models={  # one worker process: MLServer's default path
+    ports = write_repository(folder, parallel_workers=1, models={  # one worker process: MLServer's default path
         "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_request_bytes": 4 << 20}},
         "picodet": {"uri": DET, "extra": {"workers": 1}},
         "ocr": {"extra": {"app": "ocr", "workers": 1, "max_queued": 2, "max_request_bytes": OCR_LIMIT}},
     })
     with mlserver(folder, folder / "mlserver.log") as (url, proc):
-        yield url, proc
+        yield url, proc, ports
     # SIGTERM ended it cleanly
     assert proc.returncode == 0, (folder / "mlserver.log").read_text()[-3000:]
 
@@ -152,6 +152,32 @@ def test_ocr_app(client):
     lines = json.loads(got["lines"][0])
     assert [ln["text"] for ln in lines] == [t.decode() for t in want["texts"]]
     assert [ln["box"] for ln in lines] == want["boxes"].tolist()
+
+
+def test_grpc_raw_tensors(server):
+    """MLServer's gRPC endpoint with the tensor as raw bytes (its own generated stubs): the same outputs, and a
+    wrong shape answered INVALID_ARGUMENT naming the input."""
+    grpc = pytest.importorskip("grpc", reason="needs grpcio: pip install pdlite[serve]")
+    from mlserver.grpc import dataplane_pb2 as pb
+    from mlserver.grpc import dataplane_pb2_grpc as pbg
+
+    stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{server[2]['grpc_port']}"))
+    pred, run = local(CNN)
+    x = np.random.default_rng(5).standard_normal((1, 3, 224, 224)).astype(np.float32)
+
+    def request(a: np.ndarray):
+        return pb.ModelInferRequest(model_name="mnv3", raw_input_contents=[a.tobytes()], inputs=[
+            pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=list(a.shape))])
+
+    res = stub.ModelInfer(request(x), timeout=60)
+    out = res.outputs[0]
+    got = (np.frombuffer(res.raw_output_contents[0], np.float32) if res.raw_output_contents
+           else np.array(out.contents.fp32_contents, np.float32)).reshape(list(out.shape))
+    np.testing.assert_array_equal(got, run([x])[0])
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(request(np.zeros((1, 3, 22, 224), np.float32)), timeout=60)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'x'" in e.value.details()
+    assert "[-1, 3, 224, 224]" in e.value.details()
 
 
 # -- bad requests: 4xx with the input named, server alive ---------------------------------------------------
