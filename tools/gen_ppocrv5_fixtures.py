@@ -31,7 +31,8 @@ text_recognition, image_classification processors) transcribed below, run on Pad
 format, with PaddleOCR 3's defaults (det limit 64 'min', max side 4000, thresh 0.3, box_thresh 0.6, unclip 1.5,
 textline + rec batches of 6, rec score threshold 0). `expected.json`: per "format/image", the lines (box, text,
 score, angle: 1 where the textline classifier turned the crop; its fc bias is set so about half are);
-"pir+doc/image": the same with the document orientation step first, "doc_angles" the page angles it chose. `cases.npz`: a det input and a rec batch with each format's Paddle Inference outputs (raw-network checks) and
+"pir+doc/image": the same with the document orientation step first, "doc_angles" the page angles it chose;
+"pir+b1/image": recognition in batches of 1 (PaddleOCR 3's text_recognition_batch_size=1). `cases.npz`: a det input and a rec batch with each format's Paddle Inference outputs (raw-network checks) and
 what PaddleX's post-processing makes of those outputs (`det.<fmt>.boxes`, `rec.<fmt>.texts` / `.scores`).
 """
 from __future__ import annotations
@@ -436,8 +437,8 @@ def ref_ctc(preds, character):
 class Reference:
     """PaddleOCR 3's OCR pipeline on Paddle Inference (one format's three folders)."""
 
-    def __init__(self, root: Path, fmt: str, character: list[str]) -> None:
-        self.root, self.fmt, self.character = root, fmt, character
+    def __init__(self, root: Path, fmt: str, character: list[str], rec_batch: int = 6) -> None:
+        self.root, self.fmt, self.character, self.rec_batch = root, fmt, character, rec_batch
         self.gaps: list[float] = []
         self.records: dict[str, list] = {"det": [], "rec": []}
 
@@ -473,8 +474,8 @@ class Reference:
         crops = [ref_rotate(c, 180 * a) for c, a in zip(crops, angles)]
         order = sorted(range(len(crops)), key=lambda i: crops[i].shape[1] / float(crops[i].shape[0]))
         res = [None] * len(crops)
-        for beg in range(0, len(order), 6):
-            ids = order[beg:beg + 6]
+        for beg in range(0, len(order), self.rec_batch):
+            ids = order[beg:beg + self.rec_batch]
             ims = [ref_rec_resize(crops[i], [3, 48, 320]) for i in ids]
             wmax = max(im.shape[2] for im in ims)
             batch = np.stack([np.pad(im, ((0, 0), (0, 0), (0, wmax - im.shape[2]))) for im in ims])
@@ -559,6 +560,10 @@ def main() -> None:
         page, angles[n] = ref.doc(cv2.imread(str(REPO / "examples" / "images" / n)))
         expected["pir+doc"][n] = ref(page)
     print("pir+doc: page angles", angles)
+    ref = Reference(OUT, "pir", character, rec_batch=1)  # text_recognition_batch_size=1: no padding
+    expected["pir+b1"] = {n: ref(cv2.imread(str(REPO / "examples" / "images" / n))) for n in IMAGES[:2]}
+    if min(ref.gaps) < MIN_GAP:
+        raise SystemExit(f"a CTC step's top-2 gap (batches of 1) is under {MIN_GAP}: pick another seed")
     if not any(angles.values()):
         raise SystemExit("the doc stand-in turns no page: pick another seed")
     rows = [f'"{fmt}/{name}": ' + json.dumps(lines, ensure_ascii=False)

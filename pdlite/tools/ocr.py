@@ -52,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--det-limit-side-len", type=int,
                    help="detection resize limit (default 960 on the longer side; PaddleOCR 3 models: 64 on the "
                         "shorter side, the longer side at most 4000)")
+    p.add_argument("--rec-batch-num", type=int, help="recognition batch size: crops sorted by aspect ratio, each "
+                   "batch padded to its widest (default 6, as PaddleOCR 2.x and 3; 1: no padding)")
     p.add_argument("--det-limit-type", choices=["max", "min", "resize_long"],
                    help="which side --det-limit-side-len limits (default max; PaddleOCR 3 models: min)")
     p.add_argument("--det-db-box-thresh", type=float, help="DB box score threshold (default 0.6)")
@@ -87,10 +89,10 @@ def main(args: argparse.Namespace) -> int:
 
     paths = collect_images(args.images)
     t0 = time.perf_counter()
-    det = {k: v for k, v in (("det_limit_side_len", args.det_limit_side_len),
-                              ("det_limit_type", args.det_limit_type),
-                              ("det_db_box_thresh", args.det_db_box_thresh),
-                              ("det_db_unclip_ratio", args.det_db_unclip_ratio)) if v is not None}
+    tuning = {k: v for k, v in (("det_limit_side_len", args.det_limit_side_len),
+                                 ("det_limit_type", args.det_limit_type), ("rec_batch_num", args.rec_batch_num),
+                                 ("det_db_box_thresh", args.det_db_box_thresh),
+                                 ("det_db_unclip_ratio", args.det_db_unclip_ratio)) if v is not None}
     models = {k: v for k, v in (("det_model_dir", args.det_model), ("rec_model_dir", args.rec_model),
                                  ("cls_model_dir", args.cls_model),
                                  ("textline_orientation_model_dir", args.textline_orientation_model),
@@ -105,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
         print(HOST_IGNORES_CONTEXT, file=sys.stderr)
     make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
     ocr = make(device=args.device, threads=args.threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
-               context=context, lang=args.lang, **models, **det)
+               context=context, lang=args.lang, **models, **tuning)
     t_load = time.perf_counter() - t0
     if args.draw:
         os.makedirs(args.draw, exist_ok=True)

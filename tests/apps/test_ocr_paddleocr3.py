@@ -106,6 +106,14 @@ def test_pipeline_with_doc_orientation_matches_paddleocr3() -> None:
         _same_lines(lines, EXPECTED[f"pir+doc/{name}"], f"doc/{name}")
 
 
+def test_rec_batch_of_one_matches_paddleocr3() -> None:
+    """PaddleOCR 3 with text_recognition_batch_size=1 (each crop alone, no padding): the same lines."""
+    ocr = OCR(**folders("pir"), rec_batch_num=1)
+    for key, want in EXPECTED.items():
+        if key.startswith("pir+b1/"):
+            _same_lines(ocr(IMAGES / key.split("/")[1]), want, key)
+
+
 def test_cli_with_paddleocr3_folders(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from pdlite.tools.cli import main
 
