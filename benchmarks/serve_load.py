@@ -23,7 +23,7 @@ overload: 32 clients against an OCR service that admits 4 (MLServer: `max_queued
 soak: CNN at concurrency 4 plus OCR at 1 against one mlserver for N minutes; the server's resident memory
   sampled every 10 s; growth = last minute's mean over the second minute's mean (after warm-up); errors.
 shutdown: 4 OCR requests in flight (1 worker: they queue), SIGTERM after 0.3 s: every one finishes with 200,
-  the server exits 0.
+  the server exits 0; the same on Ray Serve with `serve.delete` of the application.
 """
 from __future__ import annotations
 
@@ -380,6 +380,22 @@ def shutdown(args: argparse.Namespace) -> None:
             proc.wait(60)
             print(f"mlserver: SIGTERM 0.3 s after 4 OCR requests (1 worker): answers {codes} within {done:.2f} s, "
                   f"exit code {proc.returncode}")
+    from ray import serve
+
+    port = start_ray({"ocr": {"app": "ocr", "workers": 1, "graceful_shutdown_timeout_s": 120}})
+    try:
+        call = Rest(port, "/v2/models/ocr/infer", body, JSON)
+        call()
+        with ThreadPoolExecutor(4) as ex:
+            t0 = time.perf_counter()
+            futs = [ex.submit(Rest(port, "/v2/models/ocr/infer", body, JSON)) for _ in range(4)]
+            time.sleep(0.3)
+            serve.delete("ocr")  # the replica stops: its requests in progress first
+            codes = [f.result() for f in futs]
+            done = time.perf_counter() - t0
+        print(f"Ray Serve: serve.delete 0.3 s after 4 OCR requests (1 worker): answers {codes} within {done:.2f} s")
+    finally:
+        stop_ray()
 
 
 def main() -> None:

@@ -153,12 +153,16 @@ class PdliteServer:
 
 def deployment(model: str | os.PathLike | None = None, *, app: str | None = None, name: str = "model",
                num_replicas: int = 1, max_ongoing_requests: int = 32, max_queued_requests: int = 64,
-               ray_actor_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+               graceful_shutdown_timeout_s: float = 20.0, ray_actor_options: Mapping[str, Any] | None = None,
+               **kwargs: Any) -> Any:
     """A bound Ray Serve application: `serve.run(deployment(...), route_prefix="/")`. KWARGS go to
-    `PdliteServer` (device, threads, workers, max_batch_size, batch_wait_timeout_s, options, max_request_bytes)."""
+    `PdliteServer` (device, threads, workers, max_batch_size, batch_wait_timeout_s, options, max_request_bytes);
+    the others are Ray Serve's deployment options (a replica being stopped lets its requests in progress finish
+    for up to `graceful_shutdown_timeout_s`)."""
     dep = serve.deployment(PdliteServer).options(
         name=f"pdlite-{name}", num_replicas=num_replicas, max_ongoing_requests=max_ongoing_requests,
-        max_queued_requests=max_queued_requests, ray_actor_options=dict(ray_actor_options or {"num_cpus": 0}))
+        max_queued_requests=max_queued_requests, graceful_shutdown_timeout_s=graceful_shutdown_timeout_s,
+        ray_actor_options=dict(ray_actor_options or {"num_cpus": 0}))
     return dep.bind(model, app=app, name=name, **kwargs)
 
 

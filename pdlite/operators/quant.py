@@ -13,6 +13,9 @@ so the definitions fix `is_test` to true; the training-only state outputs are ac
 """
 from __future__ import annotations
 
+import numpy as np
+
+from pdlite.operators.nn import conv2d_geometry
 from pdlite.operators.registry import Shape, ShapeContext, register_op
 
 # Paddle 3 quantizes the QDQ pair to [-qmax - 1, qmax] with qmax an attribute (default 127): bit_length is
@@ -197,3 +200,58 @@ def _dq_log_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     """Out (float32) = Dict[X] for X >= 0, -Dict[X + 128] for X < 0; X int8, Dict 128 floats."""
     ctx.require(ctx.dtype("X").kind == "i", f"X must be an int8 tensor, got {ctx.dtype('X')}")
     return {"Out": [ctx.shape("X")]}
+
+
+# --- the host's integer ops (made by the optimizer's int8 passes, pdlite/optimizer/passes/quant_int8.py) ----------
+# `in_scale`, `round_type`, `qmax`: how the float input is quantized (the quantize_linear the op replaced);
+# `WeightScale[m]`: the float value of one step of Filter's output channel m (Filter * WeightScale is the float
+# weight the program computed with, batch norm and scales folded in). Output = act(sum(q(Input) * Filter) *
+# (in_scale / qmax) * WeightScale + Bias (+ ResidualData)), in float32; the sums are exact integers.
+# `out_scale` > 0: the output then passes quantize_linear -> dequantize_linear with that scale and `out_round_type`
+# (a QDQ pair whose only input was this op's output, folded in by quant_dequant_fuse_pass).
+_QOP_DEFAULTS = {"in_scale": 1.0, "round_type": 0, "qmax": 127, "act_type": "", "out_scale": 0.0, "out_round_type": 0}
+
+
+def _check_int8(ctx: ShapeContext, slot: str, n_out: int) -> None:
+    ctx.require(ctx.dtype(slot) == np.int8, f"{slot} must be int8, got {ctx.dtype(slot)}")
+    ctx.require(int(np.prod(ctx.shape("WeightScale"))) == n_out,
+                f"WeightScale holds {int(np.prod(ctx.shape('WeightScale')))} values, expected {n_out}")
+    ctx.require(int(ctx.attrs["qmax"]) == 127, f"attribute qmax must be 127 (int8), got {ctx.attrs['qmax']}")
+    ctx.require(float(ctx.attrs["in_scale"]) > 0, f"attribute in_scale must be > 0, got {ctx.attrs['in_scale']}")
+
+
+@register_op("quantized_conv2d", inputs=["Input", "Filter", "WeightScale"], outputs=["Output"],
+             optional_inputs=["Bias", "ResidualData"],
+             defaults={**_QOP_DEFAULTS, "strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
+                       "groups": 1, "dilations": [1, 1], "data_format": "NCHW"})
+def _quantized_conv2d_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """act(int8 conv(quantize(Input), Filter) * scales + Bias (+ ResidualData)): conv2d's output shape."""
+    _check_int8(ctx, "Filter", ctx.shape("Filter")[0])
+    g = conv2d_geometry(ctx.attrs, ctx.shape("Input"), ctx.shape("Filter"), ctx.fail)
+    ctx.require(g.groups == 1 and not g.channel_last, "only one group, NCHW")
+    out = tuple(g.out_shape)
+    if ctx.has("ResidualData"):
+        ctx.require(ctx.shape("ResidualData") == out, f"ResidualData {list(ctx.shape('ResidualData'))} must be {out}")
+    return {"Output": [out]}
+
+
+@register_op("quantized_fc", inputs=["Input", "W", "WeightScale"], outputs=["Out"], optional_inputs=["Bias"],
+             defaults={**_QOP_DEFAULTS, "in_num_col_dims": 1})
+def _quantized_fc_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """act(int8 quantize(Input) flattened at in_num_col_dims @ W (K, N) * scales + Bias): Input.shape[:k] + [N]."""
+    x, w = ctx.shape("Input"), ctx.shape("W")
+    k = int(ctx.attrs["in_num_col_dims"])
+    ctx.require(len(w) == 2, f"W must be 2-D, got {list(w)}")
+    _check_int8(ctx, "W", w[1])
+    ctx.require(0 < k < len(x) and int(np.prod(x[k:])) == w[0],
+                f"Input {list(x)} flattened at {k} does not match W {list(w)}")
+    return {"Out": [tuple(x[:k]) + (w[1],)]}
+
+
+@register_op("quantize_dequantize_linear", inputs=["X", "Scale"], outputs=["Y"],
+             defaults={"qmax": 127, "round_type": 0})
+def _qdq_pair_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Y = dequantize_linear(quantize_linear(X)) with one per-tensor Scale: X's shape (one pass on the host)."""
+    _check_qmax(ctx)
+    ctx.require(int(np.prod(ctx.shape("Scale"))) == 1, f"Scale must hold 1 value, got {list(ctx.shape('Scale'))}")
+    return {"Y": [ctx.shape("X")]}

@@ -1,0 +1,521 @@
+/* pdlite native host kernels: int8 convolutions and fc with integer sums (see qint8.h, docs/quantization.md)
+ *
+ * out[n] (M, L) = act(float(sum_k q(x)[k, l] * W8[m, k]) * mul[m] + bias[m] (+ res)), q(x) the columns (im2col, or
+ * the image itself for a 1x1 stride-1 conv) of the float input quantized as Paddle's quantize_linear does
+ * (q = clip(round_half_even((qmax * inverse(s)) * x), -128, 127), or round_type 1: round_half_away((qmax * inverse(s))
+ * * clip(x, -s, s))), W8 the int8 weights (per output channel scales folded into mul[m] = s / qmax * w_scale[m]).
+ * The sums are exact int32 (no saturation anywhere: |sum| <= K * 128 * 128 < 2^31 for K < 2^17; the pass refuses
+ * larger K), so every instruction set gives the same int32 accumulators, bit for bit; only the epilogue's float
+ * multiply-add rounds.
+ *
+ * Formats (chosen once at import, qisa()):
+ *   vnni     AVX512-VNNI vpdpbusd: u8 x s8 -> s32 in groups of 4. Columns quantized to int8 and stored + 128 as uint8
+ *            ([tile][K/4][48 columns][4]); the + 128 is taken back by comp[m] = 128 * sum_k W8[m, k]. Weights
+ *            [block of 8 rows][K/4][8][4]. Register tile 8 rows x 48 columns (24 zmm accumulators).
+ *   avx2     vpmaddwd: s16 x s16 -> s32 in pairs (vpmaddubsw's s16 saturation is never used). Columns as int16
+ *            ([tile][K/2][16 columns][2]), weights [block of 4 rows][K/2][4][2]; tile 4 rows x 16 columns.
+ *   baseline the vnni format with tiles of 16 columns, plain C.
+ * Per image: the columns are quantized and packed tile by tile (parallel over tiles), then every (tile, block of
+ * rows) item runs one register tile over the whole reduction and writes its outputs (parallel over items; which
+ * thread runs an item never changes its result).
+ */
+#include "qint8.h"
+
+#if defined(PD_X86_DISPATCH)
+#include <immintrin.h>
+#define PD_TARGET_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma")))
+#endif
+
+enum { Q_BASE = 0, Q_AVX2 = 1, Q_VNNI = 2 };
+static int g_qisa = Q_BASE;
+
+typedef struct {
+    int mr, nrt, kg; /* rows per weight block, columns per tile, reduction steps per group (4: u8x4, 2: s16x2) */
+    int u8;          /* columns stored + 128 as uint8 (the comp[m] correction applies) */
+    const char *name;
+} q_format;
+
+static const q_format Q_FORMATS[3] = {
+    {8, 16, 4, 1, "baseline"},
+    {4, 16, 2, 0, "avx2"},
+    {8, 48, 4, 1, "vnni"},
+};
+
+PD_HIDDEN void q_pick(int isa) {
+    g_qisa = Q_BASE;
+#ifdef PD_X86_DISPATCH
+    if (isa == PD_ISA_AVX512 && __builtin_cpu_supports("avx512vnni")) g_qisa = Q_VNNI;
+    else if (isa >= PD_ISA_AVX2) g_qisa = Q_AVX2;
+#else
+    (void)isa;
+#endif
+}
+
+PD_HIDDEN const char *q_isa_name(void) { return Q_FORMATS[g_qisa].name; }
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* quantization of 16 floats (vector extensions: compiled for each target that inlines it)                       */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+/* q(x) as int32 lanes, Paddle's quantize_linear (qp->rt 0) or the fake ops' rounding (rt 1); NaN reads as 0 */
+PD_INLINE pd_v16i q_v16(pd_v16 x, const q_param *qp) {
+    const pd_v16 lo = (pd_v16){0} - 128.0f, hi = (pd_v16){0} + 127.0f;
+    if (qp->rt == 0) {
+        pd_v16 y = x * qp->k;
+        y = (pd_v16)((pd_v16i)y & (y == y)); /* NaN -> 0 */
+        y = (pd_v16)(((pd_v16i)y & ~(y < lo)) | ((pd_v16i)lo & (y < lo)));
+        y = (pd_v16)(((pd_v16i)y & ~(y > hi)) | ((pd_v16i)hi & (y > hi)));
+        y = (y + 12582912.0f) - 12582912.0f; /* round half to even (|y| <= 128) */
+        return __builtin_convertvector(y, pd_v16i);
+    }
+    /* round_type 1: round_half_away(k * clip(x, -s, s)), computed exactly in double as pdlite's NumPy kernel */
+    float t[16];
+    int32_t r[16];
+    memcpy(t, &x, sizeof t);
+    for (int i = 0; i < 16; i++) {
+        float v = t[i] != t[i] ? 0.0f : t[i];
+        v = v < -qp->s ? -qp->s : (v > qp->s ? qp->s : v);
+        const float y = qp->k * v;
+        double a = floor(fabs((double)y) + 0.5);
+        a = a > 128.0 ? 128.0 : a;
+        int q = (int)(y < 0.0f ? -a : a);
+        r[i] = q > 127 ? 127 : q;
+    }
+    pd_v16i out;
+    memcpy(&out, r, sizeof out);
+    return out;
+}
+
+/* o[0 .. n) = (q(x) * s) / qmax (o may be x), in this order: dequantize_linear's float32 bits (a multiply by s / qmax
+ * rounds differently for most scales) */
+PD_INLINE void q_qdq_row(float *o, const float *x, isz n, const q_out *oq) {
+    isz i = 0;
+    for (; i < n; i += 16) {
+        const isz cnt = n - i < 16 ? n - i : 16;
+        pd_v16 xv = {0};
+        memcpy(&xv, x + i, (size_t)cnt * sizeof(float));
+        const pd_v16 q = __builtin_convertvector(q_v16(xv, &oq->qp), pd_v16);
+        const pd_v16 y = (q * oq->qp.s) / oq->qmax;
+        memcpy(o + i, &y, (size_t)cnt * sizeof(float));
+    }
+}
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* packing the quantized columns of one tile                                                                      */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+/* dst[0 .. nt) = row r of image x's im2col columns [q0, q0 + nt), 0 outside the image (float, as im2col_block) */
+PD_INLINE void q_gather_row(const conv_geo *g, const float *x, isz r, isz q0, isz nt, float *dst) {
+    im2col_block(g, x, r, r + 1, q0, q0 + nt, dst, nt);
+}
+
+typedef struct {
+    const float *x; /* the image batch (N, C, H, W) */
+    const void *wp; /* packed weights */
+    const int32_t *comp;
+    const float *mul, *bias, *res;
+    float *out;
+    void *xp; /* the packed columns of the current image */
+    isz N, M, K, L, kgroups, tiles, mblocks, img;
+    int pointwise, trans; /* columns = the image itself; out is (L, M) (fc) instead of (M, L) */
+    conv_geo geo;
+    q_param qp;
+    q_out oq; /* the output's quantize -> dequantize (oq.on), Paddle's QDQ pair after the conv */
+    act_t act;
+    q_format f;
+} q_args;
+
+/* the rows of one reduction group of one tile as float rows of f.nrt columns (zeros past nt and past K) */
+PD_INLINE void q_group_rows(const q_args *a, const float *x, isz grp, isz q0, isz nt, float *rows /* [kg][nrt] */) {
+    const int kg = a->f.kg, nrt = a->f.nrt;
+    for (int t = 0; t < kg; t++) {
+        const isz r = grp * kg + t;
+        float *d = rows + t * nrt;
+        if (r >= a->K) {
+            memset(d, 0, (size_t)nrt * sizeof(float));
+            continue;
+        }
+        if (a->pointwise)
+            memcpy(d, x + r * a->L + q0, (size_t)nt * sizeof(float));
+        else
+            q_gather_row(&a->geo, x, r, q0, nt, d);
+        for (isz j = nt; j < nrt; j++) d[j] = 0.0f;
+    }
+}
+
+/* one tile (item = tile index) of the current image into a->xp */
+PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
+    const q_args *a = (const q_args *)ctx;
+    const int kg = a->f.kg, nrt = a->f.nrt;
+    const float *x = a->x + a->img * a->geo.C * a->geo.H * a->geo.W;
+    float rows[4 * 48];
+    for (isz tile = begin; tile < end; tile++) {
+        const isz q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+        for (isz grp = 0; grp < a->kgroups; grp++) {
+            q_group_rows(a, x, grp, q0, nt, rows);
+            for (int v = 0; v < nrt / 16; v++) {
+                pd_v16i q[4];
+                for (int t = 0; t < kg; t++) {
+                    pd_v16 xv;
+                    memcpy(&xv, rows + t * nrt + v * 16, sizeof xv);
+                    q[t] = q_v16(xv, &a->qp);
+                }
+                q_v16u word;
+                if (kg == 4) /* each byte + 128 (uint8) */
+                    word = (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
+                            ((q_v16u)q[3] << 24)) ^ 0x80808080u;
+                else
+                    word = ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
+                char *dst = (char *)a->xp + ((tile * a->kgroups + grp) * nrt + v * 16) * 4;
+                memcpy(dst, &word, sizeof word);
+            }
+        }
+    }
+}
+PD_VERSIONS(q_pack)
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* epilogue: int32 accumulators -> float outputs                                                                   */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
+    for (isz m = 0; m < mrows; m++) {
+        const isz mm = m0 + m;
+        const int32_t cm = a->comp ? a->comp[mm] : 0;
+        const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
+        const int32_t *s = acc + m * ld;
+        if (a->trans) { /* fc: out (L, M) */
+            float *o = a->out + col0 * a->M + mm;
+            const float *r = a->res ? a->res + col0 * a->M + mm : NULL;
+            for (isz j = 0; j < ncols; j++) {
+                float v = (float)(s[j] - cm) * mul + b;
+                if (r) v += r[j * a->M];
+                bias_act_copy(&v, &v, 1, 0.0f, 0, &a->act);
+                if (a->oq.on) q_qdq_row(&v, &v, 1, &a->oq);
+                o[j * a->M] = v;
+            }
+            continue;
+        }
+        const isz off = a->img * a->M * a->L + mm * a->L + col0;
+        float *o = a->out + off;
+        if (a->res) {
+            const float *r = a->res + off;
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = ((float)(s[j] - cm) * mul + b) + r[j];
+        } else {
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
+        }
+        if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
+        if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
+    }
+}
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* register tiles                                                                                                 */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+/* item = tile * mblocks + block: rows [8 block, +8) x the tile's columns, u8x4 format, plain C */
+static void q_tile_base(const q_args *a, isz tile, isz mb) {
+    const isz nrt = 16, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+    const uint8_t *xp = (const uint8_t *)a->xp + tile * a->kgroups * nrt * 4;
+    const int8_t *wb = (const int8_t *)a->wp + mb * a->kgroups * 8 * 4;
+    int32_t acc[8][16];
+    memset(acc, 0, sizeof acc);
+    for (isz g = 0; g < a->kgroups; g++) {
+        const uint8_t *xg = xp + g * nrt * 4;
+        const int8_t *wg = wb + g * 32;
+        for (int m = 0; m < 8; m++) {
+            const int32_t w0 = wg[m * 4], w1 = wg[m * 4 + 1], w2 = wg[m * 4 + 2], w3 = wg[m * 4 + 3];
+            for (int j = 0; j < 16; j++)
+                acc[m][j] += xg[j * 4] * w0 + xg[j * 4 + 1] * w1 + xg[j * 4 + 2] * w2 + xg[j * 4 + 3] * w3;
+        }
+    }
+    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
+    q_epilogue(a, &acc[0][0], 16, mrows, m0, q0, nt);
+}
+
+#ifdef PD_X86_DISPATCH
+/* the same tile with AVX2's vpmaddwd (s16x2 format): 4 rows x 16 columns, 8 ymm accumulators */
+PD_TARGET_AVX2 static void q_tile_avx2(const q_args *a, isz tile, isz mb) {
+    const isz nrt = 16, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+    const int16_t *xp = (const int16_t *)a->xp + tile * a->kgroups * nrt * 2;
+    const int32_t *wb = (const int32_t *)a->wp + mb * a->kgroups * 4;
+    __m256i acc[4][2];
+    for (int m = 0; m < 4; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    for (isz g = 0; g < a->kgroups; g++) {
+        const __m256i x0 = _mm256_load_si256((const __m256i *)(xp + g * 32));
+        const __m256i x1 = _mm256_load_si256((const __m256i *)(xp + g * 32 + 16));
+        const int32_t *wg = wb + g * 4;
+        for (int m = 0; m < 4; m++) {
+            const __m256i w = _mm256_set1_epi32(wg[m]);
+            acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(x0, w));
+            acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(x1, w));
+        }
+    }
+    int32_t out[4][16];
+    for (int m = 0; m < 4; m++) {
+        _mm256_storeu_si256((__m256i *)&out[m][0], acc[m][0]);
+        _mm256_storeu_si256((__m256i *)&out[m][8], acc[m][1]);
+    }
+    const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
+    q_epilogue(a, &out[0][0], 16, mrows, m0, q0, nt);
+}
+
+/* VNNI: 8 rows x (16 nv) columns, nv <= 3 vectors, 8 nv zmm accumulators (named variables: GCC kept an array of
+ * them in memory) */
+#define Q_ACC_DECL(m) __m512i c##m##0 = _mm512_setzero_si512(), c##m##1 = c##m##0, c##m##2 = c##m##0
+#define Q_ACC_STEP(m)                                                                                             \
+    do {                                                                                                           \
+        const __m512i w_ = _mm512_set1_epi32(wg[m]);                                                              \
+        c##m##0 = _mm512_dpbusd_epi32(c##m##0, x0, w_);                                                           \
+        if (nv > 1) c##m##1 = _mm512_dpbusd_epi32(c##m##1, x1, w_);                                               \
+        if (nv > 2) c##m##2 = _mm512_dpbusd_epi32(c##m##2, x2, w_);                                               \
+    } while (0)
+#define Q_ACC_OUT(m)                                                                                              \
+    do {                                                                                                           \
+        _mm512_storeu_si512((void *)&out[m][0], c##m##0);                                                         \
+        if (nv > 1) _mm512_storeu_si512((void *)&out[m][16], c##m##1);                                            \
+        if (nv > 2) _mm512_storeu_si512((void *)&out[m][32], c##m##2);                                            \
+    } while (0)
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_tile_vnni_nv(const int nv, const q_args *a,
+                                                                                 isz tile, isz mb) {
+    const isz nrt = 48, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+    const uint8_t *xp = (const uint8_t *)a->xp + tile * a->kgroups * nrt * 4;
+    const int32_t *wb = (const int32_t *)a->wp + mb * a->kgroups * 8;
+    Q_ACC_DECL(0); Q_ACC_DECL(1); Q_ACC_DECL(2); Q_ACC_DECL(3);
+    Q_ACC_DECL(4); Q_ACC_DECL(5); Q_ACC_DECL(6); Q_ACC_DECL(7);
+    const isz ng = a->kgroups;
+    for (isz g = 0; g < ng; g++) {
+        const uint8_t *xg = xp + g * nrt * 4;
+        const __m512i x0 = _mm512_load_si512((const void *)xg);
+        const __m512i x1 = nv > 1 ? _mm512_load_si512((const void *)(xg + 64)) : x0;
+        const __m512i x2 = nv > 2 ? _mm512_load_si512((const void *)(xg + 128)) : x0;
+        const int32_t *wg = wb + g * 8;
+        Q_ACC_STEP(0); Q_ACC_STEP(1); Q_ACC_STEP(2); Q_ACC_STEP(3);
+        Q_ACC_STEP(4); Q_ACC_STEP(5); Q_ACC_STEP(6); Q_ACC_STEP(7);
+    }
+    int32_t out[8][48];
+    Q_ACC_OUT(0); Q_ACC_OUT(1); Q_ACC_OUT(2); Q_ACC_OUT(3);
+    Q_ACC_OUT(4); Q_ACC_OUT(5); Q_ACC_OUT(6); Q_ACC_OUT(7);
+    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
+    q_epilogue(a, &out[0][0], 48, mrows, m0, q0, nt);
+}
+
+PD_TARGET_VNNI static void q_tile_vnni(const q_args *a, isz tile, isz mb) {
+    const isz left = a->L - tile * 48;
+    if (left > 32)
+        q_tile_vnni_nv(3, a, tile, mb);
+    else if (left > 16)
+        q_tile_vnni_nv(2, a, tile, mb);
+    else
+        q_tile_vnni_nv(1, a, tile, mb);
+}
+#endif
+
+static void q_gemm_task(void *ctx, isz begin, isz end) {
+    const q_args *a = (const q_args *)ctx;
+    for (isz it = begin; it < end; it++) {
+        const isz tile = it / a->mblocks, mb = it % a->mblocks;
+#ifdef PD_X86_DISPATCH
+        if (g_qisa == Q_VNNI) {
+            q_tile_vnni(a, tile, mb);
+            continue;
+        }
+        if (g_qisa == Q_AVX2) {
+            q_tile_avx2(a, tile, mb);
+            continue;
+        }
+#endif
+        q_tile_base(a, tile, mb);
+    }
+}
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* weights                                                                                                        */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+PD_HIDDEN isz q_packed_bytes(isz M, isz K) {
+    const q_format *f = &Q_FORMATS[g_qisa];
+    const isz blocks = (M + f->mr - 1) / f->mr, groups = (K + f->kg - 1) / f->kg;
+    return blocks * groups * f->mr * 4; /* 4 bytes per (row, group): 4 int8 or 2 int16 */
+}
+
+/* w (M, K) int8 -> the current format: [block][group][mr][kg] (int8 for kg 4, int16 for kg 2), zeros past M, K */
+static void q_pack_weights(const int8_t *w, isz M, isz K, void *out) {
+    const q_format *f = &Q_FORMATS[g_qisa];
+    const isz blocks = (M + f->mr - 1) / f->mr, groups = (K + f->kg - 1) / f->kg;
+    for (isz b = 0; b < blocks; b++)
+        for (isz g = 0; g < groups; g++)
+            for (int m = 0; m < f->mr; m++)
+                for (int t = 0; t < f->kg; t++) {
+                    const isz row = b * f->mr + m, k = g * f->kg + t;
+                    const int v = row < M && k < K ? w[row * K + k] : 0;
+                    const isz at = ((b * groups + g) * f->mr + m) * f->kg + t;
+                    if (f->kg == 4)
+                        ((int8_t *)out)[at] = (int8_t)v;
+                    else
+                        ((int16_t *)out)[at] = (int16_t)v;
+                }
+}
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* Python entries                                                                                                 */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+PD_HIDDEN PyObject *py_qgemm_info(PyObject *self, PyObject *args) {
+    (void)self;
+    isz M = 0, K = 0;
+    if (!PyArg_ParseTuple(args, "|nn", &M, &K)) return NULL;
+    const q_format *f = &Q_FORMATS[g_qisa];
+    return Py_BuildValue("(siin)", f->name, f->u8, f->mr, M > 0 && K > 0 ? q_packed_bytes(M, K) : (isz)0);
+}
+
+PD_HIDDEN PyObject *py_qpack_weights(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *wo, *oo;
+    isz M, K;
+    if (!PyArg_ParseTuple(args, "OO(nn)", &wo, &oo, &M, &K)) return NULL;
+    if (M <= 0 || K <= 0) {
+        PyErr_SetString(PyExc_ValueError, "qpack_weights: bad shape");
+        return NULL;
+    }
+    q_bufs bs = {0};
+    const int8_t *w = (const int8_t *)qbufs_take(&bs, wo, 0, M * K, "qpack_weights int8 weights");
+    void *out = qbufs_take(&bs, oo, 1, q_packed_bytes(M, K), "qpack_weights output");
+    if (bs.failed) return NULL;
+    q_pack_weights(w, M, K, out);
+    qbufs_release(&bs);
+    Py_RETURN_NONE;
+}
+
+/* qconv(x, wp, comp|None, mul, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k, s, rt), act,
+ *       (a0,a1,a2), res|None, trans) */
+PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
+    (void)self;
+    const unsigned fail0 = pd_failures();
+    PyObject *xo, *wo, *co, *mo, *bo, *oo, *ap, *ro = Py_None, *qo = Py_None;
+    q_args a;
+    memset(&a, 0, sizeof a);
+    conv_geo *g = &a.geo;
+    int act, trans = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpO", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C, &g->H,
+                          &g->W, &a.M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT, &g->PL,
+                          &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo))
+        return NULL;
+    if (qo != Py_None) {
+        if (!PyArg_ParseTuple(qo, "(ffi)f", &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax)) return NULL;
+        a.oq.on = 1;
+    }
+    if (a.N < 0 || g->C <= 0 || g->H <= 0 || g->W <= 0 || a.M <= 0 || g->OH <= 0 || g->OW <= 0 || g->KH <= 0 ||
+        g->KW <= 0 || g->SH <= 0 || g->SW <= 0 || g->DH <= 0 || g->DW <= 0 || g->PT < 0 || g->PL < 0) {
+        PyErr_SetString(PyExc_ValueError, "qconv: bad geometry");
+        return NULL;
+    }
+    if (parse_act(act, ap, &a.act) < 0) return NULL;
+    a.f = Q_FORMATS[g_qisa];
+    a.trans = trans;
+    a.K = g->C * g->KH * g->KW;
+    if (a.K >= (isz)1 << 17) {
+        PyErr_SetString(PyExc_ValueError, "qconv: reduction too deep for int32 sums (K >= 2^17)");
+        return NULL;
+    }
+    a.L = g->OH * g->OW;
+    a.pointwise = g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
+                  g->OH == g->H && g->OW == g->W;
+    a.kgroups = (a.K + a.f.kg - 1) / a.f.kg;
+    a.tiles = (a.L + a.f.nrt - 1) / a.f.nrt;
+    a.mblocks = (a.M + a.f.mr - 1) / a.f.mr;
+    q_bufs bs = {0};
+    a.x = (const float *)qbufs_take(&bs, xo, 0, a.N * g->C * g->H * g->W * 4, "qconv input");
+    a.wp = qbufs_take(&bs, wo, 0, q_packed_bytes(a.M, a.K), "qconv packed weights");
+    a.comp = a.f.u8 ? (const int32_t *)qbufs_take(&bs, co, 0, a.M * 4, "qconv comp") : NULL;
+    a.mul = (const float *)qbufs_take(&bs, mo, 0, a.M * 4, "qconv multipliers");
+    a.bias = bo == Py_None ? NULL : (const float *)qbufs_take(&bs, bo, 0, a.M * 4, "qconv bias");
+    a.out = (float *)qbufs_take(&bs, oo, 1, a.N * a.M * a.L * 4, "qconv output");
+    a.res = ro == Py_None ? NULL : (const float *)qbufs_take(&bs, ro, 0, a.N * a.M * a.L * 4, "qconv residual");
+    if (bs.failed) return NULL;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    a.xp = pd_alloc64((size_t)(a.tiles * a.kgroups * a.f.nrt * 4));
+    if (a.xp) {
+        for (a.img = 0; a.img < a.N; a.img++) {
+            parallel_for(q_pack, &a, a.tiles, grain_for(a.tiles, 4));
+            const isz items = a.tiles * a.mblocks;
+            parallel_for(q_gemm_task, &a, items, grain_for(items, 4));
+        }
+        free(a.xp);
+    } else {
+        ok = 0;
+    }
+    Py_END_ALLOW_THREADS;
+    qbufs_release(&bs);
+    if (!ok) return PyErr_NoMemory();
+    return pd_done(fail0);
+}
+
+/* qdq(x, out, n, (k, s, rt), qmax): out = (q(x) * s) / qmax, Paddle's quantize_linear then dequantize_linear */
+typedef struct {
+    const float *x;
+    float *out;
+    isz n;
+    q_out oq;
+} qdq_args;
+
+PD_INLINE void qdq_task_impl(void *ctx, isz begin, isz end) {
+    const qdq_args *a = (const qdq_args *)ctx;
+    for (isz c = begin; c < end; c++) {
+        const isz i0 = c * 4096, i1 = i0 + 4096 < a->n ? i0 + 4096 : a->n;
+        q_qdq_row(a->out + i0, a->x + i0, i1 - i0, &a->oq);
+    }
+}
+PD_VERSIONS(qdq_task)
+
+PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *xo, *oo;
+    qdq_args a;
+    memset(&a, 0, sizeof a);
+    if (!PyArg_ParseTuple(args, "OOn(ffi)f", &xo, &oo, &a.n, &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax))
+        return NULL;
+    q_bufs bs = {0};
+    a.x = (const float *)qbufs_take(&bs, xo, 0, a.n * 4, "qdq input");
+    a.out = (float *)qbufs_take(&bs, oo, 1, a.n * 4, "qdq output");
+    if (bs.failed) return NULL;
+    const isz chunks = (a.n + 4095) / 4096;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(qdq_task, &a, chunks, a.n < PD_ONE_THREAD_FLOATS ? chunks : grain_for(chunks, 4));
+    Py_END_ALLOW_THREADS;
+    qbufs_release(&bs);
+    Py_RETURN_NONE;
+}
+
+PD_HIDDEN void q_task_pick(int isa) {
+    q_pick(isa);
+    q_pack_pick(isa);
+    qdq_task_pick(isa);
+}
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* byte buffers                                                                                                   */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+PD_HIDDEN void qbufs_release(q_bufs *s) {
+    while (s->n > 0) PyBuffer_Release(&s->view[--s->n]);
+}
+
+PD_HIDDEN void *qbufs_take(q_bufs *s, PyObject *obj, int writable, isz nbytes, const char *what) {
+    if (s->failed) return NULL;
+    Py_buffer *view = &s->view[s->n];
+    if (s->n == Q_MAX_BUFS) {
+        PyErr_Format(PyExc_SystemError, "%s: more than %d buffers", what, Q_MAX_BUFS);
+    } else if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0) {
+        if (view->len == nbytes) {
+            s->n++;
+            return view->buf;
+        }
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd bytes, got a buffer of %zd bytes", what, nbytes, view->len);
+        PyBuffer_Release(view);
+    }
+    s->failed = 1;
+    qbufs_release(s);
+    return NULL;
+}

@@ -1,0 +1,44 @@
+/* pdlite native host kernels: the int8 family's shared declarations (qgemm.c; see docs/quantization.md)
+ *
+ *   qconv   int8 conv (one group: 1x1, im2col) and fc: the float input quantized as Paddle's quantize_linear into
+ *           packed columns, exact int32 sums of int8 x int8 products (AVX512-VNNI, AVX2 vpmaddwd, plain C), then
+ *           out = act(float(sum) * mul[m] + bias[m] (+ residual)) in float32
+ *   qdq     Paddle's quantize_linear then dequantize_linear of a float tensor in one pass
+ */
+#ifndef PD_NATIVE_QINT8_H
+#define PD_NATIVE_QINT8_H
+#include "common.h"
+
+typedef uint32_t q_v16u __attribute__((vector_size(64)));
+
+/* how a float is quantized: q = clip(round_half_even(k * x), -128, 127) (rt 0) or round_half_away(k * clip(x, -s, s))
+ * (rt 1); k = qmax * inverse(s) as Paddle computes it in float32 (Python passes it) */
+typedef struct {
+    float k, s;
+    int rt;
+} q_param;
+
+/* a quantize -> dequantize of outputs: y = (q(x) * s) / qmax */
+typedef struct {
+    q_param qp;
+    float qmax;
+    int on;
+} q_out;
+
+/* buffers of any element type, sizes checked in bytes (common.h's pd_bufs counts float32 values) */
+#define Q_MAX_BUFS 8
+typedef struct {
+    Py_buffer view[Q_MAX_BUFS];
+    int n, failed;
+} q_bufs;
+PD_HIDDEN void *qbufs_take(q_bufs *s, PyObject *obj, int writable, isz nbytes, const char *what);
+PD_HIDDEN void qbufs_release(q_bufs *s);
+
+PD_HIDDEN void q_task_pick(int isa);  /* module.c's pick_isa: the int8 format (vnni / avx2 / baseline) */
+PD_HIDDEN const char *q_isa_name(void);
+PD_HIDDEN PyObject *py_qgemm_info(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_qpack_weights(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args);
+
+#endif /* PD_NATIVE_QINT8_H */

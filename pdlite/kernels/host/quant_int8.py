@@ -1,0 +1,159 @@
+"""Host kernels of the integer ops the optimizer's int8 passes make (pdlite/optimizer/passes/quant_int8.py).
+
+- `quantized_conv2d`: act(sum_k q(x) * W8 * (in_scale / qmax) * WeightScale[m] + Bias (+ ResidualData)), one group,
+  NCHW. q(x) is Paddle's quantize_linear of the float input (round_type 0 or 1); the sums are exact int32
+  (native_src/qgemm.c: AVX512-VNNI, AVX2 or plain C, the same integers on each), then one float32 multiply-add.
+- `quantized_fc`: the same for Input flattened at in_num_col_dims times W (K, N).
+- `quantize_dequantize_linear`: quantize_linear then dequantize_linear in one pass, the same float32 bits as the two
+  ops (the fp32 simulation of a quantizer whose reader stays float, e.g. a depthwise conv or a residual add).
+
+Without the native extension (or `host_native` False) the same integers come from NumPy in int64
+(quant_native.qconv_numpy), much slower: the int8 passes do not run then.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, PrecisionType
+from pdlite.kernels.host import native
+from pdlite.kernels.host import quant_native as qn
+from pdlite.kernels.host.conv import numpy_act_inplace
+from pdlite.kernels.host.quant import dequantize, quantize
+from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.operators.fused import split_activation
+from pdlite.operators.nn import ConvGeometry, conv2d_geometry
+
+F32 = np.float32
+ANY_IN = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
+
+
+def _act(attrs: Mapping[str, Any]) -> native.Act:
+    act, act_attrs = split_activation(dict(attrs))
+    code = native.activation(act, act_attrs)
+    if code is None:
+        raise ValueError(f"int8 kernels: activation {act!r} is not one they fuse")
+    return code
+
+
+class _Int8Kernel(Kernel):
+    """Shared: the quantization of the input, the per-channel multipliers, bias, activation, the packed weights."""
+
+    w_slot = "Filter"
+
+    def __init__(self, op: Any) -> None:
+        super().__init__(op)
+        self.qp = qn.QParam.of(float(self.attrs["in_scale"]), int(self.attrs["round_type"]), int(self.attrs["qmax"]))
+        self.act = _act(self.attrs)
+        out_s = float(self.attrs["out_scale"])
+        self.out_q = qn.out_qdq(out_s, int(self.attrs["out_round_type"])) if out_s > 0 else None
+        self._src: Any = None
+        self._packed: qn.QWeights | None = None
+        self._w8: np.ndarray | None = None
+        self._mul: np.ndarray | None = None
+        self._bias: np.ndarray | None = None
+
+    def _native(self) -> bool:
+        return qn.available() and native.use_native(self.context)
+
+    def _weights(self, ins: dict[str, list[Any]]) -> None:
+        w = ins[self.w_slot][0]
+        if w is self._src:
+            return
+        w8 = self.matrix(np.asarray(w))
+        scale = np.asarray(ins["WeightScale"][0], np.float64).reshape(-1)
+        self._mul = (float(self.attrs["in_scale"]) / int(self.attrs["qmax"]) * scale).astype(F32)
+        b = ins.get("Bias")
+        self._bias = np.ascontiguousarray(np.asarray(b[0], F32).reshape(-1)) if b else None
+        self._w8 = w8
+        self._packed = qn.pack_weights(w8) if self._native() else None
+        self._src = w
+
+    def prepare(self, params: Mapping[str, Any]) -> None:
+        ins = {s: [params[n]] for s in (self.w_slot, "WeightScale", "Bias") for n in self.op.inputs.get(s, [])[:1]
+               if n in params}
+        if self.w_slot in ins and "WeightScale" in ins and (not self.op.inputs.get("Bias") or "Bias" in ins):
+            self._weights(ins)
+
+    def matrix(self, w: np.ndarray) -> np.ndarray:
+        """The int8 weights as (outputs M, reduction K)."""
+        raise NotImplementedError
+
+    def _epilogue(self, out: np.ndarray, res: np.ndarray | None) -> np.ndarray:
+        if res is not None:
+            out += res
+        if self.act[0]:
+            numpy_act_inplace(out, self.act)
+        if self.out_q is not None:
+            s = F32(self.out_q[0][1])
+            out = dequantize(quantize(out, s, qn.QMAX, self.out_q[0][2]), s, qn.QMAX)
+        return out
+
+
+@register_kernel("quantized_conv2d", precision=PrecisionType.FP32, inputs={"Filter": ANY_IN})
+class QuantizedConv2d(_Int8Kernel):
+    def __init__(self, op: Any) -> None:
+        super().__init__(op)
+        self._geo: dict[tuple[int, ...], ConvGeometry] = {}
+
+    def matrix(self, w: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(w.reshape(w.shape[0], -1), dtype=np.int8)
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = np.ascontiguousarray(ins["Input"][0], dtype=F32)
+        self._weights(ins)
+        g = self._geo.get(x.shape)
+        if g is None:
+            g = self._geo[x.shape] = conv2d_geometry(self.attrs, x.shape, ins["Filter"][0].shape)
+        r = ins.get("ResidualData")
+        res = np.ascontiguousarray(r[0], dtype=F32) if r else None
+        pads = (g.pads[0], g.pads[2])
+        args = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)
+        if self._packed is not None and g.n > 0:
+            out = qn.qconv(x, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, *args, self.qp, self.act, res,
+                           self.out_q)
+            return {"Output": [out]}
+        out = qn.qconv_numpy(x, self._w8, self._mul, self._bias, g.oh, g.ow, *args, self.qp)
+        return {"Output": [self._epilogue(out, res)]}
+
+
+@register_kernel("quantized_fc", precision=PrecisionType.FP32, inputs={"W": ANY_IN})
+class QuantizedFc(_Int8Kernel):
+    w_slot = "W"
+
+    def matrix(self, w: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(w.T, dtype=np.int8)  # (N, K)
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = np.asarray(ins["Input"][0], dtype=F32)
+        self._weights(ins)
+        k = int(self.attrs["in_num_col_dims"])
+        lead = x.shape[:k]
+        x2 = np.ascontiguousarray(x.reshape(int(np.prod(lead)), -1))
+        n = self._w8.shape[0]
+        if self._packed is not None and x2.shape[0] > 0:
+            out = qn.qfc(x2, self._packed, self._mul, self._bias, self.qp, self.act, self.out_q)
+        else:
+            sums = np.matmul(qn.quantize_int(x2, self.qp).astype(np.int64), self._w8.T.astype(np.int64))
+            out = sums.astype(np.int32).astype(F32) * self._mul
+            if self._bias is not None:
+                out += self._bias
+            out = self._epilogue(out, None)
+        return {"Out": [out.reshape(*lead, n)]}
+
+
+@register_kernel("quantize_dequantize_linear", precision=PrecisionType.FP32)
+class QuantizeDequantizeLinear(Kernel):
+    """Y = dequantize_linear(quantize_linear(X, Scale), Scale), per tensor: the same float32 values as the two ops."""
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = ins["X"][0]
+        s = F32(np.asarray(ins["Scale"][0], F32).reshape(-1)[0])
+        qmax, rt = int(self.attrs["qmax"]), int(self.attrs["round_type"])
+        qp = qn.QParam.of(float(s), rt, qmax)
+        if (qmax == qn.QMAX and qn.available() and native.use_native(self.context) and isinstance(x, np.ndarray) and x.dtype == F32
+                and x.flags.c_contiguous):
+            return {"Y": [qn.qdq(x, qp, qmax)]}
+        return {"Y": [dequantize(quantize(np.asarray(x, F32), s, qmax, rt), s, qmax)]}

@@ -1,0 +1,145 @@
+"""Typed wrappers of the native int8 kernels (native_src/qgemm.c), and their NumPy references.
+
+`qconv` quantizes a float32 NCHW input as Paddle's `quantize_linear` does (scale `s`, qmax 127, round_type 0 or 1),
+sums int8 x int8 products exactly in int32 and writes `act(float(sum) * mul[m] + bias[m] (+ residual))` in float32.
+The int32 sums are the same on every instruction set (`int8_isa()`: vnni, avx2 or baseline, picked with the fp32
+kernels' ISA: `PDLITE_NATIVE_ISA=avx2` forces the AVX2 form); `reference_sums` computes them with NumPy in int64 for
+the tests and for hosts without the extension (`qconv_numpy`).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from pdlite.kernels.host import native
+from pdlite.kernels.host.quant import inverse, quantize
+
+F32 = np.float32
+QMAX = 127
+
+
+class QParam(NamedTuple):
+    """How the input is quantized: k = qmax * inverse(s) in float32 (Paddle's order), s, round_type."""
+
+    k: float
+    s: float
+    rt: int
+
+    @classmethod
+    def of(cls, s: float, round_type: int, qmax: int = QMAX) -> QParam:
+        s32 = F32(s)
+        return cls(float(F32(qmax) * inverse(np.array([s32]))[0]), float(s32), int(round_type))
+
+
+class QWeights(NamedTuple):
+    """int8 weights (M, K) packed for qconv in the format of this process's ISA, comp[m] = 128 * sum_k w[m, k]
+    (the uint8 offset of the vnni / baseline formats; zeros for avx2), and the plain (M, K) int8 array."""
+
+    packed: np.ndarray
+    comp: np.ndarray
+    w8: np.ndarray
+
+
+def available() -> bool:
+    return native.available() and hasattr(native._ext, "qconv")
+
+
+def int8_isa() -> str | None:
+    """The instruction set the int8 kernels run with: vnni, avx2 or baseline (None without the extension)."""
+    return str(native._ext.qgemm_info()[0]) if available() else None
+
+
+def pack_weights(w8: np.ndarray) -> QWeights:
+    """Pack int8 weights (M, K) for qconv."""
+    w8 = np.ascontiguousarray(w8, dtype=np.int8)
+    m, k = w8.shape
+    _, u8, _, size = native._ext.qgemm_info(m, k)
+    packed = np.empty(size, dtype=np.uint8)
+    native._ext.qpack_weights(w8, packed, (m, k))
+    comp = (128 * w8.sum(axis=1, dtype=np.int64)).astype(np.int32) if u8 else np.zeros(m, np.int32)
+    return QWeights(packed, comp, w8)
+
+
+def out_qdq(s: float, round_type: int, qmax: int = QMAX) -> tuple:
+    """qconv's `out_q` argument: the outputs quantized then dequantized with scale s (a QDQ pair after the conv)."""
+    return tuple(QParam.of(s, round_type, qmax)), float(qmax)
+
+
+def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
+          kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
+          qp: QParam, act: native.Act = native.NO_ACT, residual: np.ndarray | None = None,
+          out_q: tuple | None = None) -> np.ndarray:
+    """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given: (N, m, oh, ow);
+    `pads` = (top, left)."""
+    out = native.empty_aligned((x.shape[0], m, oh, ow))
+    native._ext.qconv(native._f32(x, "qconv"), qw.packed, qw.comp, mul, bias, out,
+                      (*x.shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+                       pads[0], pads[1]), tuple(qp), act[0], act[1], residual, False, out_q)
+    return out
+
+
+def qfc(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, qp: QParam,
+        act: native.Act = native.NO_ACT, out_q: tuple | None = None) -> np.ndarray:
+    """act(int8 (rows, K) x (K, N) + bias) for float32 x (rows, K), weights packed from (N, K): (rows, N)."""
+    rows, k = x.shape
+    n = qw.w8.shape[0]
+    xt = np.ascontiguousarray(x.T)
+    out = np.empty((rows, n), dtype=F32)
+    native._ext.qconv(xt, qw.packed, qw.comp, mul, bias, out, (1, k, 1, rows, n, 1, rows, 1, 1, 1, 1, 1, 1, 0, 0),
+                      tuple(qp), act[0], act[1], None, True, out_q)
+    return out
+
+
+def qdq(x: np.ndarray, qp: QParam, qmax: int = QMAX) -> np.ndarray:
+    """(quantize(x) * s) / qmax in one native pass: quantize_linear then dequantize_linear, the same float32 bits."""
+    x = native._f32(x, "qdq")
+    out = native.empty_aligned(x.shape)
+    native._ext.qdq(x, out, x.size, tuple(qp), float(qmax))
+    return out
+
+
+# --- NumPy references ------------------------------------------------------------------------------------------
+
+
+def quantize_int(x: np.ndarray, qp: QParam) -> np.ndarray:
+    """The int8 codes of x (int32) as Paddle's quantize_linear computes them."""
+    q = quantize(x, np.float32(qp.s), QMAX, qp.rt)
+    return q.astype(np.int32)
+
+
+def im2col_int(q: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+               dilations: tuple[int, int], pads: tuple[int, int]) -> np.ndarray:
+    """Columns (N, C*kh*kw, oh*ow) of integer NCHW q; outside the image reads 0."""
+    n, c, h, w = q.shape
+    kh, kw = kernel
+    pt, pl = pads
+    hp = max(h + pt, (oh - 1) * strides[0] + (kh - 1) * dilations[0] + 1)
+    wp = max(w + pl, (ow - 1) * strides[1] + (kw - 1) * dilations[1] + 1)
+    padded = np.zeros((n, c, hp, wp), q.dtype)
+    padded[:, :, pt:pt + h, pl:pl + w] = q
+    cols = np.empty((n, c, kh, kw, oh, ow), q.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            r0, c0 = i * dilations[0], j * dilations[1]
+            cols[:, :, i, j] = padded[:, :, r0:r0 + (oh - 1) * strides[0] + 1:strides[0],
+                                      c0:c0 + (ow - 1) * strides[1] + 1:strides[1]]
+    return cols.reshape(n, c * kh * kw, oh * ow)
+
+
+def reference_sums(x: np.ndarray, w8: np.ndarray, oh: int, ow: int, kernel: tuple[int, int],
+                   strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int], qp: QParam) -> np.ndarray:
+    """The exact integer sums (N, M, oh*ow) as int64: w8 (M, K) @ columns of quantize(x)."""
+    cols = im2col_int(quantize_int(x, qp), oh, ow, kernel, strides, dilations, pads).astype(np.int64)
+    return np.matmul(w8.astype(np.int64), cols)
+
+
+def qconv_numpy(x: np.ndarray, w8: np.ndarray, mul: np.ndarray, bias: np.ndarray | None, oh: int, ow: int,
+                kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
+                qp: QParam) -> np.ndarray:
+    """qconv without its activation and residual, in NumPy: float32(sums) * mul + bias, (N, M, oh, ow)."""
+    sums = reference_sums(x, w8, oh, ow, kernel, strides, dilations, pads, qp).astype(np.int32).astype(F32)
+    out = sums * mul.reshape(1, -1, 1).astype(F32)
+    if bias is not None:
+        out += bias.reshape(1, -1, 1).astype(F32)
+    return out.reshape(x.shape[0], w8.shape[0], oh, ow)
