@@ -205,6 +205,26 @@ def test_model_folder_errors(tmp_path: Path) -> None:
         OCR(use_doc_orientation_classify=True)
 
 
+def test_yml_needs_pyyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PyYAML a PaddleOCR 3 folder is an error naming the package; 2.x folders do not need it."""
+    import importlib
+
+    from pdlite.apps.ocr import _deps
+    from pdlite.errors import MissingDependencyError
+
+    real = importlib.import_module
+
+    def fake(name: str, *a, **k):
+        if name == "yaml":
+            raise ImportError("No module named 'yaml'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(_deps.importlib, "import_module", fake)
+    with pytest.raises(MissingDependencyError, match="'pyyaml'"):
+        read_model_folder(FIX / "det" / "pir", "det")
+    assert not read_model_folder(REPO / "pdlite" / "apps" / "ocr" / "models" / "ch_PP-OCRv4_det_infer", "det").paddlex
+
+
 def test_yml_channel_order_is_followed(tmp_path: Path) -> None:
     """A det yml reading RGB (DecodeImage img_mode RGB) sees the image's channels swapped: its boxes on an image are
     the BGR model's boxes on the channel-swapped image."""
