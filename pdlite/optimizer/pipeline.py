@@ -21,6 +21,7 @@ DEFAULT_PASSES: list[str] = [
     "identity_scale_eliminate_pass",
     "identity_assign_eliminate_pass",
     "quant_state_alias_pass",  # quant ops' in-place scale outputs -> their (constant) inputs
+    "quant_observer_eliminate_pass",  # host int8: only_observer QDQ pairs (identities) out, so convs fuse
     "fake_quant_to_qdq_pass",  # NNAdapter only: old fake-quant convs as QDQ with int8 weights
     "constant_folding_pass",
     # -- fusions ----------------------------------------------------------------------------
@@ -37,6 +38,9 @@ DEFAULT_PASSES: list[str] = [
     "conv_activation_fuse_pass",
     "elementwise_activation_fuse_pass",
     "scale_activation_fuse_pass",
+    "quant_conv_int8_pass",  # host int8: QDQ -> conv on int8 weights -> quantized_conv2d (integer sums)
+    "quant_fc_int8_pass",  # ... fc / matmul -> quantized_fc
+    "quant_dequant_fuse_pass",  # ... the other QDQ pairs -> quantize_dequantize_linear (one pass, same values)
     "dead_code_elimination_pass",
     # -- kernel pick and program generation ----------------------------------------------
     "subgraph_detect_pass",  # NNAdapter: only acts when the config names devices

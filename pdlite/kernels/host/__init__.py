@@ -26,6 +26,7 @@ from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     pool3d,
     proposals,
     quant,
+    quant_int8,
     rnn,
     roi,
     tensor,
