@@ -46,8 +46,9 @@ def native_extension() -> list[Extension]:
             sources=[p.relative_to(ROOT).as_posix() for p in files if p.suffix == ".c"],
             depends=[p.relative_to(ROOT).as_posix() for p in files if p.suffix == ".h"],
             # -O3, IEEE semantics kept (no -ffast-math); FMA contraction allowed; no -march=native (portable
-            # builds: the hot loops carry per-ISA clones chosen at load time).
-            extra_compile_args=["-O3", "-fno-wrapv", "-ffp-contract=fast", "-pthread"],
+            # builds: the hot loops carry per-ISA clones chosen at load time). -g0 overrides the -g of Python's own
+            # CFLAGS: no debug info, 15-25% less compile time (packed_gemm.c 24.8 -> 20.9 s of CPU) and a smaller .so.
+            extra_compile_args=["-O3", "-g0", "-fno-wrapv", "-ffp-contract=fast", "-pthread"],
             extra_link_args=["-pthread"],
             define_macros=[("PD_SOURCE_SHA256", f'"{digest}"')],
             optional=True,
