@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pdlite.core.types import DataLayoutType, Place, PowerMode, PrecisionType, TargetType
+from pdlite.core.types import DataLayoutType, Place, PowerMode, PrecisionType, TargetType, with_fp16_places
 from pdlite.errors import ConfigError
 
 _CPU_TARGETS = frozenset({TargetType.Host, TargetType.X86, TargetType.Any})
@@ -25,8 +25,11 @@ def warn_host_fallback(places: Sequence[Place], kernel_targets: set[TargetType])
                       "host (x86) kernels", RuntimeWarning, stacklevel=3)
 
 
+_IMAGE_LAYOUTS = (DataLayoutType.ImageDefault, DataLayoutType.ImageFolder, DataLayoutType.ImageNW)
+
+
 class CLTuneMode(enum.IntEnum):
-    """paddlelite's OpenCL tuning modes (pdlite has no OpenCL target: the setters that take them refuse)."""
+    """paddlelite's OpenCL tuning modes (pdlite's OpenCL kernels use fixed work-group sizes: kept, no tuning)."""
 
     CL_TUNE_NONE = 0
     CL_TUNE_RAPID = 1
@@ -215,23 +218,36 @@ class ConfigBase:
         """Model cache token -> the compiled device model given to set_nnadapter_model_cache_buffers (kept)."""
         return dict(self._options.get("nnadapter_model_cache_buffers", {}))
 
-    # -- OpenCL and Metal: pdlite has neither target ------------------------------------------
+    # -- OpenCL (pdlite's OpenCL target, docs/opencl.md); Metal: pdlite has no such target ---------
+    def set_opencl_binary_path_name(self, path: str, name: str) -> None:
+        """paddlelite's OpenCL binary cache: pdlite keeps its built OpenCL programs in the folder `path` (one file
+        per program and device, named by a hash: option `opencl_cache_dir`); `name` is kept for paddlelite's API."""
+        self._options["opencl_cache_dir"] = os.fspath(path) or "."
+        self._options["opencl_binary_name"] = str(name)
+
+    def set_opencl_tune(self, tune_mode: Any = CLTuneMode.CL_TUNE_NONE, path: str = "", name: str = "",
+                        lws_repeats: int = 4) -> None:
+        """paddlelite's local-work-size tuning: the mode is checked and kept; pdlite's OpenCL kernels use fixed
+        work-group sizes (16x16 tiles, 64 items), so nothing is tuned and no file is written."""
+        try:
+            self._options["opencl_tune"] = CLTuneMode(tune_mode)
+        except ValueError:
+            raise ConfigError(f"set_opencl_tune: tune_mode must be a CLTuneMode, got {tune_mode!r}") from None
+
+    def set_opencl_precision(self, precision: Any = CLPrecisionType.CL_PRECISION_AUTO) -> None:
+        """CL_PRECISION_FP16 puts Place(OpenCL, FP16) before each OpenCL FP32 place (half storage, float arithmetic;
+        docs/opencl.md); FP32 and AUTO keep the places as given. A MobileConfig's .nb keeps the precision it was
+        optimized with (`pdlite-opt` / `Opt.enable_fp16()`)."""
+        try:
+            self._options["opencl_precision"] = CLPrecisionType(precision)
+        except ValueError:
+            raise ConfigError(f"set_opencl_precision: give a CLPrecisionType, got {precision!r}") from None
+
     def _no_target(self, call: str, target: str) -> None:
         raise ConfigError(f"{type(self).__name__}.{call}(): pdlite has no {target} target; run on the host "
-                          "(Place(TargetType.X86)), on a GPU through the CUDA target (Place(TargetType.CUDA)), or "
+                          "(Place(TargetType.X86)), on a GPU through the CUDA or OpenCL target (Place(TargetType.CUDA), "
+                          "Place(TargetType.OpenCL)), or "
                           "through an NNAdapter device (set_nnadapter_device_names(['intel_openvino']))")
-
-    def set_opencl_binary_path_name(self, path: str, name: str) -> None:
-        """paddlelite's OpenCL setting: pdlite has no OpenCL target here, so this raises ConfigError."""
-        self._no_target("set_opencl_binary_path_name", "OpenCL")
-
-    def set_opencl_tune(self, tune_mode: Any = None, path: str = "", name: str = "", lws_repeats: int = 4) -> None:
-        """paddlelite's OpenCL setting: pdlite has no OpenCL target here, so this raises ConfigError."""
-        self._no_target("set_opencl_tune", "OpenCL")
-
-    def set_opencl_precision(self, precision: Any = None) -> None:
-        """paddlelite's OpenCL setting: pdlite has no OpenCL target here, so this raises ConfigError."""
-        self._no_target("set_opencl_precision", "OpenCL")
 
     def set_metal_lib_path(self, path: str) -> None:
         """paddlelite's Metal setting: pdlite has no Metal target, so this raises ConfigError."""
@@ -340,6 +356,17 @@ class CxxConfig(ConfigBase):
     def valid_places(self) -> list[Place]:
         """The places set with set_valid_places (a copy)."""
         return list(self._valid_places)
+
+    def analysis_places(self) -> list[Place]:
+        """The places the analysis picks kernels from: valid_places(), OpenCL places of paddlelite's image layouts
+        (ImageDefault, ImageFolder, ImageNW) as NCHW ones (pdlite's OpenCL kernels keep buffers), and OpenCL FP16
+        places first where set_opencl_precision(CL_PRECISION_FP16) asked for them."""
+        places = [Place(p.target, p.precision, DataLayoutType.NCHW, p.device)
+                  if p.target == TargetType.OpenCL and p.layout in _IMAGE_LAYOUTS else p for p in self.valid_places()]
+        places = list(dict.fromkeys(places))
+        if self._options.get("opencl_precision") == CLPrecisionType.CL_PRECISION_FP16:
+            return with_fp16_places(places, (TargetType.OpenCL,))
+        return places
 
     def set_passes(self, passes: Sequence[str]) -> None:
         """Override the analysis pipeline (an ordered list of pass names; see `pdlite.default_passes()`)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdlite.api.config import warn_host_fallback
-from pdlite.core.types import DataLayoutType, Place, PrecisionType, TargetType
+from pdlite.core.types import FP16_TARGETS, DataLayoutType, Place, PrecisionType, TargetType, with_fp16_places
 from pdlite.errors import ConfigError, ModelFormatError, PdliteError
 
 MODEL_TYPES = ("naive_buffer", "protobuf")
@@ -51,10 +51,6 @@ def parse_valid_targets(spec: str | Sequence[Place | str | TargetType]) -> list[
     if not places:
         raise ConfigError(f"valid targets {spec!r}: give at least one target, e.g. 'host' or 'x86,host'")
     return places
-
-
-# the targets with FP16 kernels (enable_fp16 puts an FP16 place before each of their FP32 ones)
-FP16_TARGETS = (TargetType.CUDA, TargetType.OpenCL)
 
 
 def target_by_name(name: str) -> TargetType:
@@ -380,12 +376,7 @@ class Opt:
         if not any(p.target in FP16_TARGETS for p in self._places):
             warnings.warn("Opt.enable_fp16(): pdlite has fp16 kernels only on the CUDA and OpenCL targets; the valid "
                           f"places {self._places} run fp32", RuntimeWarning, stacklevel=3)
-        out: list[Place] = []
-        for p in self._places:
-            if p.target in FP16_TARGETS and p.precision == PrecisionType.FP32:
-                out.append(dataclasses.replace(p, precision=PrecisionType.FP16))
-            out.append(p)
-        return list(dict.fromkeys(out))
+        return with_fp16_places(list(self._places))
 
     def set_quant_model(self, quant_model: bool) -> None:
         """Quantize the weights when optimizing (kind: set_quant_type)."""

@@ -40,7 +40,7 @@ class CxxPredictor(PredictorBase):
                               "or set_model_buffer(model_bytes, params_bytes)")
         model = load_model(**src)
         params = {k: t.array for k, t in model.params.items()}
-        self.analysis = analyse(model.program, params, config.valid_places(), config.passes(), config.options)
+        self.analysis = analyse(model.program, params, config.analysis_places(), config.passes(), config.options)
         self._setup(model.program, self.analysis.runtime, self.analysis.ctx.params, self.analysis.feed_names,
                     self.analysis.fetch_names, config.delegate())
         picked = {i.kernel_def.key.target for i in self.analysis.runtime.instructions if i.kernel_def is not None}

@@ -131,6 +131,21 @@ def precision_of_dtype(dtype: np.dtype) -> PrecisionType:
     return _PRECISION_OF_DTYPE.get(np.dtype(dtype), PrecisionType.Unk)
 
 
+# the targets with FP16 kernels: an fp16 request (Opt.enable_fp16, set_opencl_precision) puts an FP16 place
+# before each of their FP32 places
+FP16_TARGETS = (TargetType.CUDA, TargetType.OpenCL)
+
+
+def with_fp16_places(places: list[Place], targets: tuple[TargetType, ...] = FP16_TARGETS) -> list[Place]:
+    """`places` with Place(t, FP16, layout) put before each FP32 place of a target in `targets` (no duplicates)."""
+    out: list[Place] = []
+    for p in places:
+        if p.target in targets and p.precision == PrecisionType.FP32:
+            out.append(Place(p.target, PrecisionType.FP16, p.layout, p.device))
+        out.append(p)
+    return list(dict.fromkeys(out))
+
+
 def register_target(name: str, value: int | None = None) -> TargetType:
     """Add a target to TargetType (for plugins): `TargetType.<name>` then exists like a built-in one.
 

@@ -104,14 +104,22 @@ def test_nnadapter_setters(tmp_path):
     assert cfg.nnadapter_model_cache_dir() == str(tmp_path)
 
 
-def test_opencl_and_metal_setters_refuse():
+def test_opencl_setters_configure_the_opencl_target_and_metal_ones_refuse(tmp_path):
     for cfg in (_cxx(), MobileConfig()):
-        with pytest.raises(ConfigError, match="no OpenCL target"):
-            cfg.set_opencl_tune(CLTuneMode.CL_TUNE_NORMAL, "./", "tuned.bin", 4)
-        with pytest.raises(ConfigError, match="no OpenCL target"):
-            cfg.set_opencl_precision(CLPrecisionType.CL_PRECISION_AUTO)
+        cfg.set_opencl_binary_path_name(str(tmp_path), "lite_opencl_kernel.bin")
+        cfg.set_opencl_tune(CLTuneMode.CL_TUNE_NORMAL, "./", "tuned.bin", 4)
+        cfg.set_opencl_precision(CLPrecisionType.CL_PRECISION_AUTO)
+        assert cfg.option("opencl_cache_dir") == str(tmp_path)
+        with pytest.raises(ConfigError, match="CLTuneMode"):
+            cfg.set_opencl_tune(7)
         with pytest.raises(ConfigError, match="no Metal target"):
             cfg.set_metal_use_mps(True)
+    cxx = _cxx()
+    cxx.set_valid_places([Place(TargetType.OpenCL), Place(TargetType.Host)])
+    assert cxx.analysis_places() == cxx.valid_places()
+    cxx.set_opencl_precision(CLPrecisionType.CL_PRECISION_FP16)
+    assert cxx.analysis_places() == [Place(TargetType.OpenCL, PrecisionType.FP16), Place(TargetType.OpenCL),
+                                     Place(TargetType.Host)]
 
 
 def test_model_buffers_four_arguments(tmp_path):
