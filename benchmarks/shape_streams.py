@@ -4,8 +4,8 @@ Each contender runs a stream in a fresh process, twice: pass 1 with every shape 
 what a new shape costs), pass 2 the same shapes again. Contenders:
 - pdlite-host, pdlite-intel_openvino, pdlite-onnxruntime: pdlite on one target (an empty model cache each time);
 - pdlite-auto: `set_nnadapter_device_names(["auto"])` with an empty cache (it explores as it goes);
-- pdlite-auto-warm: the same with the choices an earlier process on this stream cached (the choices file only,
-  no compiled models: what a user's second run knows);
+- pdlite-auto-warm: the same with the choices earlier auto processes on this stream cached (--warm-runs, default
+  3; the choices file only, no compiled models: what a user's fourth run knows);
 - paddle-inference: paddle.inference (mkldnn on, IR optim on), reshaping its input handles each call;
 - onnxruntime, openvino: the model exported to ONNX by pdlite's exporter (pdlite.nnadapter.export, dynamic dims
   kept), run by each runtime natively (one session / one compiled model with dynamic shapes, fp32).
@@ -173,13 +173,16 @@ def fresh_cache(tmp: Path, warm_from: Path | None = None) -> str:
     return str(d)
 
 
-def bench(name: str, contenders: list[str], threads: int, rounds: int, tmp: Path) -> dict[str, list[dict]]:
+def bench(name: str, contenders: list[str], threads: int, rounds: int, tmp: Path,
+          warm_runs: int = 3) -> dict[str, list[dict]]:
     model, _ = stream(name)
     onnx = export(model, tmp / f"{name}.onnx")
     warm_choices = None
-    if "pdlite-auto-warm" in contenders:  # one unmeasured auto run leaves the choices a second run starts from
+    if "pdlite-auto-warm" in contenders:  # unmeasured auto runs leave the choices the next run starts from
         prime = fresh_cache(tmp)
-        spawn("pdlite-auto", name, threads, onnx, prime)
+        for _ in range(warm_runs):
+            spawn("pdlite-auto", name, threads, onnx, prime)
+            shutil.rmtree(Path(prime) / "pdlite" / "nnadapter", ignore_errors=True)  # no compiled models kept
         warm_choices = Path(prime) / "pdlite" / "auto" / "choices.json"
     res: dict[str, list[dict]] = {c: [] for c in contenders}
     for r in range(rounds):
@@ -226,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--contenders", default=",".join(PDLITE + PEERS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm-runs", type=int, default=3,
+                    help="auto runs of the stream before pdlite-auto-warm's (its cached choices; default 3)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--onnx", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = []
     with tempfile.TemporaryDirectory(prefix="pdlite_streams_") as tmp:
         for name in args.streams.split(","):
-            lines += table(name, bench(name, contenders, args.threads, args.rounds, Path(tmp)))
+            lines += table(name, bench(name, contenders, args.threads, args.rounds, Path(tmp), args.warm_runs))
     print("\n".join(lines))
     return 0
 

@@ -136,8 +136,11 @@ class Candidate:
         return self.unit() is not None
 
     def summary(self) -> dict[str, Any]:
+        # `over` is a measurement only once a new shape was timed after a seen one (or the device declares per-shape
+        # models, or it came measured from an earlier process): a nil taken on trust must not be cached as one
+        over_known = bool(self.new and self.seen) or self.prior_over is not None or self.per_shape
         out: dict[str, Any] = {"unit": self.unit(), "over": self.over(), "first_ms": self.first_cost(),
-                               "calls": len(self.runs) + (self.first is not None)}
+                               "over_known": over_known, "calls": len(self.runs) + (self.first is not None)}
         return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in out.items()}
 
 
@@ -371,6 +374,8 @@ class OnlinePolicy:
             c = self.cands.get(name)
             if c is None or not isinstance(s, dict) or not isinstance(s.get("unit"), (int, float)):
                 continue
+            if name != self.host and not s.get("over_known"):
+                continue  # its cost of a new shape was never measured: it is explored again, not bought
             c.prior_unit = float(s["unit"])
             c.prior_over = float(s.get("over") or 0.0)
             first = s.get("first_ms")
