@@ -26,7 +26,8 @@ are clear (top-2 gap checked >= 1e-4 on every crop the pipeline reads). Export: 
 op_callstack attributes dropped; sigmoid / multiply / matmul routed to the legacy ops by tools/make_toolkit_cls_seg's
 shims) and once under PIR (`pir/`: inference.json), each in a fresh process.
 
-The reference: PaddleOCR 3's OCR pipeline (PaddleX 3: pipelines/ocr/pipeline.py, models/text_detection,
+The reference (cross-checked with PaddleX 3.3.13's own pipeline: tools/check_ppocrv5_fixtures_paddlex.py, every
+line the same): PaddleOCR 3's OCR pipeline (PaddleX 3: pipelines/ocr/pipeline.py, models/text_detection,
 text_recognition, image_classification processors) transcribed below, run on Paddle Inference's outputs of each
 format, with PaddleOCR 3's defaults (det limit 64 'min', max side 4000, thresh 0.3, box_thresh 0.6, unclip 1.5,
 textline + rec batches of 6, rec score threshold 0). `expected.json`: per "format/image", the lines (box, text,
