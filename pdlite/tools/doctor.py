@@ -12,31 +12,28 @@ import platform
 import sys
 from typing import Any
 
+from pdlite.kernels.host import cpu_features
+from pdlite.kernels.host.cpu_features import X86_FLAGS
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="print the native build, ISA, BLAS, devices and GPU this installation uses")
     p.set_defaults(func=main)
 
 
-# the CPU flags that decide what the native kernels and the devices' int8 / bf16 kernels can use
-FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-         "amx_tile", "amx_int8", "amx_bf16")
+FLAGS = X86_FLAGS  # (the x86 flags the cpu line lists; ARM_FEATURES on aarch64)
 
 
 def cpu_info() -> tuple[str, list[str]]:
-    """(CPU model name, the FLAGS it has), from /proc/cpuinfo where there is one (the benchmarks print it too)."""
-    model, flags = platform.processor() or platform.machine(), []
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    have = set(line.split(":", 1)[1].split())
-                    flags = [f for f in FLAGS if f in have]
-    except OSError:
-        pass
-    return model, flags
+    """(CPU model name, its SIMD features of interest) as the OS reports them, on x86 and ARM (the benchmarks print
+    it too): pdlite.kernels.host.cpu_features."""
+    info = cpu_features.cpu_info()
+    return info.model, list(info.features)
+
+
+# what the native kernels' ISA names mean, for the doctor's line
+ISA_NAMES = {"neon": " (ARM Advanced SIMD: NEON kernels in use)", "avx2": " (AVX2 + FMA)", "avx512": " (AVX-512)",
+             "baseline": " (no vector ISA picked: the portable build)"}
 
 
 def _version(dist: str) -> str | None:
@@ -92,7 +89,7 @@ def report() -> dict[str, Any]:
     from pdlite.registries import load_registries
 
     load_registries()
-    model, flags = cpu_info()
+    cpu = cpu_features.cpu_info()
     devices = {}
     for name in sorted(DRIVERS):
         cls = DRIVERS[name]
@@ -103,9 +100,11 @@ def report() -> dict[str, Any]:
         "pdlite": __version__,
         "python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
         "platform": f"{platform.system()} {platform.machine()}",
-        "cpu": f"{model}; flags: {' '.join(flags) or 'none of interest'}",
+        "cpu": (f"{cpu.model}; {'features' if cpu_features.is_arm64(cpu.arch) else 'flags'}: "
+                f"{' '.join(cpu.features) or 'none of interest'} (from {cpu.source})"),
         "numpy": _version("numpy"),
-        "native kernels": (f"yes, ISA {info['isa']}, GEMM via {info['gemm']} ({info['where']})"
+        "native kernels": (f"yes, ISA {info['isa']}{ISA_NAMES.get(info['isa'], '')}, GEMM via {info['gemm']} "
+                           f"({info['where']})"
                            if info["available"] else f"no: {info['where']}"),
         "blas": _blas(),
         "devices": devices,

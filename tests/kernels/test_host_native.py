@@ -8,6 +8,7 @@ and pooling paths also meet a naive float64 reference written here. Tolerance: m
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdlite.kernels.host import conv as conv_module
-from pdlite.kernels.host import native
+from pdlite.kernels.host import cpu_features, native
 from pdlite.kernels.registry import KernelContext
 from tests.kernels._util import depthwise_rows, kernel_class, make_op, native_threads, shuffles16
 
@@ -806,20 +807,22 @@ np.savez(__import__("sys").argv[1], **out)
 """
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+def _cpu_features() -> set[str] | None:
+    """The SIMD features the OS reports for this CPU (x86 flags, aarch64 HWCAP), independently of the extension's own
+    check; None where it reports none."""
+    info = cpu_features.cpu_info()
+    return None if info.source.startswith("none") else set(info.features)
 
 
-# the CPU features each instruction-set version needs (as native_src/module.c's pick_isa checks them)
+# the CPU features each instruction-set version needs (as native_src/module.c's pick_isa checks them), and the
+# versions of each architecture, best first
 ISA_NEEDS = {"baseline": set(), "avx2": {"avx2", "fma"},
-             "avx512": {"avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq"}}
+             "avx512": {"avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq"}, "neon": {"asimd"}}
+ARCH_ISAS = {"x86": ("avx512", "avx2", "baseline"), "arm64": ("neon", "baseline")}
+
+
+def _arch() -> str | None:
+    return "x86" if cpu_features.is_x86() else "arm64" if cpu_features.is_arm64() else None
 
 
 def _run_isa(isa: str, tmp_path) -> dict[str, np.ndarray]:
@@ -830,15 +833,19 @@ def _run_isa(isa: str, tmp_path) -> dict[str, np.ndarray]:
     return dict(np.load(path))
 
 
-@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("isa", ["avx2", "avx512", "neon"])
 def test_every_instruction_set_version_agrees(isa, tmp_path):
-    """Each vector build of the kernels (forced by PDLITE_NATIVE_ISA) ran and agrees with the baseline build.
+    """Each vector build of the kernels (forced by PDLITE_NATIVE_ISA; on aarch64 the default) ran and agrees with the
+    baseline build.
 
-    Skipped only where this CPU cannot run that version (its flags are read from /proc/cpuinfo, independently of
-    the extension's own check); where it can, the subprocess must report that it ran exactly that version."""
-    flags = _cpu_flags()
-    if sys.platform != "linux" or not flags:
-        pytest.skip("CPU flags are read from /proc/cpuinfo (Linux x86-64 only)")
+    Skipped only where this machine cannot run that version (another architecture's, or its features, read from the
+    OS independently of the extension's own check, lack one); where it can, the subprocess must report that it ran
+    exactly that version."""
+    arch, flags = _arch(), _cpu_features()
+    if arch is None or flags is None:
+        pytest.skip(f"the OS reports no SIMD features for this CPU ({platform.machine()})")
+    if isa not in ARCH_ISAS[arch]:
+        pytest.skip(f"{isa} is another architecture's instruction set (this CPU: {platform.machine()})")
     missing = ISA_NEEDS[isa] - flags
     if missing:
         pytest.skip(f"this CPU cannot run the {isa} kernels (lacks {sorted(missing)})")
@@ -851,13 +858,15 @@ def test_every_instruction_set_version_agrees(isa, tmp_path):
 
 
 def test_default_instruction_set_is_the_best_the_cpu_has():
-    flags = _cpu_flags()
-    if sys.platform != "linux" or not flags:
-        pytest.skip("CPU flags are read from /proc/cpuinfo (Linux x86-64 only)")
-    best = [isa for isa in ("avx512", "avx2", "baseline") if ISA_NEEDS[isa] <= flags][0]
+    """On x86-64 the best of AVX-512, AVX2 + FMA and the baseline the CPU's flags allow; on aarch64 NEON (Advanced
+    SIMD, which every aarch64 CPU has: the OS must report asimd)."""
+    arch, flags = _arch(), _cpu_features()
+    if arch is None or flags is None:
+        pytest.skip(f"the OS reports no SIMD features for this CPU ({platform.machine()})")
     if os.environ.get("PDLITE_NATIVE_ISA"):
         pytest.skip("PDLITE_NATIVE_ISA is set for this process")
-    assert native.isa() == best
+    best = [isa for isa in ARCH_ISAS[arch] if ISA_NEEDS[isa] <= flags][0]
+    assert native.isa() == best, (native.isa(), sorted(flags))
 
 
 def _sources_sha256(folder) -> str:

@@ -162,7 +162,7 @@ def test_packed_form_choice(xs, ws, attrs, form):
     """Which packed form (native_src/packed_gemm.c) the conv kernel gives a conv, on AVX-512 (Conv2d.packed's
     rule, measured on one Xeon core: its docstring)."""
     if not native.packed_gemm_fast():
-        pytest.skip("the packed forms run on AVX-512 only")
+        pytest.skip(f"the packed forms are chosen where their tiles are tuned ({native.PACKED_FAST_ISAS}), not {native.isa()}")
     g = conv2d_geometry({**OPS["conv2d"].defaults, **attrs}, xs, ws)
     assert conv_module.Conv2d.packed(g, "mm") == form
 

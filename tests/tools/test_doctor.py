@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pdlite.kernels.host import native
+from pdlite.kernels.host import cpu_features, native
 from pdlite.tools.cli import main
 from pdlite.tools.doctor import FLAGS
 
@@ -19,14 +19,22 @@ def test_doctor_reports_native_isa_blas_devices_and_gpu(capsys):
         assert "native kernels: no:" in out
     for name in ("intel_openvino", "onnxruntime"):
         assert f"  {name}: " in out
-    try:
-        with open("/proc/cpuinfo") as f:
-            have = set(next(line for line in f if line.startswith("flags")).split(":", 1)[1].split())
-    except (OSError, StopIteration):
-        return
     cpu = next(line for line in out.splitlines() if line.startswith("cpu:"))
-    listed = set(cpu.split("flags:", 1)[1].split())
-    assert listed == {f for f in FLAGS if f in have} or (not have & set(FLAGS) and "none of interest" in cpu), cpu
+    info = cpu_features.cpu_info()
+    if cpu_features.is_arm64(info.arch):  # the OS's ARM features, never x86 lines (qemu-user shows the host's)
+        assert "flags:" not in cpu and not any(f in cpu for f in ("avx", "sse")), cpu
+        listed = set(cpu.split("features:", 1)[1].split(" (from ", 1)[0].split())
+        assert listed == set(info.features) or (not info.features and "none of interest" in cpu), cpu
+        if native.available() and native.isa() == "neon":
+            assert "ISA neon" in out and "NEON kernels in use" in out, out
+        return
+    if info.source.startswith("none"):
+        return
+    listed = set(cpu.split("flags:", 1)[1].split(" (from ", 1)[0].split())
+    assert listed == set(info.features) or (not info.features and "none of interest" in cpu), cpu
+    with open("/proc/cpuinfo") as f:  # (the flags themselves, read here independently of cpu_features)
+        have = set(next(line for line in f if line.startswith("flags")).split(":", 1)[1].split())
+    assert listed == {f for f in FLAGS if f in have}, (listed, have & set(FLAGS))
 
 
 def test_version_names_the_host_kernels(capsys):

@@ -24,7 +24,8 @@ kernel keeps it).
 Threads: `set_num_threads` (called by pdlite/runtime/threads.py for `set_threads`; NumPy's OpenBLAS
 is found by pdlite/kernels/host/blas.py). Environment:
 PDLITE_NATIVE_SPIN_US (how long idle pool threads poll for work, default 200),
-PDLITE_NATIVE_ISA=baseline|avx2|avx512 (force an instruction-set version, for tests).
+PDLITE_NATIVE_ISA=baseline|avx2|avx512 on x86-64, baseline on aarch64 (force an instruction-set version, for tests;
+aarch64's default is neon).
 """
 from __future__ import annotations
 
@@ -91,6 +92,24 @@ def _installed_build(digest: str) -> Path | None:
     return None
 
 
+BUILD_RECORD = _HERE / "_native_build.json"  # written by setup.py's build_ext: how the install's build went
+
+
+def build_failure() -> str | None:
+    """Why the install could not build the extension, with what to install (setup.py records it), or None."""
+    import json
+
+    try:
+        rec = json.loads(BUILD_RECORD.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("status") != "failed":
+        return None
+    return (f"the native build failed at install: {rec.get('reason', 'unknown reason')}; install "
+            f"{rec.get('install', 'a C compiler and python3-dev')}, then reinstall pdlite "
+            "(`pip install --force-reinstall --no-deps .` or `pip install -e .`); using the NumPy kernels")
+
+
 def _load_extension() -> ModuleType | None:
     global load_note
     digest = _source_hash()
@@ -106,12 +125,12 @@ def _load_extension() -> ModuleType | None:
         load_note = f"built from these sources: {ext.__file__}"
         return ext
     if digest is None:
-        load_note = "not built (no C compiler at install time, or Windows): using the NumPy kernels"
+        load_note = build_failure() or "not built (no C compiler at install time, or Windows): using the NumPy kernels"
         return None
     found = _installed_build(digest)
     if found is None:
-        load_note = ("not built in this source tree and no installed build of the same source: `pip install .` "
-                     "or `pip install -e .` builds it; using the NumPy kernels")
+        load_note = build_failure() or ("not built in this source tree and no installed build of the same source: "
+                                        "`pip install .` or `pip install -e .` builds it; using the NumPy kernels")
         return None
     spec = importlib.util.spec_from_file_location(_EXT_NAME, found)
     assert spec is not None and spec.loader is not None
@@ -232,7 +251,8 @@ def get_num_threads() -> int | None:
 
 
 def isa() -> str | None:
-    """The instruction set the native kernels run with (baseline, avx2, avx512); None without the extension."""
+    """The instruction set the native kernels run with (baseline, avx2, avx512 on x86-64; neon, baseline on aarch64);
+    None without the extension."""
     return str(_ext.isa()) if _ext is not None else None
 
 
@@ -382,10 +402,16 @@ def winograd_conv3x3(x: np.ndarray, u: WinogradWeights, bias: np.ndarray | None,
 PACK_ROWS = 64  # output channels per panel of packed weights (native_src/packed_gemm.c PK_MR)
 
 
+# the instruction sets whose packed-GEMM register tiles are tuned (the forms chosen by packed_gemm_fast): AVX-512's
+# tiles of 16-float vectors, NEON's sub-tiles of them (native_src/neon.h: the same products in the same order)
+PACKED_FAST_ISAS = ("avx512", "neon")
+
+
 def packed_gemm_fast() -> bool:
-    """Whether packed_conv runs its fast form here (AVX-512: its register tile is 28 vectors of 16 floats); on
-    other instruction sets it is correct but slower than the BLAS path."""
-    return _ext is not None and isa() == "avx512"
+    """Whether packed_conv runs its fast form here (AVX-512: its register tile is 28 vectors of 16 floats; NEON: the
+    same tile as sub-tiles of 14 and 16 registers); on other instruction sets it is correct but slower than the BLAS
+    path."""
+    return _ext is not None and isa() in PACKED_FAST_ISAS
 
 
 def pack_weights(w: np.ndarray, wide: bool = False) -> np.ndarray:

@@ -2,7 +2,9 @@
 /* No floating-point exception flags are read, so selects may be computed on every lane (the same values): without
  * this GCC 12 left the activations' exp / erf (gelu, ...) loops scalar in the AVX2 clones ("control flow in loop"; AVX-512's masked lanes
  * vectorised them). Per file, not for the whole build: it slowed PP-OCRv4 det's convs by ~1.5% on AVX-512. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+#endif
 #include "common.h"
 
 /* ------------------------------------------------------------------------------------------------ */

@@ -258,6 +258,10 @@ extern PD_HIDDEN int g_shuffles16;
 /* whether the picked ISA is AVX-512 (not changed by the tests' hooks): the forms written for it alone, in functions
  * with its target (pool.c's pool_3s2_row, depthwise.c's row-vector form), run only then */
 extern PD_HIDDEN int g_avx512;
+/* aarch64: whether the NEON register tiles (neon.h) run (module.c: unless PDLITE_NATIVE_ISA=baseline) */
+extern PD_HIDDEN int g_neon;
+/* x86-64: whether the packed GEMM forms run avx2.h's sub-tiles (module.c: where AVX2 is the picked ISA) */
+extern PD_HIDDEN int g_avx2_tiles;
 
 /* whether bias_act_v16 computes the activation (the others: bias_act_copy over the written output) */
 PD_INLINE int act_in_regs(const act_t *act) {

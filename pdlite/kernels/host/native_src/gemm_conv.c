@@ -2,7 +2,9 @@
 /* No floating-point exception flags are read, so selects may be computed on every lane (the same values): without
  * this GCC 12 left the fused activations' exp / erf loops (fc's gelu on the BLAS path) scalar in the AVX2 clones
  * ("control flow in loop"). Per file, not for the whole build (see norm_softmax.c). */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+#endif
 #include "common.h"
 
 /* ------------------------------------------------------------------------------------------------ */

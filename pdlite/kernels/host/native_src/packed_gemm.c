@@ -23,6 +23,8 @@
  * The wide form (pw_*, below) takes large maps. The reduction order (k ascending, one FMA per k) does not depend
  * on the thread count. */
 #include "common.h"
+#include "neon.h" /* aarch64: the tiles below as NEON sub-tiles (g_neon) */
+#include "avx2.h" /* x86-64: the tiles below as AVX2 sub-tiles (g_avx2_tiles) */
 
 #define PK_NR 7     /* output columns per register tile */
 #define PK_MR 64    /* output channels per weight panel (4 vectors of 16 floats) */
@@ -243,6 +245,17 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
                 const isz done = (t - t0) * PK_KC;
                 const float *pf = nw ? nw + done * 16 : NULL;
                 const isz pfn = nlines > done ? (nlines - done < kb - ka ? nlines - done : kb - ka) : 0;
+#if defined(__aarch64__)
+                if (g_neon) {
+                    pk_tile_neon(mv, kb - ka, wk, bk, ldb, c, first, pf, pfn);
+                    continue;
+                }
+#elif defined(PD_X86_DISPATCH)
+                if (g_avx2_tiles) {
+                    pk_tile_v8(mv, kb - ka, wk, bk, ldb, c, first, pf, pfn);
+                    continue;
+                }
+#endif
                 switch (mv) { /* the tile with a constant vector count: unrolled, accumulators in registers */
                 case 4: pk_tile(4, kb - ka, wk, bk, ldb, c, first, pf, pfn); break;
                 case 3: pk_tile(3, kb - ka, wk, bk, ldb, c, first, pf, pfn); break;
@@ -288,6 +301,21 @@ PD_INLINE void pw_tile(const int nv, isz kd, const float *a, const float *b, isz
     pd_v16 acc[PW_MR][3];
     for (int i = 0; i < PW_MR; i++)
         for (int v = 0; v < nv; v++) acc[i][v] = (pd_v16){0};
+#if defined(__aarch64__)
+    if (g_neon) {
+        float t[PW_MR * PW_NR] = {0}; /* [row][48]: acc's layout */
+        rows8_neon(nv, kd, a, b, ldb, t);
+        memcpy(acc, t, sizeof(t));
+        kd = 0; /* (the loop below has nothing left to do) */
+    }
+#elif defined(PD_X86_DISPATCH)
+    if (g_avx2_tiles) {
+        float t[PW_MR * PW_NR] = {0};
+        rows4_v8(nv, kd, a, b, ldb, t);
+        memcpy(acc, t, sizeof(t));
+        kd = 0;
+    }
+#endif
     for (isz k = 0; k < kd; k++) {
         pd_v16 bv[3];
         if (k + PW_PF < kd)
@@ -449,7 +477,23 @@ PD_INLINE void fc_task_impl(void *vctx, isz begin, isz end) {
             pd_v16 acc[PW_MR][3];
             for (int i = 0; i < PW_MR; i++)
                 for (int v = 0; v < 3; v++) acc[i][v] = (pd_v16){0};
-            for (isz k = 0; k < a->K; k++) {
+            isz kd = a->K;
+#if defined(__aarch64__)
+            if (g_neon) {
+                float t[PW_MR * PW_NR];
+                rows8_neon(3, kd, xp, wt, PW_NR, t);
+                memcpy(acc, t, sizeof(t));
+                kd = 0; /* (the loop below has nothing left to do) */
+            }
+#elif defined(PD_X86_DISPATCH)
+            if (g_avx2_tiles) {
+                float t[PW_MR * PW_NR];
+                rows4_v8(3, kd, xp, wt, PW_NR, t);
+                memcpy(acc, t, sizeof(t));
+                kd = 0;
+            }
+#endif
+            for (isz k = 0; k < kd; k++) {
                 if (nw && p == p0)
                     for (int v = 0; v < 3; v++) __builtin_prefetch(nw + k * PW_NR + v * 16, 0, 2);
                 pd_v16 wv[3];

@@ -1,0 +1,75 @@
+/* pdlite native host kernels: AVX2 + FMA register tiles of the packed GEMM forms (see common.h, neon.h)
+ *
+ * AVX2 has 16 registers of 8 floats: the AVX-512 tiles of packed_gemm.c (28 and 24 vectors of 16 floats) would be 56
+ * and 48 of them. Here each tile runs as sub-tiles that fit, one after another over the same reduction steps (GCC /
+ * Clang vectors of 8 floats: one ymm register each in the AVX2 clones, where these run: g_avx2_tiles):
+ *   pk_tile_v8    16 channels x 4, then x 3 columns: 8 (6) accumulators; per reduction step 2 loads of weights,
+ *                 4 (3) broadcasts of columns, 8 (6) FMAs
+ *   rows4_v8      4 rows x 16 columns: 8 accumulators; per step 2 loads of columns, 4 broadcasts of the rows'
+ *                 values, 8 FMAs
+ * Each output is one fused multiply-add per reduction step, k ascending, as in the AVX-512 and NEON tiles: the same
+ * bits (tests/kernels/test_host_native_isa.py). */
+#ifndef PD_NATIVE_AVX2_H
+#define PD_NATIVE_AVX2_H
+#ifdef PD_X86_DISPATCH
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi" /* (pd_v8 values never cross a call: every function here is inlined) */
+#endif
+typedef float pd_v8 __attribute__((vector_size(32)));
+
+PD_INLINE pd_v8 pd_load8(const float *p) {
+    pd_v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* columns j0 .. j0 + nj - 1 of rows 16g .. 16g + 15 of pk_tile's tile (a: [k][16mv], b: [k*ldb + j], c: [j][64]) */
+PD_INLINE void pk_cols_v8(const int nj, int g, int j0, int lda, isz kc, const float *a, const float *b, isz ldb,
+                          float *c, int first, const float *pf, isz pfn) {
+    pd_v8 acc[4][2];
+    for (int j = 0; j < nj; j++)
+        for (int h = 0; h < 2; h++) acc[j][h] = first ? (pd_v8){0} : pd_load8(c + (j0 + j) * 64 + g * 16 + h * 8);
+    const float *ag = a + g * 16, *bj = b + j0;
+    for (isz k = 0; k < kc; k++) {
+        if (k < pfn) __builtin_prefetch(pf + k * 16, 0, 2);
+        const pd_v8 a0 = pd_load8(ag + k * lda), a1 = pd_load8(ag + k * lda + 8);
+        for (int j = 0; j < nj; j++) {
+            const float bv = bj[k * ldb + j];
+            acc[j][0] += a0 * bv;
+            acc[j][1] += a1 * bv;
+        }
+    }
+    for (int j = 0; j < nj; j++)
+        for (int h = 0; h < 2; h++) memcpy(c + (j0 + j) * 64 + g * 16 + h * 8, &acc[j][h], sizeof(pd_v8));
+}
+
+/* packed_gemm.c's pk_tile (the same arguments; the next block's weights prefetched by the first sub-tile) */
+PD_INLINE void pk_tile_v8(const int mv, isz kc, const float *a, const float *b, const isz ldb, float *c, int first,
+                          const float *pf, isz pfn) {
+    for (int g = 0; g < mv; g++) {
+        pk_cols_v8(4, g, 0, 16 * mv, kc, a, b, ldb, c, first, pf, g == 0 ? pfn : 0);
+        pk_cols_v8(3, g, 4, 16 * mv, kc, a, b, ldb, c, first, pf, 0);
+    }
+}
+
+/* The wide form's and packed fc's tile: t[i*48 + q] = sum_k a[k*8 + i] * b[k*ldb + q] for i < 8, q < 16nv */
+PD_INLINE void rows4_v8(const int nv, isz kd, const float *a, const float *b, const isz ldb, float *t) {
+    for (int r = 0; r < 8; r += 4)
+        for (int s = 0; s < nv; s++) { /* rows r .. r + 3, columns 16s .. 16s + 15 */
+            pd_v8 acc[4][2];
+            for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = (pd_v8){0};
+            const float *bs = b + s * 16, *ar = a + r;
+            for (isz k = 0; k < kd; k++) {
+                const pd_v8 b0 = pd_load8(bs + k * ldb), b1 = pd_load8(bs + k * ldb + 8);
+                for (int i = 0; i < 4; i++) {
+                    const float av = ar[k * 8 + i];
+                    acc[i][0] += b0 * av;
+                    acc[i][1] += b1 * av;
+                }
+            }
+            for (int i = 0; i < 4; i++)
+                for (int h = 0; h < 2; h++) memcpy(t + (r + i) * 48 + s * 16 + h * 8, &acc[i][h], sizeof(pd_v8));
+        }
+}
+#endif /* PD_X86_DISPATCH */
+#endif /* PD_NATIVE_AVX2_H */

@@ -1,0 +1,111 @@
+"""The packed GEMM forms give the same bits on every instruction set whose tiles are fused multiply-adds in one order.
+
+native_src/neon.h and avx2.h run the AVX-512 register tiles of packed_gemm.c as NEON / AVX2 sub-tiles: each output is
+still one fused multiply-add per reduction step, k ascending. So the small and wide packed convs and packed fc must
+give, on NEON and AVX2, exactly the bits AVX-512 gives (the x86 baseline build, without FMA, rounds twice per step). The inputs are integers divided by a prime in float32 (no random
+generator, no libm: the same arrays on every machine, and products that round), and the digests below are the outputs' SHA-256 as
+this code computes them with AVX-512 (on an AMD EPYC, Zen 5). On AVX-512, AVX2 and NEON the outputs must match them
+bit for bit; on every instruction set they must match float64 maths within the native kernels' tolerance (1e-5).
+Regenerate after a deliberate change of the products' order: `python tests/kernels/test_host_native_isa.py` on an
+AVX-512 machine prints the table.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from pdlite.kernels.host import native
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
+
+BIT_EXACT_ISAS = ("avx512", "avx2", "neon")  # the FMA tiles whose order is the same (docs/determinism.md)
+
+
+def ints(n: int, seed: int) -> np.ndarray:
+    """n values in (-1, 1): integers divided by a prime in float32 (IEEE division rounds the same everywhere). Not a
+    power of two: the products and sums round (on a 2^-k grid they would be exact, and every order give the same
+    bits, the test then unable to tell FMA from multiply-add or one order from another)."""
+    i = np.arange(n, dtype=np.int64)
+    return ((i * 7919 + seed * 104729) % 2039 - 1019).astype(np.float32) / np.float32(1021.0)
+
+
+def arr(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return ints(int(np.prod(shape)), seed).reshape(shape)
+
+
+RELU6 = (2, (6.0, 0.0, 0.0))
+HSWISH = (4, (3.0, 6.0, 6.0))
+
+
+def _conv(n, c, h, w, m, k, s, p, wide, act, bias=True):
+    x, wt = arr((n, c, h, w), 1), arr((m, c, k, k), 2)
+    b = arr((m,), 3) if bias else None
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    got = native.packed_conv(x, native.pack_weights(wt, wide), b, m, oh, ow, (k, k), (s, s), (1, 1), (p, p), act, wide)
+    cols = np.lib.stride_tricks.sliding_window_view(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p))),
+                                                    (k, k), axis=(2, 3))[:, :, ::s, ::s]
+    ref = np.einsum("nchwij,mcij->nmhw", cols, wt.astype(np.float64))
+    if b is not None:
+        ref += b.reshape(1, -1, 1, 1)
+    return got, _act(ref, act)
+
+
+def _act(ref: np.ndarray, act) -> np.ndarray:
+    if act == RELU6:
+        return np.clip(ref, 0.0, 6.0)
+    if act == HSWISH:
+        return np.clip(ref + 3.0, 0.0, 6.0) * ref / 6.0
+    return ref
+
+
+def _fc(m, k, n, act):
+    x, w, b = arr((m, k), 4), arr((k, n), 5), arr((n,), 6)
+    got = native.packed_fc(x, native.pack_fc_weights(w), n, b, act)
+    return got, _act(x.astype(np.float64) @ w + b, act)
+
+
+# name -> the computation: (native output, float64 reference)
+CASES = {
+    # the small form: panels of 64 and 48 rows, two reduction blocks, 3x3 with padding (tap-major skips)
+    "packed 3x3": lambda: _conv(1, 40, 7, 9, 112, 3, 1, 1, False, RELU6),
+    # the small form's 1x1 columns read in place (7x7: whole 7-column tiles), batch 2
+    "packed 1x1 in place": lambda: _conv(2, 24, 7, 7, 80, 1, 1, 0, False, HSWISH),
+    # the small form, strided, one 16-row panel, no bias
+    "packed 3x3 stride 2": lambda: _conv(1, 16, 11, 13, 16, 3, 2, 1, False, native.NO_ACT, bias=False),
+    # the wide form: 1x1 read in place with a partial last tile (400 columns), 20 rows (panels of 8)
+    "wide 1x1": lambda: _conv(1, 24, 20, 20, 20, 1, 1, 0, True, RELU6),
+    # the wide form gathering 3x3 columns
+    "wide 3x3": lambda: _conv(1, 8, 18, 18, 24, 3, 1, 1, True, HSWISH),
+    # packed fc: 3 column tiles (the last partial), 2 row blocks
+    "packed fc": lambda: _fc(40, 72, 130, RELU6),
+}
+# name -> the SHA-256 of its output's bytes with AVX-512
+DIGESTS = {
+    'packed 3x3': '825f6015c5c97fa92ffceaf6f26e39bc09b176590fc6d47f7dbc131672a3e6f2',
+    'packed 1x1 in place': 'd7dbef01054e63b403dd70eef75b348ca0a23d04d387bff69e3a2a02b5809488',
+    'packed 3x3 stride 2': '4de13df260608b6e4e072a10b7b1210f23a3b107e57dcaa4a5f610deb7571b79',
+    'wide 1x1': '517740681423193dc197bf6fee27ec844a94b5c2ad786536e380f654df545588',
+    'wide 3x3': '3aadfb0dc0b0547e693ee7f04d41b43965185eebe4285c4732d2029ead99a12f',
+    'packed fc': '68e2b2823abf0938bb085c40c3349be19e593ab865047b1f8e3762e35fa77ee5',
+}
+
+
+def digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a, dtype=np.float32).tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_packed_forms_match_float64_and_avx512_bits(name):
+    got, ref = CASES[name]()
+    err = float(np.max(np.abs(got.astype(np.float64) - ref)))
+    assert err <= 1e-5 * max(1.0, float(np.max(np.abs(ref)))), f"{name}: max|native - float64| = {err:.3g}"
+    if native.isa() in BIT_EXACT_ISAS:
+        assert digest(got) == DIGESTS[name], f"{name}: {native.isa()} gave other bits than AVX-512"
+
+
+if __name__ == "__main__":
+    assert native.isa() == "avx512", f"the digests are AVX-512's; this machine runs {native.isa()}"
+    for key, fn in CASES.items():
+        print(f"    {key!r}: {digest(fn()[0])!r},")
