@@ -102,3 +102,15 @@ def test_plugin_adds_an_opencl_kernel():
     assert res.returncode == 0, res.stderr[-3000:]
     assert "('exp', 'OpenCL')" in res.stdout and res.stdout.count("io_copy") == 2, res.stdout
     assert "OK" in res.stdout
+
+
+@needs_opencl
+def test_work_group_limits():
+    """A device allowing fewer work items per group than a kernel asks: 1-D groups shrink, tiles are an error."""
+    from pdlite.errors import KernelError
+    from pdlite.kernels.opencl.device import get_device
+
+    dev = get_device()
+    assert dev._fit("unary_act", (128,), (64,), 48) == (32,)  # noqa: SLF001
+    with pytest.raises(KernelError, match=r"'gemm' needs work-groups of 256 items \[16, 16, 1\].*allows 128"):
+        dev._fit("gemm", (16, 16, 1), (16, 16, 1), 128)  # noqa: SLF001

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import threading
 import warnings
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.errors import ConfigError, MissingDependencyError
+from pdlite.errors import ConfigError, KernelError, MissingDependencyError
 
 INSTALL_HINT = ("pip install 'pdlite[opencl]' and an OpenCL driver (ICD): your GPU vendor's, or PoCL's CPU device "
                 "(apt install pocl-opencl-icd)")
@@ -133,10 +134,23 @@ class ClDevice:
         so that predictors on several threads can share the device)."""
         key = (id(program), name)
         with self.lock:
-            kern = self.kernels.get(key)
-            if kern is None:
-                kern = self.kernels[key] = cl.Kernel(program, name)
+            entry = self.kernels.get(key)
+            if entry is None:
+                kern = cl.Kernel(program, name)
+                wg = int(kern.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device))
+                entry = self.kernels[key] = (kern, wg)
+            kern, wg = entry
+            if lsize is not None and math.prod(lsize) > wg:
+                lsize = self._fit(name, gsize, lsize, wg)
             kern(self.queue, gsize, lsize, *args)
+
+    def _fit(self, name: str, gsize: tuple[int, ...], lsize: tuple[int, ...], wg: int) -> tuple[int, ...]:
+        """A 1-D work-group shrunk to the kernel's limit on this device (a power of two: it divides the global
+        size, a multiple of 64); tiled kernels need their whole tile."""
+        if len(lsize) == 1:
+            return (1 << (min(wg, lsize[0]).bit_length() - 1),)
+        raise KernelError(f"OpenCL kernel {name!r} needs work-groups of {math.prod(lsize)} items {list(lsize)} but "
+                          f"{self.name} allows {wg} for it")
 
     def _build(self, key: str, source: str, options: str, cache: str | None) -> Any:
         path = cache_dir(cache) / f"{key}.bin"
