@@ -1,5 +1,6 @@
 /* pdlite native host kernels: the Python module (see common.h) */
 #include "common.h"
+#include "qint8.h" /* the int8 family (qgemm.c) */
 
 /* ------------------------------------------------------------------------------------------------ */
 /* ISA pick                                                                                         */
@@ -47,6 +48,7 @@ static void pick_isa(void) {
     pw_task_pick(isa);
     ln_task_pick(isa);
     sm_task_pick(isa);
+    q_task_pick(isa);
     g_isa = avx512 ? "avx512" : (avx2 ? "avx2" : "baseline");
 #elif defined(__aarch64__)
     /* Advanced SIMD (NEON) is part of every aarch64 CPU: the portable build is NEON code (GCC and Clang vectorise
@@ -183,6 +185,14 @@ static PyMethodDef methods[] = {
     {"layer_norm", py_layer_norm, METH_VARARGS,
      "layer_norm(x, scale|None, bias|None, y, mean|None, var|None, (rows, cols), eps): over each row"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(x, y, (rows, cols)): over each row"},
+    {"qgemm_info", py_qgemm_info, METH_VARARGS,
+     "qgemm_info([M, K]): (int8 format vnni|avx2|baseline, columns stored + 128, rows per block, packed bytes of M x K)"},
+    {"qpack_weights", py_qpack_weights, METH_VARARGS, "qpack_weights(w int8 (M,K), out bytes, (M,K))"},
+    {"qconv", py_qconv, METH_VARARGS,
+     "qconv(x, packed w, comp|None, mul, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k,s,rt), act, "
+     "(a0,a1,a2)[, res|None[, trans[, ((k,s,rt), qmax)|None]]]): int8 conv / fc with exact int32 sums (trans: fc's "
+     "(L, M) output; the last tuple: the outputs quantized then dequantized)"},
+    {"qdq", py_qdq, METH_VARARGS, "qdq(x, out, n, (k,s,rt), qmax): quantize_linear then dequantize_linear"},
     {"set_sgemm", py_set_sgemm, METH_VARARGS, "set_sgemm(address of cblas_sgemm, ilp64)"},
     {"has_sgemm", py_has_sgemm, METH_NOARGS, "whether conv_gemm has an sgemm"},
     {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},
