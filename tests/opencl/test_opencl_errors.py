@@ -114,3 +114,26 @@ def test_work_group_limits():
     assert dev._fit("unary_act", (128,), (64,), 48) == (32,)  # noqa: SLF001
     with pytest.raises(KernelError, match=r"'gemm' needs work-groups of 256 items \[16, 16, 1\].*allows 128"):
         dev._fit("gemm", (16, 16, 1), (16, 16, 1), 128)  # noqa: SLF001
+
+
+@needs_opencl
+def test_program_binaries_are_cached_on_disk(tmp_path, monkeypatch):
+    """The first build writes the program's binary under opencl_cache_dir; a later build (a new process: here the
+    in-memory programs cleared) loads it and compiles nothing."""
+    from pdlite.kernels.opencl import base, device
+
+    dev = device.get_device()
+    src, opts = base.program_source(), "-DT_HALF=0"
+    dev.programs.pop((src, opts), None)
+    dev.program(src, opts, str(tmp_path))
+    bins = list(tmp_path.glob("*.bin"))
+    assert len(bins) == 1 and bins[0].stat().st_size > 0
+    real = device.cl.Program
+
+    def only_binaries(*args):
+        assert len(args) == 3, "compiled from source although a cached binary exists"
+        return real(*args)
+
+    dev.programs.pop((src, opts), None)
+    monkeypatch.setattr(device.cl, "Program", only_binaries)
+    assert dev.program(src, opts, str(tmp_path)) is not None
