@@ -12,6 +12,10 @@ e.g. without its download and document dependencies:
     PYTHONPATH=/tmp/pdx DISABLE_MODEL_SOURCE_CHECK=True python tools/check_ppocrv5_fixtures_paddlex.py \\
         legacy pir pir+doc pir+b1
 
+`--v4-reference` instead writes tests/fixtures/ocr/paddleocr3_v4/reference.json: PaddleX's pipeline with the
+shipped PP-OCRv4 det and rec as PaddleOCR 3 folders (their files + the inference.yml files beside that JSON) on
+examples/images (trained models: real text).
+
 The model hubs PaddleX imports at start (huggingface_hub, modelscope, aistudio_sdk) are stubbed here (the folders are
 local); the predictors run Paddle Inference without oneDNN (run_mode "paddle", 1 thread: PaddleX's default oneDNN
 path fails on these programs in Paddle 3.3.1). Result on 2026-12-07: every line of every variant the same.
@@ -112,10 +116,61 @@ def check(variant: str, expected: dict) -> bool:
     return good
 
 
+V4 = REPO / "tests" / "fixtures" / "ocr" / "paddleocr3_v4"
+
+
+def v4_folders(dst: Path) -> dict[str, Path]:
+    """The shipped PP-OCRv4 det and rec as PaddleOCR 3 folders: their files plus an inference.yml each."""
+    import shutil
+
+    models = REPO / "pdlite" / "apps" / "ocr" / "models"
+    out = {}
+    for kind, src in (("det", "ch_PP-OCRv4_det_infer"), ("rec", "ch_PP-OCRv4_rec_infer")):
+        shutil.copytree(models / src, dst / kind)
+        shutil.copy(V4 / f"{kind}.inference.yml", dst / kind / "inference.yml")
+        out[kind] = dst / kind
+    return out
+
+
+def v4_reference() -> None:
+    """PaddleX's OCR pipeline (PaddleOCR 3's defaults, no orientation models) with the shipped PP-OCRv4 models as
+    PaddleOCR 3 folders on examples/images: tests/fixtures/ocr/paddleocr3_v4/reference.json."""
+    import tempfile
+
+    from paddlex import create_pipeline
+    from paddlex.inference.utils.pp_option import PaddlePredictorOption
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs = v4_folders(Path(tmp))
+        sub = {"TextDetection": {"module_name": "text_detection", "model_name": "PP-OCRv4_mobile_det",
+                                 "model_dir": str(dirs["det"]), "limit_side_len": 64, "limit_type": "min",
+                                 "max_side_limit": 4000, "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 1.5},
+               "TextRecognition": {"module_name": "text_recognition", "model_name": "PP-OCRv4_mobile_rec",
+                                   "model_dir": str(dirs["rec"]), "batch_size": 6, "score_thresh": 0.0}}
+        opt = PaddlePredictorOption()
+        opt.run_mode, opt.cpu_threads = "paddle", 1
+        ocr = create_pipeline(config={"pipeline_name": "OCR", "text_type": "general", "use_doc_preprocessor": False,
+                                      "use_textline_orientation": False, "SubModules": sub},
+                              device="cpu", pp_option=opt)
+        rows = []
+        for path in sorted((REPO / "examples" / "images").glob("*.*")):
+            if path.suffix not in (".png", ".jpg"):
+                continue
+            res = list(ocr.predict(str(path)))[0]
+            lines = [{"box": np.array(b).tolist(), "text": t, "score": round(float(s), 6)}
+                     for t, s, b in zip(res["rec_texts"], res["rec_scores"], res["rec_polys"])]
+            rows.append(f'"{path.name}": ' + json.dumps(lines, ensure_ascii=False))
+            print(f"{path.name}: {len(lines)} lines")
+    (V4 / "reference.json").write_text("{\n" + ",\n".join(rows) + "\n}\n", encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     sys.meta_path.insert(0, _HubStubs())
-    expected = json.loads((FIX / "expected.json").read_text(encoding="utf-8"))
     print("paddlex", importlib.metadata.version("paddlex"))
+    if argv == ["--v4-reference"]:
+        v4_reference()
+        return 0
+    expected = json.loads((FIX / "expected.json").read_text(encoding="utf-8"))
     results = [check(v, expected) for v in (argv or ["legacy", "pir", "pir+doc", "pir+b1"])]
     return 0 if all(results) else 1
 

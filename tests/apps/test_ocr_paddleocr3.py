@@ -114,6 +114,32 @@ def test_rec_batch_of_one_matches_paddleocr3() -> None:
             _same_lines(ocr(IMAGES / key.split("/")[1]), want, key)
 
 
+V4 = REPO / "tests" / "fixtures" / "ocr" / "paddleocr3_v4"
+
+
+def test_trained_v4_as_paddleocr3_folders_match_paddlex(tmp_path: Path) -> None:
+    """Trained weights, real text: the shipped PP-OCRv4 det and rec as PaddleOCR 3 folders (their files plus an
+    inference.yml; the rec's names ppocr_keys_v1's characters) against PaddleX 3.3.13's own OCR pipeline with
+    PaddleOCR 3's defaults (tools/check_ppocrv5_fixtures_paddlex.py --v4-reference): every line's text, box within
+    2 px (identical today), score within 1e-3."""
+    models = REPO / "pdlite" / "apps" / "ocr" / "models"
+    dirs = {}
+    for kind, src in (("det", "ch_PP-OCRv4_det_infer"), ("rec", "ch_PP-OCRv4_rec_infer")):
+        shutil.copytree(models / src, tmp_path / kind)
+        shutil.copy(V4 / f"{kind}.inference.yml", tmp_path / kind / "inference.yml")
+        dirs[f"{kind}_model_dir"] = tmp_path / kind
+    ocr = OCR(**dirs)
+    assert ocr.flavour == "paddleocr3" and ocr.text_classifier is None
+    ref = json.loads((V4 / "reference.json").read_text(encoding="utf-8"))
+    assert sum(len(v) for v in ref.values()) >= 40
+    for name, want in ref.items():
+        got = ocr(IMAGES / name)
+        assert [g.text for g in got] == [w["text"] for w in want], name
+        for g, w in zip(got, want):
+            assert np.abs(np.array(g.box) - np.array(w["box"])).max() <= 2, (name, g, w)
+            assert abs(g.score - w["score"]) <= 1e-3, (name, g, w)
+
+
 def test_cli_with_paddleocr3_folders(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from pdlite.tools.cli import main
 
