@@ -50,10 +50,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.integrations.serve_util import free_port, mlserver, write_repository  # noqa: E402
+from tests.integrations.serve_util import CNN, IMAGE, free_port, mlserver, write_repository  # noqa: E402
 
-CNN = REPO / "tests/fixtures/models/mobilenet_v3_small"
-IMAGE = REPO / "examples/images/sample_en.png"
 PEER = "serve_load.OnnxRuntimePeer"
 
 # -- the peer: plain onnxruntime in an MLServer runtime ----------------------------------------------------------

@@ -1,7 +1,9 @@
-"""Starting `mlserver start` on 127.0.0.1 for the serving tests and benchmarks/serve_load.py: a folder of
-model-settings.json files, free ports, the process stopped (SIGTERM, then SIGKILL) at the end."""
+"""For the serving tests and benchmarks/serve_load.py: `mlserver start` on 127.0.0.1 (a folder of
+model-settings.json files, free ports, the process stopped with SIGTERM, then SIGKILL), the models they serve,
+and the local references (the predictor and the OCR app run on a worker thread, as the servers run them)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -10,12 +12,19 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = "pdlite.integrations.mlserver.PdliteRuntime"
+CNN = ROOT / "tests/fixtures/models/mobilenet_v3_small"
+DET = ROOT / "tests/fixtures/toolkit/picodet_lcnet/legacy"
+DET_CASE = ROOT / "tests/fixtures/toolkit/picodet_lcnet/case.npz"
+IMAGE = ROOT / "examples/images/sample_en.png"
 
 
 def free_port() -> int:
@@ -81,3 +90,24 @@ def mlserver(folder: Path, log: Path | None = None):
                 proc.wait()
         if log is not None:
             out.close()
+
+
+def local(model: Path):
+    """The local predictor, run where the server runs it: on a worker thread (a main-thread run once differed
+    from worker-thread runs in the last bits, ~1e-7 on MobileNetV3, while the native thread pool was being
+    reworked; the serving layer must match what the engine gives on its threads)."""
+    from pdlite.integrations import predictor_from_path
+
+    pred = predictor_from_path(model)
+    pool = ThreadPoolExecutor(1)
+    return pred, lambda feeds: pool.submit(pred.predict, feeds).result()
+
+
+@functools.cache
+def ocr_reference() -> dict[str, np.ndarray]:
+    """The OCR app's answer for IMAGE, computed locally once (on a worker thread, as the servers run it)."""
+    from pdlite.apps.ocr import OCR
+    from pdlite.integrations.serving import ocr_answer
+
+    with ThreadPoolExecutor(1) as ex:
+        return ex.submit(lambda: ocr_answer(OCR()(str(IMAGE)))).result()

@@ -5,12 +5,10 @@ server answers correctly afterwards; overload gets 503s while admitted requests 
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,15 +17,18 @@ pytest.importorskip("mlserver", reason="needs MLServer: pip install pdlite[serve
 httpclient = pytest.importorskip("tritonclient.http", reason="needs tritonclient[http]: pip install pdlite[serve]")
 pytest.importorskip("cv2", reason="the OCR app needs pip install pdlite[ocr]")
 
-from pdlite.apps.ocr import OCR  # noqa: E402
 from pdlite.integrations import predictor_from_path  # noqa: E402
-from pdlite.integrations.serving import ocr_answer  # noqa: E402
-from tests.integrations.serve_util import ROOT, mlserver, write_repository  # noqa: E402
+from tests.integrations.serve_util import (  # noqa: E402
+    CNN,
+    DET,
+    DET_CASE,
+    IMAGE,
+    local,
+    mlserver,
+    ocr_reference,
+    write_repository,
+)
 
-CNN = ROOT / "tests/fixtures/models/mobilenet_v3_small"
-DET = ROOT / "tests/fixtures/toolkit/picodet_lcnet/legacy"
-DET_CASE = ROOT / "tests/fixtures/toolkit/picodet_lcnet/case.npz"
-IMAGE = ROOT / "examples/images/sample_en.png"
 OCR_LIMIT = 1 << 20  # the OCR model's max_request_bytes here: 1 MiB
 
 
@@ -72,24 +73,8 @@ def infer(client, model: str, feeds: dict[str, np.ndarray], outputs: list[str]) 
     return {n: res.as_numpy(n) for n in outputs}
 
 
-def local(model: Path):
-    """The local predictor, run where the server runs it: on a worker thread (a main-thread run once differed
-    from worker-thread runs in the last bits, ~1e-7 on MobileNetV3, while the native thread pool was being
-    reworked; the serving layer must match what the engine gives on its threads)."""
-    pred = predictor_from_path(model)
-    pool = ThreadPoolExecutor(1)
-    return pred, lambda feeds: pool.submit(pred.predict, feeds).result()
-
-
 def image_b64() -> np.ndarray:
     return np.array([base64.b64encode(IMAGE.read_bytes())], dtype=object)
-
-
-@functools.cache
-def ocr_reference() -> dict[str, np.ndarray]:
-    """The OCR app's answer for IMAGE, computed locally once (on a worker thread, as the servers run it)."""
-    with ThreadPoolExecutor(1) as ex:
-        return ex.submit(lambda: ocr_answer(OCR()(str(IMAGE)))).result()
 
 
 # -- protocol: health, readiness, metadata --------------------------------------------------------------------

@@ -21,9 +21,8 @@ from pdlite.integrations.serving import (
     split_v2_body,
     v2_datatype,
 )
-from tests.integrations.serve_util import ROOT
+from tests.integrations.serve_util import CNN
 
-CNN = ROOT / "tests/fixtures/models/mobilenet_v3_small"
 SPECS = [TensorSpec("x", "FP32", [-1, 3, 4, 4]), TensorSpec("k", "INT64", [-1])]
 
 

@@ -21,8 +21,7 @@ except ImportError:  # ray without Ray Serve's modules
 pytest.importorskip("cv2", reason="the OCR app needs pip install pdlite[ocr]")
 
 from pdlite.integrations.ray_serve import deployment  # noqa: E402
-from tests.integrations.serve_util import free_port  # noqa: E402
-from tests.integrations.test_serve_mlserver import CNN, DET, DET_CASE, IMAGE, local, ocr_reference  # noqa: E402
+from tests.integrations.serve_util import CNN, DET, DET_CASE, IMAGE, free_port, local, ocr_reference  # noqa: E402
 
 
 @pytest.fixture(scope="module")
