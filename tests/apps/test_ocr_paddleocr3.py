@@ -117,18 +117,25 @@ def test_rec_batch_of_one_matches_paddleocr3() -> None:
 V4 = REPO / "tests" / "fixtures" / "ocr" / "paddleocr3_v4"
 
 
-def test_trained_v4_as_paddleocr3_folders_match_paddlex(tmp_path: Path) -> None:
-    """Trained weights, real text: the shipped PP-OCRv4 det and rec as PaddleOCR 3 folders (their files plus an
-    inference.yml; the rec's names ppocr_keys_v1's characters) against PaddleX 3.3.13's own OCR pipeline with
-    PaddleOCR 3's defaults (tools/check_ppocrv5_fixtures_paddlex.py --v4-reference): every line's text, box within
-    2 px (identical today), score within 1e-3."""
+@pytest.fixture(scope="module")
+def v4_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The shipped PP-OCRv4 det and rec as PaddleOCR 3 folders: their files plus an inference.yml each (the rec's
+    names ppocr_keys_v1's characters)."""
+    root = tmp_path_factory.mktemp("v4")
     models = REPO / "pdlite" / "apps" / "ocr" / "models"
     dirs = {}
     for kind, src in (("det", "ch_PP-OCRv4_det_infer"), ("rec", "ch_PP-OCRv4_rec_infer")):
-        shutil.copytree(models / src, tmp_path / kind)
-        shutil.copy(V4 / f"{kind}.inference.yml", tmp_path / kind / "inference.yml")
-        dirs[f"{kind}_model_dir"] = tmp_path / kind
-    ocr = OCR(**dirs)
+        shutil.copytree(models / src, root / kind)
+        shutil.copy(V4 / f"{kind}.inference.yml", root / kind / "inference.yml")
+        dirs[f"{kind}_model_dir"] = root / kind
+    return dirs
+
+
+def test_trained_v4_as_paddleocr3_folders_match_paddlex(v4_dirs: dict[str, Path]) -> None:
+    """Trained weights, real text: the shipped PP-OCRv4 det and rec as PaddleOCR 3 folders against PaddleX 3.3.13's
+    own OCR pipeline with PaddleOCR 3's defaults (tools/check_ppocrv5_fixtures_paddlex.py --v4-reference): every
+    line's text, box within 2 px (identical today), score within 1e-3."""
+    ocr = OCR(**v4_dirs)
     assert ocr.flavour == "paddleocr3" and ocr.text_classifier is None
     ref = json.loads((V4 / "reference.json").read_text(encoding="utf-8"))
     assert sum(len(v) for v in ref.values()) >= 40
@@ -138,6 +145,15 @@ def test_trained_v4_as_paddleocr3_folders_match_paddlex(tmp_path: Path) -> None:
         for g, w in zip(got, want):
             assert np.abs(np.array(g.box) - np.array(w["box"])).max() <= 2, (name, g, w)
             assert abs(g.score - w["score"]) <= 1e-3, (name, g, w)
+
+
+@pytest.mark.parametrize("device,package", [("intel_openvino", "openvino"), ("onnxruntime", "onnxruntime")])
+def test_devices_read_paddleocr3_folders_the_same(device: str, package: str, v4_dirs: dict[str, Path]) -> None:
+    pytest.importorskip(package)
+    pytest.importorskip("onnx")
+    ref = json.loads((V4 / "reference.json").read_text(encoding="utf-8"))
+    got = OCR(**v4_dirs, device=device)(IMAGES / "rotated.png")
+    assert [ln.text for ln in got] == [w["text"] for w in ref["rotated.png"]]
 
 
 def test_cli_with_paddleocr3_folders(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
