@@ -25,6 +25,12 @@ from pdlite.apps.ocr.pipeline import OCRWarning
 from pdlite.apps.ocr.rec import CTCLabelDecode, PaddleXTextRecognizer
 from pdlite.errors import ConfigError, InputError
 
+try:
+    import yaml  # noqa: F401 -- PaddleOCR 3's inference.yml (part of the ocr extra)
+except ImportError:
+    yaml = None
+pytestmark = pytest.mark.skipif(yaml is None, reason="needs pip install pdlite[ocr] (PyYAML reads inference.yml)")
+
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "examples" / "images"
 FIX = REPO / "tests" / "fixtures" / "ocr" / "ppocrv5"
