@@ -297,6 +297,7 @@ class OCR:
             else:
                 self.text_classifier = TextClassifier(self.cls_model, *cls_args)
         self.doc_orientation = None
+        self.last_doc_angle: int | None = None  # the page angle of the last call (with a doc orientation model)
         if use_doc and doc_dir is None:
             raise ConfigError("use_doc_orientation_classify needs doc_orientation_model_dir (a PP-LCNet_x1_0_doc_ori "
                               "folder; pdlite does not ship one)")
