@@ -1,7 +1,8 @@
-"""Paddle's VarType data types and their NumPy equivalents."""
+"""Paddle's VarType data types and their NumPy equivalents; reading a (device) tensor value on the host."""
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import numpy as np
 
@@ -86,3 +87,16 @@ def var_type_of(dtype: np.dtype) -> VarType:
         return _VARTYPE_OF_NP[dt]
     except KeyError:
         raise ModelFormatError(f"dtype {dt} has no Paddle data type") from None
+
+
+def host_array(v: Any) -> np.ndarray:
+    """A host NumPy array of a tensor value: NumPy as it is; a device tensor (torch's, or a pyopencl array of the
+    OpenCL target) copied back; anything else through np.asarray. The one place device values are read on the host
+    (shape inference of value-dependent ops, host-side kernels)."""
+    if isinstance(v, np.ndarray):
+        return v
+    if hasattr(v, "detach"):  # torch
+        return v.detach().cpu().numpy()
+    if hasattr(v, "get") and hasattr(v, "queue"):  # pyopencl.array.Array
+        return v.get()
+    return np.asarray(v)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.dtypes import host_array
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, ANY_TARGET, HOST, PrecisionType, TargetType
 from pdlite.errors import PdliteError
 from pdlite.kernels.registry import Kernel, TensorType, kernels_for, register_kernel
@@ -24,17 +25,6 @@ from pdlite.operators.elementwise import BINARY_OPS
 
 INT_PRECISIONS = (PrecisionType.INT32, PrecisionType.INT64)
 HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
-
-
-def host_array(v: Any) -> np.ndarray:
-    """A host NumPy array of a value: NumPy as it is, a torch tensor or a pyopencl array copied back."""
-    if isinstance(v, np.ndarray):
-        return v
-    if hasattr(v, "detach"):  # torch
-        return v.detach().cpu().numpy()
-    if hasattr(v, "get") and hasattr(v, "queue"):  # pyopencl.array.Array
-        return v.get()
-    return np.asarray(v)
 
 
 def host_ints(vals: Sequence[Any] | None) -> list[int] | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.dtypes import host_array
 from pdlite.core.program import OpDesc
 from pdlite.core.registry import Registry
 from pdlite.errors import InputError, PdliteError
@@ -44,10 +45,7 @@ class ShapeContext:
 
     def value(self, slot: str, i: int = 0) -> np.ndarray:
         """The input's data as a host NumPy array (for shape tensors and similar small inputs)."""
-        v = self._get(slot, i)
-        if not isinstance(v, np.ndarray):
-            v = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
-        return v
+        return host_array(self._get(slot, i))
 
     def _get(self, slot: str, i: int) -> Any:
         vals = self._values.get(slot) or []

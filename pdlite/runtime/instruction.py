@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.dtypes import host_array
 from pdlite.core.program import OpDesc
 from pdlite.errors import InputError, KernelError, PdliteError
 from pdlite.kernels.registry import Kernel, KernelContext, KernelDef
@@ -37,7 +38,7 @@ def _shapes_key(ins: dict[str, list[Any]]) -> tuple:
 
 
 def _value_key(v: Any) -> tuple[str, tuple[int, ...], bytes]:
-    a = v if isinstance(v, np.ndarray) else (v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v))
+    a = host_array(v)
     return str(a.dtype), a.shape, a.tobytes()
 
 

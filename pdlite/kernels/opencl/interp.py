@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.dtypes import host_array
 from pdlite.core.program import OpDesc
 from pdlite.kernels.host.interp import linear_weights, nearest_index, source_ratio
-from pdlite.kernels.host_side import host_array
 from pdlite.kernels.opencl.base import HOST_ANY, OpenCLKernel, add_source, opencl_kernel
 from pdlite.operators.nn import InterpGeometry, interp_geometry, is_channel_last
 

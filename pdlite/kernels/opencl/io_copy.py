@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.dtypes import host_array
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION
-from pdlite.kernels.host_side import host_array
 from pdlite.kernels.opencl.base import DEV_ANY, FP16, FP32, HOST_ANY, OPENCL, OpenCLKernel, add_source
 from pdlite.kernels.opencl.device import cla
 from pdlite.kernels.registry import TensorType, register_kernel

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.dtypes import host_array
 from pdlite.core.program import OpDesc
 from pdlite.kernels.host.norm import bn_affine
 from pdlite.kernels.opencl.base import WEIGHT, OpenCLKernel, add_source, opencl_kernel
@@ -71,7 +72,7 @@ class BatchNorm(OpenCLKernel):
         x = self.tensor(ins, "X")
         ab = self._affine
         if ab is None:  # statistics that are not parameters: per run, on the host
-            vals = [np.asarray(ins[s][0].get() if hasattr(ins[s][0], "get") else ins[s][0]) for s in _BN_PARAMS]
+            vals = [host_array(ins[s][0]) for s in _BN_PARAMS]
             a, b = bn_affine(*vals, float(self.attrs["epsilon"]))
             ab = (self.upload(a), self.upload(b))
         y = self.empty(x.shape)

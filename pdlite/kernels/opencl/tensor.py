@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.core.dtypes import host_array
 from pdlite.errors import KernelError
 from pdlite.kernels.host_side import SLICE_TENSORS as _SLICE_TENSORS
-from pdlite.kernels.host_side import host_array, register_shape_arithmetic
+from pdlite.kernels.host_side import register_shape_arithmetic
 from pdlite.kernels.opencl.base import HOST_ANY, OPENCL, OpenCLKernel, add_source, opencl_kernel
 from pdlite.kernels.opencl.elementwise import MAX_RANK, contiguous_strides
 from pdlite.operators import tensor as T
