@@ -114,7 +114,7 @@ def act_args(act: str, attrs: Mapping[str, Any]) -> tuple[np.int32, np.float32, 
     if act not in ACT_CODES:
         raise KernelError(f"OpenCL kernels have no activation {act!r} (have {sorted(ACT_CODES)})")
     code, names = ACT_CODES[act]
-    if act == "gelu" and attrs.get("approximate"):
+    if act == "gelu" and attrs["approximate"]:
         code = 11
     vals = [float(attrs[n]) for n in names] + [0.0] * (3 - len(names))
     return np.int32(code), np.float32(vals[0]), np.float32(vals[1]), np.float32(vals[2])
@@ -190,11 +190,8 @@ class OpenCLKernel(Kernel):
         return d
 
     def prepare(self, params: Mapping[str, Any]) -> None:
+        """Upload the parameters once, floats in the kernel's precision (`const` / `tensor` hand them out)."""
         self._consts = {name: self.upload(v) for name, v in params.items()}
-        self.prepare_weights(params)
-
-    def prepare_weights(self, params: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
-        """Optional: transform parameters once (`params`: host arrays; `self._consts`: uploaded copies)."""
 
     def const(self, slot: str, i: int = 0) -> Any:
         name = self.op.input(slot, i)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.errors import KernelError
 from pdlite.kernels.opencl.base import HOST_ANY, WEIGHT, OpenCLKernel, act_args, add_source, opencl_kernel
 from pdlite.operators.fused import split_activation
 from pdlite.operators.math import matmul_v1_shapes, matmul_v2_shape, mul_shapes
@@ -168,8 +169,6 @@ class LookupTableV2(OpenCLKernel):
         w = self.tensor(ins, "W")
         rows, d = w.shape
         if ids.size and (ids.min() < 0 or ids.max() >= rows):
-            from pdlite.errors import KernelError
-
             raise KernelError(f"lookup_table_v2: Ids hold {int(ids.min())}..{int(ids.max())} but W has {rows} rows")
         out = self.empty((*ids.shape, d))
         if out.size:
