@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -70,6 +71,15 @@ def _size(sig: tuple) -> float:
     return float(sum(math.prod(shape) for _, shape, _ in sig))
 
 
+def _final_store(lock: threading.Lock, policy: OnlinePolicy, base: Any, key: str, devices_key: str) -> None:
+    """What the stream learnt, written when its predictor goes (or the process ends): the whole stream's."""
+    with lock:
+        if policy.calls and len(policy.stream_sigs) > 1:
+            store_choice(base, key, policy.to_json())
+        if policy.first_ms_seen:
+            store_choice(base, devices_key, dict(policy.first_ms_seen))
+
+
 class AutoRunner:
     """Runs a predictor's calls for the auto device (shared by its clones; decisions under one lock)."""
 
@@ -94,10 +104,11 @@ class AutoRunner:
         self._changing_key = cache_key(base, {}, list(self.policy.cands), "changing")
         for name, c in self.policy.cands.items():
             c.per_shape = name != HOST and not _dynamic(name)
-        self._devices_key = f"devices|threads={base.threads()}|{__version__}"
+        self._devices_key = f"devices|first_ms|threads={base.threads()}|{__version__}"
+        weakref.finalize(self, _final_store, self.lock, self.policy, base, self._changing_key, self._devices_key)
         ratios = load_choice(base, self._devices_key)
         if isinstance(ratios, dict):
-            self.policy.first_ratio.update({k: float(v) for k, v in ratios.items() if isinstance(v, (int, float))})
+            self.policy.first_ms_seen.update({k: float(v) for k, v in ratios.items() if isinstance(v, (int, float))})
         hit = load_choice(base, self._changing_key)
         if isinstance(hit, dict) and hit.get("candidates"):
             self.policy.load_priors(hit)
@@ -232,6 +243,12 @@ class AutoRunner:
                 c.prior_first_ms = 0.0  # a cached fixed choice: taken at once, as before
         choice.predictor = None
 
+    def _store(self) -> None:
+        if len(self.policy.stream_sigs) > 1:
+            store_choice(self.base, self._changing_key, self.policy.to_json())
+        if self.policy.first_ms_seen:  # what a first call cost on each device, for any model's first guess
+            store_choice(self.base, self._devices_key, dict(self.policy.first_ms_seen))
+
     def _after(self) -> None:
         """Write what was learnt to the cache when the calls move to another candidate, after calls 1, 2, 4, ... (a short
         stream's too) and every STORE_EVERY_MS of the stream (a stream that stayed on one signature is cached as a
@@ -239,10 +256,7 @@ class AutoRunner:
         n, current = self.policy.calls, self.policy.current
         if current != self._last_best or self.policy.elapsed_ms - self._stored_at >= STORE_EVERY_MS or not n & (n - 1):
             self._last_best, self._stored_at = current, self.policy.elapsed_ms
-            if len(self.policy.stream_sigs) > 1:
-                store_choice(self.base, self._changing_key, self.policy.to_json())
-            if self.policy.first_ratio:  # what a first call costs on each device, for any model's first guess
-                store_choice(self.base, self._devices_key, dict(self.policy.first_ratio))
+            self._store()
 
     # -- reporting -------------------------------------------------------------------------------
     def choice(self) -> AutoChoice:

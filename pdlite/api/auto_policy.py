@@ -39,7 +39,7 @@ from typing import Any
 MARGIN = 1.05  # a device must beat the host by this factor (model and realized cost alike)
 EXPLORE_SHARE = 0.1  # exploration costs at most this share of the stream's time so far (over this model's runs)
 FIRST_GUESS = 5.0  # an untried candidate's first call, guessed as this many times the stream's mean call ...
-FIRST_GUESS_MS = 50.0  # ... or at least this
+FIRST_GUESS_MS = 500.0  # ... or at least this (building a device and its first compile), or what it cost last time
 REFRESH_EXTRA = 0.5  # a candidate is measured again only on a call its model prices within this share over the best
 WINDOW = 24  # samples per kind kept (recent ones: costs move when a device's caches warm up)
 REFRESH_CALLS = 16  # a candidate not run for this many calls is measured again (then twice that, ...)
@@ -163,8 +163,9 @@ class OnlinePolicy:
         # runs (a run too short to explore adds to the budget of the next) ...
         self.past_elapsed_ms = 0.0
         self.past_explore_ms = 0.0
-        # ... and what a device's first call cost on any model, in host calls (the guess for an untried one)
-        self.first_ratio: dict[str, float] = {}
+        # ... and what a device's first call (build, first compile) last cost, on any model: the guess for an
+        # untried one (mostly fixed costs: a small model's calls say little about it)
+        self.first_ms_seen: dict[str, float] = {}
         self.expected_calls = 0  # the stream length an earlier process saw ...
         self.prior_new_share = 0.0  # ... the share of its calls on new signatures, and their median size
         self.prior_size = 0.0
@@ -263,7 +264,7 @@ class OnlinePolicy:
             if not c.built:
                 if c.known():
                     continue  # known from an earlier process: bought (above), not explored
-                guess = max(self.first_ratio.get(c.name, FIRST_GUESS) * self.mean_call_ms(), FIRST_GUESS_MS)
+                guess = max(FIRST_GUESS * self.mean_call_ms(), self.first_ms_seen.get(c.name, FIRST_GUESS_MS))
                 tries.append((guess - est[best], c.name))
             elif c.name in est:
                 extra = est[c.name] - est[best]
@@ -297,8 +298,8 @@ class OnlinePolicy:
         self.new_calls += stream_new
         if not c.sigs:  # its first call in this process (a device: built for it)
             c.first, c.build_ms = (ms, size), build_ms
-            if name != self.host and self.calls:
-                self.first_ratio[name] = ms / self.mean_call_ms()
+            if name != self.host:
+                self.first_ms_seen[name] = ms
         elif sig in c.sigs:
             c.seen.append((ms, size))
             c.runs.append((ms, size, sig not in h.sigs))

@@ -171,7 +171,8 @@ def _cfg(model=ERNIE) -> CxxConfig:
 
 
 def _script(pred, costs):
-    """Give the predictor's auto scripted costs: costs[name](size, new, first); builds cost 0."""
+    """Give the predictor's auto scripted costs: costs[name](size, new, first); builds cost 0; the devices' first
+    calls known (from earlier models) to cost about 100 ms."""
     seen: dict[str, set] = {}
 
     def timer(name, sig, fn):
@@ -186,6 +187,8 @@ def _script(pred, costs):
 
     pred._auto.timer = timer
     pred._auto.policy.cands = {n: c for n, c in pred._auto.policy.cands.items() if n in costs}
+    # what the devices' first calls cost on earlier models (else guessed at 500 ms, too dear for these streams)
+    pred._auto.policy.first_ms_seen.update({n: 100.0 for n in costs if n != "host"})
 
 
 def _host_outputs(feeds):
