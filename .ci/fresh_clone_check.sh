@@ -19,8 +19,8 @@ cd "$tmp/repo"
 files=$(grep -rlE "model_dir\(|load_case\(|find_model|legacy_model|SHARED" tests --include='test_*.py' | sort)
 log="$tmp/pytest.log"
 set +e
-"$py" -m pytest -q -p no:cacheprovider -rs -k "mobilenet_v1 or mobilenet_v2 or resnet18 or fc_siblings_on_the_transformer" \
-    $files >"$log" 2>&1
+"$py" -m pytest -q -p no:cacheprovider -rs -k "mobilenet_v1 or mobilenet_v2 or resnet18 or fc_siblings_on_the_transformer \
+    or test_fresh_clone" $files tests/tools/test_fresh_clone.py >"$log" 2>&1
 rc=$?
 set -e
 tail -n 25 "$log"

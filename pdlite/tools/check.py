@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pdlite.errors import ConfigError, InputError
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 
 ESSENTIAL = ESSENTIAL_PASSES
@@ -162,13 +163,18 @@ def check_model(d: str, which: list[str], devices: list[str], tmp: str) -> list[
     return rows
 
 
+PATHS = ("host", "host-unfused", "nb", "delegate", "devices")
+
+
 def main(args: argparse.Namespace) -> int:
     which = [w.strip() for w in args.paths.split(",") if w.strip()]
+    unknown = [w for w in which if w not in PATHS]
+    if unknown or not which:
+        raise ConfigError(f"--paths {args.paths!r}: expected a comma-separated subset of {','.join(PATHS)}")
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     models = discover(args.models)
     if not models:
-        print("no model folders with case*.npz found")
-        return 1
+        raise InputError(f"no model folders with case*.npz in {', '.join(args.models)}")
     all_ok = True
     with tempfile.TemporaryDirectory(prefix="pdlite_check_") as tmp:
         for d in models:

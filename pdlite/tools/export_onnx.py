@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from pdlite.tools.common import parse_kv, parse_shape, source_config
+from pdlite.tools.common import parse_named, parse_shape, source_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +23,8 @@ def main(args: argparse.Namespace) -> int:
     from pdlite.nnadapter.export import export_program
 
     model = load_model(**source_config(args.model, args.params, "export-onnx").model_source())
-    shapes = {k: parse_shape(v, k) for k, v in parse_kv(args.shape, "--shape").items()}
+    named = parse_named(args.shape, model.program.feed_names(), "--shape")
+    shapes = {k: parse_shape(v, k) for k, v in named.items()}
     onnx_model = export_program(model.program, model.params, shapes=shapes, check=not args.no_check,
                                 name=os.path.basename(os.path.normpath(args.model)))
     d = os.path.dirname(os.path.abspath(args.output))

@@ -81,6 +81,8 @@ def test_bad_flag_values_are_argparse_errors(capsys, argv, what):
     (["run", "--random", "--shape", "x=1,3,8,8", "--context", "NOEQUALS"], "--context 'NOEQUALS': expected NAME=VALUE"),
     (["bench", "--input", "q=NOWHERE.npy"], "--input q: the model has no input 'q'; its inputs are ['x']"),
     (["graph", "-o", "g"], "cannot write 'g': name it .dot or .gv"),
+    (["check", "--paths", "host,bogus"], "--paths 'host,bogus': expected a comma-separated subset of host,"),
+    (["export-onnx", "-o", "m.onnx", "--shape", "y=1,3,48,64"], "--shape y: the model has no input 'y'"),
 ])
 def test_bad_values_are_one_line_pdlite_errors(capsys, tmp_path, argv, what):
     os.chdir(tmp_path)
