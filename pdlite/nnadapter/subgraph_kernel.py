@@ -95,6 +95,7 @@ class SubgraphKernel(Kernel):
         self._no_widen = False  # a wider dynamic model failed: shapes the current one does not fit go per shape
         self._cache_file: str | None = None  # the model cache's file of the model built last
         self._loaded = False  # whether that model was loaded from there (not compiled)
+        self._expect: list[tuple[Any, Any]] | None = None  # the last converted model's inferred output shapes, dtypes
         self._driver: Any = None
         self._host: Any = None
         self._params: dict[str, Any] = {}
@@ -303,11 +304,12 @@ class SubgraphKernel(Kernel):
         return outs if outs is not None else self._run_host(vals)
 
     def _first_run(self, entry: _Compiled, vals: list[Any], data: list[Any]) -> tuple[list[Any] | None, str]:
-        """Run a newly built model once, as the last step of building it, beside the host ops: (outputs, "") if
-        the device runs it with the output counts, shapes and dtypes of the host kernels (which the ops after
-        the subgraph expect), else (the host's outputs or None, why not). A model loaded from the model cache
-        passed this check in the process that compiled it (an entry that fails it is removed): not run on the
-        host again."""
+        """Run a newly built model once, as the last step of building it: (outputs, "") if the device runs it
+        with the output counts, shapes and dtypes of the host kernels (which the ops after the subgraph expect),
+        else (the host's outputs or None, why not). The shapes and dtypes the conversion inferred for this input
+        settle it when the device's agree (no host run: PP-OCRv4 rec's host run was most of its first call);
+        otherwise the host kernels run and decide. A model loaded from the model cache passed this check in the
+        process that compiled it (an entry that fails it is removed): not checked again."""
         loaded, self._loaded = self._loaded, False
         try:
             outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
@@ -316,7 +318,7 @@ class SubgraphKernel(Kernel):
         except Exception as e:
             forget(self._cache_file)
             return None, f"{type(e).__name__}: {e}"
-        if loaded:
+        if loaded or self._as_inferred(outs):
             return outs, ""
         try:
             host = self._run_host(vals)
@@ -330,6 +332,19 @@ class SubgraphKernel(Kernel):
                               f"{h.dtype}{list(h.shape)} with host kernels")
         return outs, ""
 
+    def _as_inferred(self, outs: Sequence[Any]) -> bool:
+        """Whether the device's outputs have the shapes and dtypes the op definitions' shape inference gave for
+        this input during conversion (what the host kernels produce; checked without running them). Anything
+        else (an unknown shape, a mismatch) is decided by running the host kernels."""
+        expect, self._expect = self._expect, None
+        if expect is None or len(expect) != len(outs):
+            return False
+        for o, (shape, dtype) in zip(outs, expect):
+            o = np.asarray(o)
+            if shape is None or dtype is None or tuple(o.shape) != shape or o.dtype != dtype:
+                return False
+        return True
+
     def onnx_model(self, vals: list[Any], data: list[Any], dynamic: Sequence[Sequence[bool]] | None = None) -> Any:
         """The ONNX model of this subgraph for these input values (params) and data shapes; with `dynamic` (per
         data input, per dim: symbolic or not) the model for every shape that agrees on the other dims."""
@@ -339,7 +354,7 @@ class SubgraphKernel(Kernel):
         assert self.block is not None
         params = {n: v for n, v in zip(self.in_names, vals) if n not in self.data_names}
         info = TensorInfo.from_vars(self.block.vars, params)
-        infer = None
+        infer, probes = None, None
         if dynamic is None:
             inputs = [GraphInput(n, tuple(a.shape), np.dtype(a.dtype)) for n, a in zip(self.data_names, data)]
         else:
@@ -347,11 +362,15 @@ class SubgraphKernel(Kernel):
             inputs = [GraphInput(n, p, np.dtype(a.dtype), tuple(f"{n}_d{i}" if d < 0 else None
                                                                for i, d in enumerate(p)))
                       for n, a, p in zip(self.data_names, data, pats)]
-            infer = Probes(info, self.block.vars,
-                           [(n, tuple(a.shape), p) for n, a, p in zip(self.data_names, data, pats)]).infer
-        return convert_ops(self.block.ops, inputs, self.out_names, info, self.block.vars,
-                           graph_name=f"pdlite_subgraph_{self.block.idx}", device=self.device,
-                           properties=self.options.properties if self.options is not None else None, infer=infer)
+            probes = Probes(info, self.block.vars,
+                            [(n, tuple(a.shape), p) for n, a, p in zip(self.data_names, data, pats)])
+            infer = probes.infer
+        model = convert_ops(self.block.ops, inputs, self.out_names, info, self.block.vars,
+                            graph_name=f"pdlite_subgraph_{self.block.idx}", device=self.device,
+                            properties=self.options.properties if self.options is not None else None, infer=infer)
+        real = info if probes is None else probes.probes[0]  # the facts at this input's own shapes
+        self._expect = [(real.shapes.get(n) if real.static(n) else None, real.dtypes.get(n)) for n in self.out_names]
+        return model
 
     def _compile(self, model: Any) -> Any:
         from pdlite.nnadapter.model_cache import build_cached, configured_dir
