@@ -24,7 +24,8 @@ Requests are checked before any run: an unknown or missing input, another dataty
 not take, bytes that are no image are answered 400 (MLServer's `InferenceError`, the V2 `{"error": ...}` body)
 with a message naming the input and the datatype and shape expected; nothing a client sends gives a 500.
 MLServer's adaptive batching (`max_batch_size`, `max_batch_time` in model-settings.json) concatenates
-requests along dim 0: use it for models whose outputs all keep the batch in dim 0 (not NMS detectors, not OCR).
+requests along dim 0: only for models whose outputs all keep the batch in dim 0; the load refuses it for the
+others (NMS detectors, the OCR app), whose answers it would split wrongly.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from pdlite.integrations.serving import (
     V2_DATATYPES,
     Admission,
     RequestError,
+    ServedModel,
     ServedOCR,
     TensorSpec,
     served,
@@ -133,6 +135,11 @@ class PdliteRuntime(MLModel):
             self._service = await loop.run_in_executor(None, lambda: served(app, model, workers=workers, **kwargs))
         except PdliteError as e:
             raise MLServerError(f"model {self.name!r}: {e}", 422) from None
+        if self.settings.max_batch_size > 1 and not (isinstance(self._service, ServedModel)
+                                                     and self._service.follows_batch()):
+            raise MLServerError(f"model {self.name!r}: max_batch_size {self.settings.max_batch_size} (adaptive "
+                                "batching) needs a model whose outputs all keep the batch in dim 0; this one's do "
+                                "not (an NMS detector, the OCR app): remove max_batch_size", 422)
         self._admission = Admission(int(extra.get("max_queued", 4 * workers)), f"model {self.name!r}")
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix=f"pdlite-{self.name}")
         return True

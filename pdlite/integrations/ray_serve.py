@@ -35,7 +35,6 @@ import numpy as np
 from pdlite.errors import MissingDependencyError
 from pdlite.integrations.serving import (
     DEFAULT_MAX_REQUEST_BYTES,
-    V2_DATATYPES,
     RequestError,
     ServedModel,
     decode_v2_json,
@@ -70,20 +69,10 @@ class PdliteServer:
         self._executor = ThreadPoolExecutor(int(workers), thread_name_prefix=f"pdlite-{name}")
         self.max_batch_size = int(max_batch_size)
         # stack only models whose every output follows the batch: checked once on batches of two and three
-        self.stack_ok = self.max_batch_size > 1 and isinstance(self.service, ServedModel) and self._follows_batch()
+        self.stack_ok = self.max_batch_size > 1 and isinstance(self.service, ServedModel) and self.service.follows_batch()
         self._batched.set_max_batch_size(self.max_batch_size)
         self._batched.set_batch_wait_timeout_s(float(batch_wait_timeout_s))
         self.batches: list[int] = []  # the batch sizes run (for tests and benchmarks: `stats()`)
-
-    def _follows_batch(self) -> bool:
-        s = self.service
-        if any(d >= 0 for d in (sp.shape[0] for sp in s.inputs if sp.shape)) or not s.outputs:
-            return False
-        for n in (2, 3):  # two sizes: an NMS output's row count could match one of them by chance
-            feeds = {sp.name: np.zeros([n] + sp.shape[1:], V2_DATATYPES[sp.datatype]) for sp in s.inputs}
-            if not all(a.shape[:1] == (n,) for a in s.run(feeds).values()):
-                return False
-        return True
 
     async def _run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.service.run, feeds)

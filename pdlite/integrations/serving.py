@@ -214,6 +214,18 @@ class ServedModel:
     def check(self, feeds: Mapping[str, np.ndarray]) -> None:
         check_inputs(self.inputs, feeds, self.max_request_bytes)
 
+    def follows_batch(self) -> bool:
+        """True when requests may be stacked along dim 0 and the outputs split back: every input has a dynamic
+        dim 0, and every output keeps the batch in dim 0 (checked on zeros, batches of 2 and 3: an NMS output's
+        row count could match one of them by chance)."""
+        if not self.outputs or any(not s.shape or s.shape[0] >= 0 for s in self.inputs):
+            return False
+        for n in (2, 3):
+            feeds = {s.name: np.zeros([n] + s.shape[1:], V2_DATATYPES[s.datatype]) for s in self.inputs}
+            if not all(a.shape[:1] == (n,) for a in self.run(feeds).values()):
+                return False
+        return True
+
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The outputs by name for FEEDS (checked first: `RequestError` names the input at fault)."""
         self.check(feeds)

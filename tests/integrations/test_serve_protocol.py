@@ -2,6 +2,7 @@
 JSON and binary-extension decoding, admission control, a served model equal to its predictor."""
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -21,7 +22,7 @@ from pdlite.integrations.serving import (
     split_v2_body,
     v2_datatype,
 )
-from tests.integrations.serve_util import CNN
+from tests.integrations.serve_util import CNN, DET, ROOT
 
 SPECS = [TensorSpec("x", "FP32", [-1, 3, 4, 4]), TensorSpec("k", "INT64", [-1])]
 
@@ -126,3 +127,36 @@ def test_split_v2_body_refusals():
         split_v2_body(b"{oops", None)
     with pytest.raises(RequestError, match="Inference-Header-Content-Length 99"):
         split_v2_body(b"{}", "99")
+
+
+def test_follows_batch():
+    assert ServedModel(CNN).follows_batch()
+    assert not ServedModel(DET).follows_batch()  # NMS: rows are boxes, not images
+
+
+def test_mlserver_refuses_adaptive_batching_for_nms():
+    pytest.importorskip("mlserver", reason="needs MLServer: pip install pdlite[serve]")
+    from mlserver.errors import MLServerError
+    from mlserver.settings import ModelParameters, ModelSettings
+
+    from pdlite.integrations.mlserver import PdliteRuntime
+
+    def runtime(model, batch):
+        return PdliteRuntime(ModelSettings(name="m", implementation=PdliteRuntime, max_batch_size=batch,
+                                           parameters=ModelParameters(uri=str(model))))
+
+    with pytest.raises(MLServerError, match="max_batch_size 4"):
+        asyncio.run(runtime(DET, 4).load())
+    assert asyncio.run(runtime(CNN, 4).load())
+    assert asyncio.run(runtime(DET, 0).load())
+
+
+def test_example_settings_are_valid():
+    folder = ROOT / "examples/serving"
+    for f in sorted(folder.glob("*/model-settings.json")):
+        s = json.loads(f.read_text())
+        assert s["implementation"] == "pdlite.integrations.mlserver.PdliteRuntime", f
+        uri = s["parameters"].get("uri")
+        assert uri is None or (f.parent / uri).is_dir(), (f, uri)
+        assert uri is not None or s["parameters"]["extra"]["app"] == "ocr", f
+    assert json.loads((folder / "settings.json").read_text())["host"] == "127.0.0.1"
