@@ -5,6 +5,8 @@ configs, `create_paddle_predictor`, `predictor.predict`), never engine internals
 
 - `pdlite.integrations.ray`: batch inference over a Ray Dataset (`pip install pdlite[ray]`),
   see docs/batch.md.
+- `pdlite.integrations.mlserver`, `pdlite.integrations.ray_serve`: online serving on MLServer and Ray Serve
+  (KServe V2 protocol; `pip install pdlite[serve]`), sharing `pdlite.integrations.serving`; see docs/serving.md.
 """
 from __future__ import annotations
 
