@@ -8,6 +8,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 py=${1:-python}
+case "$py" in */*) py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")" ;; esac  # absolute: the script changes folders
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git clone -q "$repo" "$tmp/repo"
