@@ -405,15 +405,18 @@ def decode_v2_json(body: Any, service: ServedModel | ServedOCR, binary: bytes = 
 
 def encode_v2_json(model_name: str, outputs: Mapping[str, np.ndarray], request_id: str | None = None,
                    parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A V2 inference response body; BYTES outputs as UTF-8 text, numbers as JSON numbers (exact for FP32)."""
+    """A V2 inference response body; BYTES outputs as UTF-8 text, numbers as JSON numbers (exact for FP32; NaN
+    and infinities, which JSON lacks, as null)."""
     outs = []
     for name, a in outputs.items():
         if a.dtype == object:
             data = [x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else str(x) for x in a.ravel()]
             outs.append({"name": name, "datatype": "BYTES", "shape": list(a.shape), "data": data})
         else:
-            outs.append({"name": name, "datatype": v2_datatype(a.dtype), "shape": list(a.shape),
-                         "data": a.ravel().tolist()})
+            data = a.ravel().tolist()
+            if a.dtype.kind == "f" and not np.isfinite(a).all():  # JSON has no NaN/inf: null, as MLServer writes NaN
+                data = [x if np.isfinite(x) else None for x in data]
+            outs.append({"name": name, "datatype": v2_datatype(a.dtype), "shape": list(a.shape), "data": data})
     body: dict[str, Any] = {"model_name": model_name, "outputs": outs}
     if request_id is not None:
         body["id"] = request_id

@@ -160,3 +160,8 @@ def test_example_settings_are_valid():
         assert uri is None or (f.parent / uri).is_dir(), (f, uri)
         assert uri is not None or s["parameters"]["extra"]["app"] == "ocr", f
     assert json.loads((folder / "settings.json").read_text())["host"] == "127.0.0.1"
+
+
+def test_encode_v2_json_non_finite_as_null():
+    body = encode_v2_json("m", {"y": np.array([1.5, np.nan, np.inf], np.float32)})
+    assert json.loads(json.dumps(body, allow_nan=False))["outputs"][0]["data"] == [1.5, None, None]
