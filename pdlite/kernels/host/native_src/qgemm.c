@@ -88,26 +88,33 @@ PD_INLINE pd_v16i q_v16(pd_v16 x, const q_param *qp) {
 
 /* o[0 .. n) = (q(x) * s) / qmax (o may be x), in this order: dequantize_linear's float32 bits (a multiply by s / qmax
  * rounds differently for most scales) */
+PD_INLINE pd_v16 q_qdq_v16(pd_v16 x, const q_out *oq) {
+    const pd_v16 q = __builtin_convertvector(q_v16(x, &oq->qp), pd_v16);
+    return (q * oq->qp.s) / oq->qmax;
+}
+
 PD_INLINE void q_qdq_row(float *o, const float *x, isz n, const q_out *oq) {
     isz i = 0;
-    for (; i < n; i += 16) {
-        const isz cnt = n - i < 16 ? n - i : 16;
-        pd_v16 xv = {0};
-        memcpy(&xv, x + i, (size_t)cnt * sizeof(float));
-        const pd_v16 q = __builtin_convertvector(q_v16(xv, &oq->qp), pd_v16);
-        const pd_v16 y = (q * oq->qp.s) / oq->qmax;
-        memcpy(o + i, &y, (size_t)cnt * sizeof(float));
+    for (; i + 16 <= n; i += 16) {
+        pd_v16 xv;
+        memcpy(&xv, x + i, sizeof xv);
+        xv = q_qdq_v16(xv, oq);
+        memcpy(o + i, &xv, sizeof xv);
+    }
+    if (i < n) {
+        float t[16] = {0};
+        for (isz j = 0; j < n - i; j++) t[j] = x[i + j];
+        pd_v16 xv;
+        memcpy(&xv, t, sizeof xv);
+        xv = q_qdq_v16(xv, oq);
+        memcpy(t, &xv, sizeof xv);
+        for (isz j = 0; j < n - i; j++) o[i + j] = t[j];
     }
 }
 
 /* --------------------------------------------------------------------------------------------------------------- */
 /* packing the quantized columns of one tile                                                                      */
 /* --------------------------------------------------------------------------------------------------------------- */
-
-/* dst[0 .. nt) = row r of image x's im2col columns [q0, q0 + nt), 0 outside the image (float, as im2col_block) */
-PD_INLINE void q_gather_row(const conv_geo *g, const float *x, isz r, isz q0, isz nt, float *dst) {
-    im2col_block(g, x, r, r + 1, q0, q0 + nt, dst, nt);
-}
 
 typedef struct {
     const float *x; /* the image batch (N, C, H, W) */
@@ -125,52 +132,52 @@ typedef struct {
     q_format f;
 } q_args;
 
-/* the rows of one reduction group of one tile as float rows of f.nrt columns (zeros past nt and past K) */
-PD_INLINE void q_group_rows(const q_args *a, const float *x, isz grp, isz q0, isz nt, float *rows /* [kg][nrt] */) {
-    const int kg = a->f.kg, nrt = a->f.nrt;
-    for (int t = 0; t < kg; t++) {
-        const isz r = grp * kg + t;
-        float *d = rows + t * nrt;
-        if (r >= a->K) {
-            memset(d, 0, (size_t)nrt * sizeof(float));
-            continue;
-        }
-        if (a->pointwise)
-            memcpy(d, x + r * a->L + q0, (size_t)nt * sizeof(float));
-        else
-            q_gather_row(&a->geo, x, r, q0, nt, d);
-        for (isz j = nt; j < nrt; j++) d[j] = 0.0f;
-    }
-}
-
-/* one tile (item = tile index) of the current image into a->xp */
+/* one reduction group (item) of the current image into a->xp, every tile: its kg rows of columns gathered over the
+ * whole map at once (the image's own rows for a 1x1 stride-1 conv), then quantized 16 columns at a time and stored
+ * interleaved ([tile][group][nrt][kg]) */
 PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
     const q_args *a = (const q_args *)ctx;
     const int kg = a->f.kg, nrt = a->f.nrt;
+    const isz L = a->L;
     const float *x = a->x + a->img * a->geo.C * a->geo.H * a->geo.W;
-    float rows[4 * 48];
-    for (isz tile = begin; tile < end; tile++) {
-        const isz q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
-        for (isz grp = 0; grp < a->kgroups; grp++) {
-            q_group_rows(a, x, grp, q0, nt, rows);
-            for (int v = 0; v < nrt / 16; v++) {
-                pd_v16i q[4];
-                for (int t = 0; t < kg; t++) {
-                    pd_v16 xv;
-                    memcpy(&xv, rows + t * nrt + v * 16, sizeof xv);
-                    q[t] = q_v16(xv, &a->qp);
-                }
-                q_v16u word;
-                if (kg == 4) /* each byte + 128 (uint8) */
-                    word = (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
-                            ((q_v16u)q[3] << 24)) ^ 0x80808080u;
-                else
-                    word = ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
-                char *dst = (char *)a->xp + ((tile * a->kgroups + grp) * nrt + v * 16) * 4;
-                memcpy(dst, &word, sizeof word);
+    float *buf = a->pointwise ? NULL : (float *)pd_scratch((size_t)(kg * L) * sizeof(float));
+    if (!a->pointwise && !buf) return;
+    for (isz grp = begin; grp < end; grp++) {
+        const float *rows[4];
+        for (int t = 0; t < kg; t++) {
+            const isz r = grp * kg + t;
+            if (r >= a->K) {
+                rows[t] = NULL;
+            } else if (a->pointwise) {
+                rows[t] = x + r * L;
+            } else {
+                im2col_block(&a->geo, x, r, r + 1, 0, L, buf + t * L, L);
+                rows[t] = buf + t * L;
             }
         }
+        for (isz q0 = 0; q0 < L; q0 += 16) {
+            const isz cnt = L - q0 < 16 ? L - q0 : 16;
+            pd_v16i q[4];
+            for (int t = 0; t < kg; t++) {
+                pd_v16 xv = {0};
+                if (rows[t] && cnt == 16)
+                    memcpy(&xv, rows[t] + q0, sizeof xv);
+                else if (rows[t])
+                    for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
+                q[t] = q_v16(xv, &a->qp);
+            }
+            q_v16u word;
+            if (kg == 4) /* each byte + 128 (uint8) */
+                word = (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
+                        ((q_v16u)q[3] << 24)) ^ 0x80808080u;
+            else
+                word = ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
+            const isz tile = q0 / nrt, v = (q0 % nrt) / 16;
+            char *dst = (char *)a->xp + ((tile * a->kgroups + grp) * nrt + v * 16) * 4;
+            memcpy(dst, &word, sizeof word);
+        }
     }
+    free(buf);
 }
 PD_VERSIONS(q_pack)
 
@@ -198,14 +205,47 @@ PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows
         }
         const isz off = a->img * a->M * a->L + mm * a->L + col0;
         float *o = a->out + off;
-        if (a->res) {
-            const float *r = a->res + off;
-            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = ((float)(s[j] - cm) * mul + b) + r[j];
-        } else {
-            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
+        const float *r = a->res ? a->res + off : NULL;
+        const int regs = act_in_regs(&a->act); /* else: the activation and the QDQ over the stored row */
+        for (isz j = 0; j < ncols; j += 16) {
+            const isz cnt = ncols - j < 16 ? ncols - j : 16;
+            pd_v16i iv;
+            pd_v16 f;
+            if (cnt == 16) {
+                memcpy(&iv, s + j, sizeof iv);
+            } else {
+                int32_t t[16] = {0};
+                for (isz k = 0; k < cnt; k++) t[k] = s[j + k];
+                memcpy(&iv, t, sizeof iv);
+            }
+            f = __builtin_convertvector(iv - cm, pd_v16) * mul + b;
+            if (r) {
+                pd_v16 rv = {0};
+                if (cnt == 16) {
+                    memcpy(&rv, r + j, sizeof rv);
+                } else {
+                    float t[16] = {0};
+                    for (isz k = 0; k < cnt; k++) t[k] = r[j + k];
+                    memcpy(&rv, t, sizeof rv);
+                }
+                f += rv;
+            }
+            if (regs) {
+                bias_act_v16(&f, 0.0f, 0, &a->act);
+                if (a->oq.on) f = q_qdq_v16(f, &a->oq);
+            }
+            if (cnt == 16) {
+                memcpy(o + j, &f, sizeof f);
+            } else {
+                float t[16];
+                memcpy(t, &f, sizeof t);
+                for (isz k = 0; k < cnt; k++) o[j + k] = t[k];
+            }
         }
-        if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
-        if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
+        if (!regs) {
+            bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
+            if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
+        }
     }
 }
 
@@ -437,8 +477,9 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS;
     a.xp = pd_alloc64((size_t)(a.tiles * a.kgroups * a.f.nrt * 4));
     if (a.xp) {
+        /* (the last tile's vectors wholly past the map are not written: summed as they are, never stored) */
         for (a.img = 0; a.img < a.N; a.img++) {
-            parallel_for(q_pack, &a, a.tiles, grain_for(a.tiles, 4));
+            parallel_for(q_pack, &a, a.kgroups, grain_for(a.kgroups, 4));
             const isz items = a.tiles * a.mblocks;
             parallel_for(q_gemm_task, &a, items, grain_for(items, 4));
         }
