@@ -18,13 +18,12 @@ from typing import Any
 import numpy as np
 
 from pdlite.core.dtypes import host_array
-from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, ANY_TARGET, HOST, PrecisionType, TargetType
+from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, PrecisionType, TargetType
 from pdlite.errors import PdliteError
-from pdlite.kernels.registry import Kernel, TensorType, kernels_for, register_kernel
+from pdlite.kernels.registry import ANY_TENSOR, HOST_ANY, Kernel, TensorType, kernels_for, register_kernel
 from pdlite.operators.elementwise import BINARY_OPS
 
 INT_PRECISIONS = (PrecisionType.INT32, PrecisionType.INT64)
-HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
 
 
 def host_ints(vals: Sequence[Any] | None) -> list[int] | None:
@@ -112,7 +111,7 @@ def register_shape_arithmetic(target: TargetType) -> None:
     """Register on `target`: `shape` (metadata only, a host int32 result), `fill_constant` (on the host) and the
     host-side int forms of SHAPE_ARITHMETIC, so that a device target's shape arithmetic never waits for it."""
     register_kernel("shape", target=target, precision=ANY_PRECISION, layout=ANY_LAYOUT,
-                    inputs={"Input": TensorType(ANY_TARGET, ANY_PRECISION, ANY_LAYOUT)},
+                    inputs={"Input": ANY_TENSOR},
                     outputs={"Out": TensorType(HOST, PrecisionType.INT32, ANY_LAYOUT)})(Shape)
     register_kernel("fill_constant", target=target, precision=ANY_PRECISION, layout=ANY_LAYOUT,
                     inputs={s: HOST_ANY for s in ("ValueTensor", "ShapeTensor", "ShapeTensorList")},

@@ -35,6 +35,18 @@ class TensorType:
         )
 
 
+# slot types device targets declare: any tensor (weights: a parameter is uploaded by the kernel), a host tensor
+# of any precision (shape tensors, sizes), any tensor on a given target
+ANY_TENSOR = TensorType(ANY_TARGET, ANY_PRECISION, ANY_LAYOUT)
+WEIGHT = ANY_TENSOR
+HOST_ANY = TensorType(TargetType.Host, ANY_PRECISION, ANY_LAYOUT)
+
+
+def device_any(target: TargetType) -> TensorType:
+    """Any tensor on `target` (io_copy's device side)."""
+    return TensorType(target, ANY_PRECISION, ANY_LAYOUT)
+
+
 @dataclass(frozen=True)
 class KernelKey:
     op_type: str

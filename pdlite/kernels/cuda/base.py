@@ -20,17 +20,23 @@ from typing import Any
 import numpy as np
 
 from pdlite.core.types import (
-    ANY_LAYOUT,
     ANY_PRECISION,
-    ANY_TARGET,
-    HOST,
     DataLayoutType,
     PrecisionType,
     TargetType,
 )
 from pdlite.errors import ConfigError, MissingDependencyError
 from pdlite.kernels.host_side import host_floats, host_ints  # noqa: F401  (the CUDA kernels' names for them)
-from pdlite.kernels.registry import Kernel, KernelContext, TensorType, precision_variants
+from pdlite.kernels.registry import (  # noqa: F401  (slot types the CUDA kernels import from here)
+    ANY_TENSOR,
+    HOST_ANY,
+    WEIGHT,
+    Kernel,
+    KernelContext,
+    TensorType,
+    device_any,
+    precision_variants,
+)
 
 try:
     import torch
@@ -43,10 +49,7 @@ FP32, FP16 = PrecisionType.FP32, PrecisionType.FP16
 FLOATS = (FP32, FP16)
 NCHW = DataLayoutType.NCHW
 
-ANY_TENSOR = TensorType(ANY_TARGET, ANY_PRECISION, ANY_LAYOUT)
-WEIGHT = ANY_TENSOR
-HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
-DEV_ANY = TensorType(CUDA, ANY_PRECISION, ANY_LAYOUT)
+DEV_ANY = device_any(CUDA)
 
 TORCH_DTYPE = {FP32: torch.float32, FP16: torch.float16}
 

@@ -21,20 +21,24 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, ANY_TARGET, HOST, DataLayoutType, PrecisionType, TargetType
+from pdlite.core.types import ANY_PRECISION, DataLayoutType, PrecisionType, TargetType
 from pdlite.errors import KernelError
 from pdlite.kernels.opencl.device import ClDevice, cla, get_device
-from pdlite.kernels.registry import Kernel, TensorType, precision_variants
+from pdlite.kernels.registry import (  # noqa: F401  (slot types the OpenCL kernels import from here)
+    ANY_TENSOR,
+    HOST_ANY,
+    WEIGHT,
+    Kernel,
+    device_any,
+    precision_variants,
+)
 
 OPENCL = TargetType.OpenCL
 FP32, FP16 = PrecisionType.FP32, PrecisionType.FP16
 FLOATS = (FP32, FP16)
 NCHW = DataLayoutType.NCHW
 
-ANY_TENSOR = TensorType(ANY_TARGET, ANY_PRECISION, ANY_LAYOUT)
-WEIGHT = ANY_TENSOR
-HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
-DEV_ANY = TensorType(OPENCL, ANY_PRECISION, ANY_LAYOUT)
+DEV_ANY = device_any(OPENCL)
 
 NP_DTYPE = {FP32: np.dtype(np.float32), FP16: np.dtype(np.float16)}
 
