@@ -1,0 +1,189 @@
+"""The native int8 kernels (native_src/qgemm.c via pdlite/kernels/host/quant_native.py) against NumPy in int64.
+
+Integer sums: EXACT equality with the int64 reference (outputs written with multiplier 1 and no bias, shapes whose
+sums stay below 2^24 so the float32 output holds each sum exactly), over odd sizes, padding, strides, dilations,
+round types, batches, fc; for every instruction set this CPU runs (vnni / avx2 / baseline, each forced in a
+subprocess through PDLITE_NATIVE_ISA, which must report the form it ran). Epilogue (scales, bias, residual,
+activations, the output's QDQ): within 2e-6 * max|ref| of NumPy's float32 (one multiply-add may fuse); `qdq` bit
+for bit against quantize_linear then dequantize_linear.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdlite.kernels.host import native
+from pdlite.kernels.host import quant_native as qn
+from pdlite.kernels.host.conv import numpy_act_inplace
+from pdlite.kernels.host.quant import dequantize, quantize
+
+pytestmark = pytest.mark.skipif(not qn.available(), reason="native int8 kernels unavailable in this build "
+                                "(python setup.py build_ext --inplace compiles them)")
+
+# (N, C, H, W, M, KH, KW, SH, SW, DH, DW, PT, PL, round_type)
+CASES = [
+    (1, 3, 5, 7, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0),  # 1x1 in place, odd everything
+    (2, 16, 14, 14, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0),  # batch, 3x3 same, M not a block multiple
+    (1, 7, 9, 11, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1),  # stride 2, round_type 1
+    (1, 5, 10, 13, 9, 5, 3, 2, 1, 2, 1, 2, 1, 0),  # 5x3, dilation 2 in height, asymmetric stride
+    (3, 64, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0),  # 7x7 maps (49 columns: a tile and one column)
+    (1, 3, 23, 29, 16, 7, 7, 2, 2, 1, 1, 3, 3, 0),  # a stem
+    (1, 9, 6, 5, 8, 1, 1, 2, 2, 1, 1, 0, 0, 1),  # strided 1x1
+    (1, 130, 4, 4, 3, 3, 3, 1, 1, 1, 1, 2, 2, 0),  # K not a multiple of 4, padding 2
+]
+FC_CASES = [(1, 37, 10), (5, 64, 100), (3, 3, 1)]  # (rows, K, N)
+ISA_FLAGS = {"vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx2": {"avx2", "fma"},
+             "baseline": set()}
+FORCE = {"vnni": "avx512", "avx2": "avx2", "baseline": "baseline"}
+
+
+def _geo(case: tuple) -> tuple:
+    n, c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, rt = case
+    oh = (h + 2 * pt - ((kh - 1) * dh + 1)) // sh + 1
+    ow = (w + 2 * pl - ((kw - 1) * dw + 1)) // sw + 1
+    return oh, ow
+
+
+def _data(case: tuple, seed: int) -> tuple[np.ndarray, np.ndarray, qn.QParam]:
+    n, c, h, w, m, kh, kw = case[:7]
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, c, h, w)) * 2).astype(np.float32)
+    x.flat[:: 7] = 1.5 * 3.0 / 127  # exact ties of the grid (round half to even / away)
+    w8 = rng.integers(-128, 128, (m, c * kh * kw)).astype(np.int8)
+    return x, w8, qn.QParam.of(3.0, case[13])
+
+
+def _sums(case: tuple, seed: int) -> np.ndarray:
+    """The kernel's integer sums (as float32 holding exact integers) for CASES[i] with mul 1, no bias."""
+    x, w8, qp = _data(case, seed)
+    oh, ow = _geo(case)
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
+    return qn.qconv(x, qn.pack_weights(w8), np.ones(w8.shape[0], np.float32), None, w8.shape[0], oh, ow, *k, qp)
+
+
+def _fc_sums(rows: int, k: int, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, k)) * 2).astype(np.float32)
+    w8 = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    return qn.qfc(x, qn.pack_weights(w8), np.ones(n, np.float32), None, qn.QParam.of(2.5, 0))
+
+
+def _reference(case: tuple, seed: int) -> np.ndarray:
+    x, w8, qp = _data(case, seed)
+    oh, ow = _geo(case)
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
+    ref = qn.reference_sums(x, w8, oh, ow, *k, qp)
+    assert np.abs(ref).max() < 2**24  # float32 holds every sum exactly
+    return ref.reshape(x.shape[0], w8.shape[0], oh, ow)
+
+
+def _fc_reference(rows: int, k: int, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, k)) * 2).astype(np.float32)
+    w8 = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    return qn.quantize_int(x, qn.QParam.of(2.5, 0)).astype(np.int64) @ w8.T.astype(np.int64)
+
+
+@pytest.mark.parametrize("i", range(len(CASES)))
+def test_conv_sums_exact(i: int) -> None:
+    got = _sums(CASES[i], i)
+    np.testing.assert_array_equal(got.astype(np.int64), _reference(CASES[i], i))
+
+
+@pytest.mark.parametrize("shape", FC_CASES)
+def test_fc_sums_exact(shape: tuple[int, int, int]) -> None:
+    np.testing.assert_array_equal(_fc_sums(*shape, 0).astype(np.int64), _fc_reference(*shape, 0))
+
+
+_CHILD = """
+import json, sys, numpy as np
+sys.path.insert(0, sys.argv[2])
+from tests.kernels import test_host_int8 as t
+from pdlite.kernels.host import quant_native as qn
+out = {"isa": qn.int8_isa()}
+for i, c in enumerate(t.CASES):
+    out[f"conv{i}"] = t._sums(c, i)
+for j, s in enumerate(t.FC_CASES):
+    out[f"fc{j}"] = t._fc_sums(*s, 0)
+np.savez(sys.argv[1], **out)
+"""
+
+
+def _cpu_flags() -> set[str] | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), None)
+    return set(line.split(":", 1)[1].split()) if line else None
+
+
+@pytest.mark.parametrize("isa", sorted(FORCE))
+def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
+    flags = _cpu_flags()
+    if flags is None or "avx2" not in flags and isa != "baseline":
+        pytest.skip("the OS reports no x86 SIMD flags here")
+    if not ISA_FLAGS[isa] <= flags:
+        pytest.skip(f"this CPU cannot run the {isa} int8 kernels (lacks {sorted(ISA_FLAGS[isa] - flags)})")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PDLITE_NATIVE_ISA": FORCE[isa]}
+    subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "o.npz"), str(root)], env=env, check=True)
+    z = np.load(tmp_path / "o.npz")
+    assert str(z["isa"]) == isa, f"forced {isa}, the kernels ran {z['isa']}"
+    for i, c in enumerate(CASES):
+        np.testing.assert_array_equal(z[f"conv{i}"].astype(np.int64), _reference(c, i), err_msg=f"{isa} conv {c}")
+    for j, s in enumerate(FC_CASES):
+        np.testing.assert_array_equal(z[f"fc{j}"].astype(np.int64), _fc_reference(*s, 0), err_msg=f"{isa} fc {s}")
+
+
+@pytest.mark.parametrize("act", ["", "relu", "relu6", "hard_swish", "hard_sigmoid"])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("out_q", [False, True])
+def test_conv_epilogue(act: str, residual: bool, out_q: bool) -> None:
+    case = CASES[1]
+    x, w8, qp = _data(case, 3)
+    oh, ow = _geo(case)
+    rng = np.random.default_rng(4)
+    mul = (rng.uniform(0.5, 2.0, w8.shape[0]) * 1e-3).astype(np.float32)
+    bias = rng.standard_normal(w8.shape[0]).astype(np.float32)
+    res = rng.standard_normal((case[0], w8.shape[0], oh, ow)).astype(np.float32) if residual else None
+    defaults = {"relu6": {"threshold": 6.0}, "hard_swish": {"offset": 3.0, "threshold": 6.0, "scale": 6.0},
+                "hard_sigmoid": {"slope": 0.2, "offset": 0.5}}
+    code = native.activation(act, defaults.get(act, {}))
+    k = ((3, 3), (1, 1), (1, 1), (1, 1))
+    oq = qn.out_qdq(0.8, 0) if out_q else None
+    got = qn.qconv(x, qn.pack_weights(w8), mul, bias, w8.shape[0], oh, ow, *k, qp, code, res, oq)
+    ref = qn.qconv_numpy(x, w8, mul, bias, oh, ow, *k, qp)
+    if res is not None:
+        ref += res
+    numpy_act_inplace(ref, code)
+    if out_q:  # where float rounding of the epilogue moves a value across a rounding edge: one step of 0.8 / 127
+        ref = dequantize(quantize(ref, np.float32(0.8), 127, 0), np.float32(0.8), 127)
+        step = np.float32(0.8) / 127
+        assert np.abs(got - ref).max() <= step * 1.001 and np.mean(got != ref) < 1e-3
+    else:
+        np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("rt", [0, 1])
+def test_qdq_is_quantize_then_dequantize_bit_for_bit(rt: int) -> None:
+    rng = np.random.default_rng(rt)
+    x = (rng.standard_normal((3, 5, 33, 17)) * 4).astype(np.float32)
+    x.flat[::11] = np.float32(2.5 * 1.7 / 127)  # ties
+    x.flat[5] = np.nan
+    s = np.float32(1.7)
+    got = qn.qdq(x, qn.QParam.of(float(s), rt))
+    ref = dequantize(quantize(np.nan_to_num(x, nan=0.0), s, 127, rt), s, 127)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_weights_of_other_shapes_are_refused() -> None:
+    with pytest.raises(ValueError, match="qconv packed weights"):
+        x, w8, qp = _data(CASES[0], 0)
+        qn.qconv(x, qn.pack_weights(np.tile(w8, (1, 4))), np.ones(5, np.float32), None, 5, 5, 7, (1, 1), (1, 1), (1, 1), (0, 0),
+                 qp)
