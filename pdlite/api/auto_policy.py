@@ -75,6 +75,7 @@ class Candidate:
     regret_ms: float = 0.0  # savings its model says the calls so far missed (for a known candidate not built)
     prior_unit: float | None = None
     prior_over: float | None = None
+    drift: float = 1.0  # how much slower this machine runs the host now than when the priors were taken
     prior_first_ms: float | None = None
 
     def _memo(self, what: str, fn: Any) -> Any:
@@ -124,7 +125,12 @@ class Candidate:
         u = self.unit()
         if u is None:
             return None
-        return u * size + (self.over() if new else 0.0)
+        est = u * size + (self.over() if new else 0.0)
+        return est * self.drift if self.from_prior() else est
+
+    def from_prior(self) -> bool:
+        """Its costs are an earlier process's (it has run nothing here)."""
+        return self.first is None and not self.seen and not self.new and self.prior_unit is not None
 
     def first_cost(self) -> float | None:
         """What building it and its first call cost (ms), when known."""
@@ -176,7 +182,20 @@ class OnlinePolicy:
     def usable(self) -> list[Candidate]:
         return [c for c in self.cands.values() if c.refused is None]
 
+    def _sync_drift(self) -> None:
+        """Priors were measured under that process's load: scale them by the host's speed now against then (the
+        host's own samples here over its prior), so a device known from before is compared at today's speed."""
+        h = self.cands[self.host]
+        drift = 1.0
+        if h.prior_unit and (h.seen or h.new or h.first is not None):
+            own = h.unit()
+            if own:
+                drift = own / h.prior_unit
+        for c in self.cands.values():
+            c.drift = drift
+
     def estimates(self, sig: Hashable, size: float) -> dict[str, float]:
+        self._sync_drift()
         size = max(float(size), MIN_SIZE)
         out = {}
         for c in self.usable():

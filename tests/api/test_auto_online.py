@@ -152,6 +152,21 @@ def test_what_a_process_learnt_starts_the_next_one_on_the_right_device():
     assert trace == ["host"] * len(stream), "a device known to be slower here is not built again"
 
 
+def test_priors_are_taken_at_todays_speed():
+    """An earlier process, on a busy machine, measured the host at 1.0 ms per element and the device at 0.6. Now
+    the host runs at 0.5: the device's prior is scaled alike (0.3) and still wins, rather than losing to a host
+    compared at today's speed against a device at yesterday's."""
+    pol = OnlinePolicy(["host", "dev"])
+    pol.load_priors({"candidates": {"host": {"unit": 1.0, "over": 0.0, "over_known": True},
+                                    "dev": {"unit": 0.6, "over": 0.0, "over_known": True, "first_ms": 0.0}},
+                     "calls": 100})
+    for i in range(3):
+        pol.record("host", i, 100.0, 50.0)
+        pol.record("host", i, 100.0, 50.0)
+    assert pol.estimates(1, 100.0)["dev"] == pytest.approx(30.0)
+    assert pol.pick(1, 100.0) == "dev"
+
+
 # -- through the predictor, with a real device (outputs real, costs scripted) ------------------------------------
 ort = pytest.importorskip("onnxruntime")
 
