@@ -263,14 +263,22 @@ def ref_det_input(img: np.ndarray, limit: int = 64, limit_type: str = "min", max
     rh, rw = max(int(round(rh / 32) * 32), 32), max(int(round(rw / 32) * 32), 32)
     if not (rh == h and rw == w):
         img = cv2.resize(img, (rw, rh))
-    mean, std, scale = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225], 1 / 255.0
+    x = ref_normalize(img, 1 / 255.0)[None]
+    return np.ascontiguousarray(x, np.float32), np.array([src_h, src_w, rh / float(h), rw / float(w)])
+
+
+def ref_normalize(img, scale):
+    """PaddleX's NormalizeImage / Normalize (ImageNet mean and std): x * (scale / std) + (-mean / std) per channel
+    in float32 (cv2.split / merge), then ToCHW."""
+    import cv2
+
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     split = list(cv2.split(img))
     for c in range(3):
         split[c] = split[c].astype(np.float32)
         split[c] *= scale / std[c]
         split[c] += -mean[c] / std[c]
-    x = cv2.merge(split).transpose(2, 0, 1)[None]
-    return np.ascontiguousarray(x, np.float32), np.array([src_h, src_w, rh / float(h), rw / float(w)])
+    return cv2.merge(split).transpose(2, 0, 1)
 
 
 def ref_mini_boxes(contour):
@@ -373,13 +381,7 @@ def ref_textline_input(img):
     img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     if not (img.shape[1] == 160 and img.shape[0] == 80):
         img = cv2.resize(img, (160, 80), interpolation=cv2.INTER_LINEAR)
-    mean, std, scale = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225], 0.00392156862745098
-    split = list(cv2.split(img))
-    for c in range(3):
-        split[c] = split[c].astype(np.float32)
-        split[c] *= scale / std[c]
-        split[c] += -mean[c] / std[c]
-    return cv2.merge(split).transpose(2, 0, 1)
+    return ref_normalize(img, 0.00392156862745098)
 
 
 def ref_doc_input(img):
@@ -394,13 +396,7 @@ def ref_doc_input(img):
         img = cv2.resize(img, (rw, rh), interpolation=cv2.INTER_LINEAR)
     x1, y1 = max(0, (rw - 224) // 2), max(0, (rh - 224) // 2)
     img = img[y1:min(rh, y1 + 224), x1:min(rw, x1 + 224)]
-    mean, std, scale = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225], 0.00392156862745098
-    split = list(cv2.split(img))
-    for c in range(3):
-        split[c] = split[c].astype(np.float32)
-        split[c] *= scale / std[c]
-        split[c] += -mean[c] / std[c]
-    return cv2.merge(split).transpose(2, 0, 1)
+    return ref_normalize(img, 0.00392156862745098)
 
 
 def ref_rec_resize(img, shape):
