@@ -27,12 +27,14 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Each flag's help ends with "(default: ...)" (argparse's ArgumentDefaultsHelpFormatter), except where there
-    is no default to show (None, a store_true flag's False) or the help already says it; descriptions keep their
-    line breaks."""
+    is no default to show (None, a store_true flag's False, '' or []) or the help already says it; descriptions
+    keep their line breaks."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default is None or action.default is False or "default" in text:
+        default = action.default
+        empty = default is None or default is False or (isinstance(default, (str, list)) and not default)
+        if empty or "default" in text:
             return text
         return super()._get_help_string(action) or text
 

@@ -207,7 +207,7 @@ def test_every_argument_has_help_and_its_default(command):
         name = a.option_strings[0] if a.option_strings else a.dest
         assert a.help, f"pdlite {command} {name}: no help text"
         shown = p._get_formatter()._expand_help(a)  # the text `-h` prints for it
-        if a.default is not None and a.default is not False and a.default != []:
+        if a.default is not None and a.default is not False and a.default not in ([], ""):
             assert "default" in shown, f"pdlite {command} {name}: help does not show the default {a.default!r}"
 
 
@@ -217,4 +217,5 @@ def test_opt_arguments_have_help():
     p = opt_parser()
     for a in p._actions:
         assert a.help, f"pdlite-opt {a.option_strings}: no help text"
-    assert "(default: host)" in p.format_help()
+    text = p.format_help()
+    assert "(default: host)" in text and "(default: )" not in text
