@@ -21,8 +21,9 @@ a slow device: the realized costs overrule it.
 Exploration, bounded. Trying a candidate (its first call), measuring its `over` on a new signature, and trying
 one again after a while (the interval doubles each time) happen only while the exploration spent so far (what
 those calls cost beyond the chosen candidate's estimate) plus the try's estimated cost stays within
-EXPLORE_SHARE of the time the stream has taken. A short stream (one image) stays on the host; a long one tries
-everything; exploring never costs more than that share.
+EXPLORE_SHARE of the time the stream has taken (plus what earlier runs of the model left of their share, up to as
+much again). A short stream (one image) stays on the host; a long one tries everything; a run never spends more
+than twice that share exploring.
 
 Known candidates (priors from the cache of an earlier process): switching to one not built yet costs its first
 call again, so it is bought as in ski rental: once the savings its model says the calls so far have missed reach
@@ -165,8 +166,8 @@ class OnlinePolicy:
         self.stream_sigs: set[Hashable] = set()
         self.new_calls = 0  # calls whose signature the stream had not seen
         self.current = host
-        # earlier processes on this model (the cache): their stream time and exploration, so the share holds over
-        # runs (a run too short to explore adds to the budget of the next) ...
+        # earlier processes on this model (the cache): their stream time and exploration; what they left of their
+        # share carries over, up to this run's own share (a run spends at most twice its share) ...
         self.past_elapsed_ms = 0.0
         self.past_explore_ms = 0.0
         # ... and what a device's first call (build, first compile) last cost, on any model: the guess for an
@@ -273,8 +274,9 @@ class OnlinePolicy:
         return None
 
     def _explore(self, sig: Hashable, size: float, est: dict[str, float], best: str) -> str | None:
-        budget = EXPLORE_SHARE * (self.past_elapsed_ms + self.elapsed_ms + est[best]) \
-            - self.past_explore_ms - self.explore_ms
+        now = EXPLORE_SHARE * (self.elapsed_ms + est[best])
+        carried = min(max(EXPLORE_SHARE * self.past_elapsed_ms - self.past_explore_ms, 0.0), now)
+        budget = now + carried - self.explore_ms
         changing = len(self.stream_sigs) > 1
         tries: list[tuple[float, str]] = []
         for c in self.usable():
