@@ -58,9 +58,9 @@ PD_HIDDEN const char *q_isa_name(void) { return Q_FORMATS[g_qisa].name; }
 /* --------------------------------------------------------------------------------------------------------------- */
 
 /* q(x) as int32 lanes, Paddle's quantize_linear (qp->rt 0) or the fake ops' rounding (rt 1); NaN reads as 0 */
-PD_INLINE pd_v16i q_v16(pd_v16 x, const q_param *qp) {
+PD_INLINE pd_v16i q_v16_rt(pd_v16 x, const q_param *qp, const int rt) {
     const pd_v16 lo = (pd_v16){0} - 128.0f, hi = (pd_v16){0} + 127.0f;
-    if (qp->rt == 0) {
+    if (rt == 0) {
         pd_v16 y = x * qp->k;
         y = (pd_v16)((pd_v16i)y & (y == y)); /* NaN -> 0 */
         y = (pd_v16)(((pd_v16i)y & ~(y < lo)) | ((pd_v16i)lo & (y < lo)));
@@ -85,6 +85,9 @@ PD_INLINE pd_v16i q_v16(pd_v16 x, const q_param *qp) {
     memcpy(&out, r, sizeof out);
     return out;
 }
+
+/* q_v16_rt with the round type read at run time (the packing loops take it as a constant: q_pack_impl) */
+PD_INLINE pd_v16i q_v16(pd_v16 x, const q_param *qp) { return qp->rt == 0 ? q_v16_rt(x, qp, 0) : q_v16_rt(x, qp, 1); }
 
 /* o[0 .. n) = (q(x) * s) / qmax (o may be x), in this order: dequantize_linear's float32 bits (a multiply by s / qmax
  * rounds differently for most scales) */
@@ -132,10 +135,16 @@ typedef struct {
     q_format f;
 } q_args;
 
+#ifdef PD_X86_DISPATCH
+/* the s16x2 (AVX2) format's group `grp` from its two rows (NULL: zeros) with 8-lane intrinsics, round_type 0 (the
+ * 16-lane vector extensions compile to spills with AVX2): cvtps2dq rounds half to even after the clamp, as q_v16 */
+PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const float *r0, const float *r1, isz grp);
+#endif
+
 /* one reduction group (item) of the current image into a->xp, every tile: its kg rows of columns gathered over the
  * whole map at once (the image's own rows for a 1x1 stride-1 conv), then quantized 16 columns at a time and stored
  * interleaved ([tile][group][nrt][kg]) */
-PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
+PD_INLINE void q_pack_rt(void *ctx, isz begin, isz end, const int rt) {
     const q_args *a = (const q_args *)ctx;
     const int kg = a->f.kg, nrt = a->f.nrt;
     const isz L = a->L;
@@ -155,6 +164,12 @@ PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
                 rows[t] = buf + t * L;
             }
         }
+#ifdef PD_X86_DISPATCH
+        if (kg == 2 && rt == 0 && g_qisa == Q_AVX2) {
+            q_pack_s16_avx2(a, rows[0], rows[1], grp);
+            continue;
+        }
+#endif
         for (isz q0 = 0; q0 < L; q0 += 16) {
             const isz cnt = L - q0 < 16 ? L - q0 : 16;
             pd_v16i q[4];
@@ -164,7 +179,7 @@ PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
                     memcpy(&xv, rows[t] + q0, sizeof xv);
                 else if (rows[t])
                     for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
-                q[t] = q_v16(xv, &a->qp);
+                q[t] = q_v16_rt(xv, &a->qp, rt);
             }
             q_v16u word;
             if (kg == 4) /* each byte + 128 (uint8) */
@@ -179,7 +194,43 @@ PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
     }
     free(buf);
 }
+
+PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
+    if (((const q_args *)ctx)->qp.rt == 0)
+        q_pack_rt(ctx, begin, end, 0);
+    else
+        q_pack_rt(ctx, begin, end, 1);
+}
 PD_VERSIONS(q_pack)
+
+#ifdef PD_X86_DISPATCH
+PD_TARGET_AVX2 static __m256i q_avx2_q8(const float *r, isz q0, isz cnt, __m256 k) {
+    __m256 x = _mm256_setzero_ps();
+    if (r && cnt == 8) {
+        x = _mm256_loadu_ps(r + q0);
+    } else if (r) {
+        float t[8] = {0};
+        for (isz i = 0; i < cnt; i++) t[i] = r[q0 + i];
+        x = _mm256_loadu_ps(t);
+    }
+    __m256 y = _mm256_mul_ps(x, k);
+    y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)); /* NaN -> 0 */
+    y = _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+    return _mm256_cvtps_epi32(y);
+}
+
+PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const float *r0, const float *r1, isz grp) {
+    const q_args *a = (const q_args *)args;
+    const __m256 k = _mm256_set1_ps(a->qp.k);
+    for (isz q0 = 0; q0 < a->L; q0 += 8) {
+        const isz cnt = a->L - q0 < 8 ? a->L - q0 : 8;
+        const __m256i lo = q_avx2_q8(r0, q0, cnt, k), hi = q_avx2_q8(r1, q0, cnt, k);
+        const __m256i word = _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA);
+        char *dst = (char *)a->xp + (((q0 / 16) * a->kgroups + grp) * 16 + (q0 % 16)) * 4;
+        _mm256_store_si256((__m256i *)dst, word);
+    }
+}
+#endif
 
 /* --------------------------------------------------------------------------------------------------------------- */
 /* epilogue: int32 accumulators -> float outputs                                                                   */
@@ -249,6 +300,41 @@ PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows
     }
 }
 
+/* the same epilogue as plain loops the compiler vectorises at the target's own width (AVX2: 8 lanes; the 16-lane
+ * vector extensions of q_epilogue spill there), same operations in the same order; rt 0 output QDQ only (the loops'
+ * clamp and magic-number rounding), else q_epilogue */
+PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
+    if (a->trans || (a->oq.on && a->oq.qp.rt != 0)) {
+        q_epilogue(a, acc, ld, mrows, m0, col0, ncols);
+        return;
+    }
+    for (isz m = 0; m < mrows; m++) {
+        const isz mm = m0 + m;
+        const int32_t cm = a->comp ? a->comp[mm] : 0;
+        const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
+        const int32_t *s = acc + m * ld;
+        const isz off = a->img * a->M * a->L + mm * a->L + col0;
+        float *o = a->out + off;
+        if (a->res) {
+            const float *r = a->res + off;
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = ((float)(s[j] - cm) * mul + b) + r[j];
+        } else {
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
+        }
+        if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
+        if (a->oq.on) {
+            const float k = a->oq.qp.k, sc = a->oq.qp.s, qmax = a->oq.qmax;
+            PD_SIMD for (isz j = 0; j < ncols; j++) {
+                float y = k * o[j];
+                y = y != y ? 0.0f : y;
+                y = y < -128.0f ? -128.0f : (y > 127.0f ? 127.0f : y);
+                y = (y + 12582912.0f) - 12582912.0f;
+                o[j] = (y * sc) / qmax;
+            }
+        }
+    }
+}
+
 /* --------------------------------------------------------------------------------------------------------------- */
 /* register tiles                                                                                                 */
 /* --------------------------------------------------------------------------------------------------------------- */
@@ -270,7 +356,7 @@ static void q_tile_base(const q_args *a, isz tile, isz mb) {
         }
     }
     const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
-    q_epilogue(a, &acc[0][0], 16, mrows, m0, q0, nt);
+    q_epilogue_loops(a, &acc[0][0], 16, mrows, m0, q0, nt);
 }
 
 #ifdef PD_X86_DISPATCH
@@ -297,7 +383,7 @@ PD_TARGET_AVX2 static void q_tile_avx2(const q_args *a, isz tile, isz mb) {
         _mm256_storeu_si256((__m256i *)&out[m][8], acc[m][1]);
     }
     const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
-    q_epilogue(a, &out[0][0], 16, mrows, m0, q0, nt);
+    q_epilogue_loops(a, &out[0][0], 16, mrows, m0, q0, nt);
 }
 
 /* VNNI: 8 rows x (16 nv) columns, nv <= 3 vectors, 8 nv zmm accumulators (named variables: GCC kept an array of
