@@ -25,7 +25,9 @@ root=${PDLITE_ARM_ROOT:-$(mktemp -d /tmp/pdlite-arm64.XXXXXX)}
 models=${PDLITE_ARM_MODELS:-$repo/../shared/models}
 tests=${PDLITE_ARM_TESTS:-"tests/kernels/test_host_packed_gemm.py tests/kernels/test_host_native_rows.py \
 tests/kernels/test_host_native_isa.py tests/tools/test_doctor.py tests/tools/test_native_build.py \
+tests/tools/test_cpu_features.py \
 tests/kernels/test_host_native.py::test_default_instruction_set_is_the_best_the_cpu_has \
+tests/kernels/test_host_native.py::test_every_instruction_set_version_agrees \
 tests/kernels/test_host_native.py::test_the_extension_in_use_was_built_from_this_source"}
 
 stage "host packages: qemu-user-static binfmt-support debootstrap"
@@ -83,13 +85,47 @@ for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST PIP_DEFAULT_TIMEOUT 
 done
 bundle=/etc/ssl/certs/pdlite-host-ca.crt
 [ -f "$root$bundle" ] || bundle=/etc/ssl/certs/ca-certificates.crt
+# the host's aarch64 cross GCC (x86-64 executables, run natively) inside the arm64 root, at the packages' own paths
+# (gcc-cross, /usr/aarch64-linux-gnu: none of them a path of the root's own), the driver in /usr/local/bin, and the
+# x86-64 libraries and loader it needs
+cross_into_root() {
+    local r=$1 pkgs="gcc-12-aarch64-linux-gnu cpp-12-aarch64-linux-gnu binutils-aarch64-linux-gnu \
+libc6-dev-arm64-cross libc6-arm64-cross linux-libc-dev-arm64-cross libgcc-12-dev-arm64-cross libgcc-s1-arm64-cross"
+    # shellcheck disable=SC2086
+    dpkg -L $pkgs | sort -u | while read -r f; do if [ -f "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done \
+        | grep -v '^/usr/bin/\|^/usr/share/' | tar -cf - -T - 2>/dev/null | tar -xf - -C "$r"
+    mkdir -p "$r/usr/local/bin"
+    cp -L /usr/bin/aarch64-linux-gnu-gcc-12 "$r/usr/local/bin/aarch64-linux-gnu-gcc"
+    ldd /usr/bin/aarch64-linux-gnu-gcc-12 /usr/lib/gcc-cross/aarch64-linux-gnu/12/{cc1,collect2,lto-wrapper} \
+        /usr/aarch64-linux-gnu/bin/{as,ld.bfd} | grep -o '/[^ ]*\.so[^ ]*' | sort -u | while read -r lib; do
+        mkdir -p "$r$(dirname "$lib")"
+        cp -L "$lib" "$r$lib"
+    done
+}
+
 inroot() { chroot "$root" /usr/bin/env -i HOME=/root PATH=/venv/bin:/usr/bin:/bin LANG=C.UTF-8 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_CERT=$bundle SSL_CERT_FILE=$bundle REQUESTS_CA_BUNDLE=$bundle \
     "${passenv[@]}" bash -c "set -euo pipefail; cd /src && $1"; }
 
-stage "venv + pip install '.[ocr]' pytest (native kernels compiled by the arm64 gcc under emulation)"
+# The native kernels' C files take GCC 12 minutes each under emulation (the whole build 15-40 min on 2 cores). By default
+# the root compiles them with Debian's aarch64 cross GCC 12 (x86-64 binaries, run natively inside the root: the same
+# compiler version and code as the root's own gcc-12, for the same target), still through `pip install` and setup.py;
+# PDLITE_ARM_COMPILER=native compiles with the root's own, emulated, gcc instead.
+build_env="CFLAGS=-g0" compiler="the root's gcc-12, emulated"
+if [ "${PDLITE_ARM_COMPILER:-cross}" = cross ]; then
+    stage "the aarch64 cross GCC (x86-64) into the root"
+    if ! command -v aarch64-linux-gnu-gcc-12 >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc-12-aarch64-linux-gnu
+    fi
+    cross_into_root "$root"
+    build_env="PATH=/usr/local/bin:\$PATH GCC_EXEC_PREFIX=/usr/lib/gcc-cross/ CFLAGS='-g0 -idirafter /usr/include' \
+LDFLAGS=-fno-use-linker-plugin" compiler="Debian's aarch64 cross gcc-12 (x86-64 binaries)"
+fi
+
+stage "venv + pip install '.[ocr]' pytest hypothesis setuptools (the native kernels built by $compiler)"
 inroot 'uname -m; python3 --version; gcc --version | head -1; python3 -m venv /venv'
-inroot 'pip install -q ".[ocr]" pytest hypothesis 2>&1 | tail -20'
+inroot "$build_env pip install -q '.[ocr]' pytest hypothesis 'setuptools>=77' 2>&1 | tail -20"
+inroot 'ls -l /venv/lib/python3*/site-packages/pdlite/kernels/host/_native*.so'
 
 stage "the README's main command"
 inroot 'cd / && pdlite ocr /src/examples/images/sample_en.png' | tee "$root/ocr.txt"
