@@ -19,8 +19,17 @@ Accuracy change, on `--samples` inputs different from the calibration ones:
 - PP-OCR det: agreement of the text masks (probability > 0.3) and the mean |difference| of the maps, the same
   two comparisons.
 
-Usage: python benchmarks/int8_bench.py [--models mobilenet_v1 ...] [--devices intel_openvino onnxruntime]
-Prints a Markdown table (for BENCHMARKS.md).
+Host (the integer kernels, issue 40): `--devices host` times pdlite's host fp32 model against the int8 model on
+the host's integer path, once per instruction set of `--host-isas` (each pair of workers started with
+PDLITE_NATIVE_ISA forced: avx512 runs the VNNI int8 kernels where the CPU has them, avx2 the vpmaddwd ones,
+baseline plain C; the fp32 model runs at the same forced ISA); its accuracy column compares the int8 path with the
+host's fp32 simulation of the same program (`host_int8` False). `--layers` adds, per model, the host's per-conv
+times (CPU time of each kernel call, 1 thread, in this process): fp32 conv against the int8 conv of the same
+input and filter shape.
+
+Usage: python benchmarks/int8_bench.py [--models mobilenet_v1 ...] [--devices host intel_openvino onnxruntime]
+       [--host-isas avx512 avx2] [--layers]
+Prints Markdown tables (for BENCHMARKS.md).
 """
 from __future__ import annotations
 
@@ -97,13 +106,14 @@ def timed_in_workers(fp32: Path, int8: Path, device: str, threads: int, rounds: 
     return runs
 
 
-def predictor(model_dir: Path, device: str, threads: int):
+def predictor(model_dir: Path, device: str, threads: int, int8: bool = True):
     from pdlite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
 
     cfg = CxxConfig()
     cfg.set_model_dir(str(model_dir))
     if device == "host":
         cfg.set_threads(threads)
+        cfg.set_option("host_int8", int8)
         return create_paddle_predictor(cfg)
     cfg.set_nnadapter_device_names([device])
     cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place()])
@@ -155,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="interleaved timings per model and device")
     ap.add_argument("--batch", type=int, default=1, help="the timed runs' batch (the case input repeated); the "
                     "accuracy samples stay batch 1")
+    ap.add_argument("--host-isas", nargs="*", default=["avx512", "avx2"],
+                    help="instruction sets the host cells force (PDLITE_NATIVE_ISA): avx512, avx2, baseline")
+    ap.add_argument("--layers", action="store_true", help="also print the host's per-conv fp32 / int8 times")
     ap.add_argument("--in-process", action="store_true", help="time both predictors in this process (A B A B "
                     "run by run) instead of one worker process each")
     args = ap.parse_args(argv)
@@ -173,8 +186,11 @@ def main(argv: list[str] | None = None) -> int:
                      _inputs(model, 4, seed=1), args.ops)
         samples = _inputs(model, args.samples, seed=2)
         x = np.repeat(np.load(SHARED / model / "case.npz")["in:x"], args.batch, axis=0)
-        sim = outputs(predictor(q, "host", args.threads), samples)
-        for device in args.devices:
+        sim = outputs(predictor(q, "host", args.threads, int8=False), samples)
+        cells = [(d, isa) for d in args.devices for isa in (args.host_isas if d == "host" else [None])]
+        for device, isa in cells:
+            if isa is not None:
+                os.environ["PDLITE_NATIVE_ISA"] = isa  # the workers (and this process's later imports) inherit it
             a, b = predictor(SHARED / model, device, args.threads), predictor(q, device, args.threads)
             if args.in_process:
                 runs = [interleaved(a, b, x, args.rounds) for _ in range(args.repeats)]
@@ -186,10 +202,71 @@ def main(argv: list[str] | None = None) -> int:
                 ratios = sorted(r[2] for r in runs3)
             ms_a, ms_b = (float(np.median([r[i] for r in runs])) for i in (0, 1))
             span = f" ({ratios[0]:.2f}-{ratios[-1]:.2f})" if len(ratios) > 1 else ""
+            os.environ.pop("PDLITE_NATIVE_ISA", None)
             fb = outputs(b, samples)
-            print(f"| {model} | {device} | {ms_a:.1f} | {ms_b:.1f} | {float(np.median(ratios)):.2f}x{span} | "
+            label = f"host ({host_isa_label(isa)})" if isa else device
+            print(f"| {model} | {label} | {ms_a:.2f} | {ms_b:.2f} | {float(np.median(ratios)):.2f}x{span} | "
                   f"{agreement(model, outputs(a, samples), fb)} | {agreement(model, fb, sim, True)} |", flush=True)
+    if args.layers:
+        for model in args.models:
+            tag = hashlib.sha256(args.ops.encode()).hexdigest()[:8]
+            layer_table(model, Path(args.work) / f"{model}_{args.quantizer}_{tag}")
     return 0
+
+
+def host_isa_label(forced: str) -> str:
+    """The int8 kernels' instruction set under PDLITE_NATIVE_ISA=forced (asked of a fresh process)."""
+    code = "from pdlite.kernels.host import quant_native as q, native; print(q.int8_isa(), native.isa())"
+    env = {**os.environ, "PDLITE_NATIVE_ISA": forced}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.split()
+    return f"int8 {out[0]}, fp32 {out[1]}" if len(out) == 2 else forced
+
+
+def conv_times(model_dir: Path, x: np.ndarray, int8: bool, runs: int = 10) -> dict[tuple, float]:
+    """ms of CPU time per conv kernel call (1 thread), keyed by (input shape, filter shape, strides), in run order."""
+    from pdlite.api.config import CxxConfig
+    from pdlite.api.predictor import create_paddle_predictor
+
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(model_dir))
+    cfg.set_threads(1)
+    cfg.set_option("host_int8", int8)
+    p = create_paddle_predictor(cfg)
+    times: dict[tuple, float] = {}
+    kinds = ("conv2d", "depthwise_conv2d", "fused_conv2d", "quantized_conv2d")
+    for ins in p.runtime_program.instructions:
+        if ins.op.type not in kinds:
+            continue
+        run = ins.kernel.run
+
+        def timed(feeds, run=run, op=ins.op):
+            t = time.thread_time()
+            out = run(feeds)
+            key = (tuple(feeds["Input"][0].shape), tuple(feeds["Filter"][0].shape), tuple(op.attrs.get("strides", [])))
+            times[key] = times.get(key, 0.0) + (time.thread_time() - t) * 1e3 / runs
+            return out
+
+        ins.kernel.run = timed
+    p.predict({"x": x})
+    times.clear()
+    for _ in range(runs):
+        p.predict({"x": x})
+    return times
+
+
+def layer_table(model: str, q: Path) -> None:
+    x = np.load(SHARED / model / "case.npz")["in:x"]
+    f32, i8 = conv_times(SHARED / model, x, False), conv_times(q, x, True)
+    print(f"\n{model}: per-conv host times (ms, CPU time, 1 thread; int8 ISA {host_isa_label('')})\n")
+    print("| input | filter | strides | fp32 ms | int8 ms | fp32 / int8 |")
+    print("|---|---|---|---|---|---|")
+    for key, t in sorted(f32.items(), key=lambda kv: -kv[1]):
+        t8 = i8.get(key)
+        ratio = f"{t / t8:.2f}x" if t8 else "-"
+        print(f"| {list(key[0])} | {list(key[1])} | {list(key[2])} | {t:.3f} | "
+              f"{'-' if t8 is None else f'{t8:.3f}'} | {ratio} |")
+    print(f"| all | | | {sum(f32.values()):.3f} | {sum(i8.values()):.3f} | "
+          f"{sum(f32.values()) / max(sum(i8.values()), 1e-9):.2f}x |")
 
 
 def len_note(args: argparse.Namespace) -> str:

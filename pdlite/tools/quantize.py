@@ -6,11 +6,15 @@ mul / matmul weights per channel and the inputs of those ops, of residual adds (
 activations), of hard_swish / swish, of average pools and of products of two activations (squeeze-excitation
 blocks; `--ops` narrows the list; docs/quantization.md), and writes OUT/inference.pdmodel + inference.pdiparams
 in Paddle's QDQ format (quantize_linear / dequantize_linear, int8 weights), which Paddle Inference, OpenVINO and
-pdlite load. Then it prints how far the int8 model is from the float one on the calibration batches.
+pdlite load. Then it prints how far the int8 model is from the float one on the calibration batches, and the
+measured speed of the float and the int8 model on each target this machine runs (the host, whose int8 path runs
+integer kernels, and the installed NNAdapter devices), with a warning where int8 is the slower (`--no-bench`
+skips the timing).
 
 Calibration inputs: an .npz file whose arrays are batches for the model's input (single-input models;
-any key names) or `<feed>_<i>` / `<feed>:<i>` keys (batch i of each feed); or a folder of such .npz files
-and of .npy files (single-input models: one batch each).
+any key names) or `<feed>_<i>` / `<feed>:<i>` keys (batch i of each feed); or a folder of such .npz files,
+of .npy files (single-input models: one batch each) and of images (single-input models: one batch of 1 each,
+preprocessed by the same flags as `pdlite batch`: --resize, --mean, --std, --scale, --bgr; its ImagePrep).
 """
 from __future__ import annotations
 
@@ -22,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.errors import ConfigError, InputError
+from pdlite.errors import ConfigError, InputError, PdliteError
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 from pdlite.optimizer.quantization import BOUNDED_OPS, DEFAULT_OPS
-from pdlite.tools.common import source_config
+from pdlite.tools.batch import ImagePrep, _floats
+from pdlite.tools.common import IMAGE_SUFFIXES, int_at_least, source_config
 from pdlite.tools.progress import Progress
 
 ESSENTIAL = ESSENTIAL_PASSES
@@ -45,20 +50,49 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "hard_swish, swish, pool2d and elementwise_mul for Paddle's default quantizable_op_type)")
     p.add_argument("--skip", action="append", default=[], metavar="VAR",
                    help="keep the op writing VAR in float (repeatable)")
+    p.add_argument("--no-bench", action="store_true", help="do not time the float and int8 models afterwards")
+    p.add_argument("--bench-threads", type=int_at_least(1), default=1,
+                   help="threads of the speed comparison (default 1)")
+    p.add_argument("--bench-runs", type=int_at_least(1), default=10,
+                   help="timed runs per model and target, alternated (default 10; the medians are compared)")
+    g = p.add_argument_group(f"calibration images ({'/'.join(IMAGE_SUFFIXES)} -> 1x3xHxW float32, as pdlite batch)")
+    g.add_argument("--resize", metavar="H,W", help="resize to H,W (default: keep the size)")
+    g.add_argument("--mean", metavar="R,G,B", help="subtract per channel after --scale (default 0,0,0)")
+    g.add_argument("--std", metavar="R,G,B", help="divide per channel after --mean (default 1,1,1)")
+    g.add_argument("--scale", type=float, default=1.0 / 255.0, help="multiply pixels first (default 1/255)")
+    g.add_argument("--bgr", action="store_true", help="keep OpenCV's BGR channel order (default RGB)")
     p.set_defaults(func=main)
 
 
-def read_calibration(path: str, feeds: list[str]) -> list[dict[str, np.ndarray]]:
-    """Calibration batches, each a {feed name: array} dict (see the module docstring for the layouts)."""
+def image_prep(args: argparse.Namespace) -> ImagePrep:
+    """`pdlite batch`'s image preprocessing from the same flags."""
+    resize = _floats(getattr(args, "resize", None), "--resize", 2)
+    prep = ImagePrep(resize=(int(resize[0]), int(resize[1])) if resize else None,
+                     mean=_floats(getattr(args, "mean", None), "--mean", 3) or (0.0, 0.0, 0.0),
+                     std=_floats(getattr(args, "std", None), "--std", 3) or (1.0, 1.0, 1.0),
+                     scale=getattr(args, "scale", 1.0 / 255.0), bgr=getattr(args, "bgr", False))
+    if 0.0 in prep.std or (prep.resize and min(prep.resize) < 1):
+        raise ConfigError(f"--std {prep.std} / --resize {prep.resize}: std must be non-zero and sizes >= 1")
+    return prep
+
+
+def read_calibration(path: str, feeds: list[str], prep: ImagePrep | None = None) -> list[dict[str, np.ndarray]]:
+    """Calibration batches, each a {feed name: array} dict (see the module docstring for the layouts; images through
+    `prep`, pdlite batch's preprocessing)."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix in (".npz", ".npy"))
+        files = sorted(f for f in p.iterdir() if f.suffix in (".npz", ".npy") or f.suffix.lower() in IMAGE_SUFFIXES)
     elif p.is_file():
         files = [p]
     else:
         raise InputError(f"--calib {path!r}: no such file or folder")
     batches: list[dict[str, np.ndarray]] = []
     for f in files:
+        if f.suffix.lower() in IMAGE_SUFFIXES:
+            if len(feeds) != 1:
+                raise InputError(f"{f}: an image batch needs a single-input model; this one has inputs {feeds}")
+            batches.append({feeds[0]: (prep or ImagePrep())(str(f))})
+            continue
         if f.suffix == ".npy":
             if len(feeds) != 1:
                 raise InputError(f"{f}: a .npy batch needs a single-input model; this one has inputs {feeds}")
@@ -83,7 +117,7 @@ def read_calibration(path: str, feeds: list[str]) -> list[dict[str, np.ndarray]]
                 raise InputError(f"{f}: batch {i} has no {missing}")
             batches.append(indexed[i])
     if not batches:
-        raise InputError(f"--calib {path!r}: no .npz or .npy batches found")
+        raise InputError(f"--calib {path!r}: no .npz, .npy or image batches found")
     return batches
 
 
@@ -149,7 +183,7 @@ def main(args: argparse.Namespace) -> int:
     model = load_model(**cfg.model_source())
     params = {k: t.array for k, t in model.params.items()}
     feeds = model.program.feed_names()
-    batches = read_calibration(args.calib, feeds)
+    batches = read_calibration(args.calib, feeds, image_prep(args))
     if args.batches > 0:
         batches = batches[:args.batches]
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
@@ -177,4 +211,62 @@ def main(args: argparse.Namespace) -> int:
     fo = [fpred.predict(b) for b in check]
     qo = [qpred.predict(b) for b in check]
     print(report(fo, qo, fpred.get_output_names()))
+    if not getattr(args, "no_bench", False):
+        print(speed_report(args, str(out), batches[0]))
     return 0
+
+
+def _target_predictors(args: argparse.Namespace, qdir: str, target: str) -> tuple[Any, Any]:
+    """(float, int8) predictors on `target` (host, or an NNAdapter device with the host as fallback)."""
+    from pdlite.core.types import Place, PrecisionType, TargetType
+
+    pair = []
+    for model, params in ((args.model, args.params), (qdir, None)):
+        cfg = source_config(model, params, "quantize")
+        cfg.set_threads(args.bench_threads)
+        if target != "host":
+            cfg.set_nnadapter_device_names([target])
+            cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place()])
+            n = args.bench_threads
+            cfg.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={n};"
+                                                 f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={n}")
+        pair.append(_predictor(cfg))
+    return pair[0], pair[1]
+
+
+def time_pair(fpred: Any, qpred: Any, feed: dict[str, np.ndarray], runs: int) -> tuple[float, float]:
+    """Median ms of `runs` runs of each predictor, alternated run by run after two untimed ones each."""
+    import time
+
+    for p in (fpred, qpred, fpred, qpred):
+        p.predict(feed)
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(runs):
+        for i, p in enumerate((fpred, qpred)):
+            t = time.perf_counter()
+            p.predict(feed)
+            times[i].append(time.perf_counter() - t)
+    return float(np.median(times[0])) * 1e3, float(np.median(times[1])) * 1e3
+
+
+def speed_report(args: argparse.Namespace, qdir: str, feed: dict[str, np.ndarray]) -> str:
+    """The float and int8 models timed on the host and on each installed device, a warning where int8 is slower."""
+    from pdlite.api.auto import installed_devices
+    from pdlite.kernels.host import quant_native
+
+    isa = quant_native.int8_isa()
+    lines = [f"speed on the first calibration batch ({args.bench_threads} thread(s), median of {args.bench_runs} "
+             "alternated runs):"]
+    for target in ["host", *installed_devices()]:
+        try:
+            fpred, qpred = _target_predictors(args, qdir, target)
+            f_ms, q_ms = time_pair(fpred, qpred, feed, args.bench_runs)
+        except PdliteError as e:  # a device that cannot take this model: say so, time the others
+            lines.append(f"  {target}: not measured ({e})")
+            continue
+        what = f"host (int8 kernels: {isa or 'none, fp32 simulation'})" if target == "host" else target
+        line = f"  {what}: fp32 {f_ms:.2f} ms, int8 {q_ms:.2f} ms, int8 speed-up {f_ms / q_ms:.2f}x"
+        if q_ms > f_ms:
+            line += "  WARNING: int8 is slower than fp32 here; serve the float model on this target"
+        lines.append(line)
+    return "\n".join(lines)

@@ -32,7 +32,7 @@ def calib(tmp_path_factory) -> tuple[Path, np.ndarray]:
 @pytest.fixture(scope="module", params=["abs_max", "hist", "KL"])
 def quantized(request, calib, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp(f"q_{request.param}")
-    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", request.param, "-o", str(out)]) == 0
+    assert cli(["quantize", "--no-bench", str(CLS), "--calib", str(calib[0]), "--algo", request.param, "-o", str(out)]) == 0
     return out
 
 
@@ -107,7 +107,7 @@ def test_gates_calibrated_abs_max_whatever_the_algorithm(tmp_path: Path) -> None
     rng = np.random.default_rng(5)
     batches = [(x + rng.normal(0, 0.1, x.shape)).astype(np.float32) for _ in range(3)]
     np.savez(tmp_path / "calib.npz", *batches)
-    assert cli(["quantize", str(model), "--calib", str(tmp_path / "calib.npz"), "--algo", "KL",
+    assert cli(["quantize", "--no-bench", str(model), "--calib", str(tmp_path / "calib.npz"), "--algo", "KL",
                 "-o", str(tmp_path / "q")]) == 0
     gates = [op.output("Out") for op in load_model(model).program.main.ops if op.type in ("hard_sigmoid", "sigmoid")]
     params = load_model(tmp_path / "q").params
@@ -135,7 +135,7 @@ def test_gates_calibrated_abs_max_whatever_the_algorithm(tmp_path: Path) -> None
 
 
 def test_prints_report(calib, tmp_path: Path, capsys) -> None:
-    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "abs_max", "--batches", "1",
+    assert cli(["quantize", "--no-bench", str(CLS), "--calib", str(calib[0]), "--algo", "abs_max", "--batches", "1",
                 "-o", str(tmp_path / "q")]) == 0
     out = capsys.readouterr().out
     assert "ops quantized" in out and "top-1 agreement" in out and "abs_max over 1 batches" in out
@@ -191,7 +191,7 @@ def test_progress_bar_counts_calibration_batches(calib, tmp_path: Path, monkeypa
 
     stream = Tty()
     monkeypatch.setattr(q, "Progress", lambda total, label: Progress(total, label, stream))
-    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "KL", "-o", str(tmp_path / "q")]) == 0
+    assert cli(["quantize", "--no-bench", str(CLS), "--calib", str(calib[0]), "--algo", "KL", "-o", str(tmp_path / "q")]) == 0
     text = stream.getvalue()
     assert "calibrating (KL)" in text and "6/6" in text  # 3 batches x 2 passes
 
@@ -211,13 +211,13 @@ def test_residual_adds_quantized_by_default_and_ops_narrows(quantized: Path, cal
     assert len(default) >= 5 and all(n.endswith(".quantized.dequantized") for pair in default for n in pair)
     out = tmp_path / "no_adds"
     ops = "conv2d,depthwise_conv2d,matmul_v2"
-    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--algo", "abs_max", "--ops", ops, "-o", str(out)]) == 0
+    assert cli(["quantize", "--no-bench", str(CLS), "--calib", str(calib[0]), "--algo", "abs_max", "--ops", ops, "-o", str(out)]) == 0
     narrowed = adds(out)
     # the block's last conv feeds only the add: float; the block input X, which the next conv reads quantized, is
     # read dequantized by the add too (a conv's value quantized for one reader is quantized for all)
     assert len(narrowed) == len(default) and not any(pair[1].endswith(".dequantized") for pair in narrowed)
     capsys.readouterr()
-    assert cli(["quantize", str(CLS), "--calib", str(calib[0]), "--ops", "conv2d,softmax", "-o", str(tmp_path / "x")]) != 0
+    assert cli(["quantize", "--no-bench", str(CLS), "--calib", str(calib[0]), "--ops", "conv2d,softmax", "-o", str(tmp_path / "x")]) != 0
     assert "cannot quantize op type(s) ['softmax']" in capsys.readouterr().err
 
 
@@ -289,7 +289,7 @@ def test_quantized_det_head_and_hard_swish_run_on_codes_on_onnxruntime(tmp_path:
     np.savez(tmp_path / "calib.npz", **{f"x_{i}": np.clip(x + rng.normal(0, 0.1, x.shape), -3, 3).astype(np.float32)
                                         for i in range(2)})
     out = tmp_path / "q"
-    assert cli(["quantize", str(det), "--calib", str(tmp_path / "calib.npz"), "-o", str(out)]) == 0
+    assert cli(["quantize", "--no-bench", str(det), "--calib", str(tmp_path / "calib.npz"), "-o", str(out)]) == 0
     model = _convert(out, None, {"x": x})  # the device-neutral graph, then onnxruntime's rewrites with a report
     report = fuse_qdq(model)
     assert report.hard_swish >= 20 and report.transposed_convs == 1 and not report.gates, report
@@ -307,3 +307,37 @@ def test_quantized_det_head_and_hard_swish_run_on_codes_on_onnxruntime(tmp_path:
     got = np.asarray(got)
     assert np.abs(got - ref).mean() / np.abs(ref).max() <= 4e-3
     assert ((got > 0.3) == (ref > 0.3)).mean() >= 0.995 and (ref > 0.3).mean() > 0.01  # text found: not trivial
+
+
+def test_calibrates_from_images_and_reports_speed(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Images in the calibration folder go through `pdlite batch`'s preprocessing (the same flags, its ImagePrep);
+    after quantizing, the float and int8 models are timed on each target, with a warning where int8 is slower."""
+    cv2 = pytest.importorskip("cv2", reason="needs pip install opencv-python-headless (pdlite[ocr]) for images")
+    import pdlite.tools.quantize as q
+    from pdlite.tools.batch import ImagePrep
+
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        cv2.imwrite(str(tmp_path / f"im{i}.png"), rng.integers(0, 256, (40, 170, 3), dtype=np.uint8))
+    flags = ["--resize", "48,192", "--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5"]
+    batches = q.read_calibration(str(tmp_path), ["x"], q.image_prep(q_args(flags)))
+    want = ImagePrep(resize=(48, 192), mean=(0.5,) * 3, std=(0.5,) * 3)(str(tmp_path / "im0.png"))
+    assert len(batches) == 2 and batches[0]["x"].shape == (1, 3, 48, 192)
+    np.testing.assert_array_equal(batches[0]["x"], want)
+    monkeypatch.setattr("pdlite.api.auto.installed_devices", lambda: [])  # the host only: fast
+    times = iter([(1.0, 2.0)])
+    monkeypatch.setattr(q, "time_pair", lambda *a, **k: next(times))
+    out = tmp_path / "q"
+    assert cli(["quantize", str(CLS), "--calib", str(tmp_path), *flags, "--algo", "abs_max", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "fp32 1.00 ms, int8 2.00 ms, int8 speed-up 0.50x" in text and "WARNING: int8 is slower" in text
+
+
+def q_args(flags: list[str]):
+    import argparse
+
+    import pdlite.tools.quantize as q
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    q.register(sub)
+    return sub.choices["quantize"].parse_args(["m", "--calib", "c", "-o", "o", *flags])
