@@ -44,7 +44,7 @@ from pdlite.errors import InputError, PdliteError
 
 VERIFY_SIGNATURES = 2  # a device's outputs are checked against the host's on this many distinct signatures
 FIXED_CALLS = 3  # this many calls on one signature first: the careful fixed-shape measurement decides
-STORE_EVERY_MS = 500.0  # the learnt costs are written to the cache after this much stream time (and on a change)
+STORE_EVERY_MS = 2000.0  # the learnt costs are written after this much stream time, on a change, and at the end
 
 
 def timed(name: str, sig: tuple | None, fn: Callable[[], Any]) -> float:
@@ -222,6 +222,7 @@ class AutoRunner:
     def _adopt_fixed(self, choice: AutoChoice, sig: tuple, feeds: dict[str, Any]) -> None:
         """Seed the policy with a fixed-shape choice: its medians as the candidates' costs on a seen `sig`."""
         self.fixed, self._online = choice, True
+        self.policy._fast = None  # the calls before it decided nothing
         size = max(_size(sig), 1.0)
         for name, why in choice.refused.items():
             if name in self.policy.cands and name != HOST:
@@ -250,11 +251,11 @@ class AutoRunner:
             store_choice(self.base, self._devices_key, dict(self.policy.first_ms_seen))
 
     def _after(self) -> None:
-        """Write what was learnt to the cache when the calls move to another candidate, after calls 1, 2, 4, ... (a short
-        stream's too) and every STORE_EVERY_MS of the stream (a stream that stayed on one signature is cached as a
-        fixed one, by choose_device)."""
+        """Write what was learnt to the cache when the calls move to another candidate and every STORE_EVERY_MS of
+        the stream (and when the predictor goes: _final_store; a stream that stayed on one signature is cached as a
+        fixed one, by choose_device). A write costs a few ms: a fast stream must not pay one every few calls."""
         n, current = self.policy.calls, self.policy.current
-        if current != self._last_best or self.policy.elapsed_ms - self._stored_at >= STORE_EVERY_MS or not n & (n - 1):
+        if current != self._last_best and n > 1 or self.policy.elapsed_ms - self._stored_at >= STORE_EVERY_MS:
             self._last_best, self._stored_at = current, self.policy.elapsed_ms
             self._store()
 
