@@ -10,6 +10,11 @@ fit (a dim the model fixed now differs) widens the model: it is converted and bu
 symbolic too, and replaces the first. Each signature seen is kept in a table, so a run is one dict lookup
 and `driver.run` with the input arrays as they are (no conversion, no copies).
 
+A device whose runtime runs static models faster (`Driver.promote_hot_shapes`: OpenVINO) also gives a
+signature that earned it a model compiled for its own shape: 3 runs in a row, or as much run time on the
+dynamic model as building that took (see `_earned`); those share the per-shape LRU below, and one dropped
+from it goes back to the dynamic model.
+
 One model per input shape (a bounded LRU, `NNAdapterOptions.shape_cache_size`, default 16) where the
 dynamic model is not possible: a device that runs static shapes only (`Driver.dynamic_shapes = False`),
 a block whose conversion needs a dim or value the input shapes do not fix (a converter refuses), or a
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +56,8 @@ from pdlite.nnadapter.options import DEFAULT_SHAPE_CACHE_SIZE, NNAdapterOptions
 HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
 MAX_SIGNATURES = DEFAULT_SHAPE_CACHE_SIZE  # per-shape models kept per subgraph by default (least recently used dropped)
 MAX_SERVED = 4096  # signatures remembered as served by the dynamic model (forgotten all at once beyond it)
+PROMOTE_STREAK = 3  # runs in a row of one signature that earn it a static model (drivers with promote_hot_shapes)
+PROMOTE_MIN_S = 0.5  # floor of the run time that earns one (the dynamic model's build time when it took longer)
 log = logging.getLogger("pdlite.nnadapter")
 
 
@@ -96,6 +104,14 @@ class SubgraphKernel(Kernel):
         self._cache_file: str | None = None  # the model cache's file of the model built last
         self._loaded = False  # whether that model was loaded from there (not compiled)
         self._expect: list[tuple[Any, Any]] | None = None  # the last converted model's inferred output shapes, dtypes
+        # promotion of hot signatures to static models (Driver.promote_hot_shapes): seconds each has run on the
+        # dynamic model, the signature of the last run and how many runs in a row it had, the run time that
+        # earns a static model (0: no promotion), signatures whose static model failed
+        self._hot: dict[tuple, float] = {}
+        self._last_key: tuple | None = None
+        self._streak = 0
+        self._promote_after = 0.0
+        self._unpromotable: set[tuple] = set()
         self._driver: Any = None
         self._host: Any = None
         self._params: dict[str, Any] = {}
@@ -142,6 +158,8 @@ class SubgraphKernel(Kernel):
             if entry is not _FALLBACK:
                 if entry.patterns is None:
                     self._per_shape.move_to_end(key)
+                elif self._promote_after:
+                    return {"Outputs": self._run_counted(key, entry, vals, data)}
                 return {"Outputs": self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])}
             return {"Outputs": self._run_host(vals)}
 
@@ -176,7 +194,10 @@ class SubgraphKernel(Kernel):
                 if entry.patterns is None:
                     self._per_shape.move_to_end(key)
                 try:
-                    outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
+                    if entry.patterns is not None and self._promote_after:
+                        outs = self._run_counted(key, entry, self._values(data), data)
+                    else:
+                        outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
                 except PdliteError:
                     raise
                 except Exception as e:  # reported as Instruction.run reports a kernel's failure
@@ -227,6 +248,71 @@ class SubgraphKernel(Kernel):
                     return outs
         return self._build_per_shape(key, vals, data)
 
+    # -- hot signatures get static models (drivers that run those faster) ------------------------
+    def _earned(self, key: tuple) -> bool:
+        """Counts a run of `key` on the dynamic model; True when the signature has earned a static model of its
+        own: PROMOTE_STREAK runs in a row (a fixed-shape workload), or as much run time on the dynamic model as
+        building it took (a shape that keeps coming back among others: at most twice the cost of knowing)."""
+        if key == self._last_key:
+            self._streak += 1
+        else:
+            self._last_key, self._streak = key, 1
+        if key in self._unpromotable:
+            return False
+        return self._streak >= PROMOTE_STREAK or self._hot.get(key, 0.0) >= self._promote_after
+
+    def _values(self, data: Sequence[Any]) -> list[Any]:
+        """The op's input values (what `run` gets) from its data inputs and its parameters."""
+        given = dict(zip(self.data_names, data))
+        return [given[n] if n in given else self._params.get(n) for n in self.in_names]
+
+    def _run_counted(self, key: tuple, entry: _Compiled, vals: list[Any], data: list[Any]) -> list[Any]:
+        if self._earned(key):
+            outs = self._promote(key, vals, data)
+            if outs is not None:
+                return outs
+        t0 = time.perf_counter()
+        outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
+        if len(self._hot) >= MAX_SERVED:
+            self._hot.clear()
+        self._hot[key] = self._hot.get(key, 0.0) + time.perf_counter() - t0
+        return outs
+
+    def _promote(self, key: tuple, vals: list[Any], data: list[Any]) -> list[Any] | None:
+        """A static model for signature `key` (kept with the per-shape models); its outputs, or None when it
+        cannot be built (the dynamic model keeps serving the signature)."""
+        self._hot.pop(key, None)
+        try:
+            entry = _Compiled(self._compile(self.onnx_model(vals, data)))
+        except ConfigError:
+            raise
+        except Exception as e:
+            why = f"{type(e).__name__}: {e}"
+        else:
+            outs, why = self._first_run(entry, vals, data)
+        if why:
+            self._unpromotable.add(key)
+            log.debug("NNAdapter %s: subgraph %s keeps %s on the model for all shapes: %s", self.device,
+                      self._label(), _sig(key), why)
+            return None
+        self._keep_per_shape(key, entry)
+        log.debug("NNAdapter %s: subgraph %s: %s has a static model of its own", self.device, self._label(),
+                  _sig(key))
+        return outs
+
+    def _keep_per_shape(self, key: tuple, entry: _Compiled | _Fallback) -> None:
+        """Serve `key` with `entry`, one of the per-shape models; beyond the LRU's size the least recently used
+        is dropped (a signature the dynamic model fits goes back to it)."""
+        self._entries[key] = entry
+        self._per_shape[key] = None
+        dyn = self._dynamic
+        while len(self._per_shape) > self._cache_size():
+            old = self._per_shape.popitem(last=False)[0]
+            if dyn is not None and _fits_key(dyn.patterns, old):
+                self._entries[old] = dyn
+            else:
+                self._entries.pop(old, None)
+
     def _build_dynamic(self, key: tuple, vals: list[Any], data: list[Any]) -> list[Any] | None:
         """Convert and build the model with symbolic dims (wider than the current one, when there is one),
         check its first run against the host; its outputs, or None (and per-shape mode) when that fails."""
@@ -245,6 +331,7 @@ class SubgraphKernel(Kernel):
                 else:
                     dyn = tuple(k or p < 0 or p != d for k, p, d in zip(dyn, pat, a.shape))
             flags.append(dyn)
+        t0 = time.perf_counter()
         try:
             model = self.onnx_model(vals, data, flags)
             compiled = _Compiled(self._compile(model), tuple(
@@ -269,6 +356,8 @@ class SubgraphKernel(Kernel):
                 del self._entries[k]
         self._dynamic = compiled
         self._entries[key] = compiled
+        if getattr(self._driver, "promote_hot_shapes", False):
+            self._promote_after = max(time.perf_counter() - t0, PROMOTE_MIN_S)
         log.debug("NNAdapter %s: subgraph %s built for all shapes: inputs %s", self.device, self._label(),
                   [list(p) for p, _ in compiled.patterns or ()])
         return outs
@@ -297,10 +386,7 @@ class SubgraphKernel(Kernel):
             if why:
                 self._warn(PdliteError(why))
                 entry = _FALLBACK
-        self._entries[key] = entry
-        self._per_shape[key] = None
-        while len(self._per_shape) > self._cache_size():
-            self._entries.pop(self._per_shape.popitem(last=False)[0], None)
+        self._keep_per_shape(key, entry)
         return outs if outs is not None else self._run_host(vals)
 
     def _first_run(self, entry: _Compiled, vals: list[Any], data: list[Any]) -> tuple[list[Any] | None, str]:
@@ -430,10 +516,15 @@ class SubgraphKernel(Kernel):
 
 def _fits(patterns: tuple | None, data: Sequence[Any]) -> bool:
     """Whether arrays `data` match a dynamic model's inputs (dtypes, ranks, the dims it fixed)."""
+    return _fits_key(patterns, tuple((a.shape, a.dtype) for a in data))
+
+
+def _fits_key(patterns: tuple | None, key: tuple) -> bool:
+    """Whether a signature ((shape, dtype) per data input) matches a dynamic model's inputs."""
     from pdlite.nnadapter.dynamic import matches
 
-    return patterns is not None and len(patterns) == len(data) and all(
-        a.dtype == dt and matches(p, tuple(a.shape)) for (p, dt), a in zip(patterns, data))
+    return patterns is not None and len(patterns) == len(key) and all(
+        dt == kd and matches(p, tuple(ks)) for (p, dt), (ks, kd) in zip(patterns, key))
 
 
 def _sig(key: tuple) -> str:

@@ -36,6 +36,21 @@ class StaticOnnxRuntime(OnnxRuntimeDriver):
     auto_candidate = False
 
 
+class PromotingOnnxRuntime(OnnxRuntimeDriver):
+    """ONNX Runtime declared to run static models faster (as OpenVINO does): hot signatures get their own."""
+
+    promote_hot_shapes = True
+    auto_candidate = False
+
+
+@pytest.fixture
+def promoting_device():
+    pytest.importorskip("onnxruntime", reason="needs pip install pdlite[onnx]")
+    register_driver("promoting_onnxruntime", override=True)(PromotingOnnxRuntime)
+    yield "promoting_onnxruntime"
+    DRIVERS.remove("promoting_onnxruntime")
+
+
 @pytest.fixture
 def static_device():
     pytest.importorskip("onnxruntime", reason="needs pip install pdlite[onnx]")
@@ -206,3 +221,29 @@ def test_model_cache_from_the_environment(monkeypatch, tmp_path) -> None:
     with default_model_cache():
         assert os.environ[ENV] == user_cache_dir() == str(tmp_path / "xdg" / "pdlite" / "nnadapter")
     assert ENV not in os.environ
+
+
+def test_hot_signature_gets_a_static_model(promoting_device: str) -> None:
+    """On a device whose static models run faster, a signature run 3 times in a row gets a static model of its
+    own (a fixed-shape workload), with the host's outputs; shapes that change keep the one model for all shapes.
+    With one per-shape model kept, an older hot signature goes back to the model for all shapes (no rebuild)."""
+    feeds = _ernie_stream()
+    host = _predictor(ERNIE, "host")
+    pred = _predictor(ERNIE, promoting_device, nnadapter_shape_cache_size=1)
+
+    def run(f):
+        for g, w in zip(pred.predict(f), host.predict(f)):
+            assert float(np.max(np.abs(g - w))) <= REL * float(np.max(np.abs(w)))
+
+    for f in feeds:  # each new: the model for all shapes
+        run(f)
+    (k,) = subgraph_kernels(pred)
+    assert k.builds == 1
+    for _ in range(3):  # feeds[1] three times in a row: promoted on the third
+        run(feeds[1])
+    assert k.builds == 2 and k._entries[((feeds[1]["input_ids"].shape, np.dtype(np.int64)),) * 2] is not k._dynamic
+    for _ in range(3):  # feeds[2] promoted: feeds[1]'s static model dropped (1 kept), back on the dynamic one
+        run(feeds[2])
+    assert k.builds == 3
+    run(feeds[1])
+    assert k.builds == 3 and k.shape_mode == "dynamic"
