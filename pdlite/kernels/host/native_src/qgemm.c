@@ -115,6 +115,51 @@ PD_INLINE void q_qdq_row(float *o, const float *x, isz n, const q_out *oq) {
     }
 }
 
+/* o[0 .. n) = (q(x) * s) / qmax for round_type 0 as a plain loop (clamp, then round half to even by the 1.5 * 2^23
+ * addition): the compiler vectorises it at the target's own width (the 16-lane form spills with AVX2); o may be x */
+PD_INLINE void q_qdq_loop(float *o, const float *x, isz n, const q_out *oq) {
+    const float k = oq->qp.k, sc = oq->qp.s, qmax = oq->qmax;
+    PD_SIMD for (isz j = 0; j < n; j++) {
+        float y = k * x[j];
+        y = y != y ? 0.0f : y;
+        y = y < -128.0f ? -128.0f : (y > 127.0f ? 127.0f : y);
+        y = (y + 12582912.0f) - 12582912.0f;
+        o[j] = (y * sc) / qmax;
+    }
+}
+
+#ifdef PD_X86_DISPATCH
+/* q_qdq_loop with AVX2 intrinsics (GCC ran that loop's scalar version at the AVX2 target): the clamp, vroundps to
+ * nearest even (as the 1.5 * 2^23 addition for |y| <= 128), (y * s) / qmax; the tail by q_qdq_loop */
+PD_TARGET_AVX2 static void q_qdq_avx2(float *o, const float *x, isz n, const q_out *oq) {
+    const __m256 k = _mm256_set1_ps(oq->qp.k), sc = _mm256_set1_ps(oq->qp.s), qm = _mm256_set1_ps(oq->qmax);
+    const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    isz i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), k);
+        y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q));
+        y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
+        y = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_ps(o + i, _mm256_div_ps(_mm256_mul_ps(y, sc), qm));
+    }
+    q_qdq_loop(o + i, x + i, n - i, oq);
+}
+#endif
+
+/* the output QDQ by the fastest exact form for this ISA and round type */
+PD_INLINE void q_qdq_any(float *o, const float *x, isz n, const q_out *oq) {
+#ifdef PD_X86_DISPATCH
+    if (g_qisa == Q_AVX2 && oq->qp.rt == 0) {
+        q_qdq_avx2(o, x, n, oq);
+        return;
+    }
+#endif
+    if (oq->qp.rt == 0)
+        q_qdq_loop(o, x, n, oq);
+    else
+        q_qdq_row(o, x, n, oq);
+}
+
 /* --------------------------------------------------------------------------------------------------------------- */
 /* packing the quantized columns of one tile                                                                      */
 /* --------------------------------------------------------------------------------------------------------------- */
@@ -301,10 +346,10 @@ PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows
 }
 
 /* the same epilogue as plain loops the compiler vectorises at the target's own width (AVX2: 8 lanes; the 16-lane
- * vector extensions of q_epilogue spill there), same operations in the same order; rt 0 output QDQ only (the loops'
- * clamp and magic-number rounding), else q_epilogue */
+ * vector extensions of q_epilogue spill there), same operations in the same order (fc's transposed output: q_epilogue)
+ */
 PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
-    if (a->trans || (a->oq.on && a->oq.qp.rt != 0)) {
+    if (a->trans) {
         q_epilogue(a, acc, ld, mrows, m0, col0, ncols);
         return;
     }
@@ -322,16 +367,7 @@ PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz
             PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
         }
         if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
-        if (a->oq.on) {
-            const float k = a->oq.qp.k, sc = a->oq.qp.s, qmax = a->oq.qmax;
-            PD_SIMD for (isz j = 0; j < ncols; j++) {
-                float y = k * o[j];
-                y = y != y ? 0.0f : y;
-                y = y < -128.0f ? -128.0f : (y > 127.0f ? 127.0f : y);
-                y = (y + 12582912.0f) - 12582912.0f;
-                o[j] = (y * sc) / qmax;
-            }
-        }
+        if (a->oq.on) q_qdq_any(o, o, ncols, &a->oq);
     }
 }
 
@@ -591,7 +627,7 @@ PD_INLINE void qdq_task_impl(void *ctx, isz begin, isz end) {
     const qdq_args *a = (const qdq_args *)ctx;
     for (isz c = begin; c < end; c++) {
         const isz i0 = c * 4096, i1 = i0 + 4096 < a->n ? i0 + 4096 : a->n;
-        q_qdq_row(a->out + i0, a->x + i0, i1 - i0, &a->oq);
+        q_qdq_any(a->out + i0, a->x + i0, i1 - i0, &a->oq);
     }
 }
 PD_VERSIONS(qdq_task)
