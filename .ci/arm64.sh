@@ -47,7 +47,7 @@ fi
 mounted=()
 cleanup() {
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
-    [ -n "${PDLITE_ARM_ROOT:-}" ] || rm -rf "$root"
+    [ -n "${PDLITE_ARM_ROOT:-}" ] || rm -rf "$root" "$root.debootstrap.log"
 }
 trap cleanup EXIT
 
