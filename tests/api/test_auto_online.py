@@ -333,3 +333,29 @@ def test_a_device_that_fails_on_an_input_is_refused_and_the_host_answers():
     ref = _host_outputs(_ernie_feeds(25))
     np.testing.assert_allclose(got[0], ref[0], rtol=0, atol=1e-4 * float(np.max(np.abs(ref[0]))))
     assert "fell over" in pred.auto_choice.refused["onnxruntime"]
+
+
+def test_clones_share_the_auto_and_run_concurrently():
+    """Clones of an auto predictor share its policy and candidates; on two threads, changing shapes, every output
+    is the host's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pred = create_paddle_predictor(_cfg())
+    _script(pred, {"host": lambda s, n, f: host_cost(s * 3, n, f),
+                   "onnxruntime": lambda s, n, f: dynamic(s * 3, n, f)})
+    lengths = [5, 9, 13, 17]
+    refs = {n: _host_outputs(_ernie_feeds(n)) for n in lengths}
+
+    def work(p):
+        for _ in range(6):
+            for n in lengths:
+                got = p.predict(_ernie_feeds(n))
+                for g, r in zip(got, refs[n]):
+                    np.testing.assert_allclose(g, r, rtol=0, atol=1e-4 * float(np.max(np.abs(r))))
+        return True
+
+    clone = pred.clone()
+    assert clone._auto is pred._auto
+    with ThreadPoolExecutor(2) as ex:
+        assert all(ex.map(work, [pred, clone]))
+    assert pred._auto.policy.calls >= 48
