@@ -78,3 +78,20 @@ def test_int8_grid_recovers_folded_weights() -> None:
     assert int8_grid(w + np.float32(1e-3) * rng.standard_normal(w.shape).astype(np.float32), 0) is None
     fc = (w8.reshape(6, -1).T.astype(np.float32) * s) / np.float32(127)  # (K, N), per column
     np.testing.assert_array_equal(int8_grid(fc, 1)[0], w8.reshape(6, -1).T)
+
+
+@needs_native
+def test_int8_program_round_trips_through_nb(tmp_path) -> None:
+    """The integer ops and their int8 parameters are saved in the .nb and run the same bits from it."""
+    from pdlite.api.predictor import create_paddle_predictor
+    from pdlite.lite import MobileConfig
+
+    ins, _, _ = case(ROOT / "ptq_res_qdq")
+    pred = create_paddle_predictor(_config("ptq_res_qdq", True))
+    want = np.array(pred.predict({k: v.copy() for k, v in ins.items()})[0], copy=True)
+    pred.save_optimized_model(str(tmp_path / "res"))
+    m = MobileConfig()
+    m.set_model_from_file(str(tmp_path / "res.nb"))
+    light = create_paddle_predictor(m)
+    assert "quantized_conv2d" in [i.op.type for i in light.runtime_program.instructions]
+    np.testing.assert_array_equal(light.predict({k: v.copy() for k, v in ins.items()})[0], want)
