@@ -168,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host-isas", nargs="*", default=["avx512", "avx2"],
                     help="instruction sets the host cells force (PDLITE_NATIVE_ISA): avx512, avx2, baseline")
     ap.add_argument("--layers", action="store_true", help="also print the host's per-conv fp32 / int8 times")
+    ap.add_argument("--cpu-time", action="store_true", help="also print whole-model host times as CPU time of the "
+                    "calling thread (1 thread; robust on a loaded machine), per --host-isas, alternated run by run")
     ap.add_argument("--in-process", action="store_true", help="time both predictors in this process (A B A B "
                     "run by run) instead of one worker process each")
     args = ap.parse_args(argv)
@@ -207,6 +209,17 @@ def main(argv: list[str] | None = None) -> int:
             label = f"host ({host_isa_label(isa)})" if isa else device
             print(f"| {model} | {label} | {ms_a:.2f} | {ms_b:.2f} | {float(np.median(ratios)):.2f}x{span} | "
                   f"{agreement(model, outputs(a, samples), fb)} | {agreement(model, fb, sim, True)} |", flush=True)
+    if args.cpu_time:
+        print("\nhost, CPU time of one thread (ms, median of alternated runs):\n")
+        print("| model | ISA (forced) | fp32 ms | int8 ms | int8 speed-up |")
+        print("|---|---|---|---|---|")
+        for model in args.models:
+            tag = hashlib.sha256(args.ops.encode()).hexdigest()[:8]
+            q = Path(args.work) / f"{model}_{args.quantizer}_{tag}"
+            for isa in args.host_isas:
+                f_ms, q_ms = cpu_times(model, q, isa, args.rounds)
+                print(f"| {model} | {host_isa_label(isa)} ({isa}) | {f_ms:.2f} | {q_ms:.2f} | {f_ms / q_ms:.2f}x |",
+                      flush=True)
     if args.layers:
         for model in args.models:
             tag = hashlib.sha256(args.ops.encode()).hexdigest()[:8]
@@ -220,6 +233,37 @@ def host_isa_label(forced: str) -> str:
     env = {**os.environ, "PDLITE_NATIVE_ISA": forced}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.split()
     return f"int8 {out[0]}, fp32 {out[1]}" if len(out) == 2 else forced
+
+
+_CPU_CHILD = """
+import sys, time, json, numpy as np
+from pdlite.api.config import CxxConfig
+from pdlite.api.predictor import create_paddle_predictor
+x = np.load(sys.argv[3])["in:x"]
+ps = []
+for d, int8 in ((sys.argv[1], False), (sys.argv[2], True)):
+    c = CxxConfig(); c.set_model_dir(d); c.set_threads(1); c.set_option("host_int8", int8)
+    ps.append(create_paddle_predictor(c))
+ts = ([], [])
+for p in ps + ps:
+    p.predict({"x": x})
+for _ in range(int(sys.argv[4])):
+    for i, p in enumerate(ps):
+        t = time.thread_time(); p.predict({"x": x}); ts[i].append(time.thread_time() - t)
+print(json.dumps([float(np.median(t)) * 1e3 for t in ts]))
+"""
+
+
+def cpu_times(model: str, q: Path, isa: str, rounds: int) -> tuple[float, float]:
+    """(fp32 ms, int8 ms): CPU time of the calling thread per run, 1 thread, in a process with PDLITE_NATIVE_ISA=isa."""
+    import json
+
+    env = {**os.environ, "PDLITE_NATIVE_ISA": isa}
+    out = subprocess.run([sys.executable, "-c", _CPU_CHILD, str(SHARED / model), str(q),
+                          str(SHARED / model / "case.npz"), str(rounds)], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    f_ms, q_ms = json.loads(out.strip().splitlines()[-1])
+    return f_ms, q_ms
 
 
 def conv_times(model_dir: Path, x: np.ndarray, int8: bool, runs: int = 10) -> dict[tuple, float]:
