@@ -121,7 +121,7 @@ def copy_config(config: CxxConfig) -> CxxConfig:
     return cfg
 
 
-def _cache_file(config: CxxConfig) -> Path:
+def cache_file(config: CxxConfig) -> Path:
     base = config.options.get("nnadapter_model_cache_dir") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pdlite")
     return Path(base) / "auto" / "choices.json"
@@ -190,12 +190,13 @@ def _load_cache(path: Path) -> dict[str, Any]:
 
 def load_choice(config: CxxConfig, key: str) -> Any:
     """The cached entry under `key` (None when there is none)."""
-    return _load_cache(_cache_file(config)).get(key)
+    return _load_cache(cache_file(config)).get(key)
 
 
-def store_choice(config: CxxConfig, key: str, entry: dict[str, Any]) -> None:
-    """Cache `entry` under `key` (written whole, then renamed: readers never see half a file)."""
-    path = _cache_file(config)
+def store_choice(config: CxxConfig, key: str, entry: dict[str, Any], path: Path | None = None) -> None:
+    """Cache `entry` under `key` (written whole, then renamed: readers never see half a file); `path`: the cache
+    file to use instead of the config's (resolved when the writer started: the environment may change by the end)."""
+    path = path or cache_file(config)
     data = _load_cache(path)
     data[key] = entry
     try:

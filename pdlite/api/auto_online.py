@@ -32,6 +32,7 @@ from pdlite.api.auto import (
     AutoChoice,
     agreement,
     apply_device,
+    cache_file,
     cache_key,
     copy_config,
     installed_devices,
@@ -71,13 +72,14 @@ def _size(sig: tuple) -> float:
     return float(sum(math.prod(shape) for _, shape, _ in sig))
 
 
-def _final_store(lock: threading.Lock, policy: OnlinePolicy, base: Any, key: str, devices_key: str) -> None:
+def _final_store(lock: threading.Lock, policy: OnlinePolicy, base: Any, key: str, devices_key: str,
+                 path: Any) -> None:
     """What the stream learnt, written when its predictor goes (or the process ends): the whole stream's."""
     with lock:
         if policy.calls and len(policy.stream_sigs) > 1:
-            store_choice(base, key, policy.to_json())
+            store_choice(base, key, policy.to_json(), path)
         if policy.first_ms_seen:
-            store_choice(base, devices_key, dict(policy.first_ms_seen))
+            store_choice(base, devices_key, dict(policy.first_ms_seen), path)
 
 
 class AutoRunner:
@@ -105,7 +107,9 @@ class AutoRunner:
         for name, c in self.policy.cands.items():
             c.per_shape = name != HOST and not _dynamic(name)
         self._devices_key = f"devices|first_ms|threads={base.threads()}|{__version__}"
-        weakref.finalize(self, _final_store, self.lock, self.policy, base, self._changing_key, self._devices_key)
+        self._path = cache_file(base)  # fixed now: the process's environment may differ when the last write comes
+        weakref.finalize(self, _final_store, self.lock, self.policy, base, self._changing_key, self._devices_key,
+                         self._path)
         ratios = load_choice(base, self._devices_key)
         if isinstance(ratios, dict):
             self.policy.first_ms_seen.update({k: float(v) for k, v in ratios.items() if isinstance(v, (int, float))})
@@ -246,9 +250,9 @@ class AutoRunner:
 
     def _store(self) -> None:
         if len(self.policy.stream_sigs) > 1:
-            store_choice(self.base, self._changing_key, self.policy.to_json())
+            store_choice(self.base, self._changing_key, self.policy.to_json(), self._path)
         if self.policy.first_ms_seen:  # what a first call cost on each device, for any model's first guess
-            store_choice(self.base, self._devices_key, dict(self.policy.first_ms_seen))
+            store_choice(self.base, self._devices_key, dict(self.policy.first_ms_seen), self._path)
 
     def _after(self) -> None:
         """Write what was learnt to the cache when the calls move to another candidate and every STORE_EVERY_MS of
