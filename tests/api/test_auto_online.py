@@ -4,6 +4,7 @@ what it learnt by the model's content. Costs are scripted (no clock): the tests 
 from __future__ import annotations
 
 import gc
+import importlib.util
 import json
 import shutil
 
@@ -169,7 +170,8 @@ def test_priors_are_taken_at_todays_speed():
 
 
 # -- through the predictor, with a real device (outputs real, costs scripted) ------------------------------------
-ort = pytest.importorskip("onnxruntime")
+needs_ort = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None,
+                               reason="a real device to check against: needs pip install pdlite[onnx]")
 
 
 def _ernie_feeds(length: int, batch: int = 2) -> dict[str, np.ndarray]:
@@ -213,6 +215,7 @@ def _host_outputs(feeds):
     return create_paddle_predictor(cfg).predict(feeds)
 
 
+@needs_ort
 @pytest.mark.parametrize("device_cost,winner", [(per_shape, "host"), (dynamic, "onnxruntime")])
 def test_predictor_auto_on_a_changing_stream_ends_on_the_right_device(device_cost, winner):
     lengths = [5, 9, 13, 17, 21, 25, 29, 33]
@@ -232,6 +235,7 @@ def test_predictor_auto_on_a_changing_stream_ends_on_the_right_device(device_cos
     assert not choice.refused
 
 
+@needs_ort
 def test_a_device_whose_outputs_differ_is_refused_and_the_host_answers(monkeypatch):
     monkeypatch.setattr(auto, "AGREE_REL", -1.0)  # nothing agrees
     pred = create_paddle_predictor(_cfg())
@@ -271,6 +275,7 @@ def test_inference_config_auto():
     assert pred.lite.auto_choice is not None
 
 
+@needs_ort
 def test_the_cache_keys_on_the_model_content_not_its_path(tmp_path):
     """What one process learnt on a changing stream is found again for a copy of the model folder elsewhere; an
     edited weight file is another model."""
@@ -311,6 +316,7 @@ def test_ocr_networks_on_auto_say_where_their_calls_ran():
     assert host_model.placement() == "host"
 
 
+@needs_ort
 def test_a_device_that_fails_on_an_input_is_refused_and_the_host_answers():
     pred = create_paddle_predictor(_cfg())
     _script(pred, {"host": lambda s, n, f: host_cost(s * 3, n, f),
@@ -335,6 +341,7 @@ def test_a_device_that_fails_on_an_input_is_refused_and_the_host_answers():
     assert "fell over" in pred.auto_choice.refused["onnxruntime"]
 
 
+@needs_ort
 def test_clones_share_the_auto_and_run_concurrently():
     """Clones of an auto predictor share its policy and candidates; on two threads, changing shapes, every output
     is the host's."""
