@@ -55,6 +55,11 @@ from pdlite.nnadapter.options import DEFAULT_SHAPE_CACHE_SIZE, NNAdapterOptions
 
 HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
 MAX_SIGNATURES = DEFAULT_SHAPE_CACHE_SIZE  # per-shape models kept per subgraph by default (least recently used dropped)
+# ops that make a sub-block an int8 subgraph (Driver.dynamic_int8)
+QUANT_OPS = frozenset({"quantize_linear", "dequantize_linear", "fake_quantize_dequantize_abs_max",
+                       "fake_quantize_dequantize_moving_average_abs_max", "fake_channel_wise_quantize_dequantize_abs_max",
+                       "fake_quantize_abs_max", "fake_dequantize_max_abs", "fake_channel_wise_dequantize_max_abs",
+                       "quantize_dequantize_linear"})
 MAX_SERVED = 4096  # signatures remembered as served by the dynamic model (forgotten all at once beyond it)
 PROMOTE_STREAK = 3  # runs in a row of one signature that earn it a static model (drivers with promote_hot_shapes)
 PROMOTE_MIN_S = 0.5  # floor of the run time that earns one (the dynamic model's build time when it took longer)
@@ -213,6 +218,11 @@ class SubgraphKernel(Kernel):
             raise PdliteError("subgraph kernel has no block/device: it is created by subgraph_detect_pass "
                               "(or call kernel.bind(block, program, options, device))")
 
+    def _quantized(self) -> bool:
+        """True when the sub-block holds quantize / dequantize ops (an int8 subgraph)."""
+        assert self.block is not None
+        return any(op.type in QUANT_OPS for op in self.block.ops)
+
     def _new_signature(self, key: tuple, vals: list[Any], data: list[Any]) -> list[Any]:
         """Outputs for a signature not served before; on the way, the model that serves it is chosen (the
         dynamic model, a wider one, or one for this shape alone) and remembered."""
@@ -222,10 +232,12 @@ class SubgraphKernel(Kernel):
 
             self._driver = get_driver(self.device)()  # type: ignore[arg-type]
         if not self.shape_mode:
-            if getattr(self._driver, "dynamic_shapes", True):
-                self.shape_mode = "dynamic"
-            else:
+            if not getattr(self._driver, "dynamic_shapes", True):
                 self._per_shape_mode(f"device {self.device!r} runs static shapes only")
+            elif not getattr(self._driver, "dynamic_int8", True) and self._quantized():
+                self._per_shape_mode(f"device {self.device!r} runs int8 (quantized) subgraphs on static shapes only")
+            else:
+                self.shape_mode = "dynamic"
         if self.shape_mode == "dynamic":
             dyn = self._dynamic
             if dyn is not None and _fits(dyn.patterns, data):

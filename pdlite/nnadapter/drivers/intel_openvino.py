@@ -86,6 +86,7 @@ class OpenVINODriver(Driver):
     packages = ("openvino",)
     extra = "openvino"
     prefix = "INTEL_OPENVINO_"
+    dynamic_int8 = False  # its dynamic models run int8 subgraphs far from Paddle's numbers (Driver.dynamic_int8)
     promote_hot_shapes = True  # its static models run faster than its dynamic ones (Driver.promote_hot_shapes)
     properties = {
         "INTEL_OPENVINO_SELECT_DEVICE_NAMES": "OpenVINO device to compile for (default CPU)",
