@@ -39,7 +39,7 @@ MODELS = ["ppyoloe_plus_crn", "picodet_lcnet"]
 FORMATS = ["legacy", "pir"]
 HOST_REL = 1e-4
 ON_HOST = {"multiclass_nms3": "no converter"}  # op type left on the host -> part of the converters' refusal
-FOLDED = {"ppyoloe_plus_crn": set(), "picodet_lcnet": {"range", "meshgrid"}}  # refused, but folded to constants
+FOLDED = {"ppyoloe_plus_crn": set(), "picodet_lcnet": {"meshgrid"}}  # refused, but folded to constants (range converts)
 CASES = ["case.npz", "case_b2.npz"]
 
 

@@ -69,14 +69,14 @@ def _to_bgr(img: np.ndarray, name: str) -> np.ndarray:
     if img.shape[2] == 3:
         return img
     if img.shape[2] == 2:  # gray + alpha
-        color, alpha = cv2.cvtColor(np.ascontiguousarray(img[:, :, 0]), cv2.COLOR_GRAY2BGR), img[:, :, 1]
+        color, alpha = cv2.cvtColor(np.asarray(img[:, :, 0], order="C"), cv2.COLOR_GRAY2BGR), img[:, :, 1]
     else:
         color, alpha = img[:, :, :3], img[:, :, 3]
     if not alpha.any():
         warnings.warn(f"{name} is fully transparent (alpha 0 everywhere): read as a blank white image",
                       OCRWarning, stacklevel=3)
     if alpha.min() == 255:
-        return np.ascontiguousarray(color)
+        return np.asarray(color, order="C")
     a = alpha.astype(np.float32)[:, :, None]
     out = (color.astype(np.float32) * a + 255.0 * (255.0 - a)) / 255.0
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
@@ -327,7 +327,7 @@ class OCR:
         resized, shape = det_resize(img, self.det_limit_side_len, self.det_limit_type, self.det_max_side_limit)
         if self.flavour == "paddleocr3":  # PaddleX: the yml's channel order and normalisation; boxes as DB gives them
             if self._det_rgb:
-                resized = np.ascontiguousarray(resized[:, :, ::-1])
+                resized = np.asarray(resized[:, :, ::-1], order="C")
             boxes, _ = self.postprocess_op(self.det(det_normalize_paddlex(resized, *self._det_norm)), shape)
             return boxes
         boxes, _ = self.postprocess_op(self.det(det_normalize(resized)), shape)

@@ -116,7 +116,7 @@ class PaddleXTextRecognizer:
 
     def resize_norm(self, img: np.ndarray) -> np.ndarray:
         if self.rgb:
-            img = np.ascontiguousarray(img[:, :, ::-1])
+            img = np.asarray(img[:, :, ::-1], order="C")
         img_c, img_h, img_w = self.rec_image_shape
         if img.shape[2] != img_c:
             raise ConfigError(f"rec_image_shape has {img_c} channels but the crop has {img.shape[2]}")

@@ -66,7 +66,7 @@ class _Int8Kernel(Kernel):
         scale = np.asarray(ins["WeightScale"][0], np.float64).reshape(-1)
         self._mul = (float(self.attrs["in_scale"]) / int(self.attrs["qmax"]) * scale).astype(F32)
         b = ins.get("Bias")
-        self._bias = np.ascontiguousarray(np.asarray(b[0], F32).reshape(-1)) if b else None
+        self._bias = np.asarray(np.asarray(b[0], F32).reshape(-1), order="C") if b else None
         self._w8 = w8
         self._packed = qn.pack_weights(w8) if self._native() else None
         self._src = w
@@ -99,16 +99,16 @@ class QuantizedConv2d(_Int8Kernel):
         self._geo: dict[tuple[int, ...], ConvGeometry] = {}
 
     def matrix(self, w: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(w.reshape(w.shape[0], -1), dtype=np.int8)
+        return np.asarray(w.reshape(w.shape[0], -1), dtype=np.int8, order="C")
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        x = np.ascontiguousarray(ins["Input"][0], dtype=F32)
+        x = np.asarray(ins["Input"][0], dtype=F32, order="C")
         self._weights(ins)
         g = self._geo.get(x.shape)
         if g is None:
             g = self._geo[x.shape] = conv2d_geometry(self.attrs, x.shape, ins["Filter"][0].shape)
         r = ins.get("ResidualData")
-        res = np.ascontiguousarray(r[0], dtype=F32) if r else None
+        res = np.asarray(r[0], dtype=F32, order="C") if r else None
         pads = (g.pads[0], g.pads[2])
         args = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)
         if self._packed is not None and g.n > 0:
@@ -124,14 +124,14 @@ class QuantizedFc(_Int8Kernel):
     w_slot = "W"
 
     def matrix(self, w: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(w.T, dtype=np.int8)  # (N, K)
+        return np.asarray(w.T, dtype=np.int8, order="C")  # (N, K)
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = np.asarray(ins["Input"][0], dtype=F32)
         self._weights(ins)
         k = int(self.attrs["in_num_col_dims"])
         lead = x.shape[:k]
-        x2 = np.ascontiguousarray(x.reshape(int(np.prod(lead)), -1))
+        x2 = np.asarray(x.reshape(int(np.prod(lead)), -1), order="C")
         n = self._w8.shape[0]
         if self._packed is not None and x2.shape[0] > 0:
             out = qn.qfc(x2, self._packed, self._mul, self._bias, self.qp, self.act, self.out_q)

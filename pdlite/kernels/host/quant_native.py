@@ -52,7 +52,7 @@ def int8_isa() -> str | None:
 
 def pack_weights(w8: np.ndarray) -> QWeights:
     """Pack int8 weights (M, K) for qconv."""
-    w8 = np.ascontiguousarray(w8, dtype=np.int8)
+    w8 = np.asarray(w8, dtype=np.int8, order="C")
     m, k = w8.shape
     _, u8, _, size = native._ext.qgemm_info(m, k)
     packed = np.empty(size, dtype=np.uint8)
@@ -84,7 +84,7 @@ def qfc(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, q
     """act(int8 (rows, K) x (K, N) + bias) for float32 x (rows, K), weights packed from (N, K): (rows, N)."""
     rows, k = x.shape
     n = qw.w8.shape[0]
-    xt = np.ascontiguousarray(x.T)
+    xt = np.asarray(x.T, order="C")
     out = np.empty((rows, n), dtype=F32)
     native._ext.qconv(xt, qw.packed, qw.comp, mul, bias, out, (1, k, 1, rows, n, 1, rows, 1, 1, 1, 1, 1, 1, 0, 0),
                       tuple(qp), act[0], act[1], None, True, out_q)

@@ -178,7 +178,7 @@ class ClDevice:
 
     def upload(self, a: Any) -> Any:
         """A host array copied into a new device array."""
-        arr = np.ascontiguousarray(a)
+        arr = np.asarray(a, order="C")
         with self.lock:
             return cla.to_device(self.queue, arr, allocator=self.allocator)
 
