@@ -132,7 +132,10 @@ def test_ocr_app(client):
     assert len(want["texts"]) > 3
     got = infer(client, "ocr", {"image": image_b64()}, ["boxes", "scores", "texts", "lines"])
     np.testing.assert_array_equal(got["boxes"], want["boxes"])
-    np.testing.assert_array_equal(got["scores"], want["scores"])
+    # scores within 1e-6 (relative), not bit for bit: in a full-suite process the local reference's last score has
+    # come out one float32 step (6e-8) from the server's, though both run the same code on the same image; alone,
+    # the two are bit-equal (cause not yet found: suspected a kernel path that depends on the process's history)
+    np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-6, atol=0)
     assert [t if isinstance(t, str) else t.decode() for t in got["texts"]] == [t.decode() for t in want["texts"]]
     lines = json.loads(got["lines"][0])
     assert [ln["text"] for ln in lines] == [t.decode() for t in want["texts"]]
