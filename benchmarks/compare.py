@@ -67,10 +67,25 @@ def feeds_for(d: Path, batch: int) -> dict[str, np.ndarray]:
 
 
 def program_files(d: Path) -> tuple[Path, Path]:
-    for m, p in (("inference.pdmodel", "inference.pdiparams"), ("__model__", "__params__"), ("model", "params")):
+    for m, p in (("inference.pdmodel", "inference.pdiparams"), ("inference.json", "inference.pdiparams"),
+                 ("__model__", "__params__"), ("model", "params")):
         if (d / m).exists() and (d / p).exists():
             return d / m, d / p
     raise FileNotFoundError(d)
+
+
+def paddle_predictor(d: Path, threads: int):
+    """Paddle Inference on the CPU as its users run it: IR optimisation and oneDNN on, `threads` math threads."""
+    import paddle.inference as pi
+
+    m, p = program_files(d)
+    cfg = pi.Config(str(m), str(p))
+    cfg.disable_gpu()
+    cfg.switch_ir_optim(True)
+    cfg.enable_mkldnn()
+    cfg.set_cpu_math_library_num_threads(threads)
+    cfg.disable_glog_info()
+    return pi.create_predictor(cfg)
 
 
 Runner = Callable[[], object]
@@ -108,16 +123,7 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
 
 
 def make_paddle(d: Path, feeds, threads: int) -> Runner:
-    import paddle.inference as pi
-
-    m, p = program_files(d)
-    cfg = pi.Config(str(m), str(p))
-    cfg.disable_gpu()
-    cfg.switch_ir_optim(True)
-    cfg.enable_mkldnn()
-    cfg.set_cpu_math_library_num_threads(threads)
-    cfg.disable_glog_info()
-    pred = pi.create_predictor(cfg)
+    pred = paddle_predictor(d, threads)
     for k, v in feeds.items():
         h = pred.get_input_handle(k)
         h.reshape(v.shape)

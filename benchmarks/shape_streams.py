@@ -34,6 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare  # noqa: E402  (benchmarks/compare.py: Paddle Inference as the peers run it)
+
 REPO = Path(__file__).resolve().parents[1]
 REC = REPO / "pdlite/apps/ocr/models/ch_PP-OCRv4_rec_infer"
 DET = REPO / "pdlite/apps/ocr/models/ch_PP-OCRv4_det_infer"
@@ -57,13 +60,6 @@ def stream(name: str) -> tuple[Path, list[dict[str, np.ndarray]]]:
     raise SystemExit(f"unknown stream {name!r}: rec, det or ernie")
 
 
-def program_files(d: Path) -> tuple[Path, Path]:
-    for m, p in (("inference.pdmodel", "inference.pdiparams"), ("inference.json", "inference.pdiparams")):
-        if (d / m).exists():
-            return d / m, d / p
-    raise FileNotFoundError(d)
-
-
 # -- one contender, in a worker process ------------------------------------------------------------------------
 def make(contender: str, model: Path, threads: int, onnx: str | None):
     """A callable feeds -> outputs for `contender`."""
@@ -84,16 +80,7 @@ def make(contender: str, model: Path, threads: int, onnx: str | None):
         make.pred = pred
         return lambda feeds: pred.predict(feeds)
     if contender == "paddle-inference":
-        import paddle.inference as pi
-
-        m, p = program_files(model)
-        cfg = pi.Config(str(m), str(p))
-        cfg.disable_gpu()
-        cfg.switch_ir_optim(True)
-        cfg.enable_mkldnn()
-        cfg.set_cpu_math_library_num_threads(threads)
-        cfg.disable_glog_info()
-        pred = pi.create_predictor(cfg)
+        pred = compare.paddle_predictor(model, threads)  # benchmarks/compare.py's Paddle Inference settings
 
         def run(feeds):
             for k, v in feeds.items():
