@@ -252,20 +252,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int_at_least(1), default=16,
                    help="files handed to a worker at a time (default 16)")
     p.add_argument("--threads", type=int_at_least(1), default=1, help="compute threads per worker (default 1)")
-    g = p.add_argument_group(f"images ({'/'.join(IMAGE_SUFFIXES)} -> 1x3xHxW float32)")
+    add_image_args(p.add_argument_group(f"images ({'/'.join(IMAGE_SUFFIXES)} -> 1x3xHxW float32)"))
+    p.set_defaults(func=main)
+
+
+def add_image_args(g: Any) -> None:
+    """The image preprocessing flags (`pdlite batch`'s, shared by `pdlite quantize`'s calibration) on parser or
+    argument group `g`; `image_prep` reads them."""
     g.add_argument("--resize", metavar="H,W", help="resize to H,W (default: keep the size)")
     g.add_argument("--mean", metavar="R,G,B", help="subtract per channel after --scale (default 0,0,0)")
     g.add_argument("--std", metavar="R,G,B", help="divide per channel after --mean (default 1,1,1)")
     g.add_argument("--scale", type=float, default=1.0 / 255.0, help="multiply pixels first (default 1/255)")
     g.add_argument("--bgr", action="store_true", help="keep OpenCV's BGR channel order (default RGB)")
-    p.set_defaults(func=main)
+
+
+def image_prep(args: argparse.Namespace) -> ImagePrep:
+    """The ImagePrep the `add_image_args` flags in `args` describe (flags absent from `args`: their defaults)."""
+    resize = _floats(getattr(args, "resize", None), "--resize", 2)
+    return ImagePrep(resize=(int(resize[0]), int(resize[1])) if resize else None,
+                     mean=_floats(getattr(args, "mean", None), "--mean", 3) or (0.0, 0.0, 0.0),
+                     std=_floats(getattr(args, "std", None), "--std", 3) or (1.0, 1.0, 1.0),
+                     scale=getattr(args, "scale", 1.0 / 255.0), bgr=getattr(args, "bgr", False))
 
 
 def main(args: argparse.Namespace) -> int:
-    resize = _floats(args.resize, "--resize", 2)
-    prep = ImagePrep(resize=(int(resize[0]), int(resize[1])) if resize else None,
-                     mean=_floats(args.mean, "--mean", 3) or (0.0, 0.0, 0.0),
-                     std=_floats(args.std, "--std", 3) or (1.0, 1.0, 1.0), scale=args.scale, bgr=args.bgr)
+    prep = image_prep(args)
     if 0.0 in prep.std or (prep.resize and min(prep.resize) < 1):
         raise ConfigError(f"--std {args.std!r} / --resize {args.resize!r}: std must be non-zero and sizes >= 1")
     files, skipped = scan_inputs(args.inputs)

@@ -29,7 +29,8 @@ import numpy as np
 from pdlite.errors import ConfigError, InputError, PdliteError
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 from pdlite.optimizer.quantization import BOUNDED_OPS, DEFAULT_OPS
-from pdlite.tools.batch import ImagePrep, _floats
+from pdlite.tools.batch import ImagePrep, add_image_args
+from pdlite.tools.batch import image_prep as batch_image_prep
 from pdlite.tools.common import IMAGE_SUFFIXES, int_at_least, source_config
 from pdlite.tools.progress import Progress
 
@@ -55,22 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="threads of the speed comparison (default 1)")
     p.add_argument("--bench-runs", type=int_at_least(1), default=10,
                    help="timed runs per model and target, alternated (default 10; the medians are compared)")
-    g = p.add_argument_group(f"calibration images ({'/'.join(IMAGE_SUFFIXES)} -> 1x3xHxW float32, as pdlite batch)")
-    g.add_argument("--resize", metavar="H,W", help="resize to H,W (default: keep the size)")
-    g.add_argument("--mean", metavar="R,G,B", help="subtract per channel after --scale (default 0,0,0)")
-    g.add_argument("--std", metavar="R,G,B", help="divide per channel after --mean (default 1,1,1)")
-    g.add_argument("--scale", type=float, default=1.0 / 255.0, help="multiply pixels first (default 1/255)")
-    g.add_argument("--bgr", action="store_true", help="keep OpenCV's BGR channel order (default RGB)")
+    add_image_args(p.add_argument_group(f"calibration images ({'/'.join(IMAGE_SUFFIXES)} -> 1x3xHxW float32, "
+                                        "as pdlite batch)"))
     p.set_defaults(func=main)
 
 
 def image_prep(args: argparse.Namespace) -> ImagePrep:
-    """`pdlite batch`'s image preprocessing from the same flags."""
-    resize = _floats(getattr(args, "resize", None), "--resize", 2)
-    prep = ImagePrep(resize=(int(resize[0]), int(resize[1])) if resize else None,
-                     mean=_floats(getattr(args, "mean", None), "--mean", 3) or (0.0, 0.0, 0.0),
-                     std=_floats(getattr(args, "std", None), "--std", 3) or (1.0, 1.0, 1.0),
-                     scale=getattr(args, "scale", 1.0 / 255.0), bgr=getattr(args, "bgr", False))
+    """`pdlite batch`'s image preprocessing from the same flags, with sizes and std checked."""
+    prep = batch_image_prep(args)
     if 0.0 in prep.std or (prep.resize and min(prep.resize) < 1):
         raise ConfigError(f"--std {prep.std} / --resize {prep.resize}: std must be non-zero and sizes >= 1")
     return prep
