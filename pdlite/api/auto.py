@@ -40,6 +40,7 @@ from pdlite import __version__
 from pdlite.api.config import CxxConfig
 from pdlite.core.types import Place, PrecisionType, TargetType
 from pdlite.errors import ConfigError, PdliteError
+from pdlite.operators.quant import is_quant_op
 
 HOST = "host"
 AGREE_REL = 1e-4  # a device must give the host's outputs within this fraction of max|host|
@@ -47,7 +48,6 @@ AGREE_REL = 1e-4  # a device must give the host's outputs within this fraction o
 # on a rounding edge lands one quantization step away and moves a few outputs): 99% of elements within 2e-2
 QUANT_AGREE_REL = 2e-2
 QUANT_AGREE_SHARE = 0.99
-QUANT_OPS = ("quantize_linear", "dequantize_linear", "fake_")
 SLOW_FACTOR = 20.0  # a candidate this many times slower than the fastest after warm-up is not measured further
 PAUSE_S = 0.05  # before each candidate's block (ONNX Runtime's threads spin for a while after a run)
 BLOCK_MS = 20.0  # timed runs per block: about this long, ...
@@ -210,7 +210,7 @@ def store_choice(config: CxxConfig, key: str, entry: dict[str, Any], path: Path 
 
 def agreement(program: Any) -> tuple[float, float]:
     """(relative tolerance, share of elements within it) a device's outputs must meet against the host's."""
-    if any(op.type.startswith(QUANT_OPS) for op in program.main.ops):
+    if any(is_quant_op(op.type) for op in program.main.ops):
         return QUANT_AGREE_REL, QUANT_AGREE_SHARE
     return AGREE_REL, 1.0
 

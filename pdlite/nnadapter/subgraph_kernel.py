@@ -52,14 +52,10 @@ from pdlite.errors import ConfigError, KernelError, ModelFormatError, PdliteErro
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.nnadapter.model_cache import forget
 from pdlite.nnadapter.options import DEFAULT_SHAPE_CACHE_SIZE, NNAdapterOptions
+from pdlite.operators.quant import is_quant_op
 
 HOST_ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
 MAX_SIGNATURES = DEFAULT_SHAPE_CACHE_SIZE  # per-shape models kept per subgraph by default (least recently used dropped)
-# ops that make a sub-block an int8 subgraph (Driver.dynamic_int8)
-QUANT_OPS = frozenset({"quantize_linear", "dequantize_linear", "fake_quantize_dequantize_abs_max",
-                       "fake_quantize_dequantize_moving_average_abs_max", "fake_channel_wise_quantize_dequantize_abs_max",
-                       "fake_quantize_abs_max", "fake_dequantize_max_abs", "fake_channel_wise_dequantize_max_abs",
-                       "quantize_dequantize_linear"})
 MAX_SERVED = 4096  # signatures remembered as served by the dynamic model (forgotten all at once beyond it)
 PROMOTE_STREAK = 3  # runs in a row of one signature that earn it a static model (drivers with promote_hot_shapes)
 PROMOTE_MIN_S = 0.5  # floor of the run time that earns one (the dynamic model's build time when it took longer)
@@ -221,7 +217,7 @@ class SubgraphKernel(Kernel):
     def _quantized(self) -> bool:
         """True when the sub-block holds quantize / dequantize ops (an int8 subgraph)."""
         assert self.block is not None
-        return any(op.type in QUANT_OPS for op in self.block.ops)
+        return any(is_quant_op(op.type) for op in self.block.ops)
 
     def _new_signature(self, key: tuple, vals: list[Any], data: list[Any]) -> list[Any]:
         """Outputs for a signature not served before; on the way, the model that serves it is chosen (the

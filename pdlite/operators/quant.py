@@ -20,6 +20,16 @@ from pdlite.operators.registry import Shape, ShapeContext, register_op
 
 # Paddle 3 quantizes the QDQ pair to [-qmax - 1, qmax] with qmax an attribute (default 127): bit_length is
 # not read (checked on 3.3.1: bit_length 4 and 16 give the int8 results).
+# the op types that make a program or sub-block a quantized (int8) one: Paddle's QDQ pair, PaddleSlim's fake_* ops,
+# and the host int8 passes' merged pair
+QUANT_OP_PREFIXES = ("quantize_linear", "dequantize_linear", "quantize_dequantize_linear", "fake_")
+
+
+def is_quant_op(op_type: str) -> bool:
+    """True for a quantize / dequantize op type (QUANT_OP_PREFIXES)."""
+    return op_type.startswith(QUANT_OP_PREFIXES)
+
+
 _QDQ_DEFAULTS = {"quant_axis": 0, "bit_length": 8, "qmin": -128, "qmax": 127, "round_type": 0,
                  "only_observer": False, "moving_rate": 0.9}
 _FAKE_DEFAULTS = {"bit_length": 8, "round_type": 1}
