@@ -13,10 +13,14 @@ changing later are still priced.
 
 Cache: `<cache dir>/auto/choices.json` (pdlite/api/auto.py), keyed on the model's content (not its path), the
 threads, the candidates, the device properties and the kind of workload ("changing", or "fixed" with the shapes).
+With a model cache (the config's `set_nnadapter_model_cache_dir`, or the `pdlite` command line's default) each
+device's entry also names the files its compiled models were written to, and whether its first call here loaded
+them: a later process prices that device's first call as a load while those files are on disk.
 """
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import weakref
@@ -42,6 +46,7 @@ from pdlite.api.auto import (
 )
 from pdlite.api.auto_policy import OnlinePolicy
 from pdlite.errors import InputError, PdliteError
+from pdlite.nnadapter.model_cache import cache_state, configured_dir
 
 VERIFY_SIGNATURES = 2  # a device's outputs are checked against the host's on this many distinct signatures
 FIXED_CALLS = 3  # this many calls on one signature first: the careful fixed-shape measurement decides
@@ -70,6 +75,11 @@ def _signature(feeds: dict[str, Any]) -> tuple:
 
 def _size(sig: tuple) -> float:
     return float(sum(math.prod(shape) for _, shape, _ in sig))
+
+
+def _on_disk(files: list[str]) -> bool:
+    """Whether every one of these model-cache files is there (a device's first call then loads, not compiles)."""
+    return bool(files) and all(os.path.isfile(f) for f in files)
 
 
 def _final_store(lock: threading.Lock, policy: OnlinePolicy, base: Any, key: str, devices_key: str,
@@ -106,6 +116,9 @@ class AutoRunner:
         self._changing_key = cache_key(base, {}, list(self.policy.cands), "changing")
         for name, c in self.policy.cands.items():
             c.per_shape = name != HOST and not _dynamic(name)
+        # compiled models persist: a device's compile is paid once for this and every later process
+        self.policy.persistent = configured_dir(base.options.get("nnadapter_model_cache_dir")) is not None
+        self.on_disk = _on_disk  # tests give their own
         self._devices_key = f"devices|first_ms|threads={base.threads()}|{__version__}"
         self._path = cache_file(base)  # fixed now: the process's environment may differ when the last write comes
         weakref.finalize(self, _final_store, self.lock, self.policy, base, self._changing_key, self._devices_key,
@@ -115,7 +128,7 @@ class AutoRunner:
             self.policy.first_ms_seen.update({k: float(v) for k, v in ratios.items() if isinstance(v, (int, float))})
         hit = load_choice(base, self._changing_key)
         if isinstance(hit, dict) and hit.get("candidates"):
-            self.policy.load_priors(hit)
+            self.policy.load_priors(hit, lambda files: self.on_disk(files))
             self.cached = self._online = True
             # the candidates it measured agreed with the host then
             self.verified = {d: VERIFY_SIGNATURES for d in hit["candidates"]}
@@ -157,6 +170,11 @@ class AutoRunner:
                 run_host(pred)
                 return
         ms += build_ms
+        loaded = False
+        if first and name != HOST:  # did its first call load its compiled models (a model cache), or compile?
+            files, loaded = cache_state(cand.runtime_program)
+            if files:
+                self.policy.cands[name].files = files
         with self.lock:
             if host_outs is not None:
                 why = outputs_agree([np.asarray(t.raw()) for t in pred._outputs],
@@ -170,9 +188,10 @@ class AutoRunner:
                     self._after()
                     return
                 self.verified[name] = self.verified.get(name, 0) + 1
-            self.policy.record(name, sig, size, ms, extra_ms=extra, build_ms=build_ms)
-        if first and name != HOST:
+            self.policy.record(name, sig, size, ms, extra_ms=extra, build_ms=build_ms, loaded=loaded)
+        if first and name != HOST and self.policy.cands[name].prior_unit is None:
             # its first call held its build and first compile: one more run gives what a seen signature costs
+            # (unless an earlier process measured that)
             again = self.timer(name, sig, lambda: self._run_on(cand, pred, feeds))
             with self.lock:
                 self.policy.record_seen(name, size, again)

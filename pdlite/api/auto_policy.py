@@ -27,7 +27,15 @@ than twice that share exploring.
 
 Known candidates (priors from the cache of an earlier process): switching to one not built yet costs its first
 call again, so it is bought as in ski rental: once the savings its model says the calls so far have missed reach
-that cost. At worst twice the better of the two, never a first call paid for a stream too short to repay it.
+that cost, or at once when those its model promises over the stream still expected (as long as the earlier
+stream) do. At worst twice the better of the two, never a first call paid for a stream too short to repay it.
+
+First calls: a compile, or a load. With a model cache (the compiled models persist, model_cache.py), a device's
+first call in a later process loads what an earlier one compiled: the policy keeps both costs per candidate
+(`first_ms`: compiling; `load_ms`: loading, measured when a first call loaded) with the cache files they wrote,
+and prices the next first call as a load while those files are on disk (LOAD_GUESS of the compile until a load
+was measured). A compile that persists is paid once for every later run: its exploration may then spend what
+earlier runs of the model left of their share, not only up to this run's own.
 """
 from __future__ import annotations
 
@@ -49,6 +57,7 @@ REUSE_CALLS = 7  # calls on the signature of the last decision take it again thi
 # calls cost no bookkeeping beyond recording their time), then it is made afresh
 SURPRISE = 1.5  # a call this many times dearer than its model said ends the reuse of the last decision
 PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
+LOAD_GUESS = 0.5  # a first call that loads the compiled model, before one was measured: this share of compiling it
 
 
 def _number(v: Any) -> float:
@@ -77,7 +86,11 @@ class Candidate:
     prior_unit: float | None = None
     prior_over: float | None = None
     drift: float = 1.0  # how much slower this machine runs the host now than when the priors were taken
-    prior_first_ms: float | None = None
+    prior_first_ms: float | None = None  # what its first call is expected to cost here (a compile or a load)
+    loaded: bool = False  # its first call here loaded its compiled models from the model cache
+    files: list = field(default_factory=list)  # the model cache's files of its compiled models
+    prior_compile_ms: float | None = None  # an earlier process's first call that compiled ...
+    prior_load_ms: float | None = None  # ... and one that loaded
 
     def _memo(self, what: str, fn: Any) -> Any:
         """fn() cached until the samples or priors change (a call's pick reads them several times)."""
@@ -146,9 +159,28 @@ class Candidate:
         # `over` is a measurement only once a new shape was timed after a seen one (or the device declares per-shape
         # models, or it came measured from an earlier process): a nil taken on trust must not be cached as one
         over_known = bool(self.new and self.seen) or self.prior_over is not None or self.per_shape
-        out: dict[str, Any] = {"unit": self.unit(), "over": self.over(), "first_ms": self.first_cost(),
+        first = self.first[0] if self.first is not None else None
+        compile_ms = self.prior_compile_ms if self.loaded or first is None else first
+        load_ms = first if self.loaded else self.prior_load_ms
+        out: dict[str, Any] = {"unit": self.unit(), "over": self.over(), "first_ms": compile_ms, "load_ms": load_ms,
                                "over_known": over_known, "calls": len(self.runs) + (self.first is not None)}
+        if self.files:
+            out["files"] = list(self.files)
         return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in out.items()}
+
+    def load_first_priors(self, s: dict[str, Any], on_disk: Any) -> None:
+        """Its first-call costs from an earlier process's summary `s`: a load while its compiled models' files
+        are on disk (`on_disk(files)`), else a compile."""
+        compile_ms, load_ms = s.get("first_ms"), s.get("load_ms")
+        self.prior_compile_ms = float(compile_ms) if isinstance(compile_ms, (int, float)) else None
+        self.prior_load_ms = float(load_ms) if isinstance(load_ms, (int, float)) else None
+        self.files = [str(f) for f in s.get("files") or []]
+        self.prior_first_ms = self.prior_compile_ms
+        if self.files and on_disk(self.files):
+            if self.prior_load_ms is not None:
+                self.prior_first_ms = self.prior_load_ms
+            elif self.prior_compile_ms is not None:
+                self.prior_first_ms = LOAD_GUESS * self.prior_compile_ms
 
 
 class OnlinePolicy:
@@ -177,6 +209,7 @@ class OnlinePolicy:
         self.prior_new_share = 0.0  # ... the share of its calls on new signatures, and their median size
         self.prior_size = 0.0
         self._pending: tuple[str, float] | None = None
+        self.persistent = False  # the devices' compiled models persist (a model cache): compiles are paid once
         self._fast: tuple[Hashable, str, int] | None = None  # (signature, choice, calls it may still decide)  # (explored candidate, the estimate it displaced)
 
     # -- the choice ---------------------------------------------------------------------------------
@@ -275,33 +308,41 @@ class OnlinePolicy:
 
     def _explore(self, sig: Hashable, size: float, est: dict[str, float], best: str) -> str | None:
         now = EXPLORE_SHARE * (self.elapsed_ms + est[best])
-        carried = min(max(EXPLORE_SHARE * self.past_elapsed_ms - self.past_explore_ms, 0.0), now)
-        budget = now + carried - self.explore_ms
+        left = max(EXPLORE_SHARE * self.past_elapsed_ms - self.past_explore_ms, 0.0)
+        budget = now + min(left, now) - self.explore_ms
+        # a first call whose compile persists (a model cache) is paid once for every later run: it may spend all
+        # that earlier runs of the model left of their share
+        lasting = now + left - self.explore_ms if self.persistent else budget
         changing = len(self.stream_sigs) > 1
-        tries: list[tuple[float, str]] = []
+        tries: list[tuple[float, str, float]] = []  # (extra cost, candidate, the budget it may use)
         for c in self.usable():
             if c.name == best:
                 continue
             if not c.built:
                 if c.known():
                     continue  # known from an earlier process: bought (above), not explored
-                guess = max(FIRST_GUESS * self.mean_call_ms(), self.first_ms_seen.get(c.name, FIRST_GUESS_MS))
-                tries.append((guess - est[best], c.name))
+                if c.prior_first_ms is not None:  # this model's own first call, measured before
+                    guess = c.prior_first_ms
+                else:
+                    guess = max(FIRST_GUESS * self.mean_call_ms(), self.first_ms_seen.get(c.name, FIRST_GUESS_MS))
+                tries.append((guess - est[best], c.name, lasting))
             elif c.name in est:
                 extra = est[c.name] - est[best]
                 could_win = (c.estimate(size, False) or 0.0) * MARGIN < est[self.host]
-                learn_over = sig not in c.sigs and changing and not (c.new and c.seen) and could_win
+                learn_over = sig not in c.sigs and changing and not (c.new and c.seen or c.prior_over is not None) \
+                    and could_win
                 stale = self.calls - c.last_call >= c.refresh and extra <= REFRESH_EXTRA * est[best]
                 if learn_over or stale:
-                    tries.append((extra, c.name))
-        tries = [(max(extra, 0.0), n) for extra, n in tries if max(extra, 0.0) <= budget]  # the cheapest first
-        return min(tries)[1] if tries else None
+                    tries.append((extra, c.name, budget))
+        fits = [(max(extra, 0.0), n) for extra, n, limit in tries if max(extra, 0.0) <= limit]  # the cheapest first
+        return min(fits)[1] if fits else None
 
     # -- what happened -------------------------------------------------------------------------------
     def record(self, name: str, sig: Hashable, size: float, ms: float, *, extra_ms: float = 0.0,
-               build_ms: float = 0.0) -> None:
+               build_ms: float = 0.0, loaded: bool = False) -> None:
         """Candidate `name` ran a call (`sig`, `size` elements) in `ms` (of which `build_ms` building it);
-        `extra_ms`: checking it against the host cost that much more (exploration)."""
+        `extra_ms`: checking it against the host cost that much more (exploration); `loaded`: on its first call,
+        its compiled models were loaded from the model cache (the cost of a load, not of a compile)."""
         size = max(float(size), MIN_SIZE)
         c, h = self.cands[name], self.cands[self.host]
         waiting = [o for o in self.usable() if not o.built and o.known()]
@@ -318,8 +359,8 @@ class OnlinePolicy:
         self.stream_sigs.add(sig)
         self.new_calls += stream_new
         if not c.sigs:  # its first call in this process (a device: built for it)
-            c.first, c.build_ms = (ms, size), build_ms
-            if name != self.host:
+            c.first, c.build_ms, c.loaded = (ms, size), build_ms, loaded
+            if name != self.host and not loaded:  # a compile: the guess for this device on another model
                 self.first_ms_seen[name] = ms
         elif sig in c.sigs:
             c.seen.append((ms, size))
@@ -390,20 +431,19 @@ class OnlinePolicy:
                 "size": self.usual_size(),
                 "best": self.best_now()}
 
-    def load_priors(self, data: dict[str, Any]) -> None:
-        """Seed the candidates with what an earlier process measured (`to_json`)."""
+    def load_priors(self, data: dict[str, Any], on_disk: Any = lambda files: False) -> None:
+        """Seed the candidates with what an earlier process measured (`to_json`); `on_disk(files)`: whether those
+        model-cache files are all there (a first call then loads them)."""
         for name, s in (data.get("candidates") or {}).items():
             c = self.cands.get(name)
             if c is None or not isinstance(s, dict) or not isinstance(s.get("unit"), (int, float)):
                 continue
-            if name != self.host and not s.get("over_known"):
-                continue  # its cost of a new shape was never measured: it is explored again, not bought
+            if name != self.host:
+                c.load_first_priors(s, on_disk)
+                if not s.get("over_known"):
+                    continue  # its cost of a new shape was never measured: it is explored again, not bought
             c.prior_unit = float(s["unit"])
             c.prior_over = float(s.get("over") or 0.0)
-            first = s.get("first_ms")
-            c.prior_first_ms = float(first) if isinstance(first, (int, float)) else None
-            if name == self.host:
-                c.prior_first_ms = None
         self.past_elapsed_ms = _number(data.get("elapsed_ms"))
         self.past_explore_ms = _number(data.get("explore_ms"))
         calls = data.get("calls")

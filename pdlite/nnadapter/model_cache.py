@@ -94,3 +94,12 @@ def forget(path: str | None) -> None:
     if path:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def cache_state(program: Any) -> tuple[list[str], bool]:
+    """(the model-cache files of a runtime program's device subgraphs, whether every model they built so far was
+    loaded from there): what `auto` remembers to price a later process's first call as a load, not a compile."""
+    kernels = [i.kernel for i in program.instructions if hasattr(i.kernel, "cache_hits")]
+    files = [k._cache_file for k in kernels if getattr(k, "_cache_file", None)]
+    built = [k for k in kernels if k.builds]
+    return files, bool(built) and all(k.cache_hits >= k.builds for k in built)

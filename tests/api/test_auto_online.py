@@ -7,12 +7,13 @@ import gc
 import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pdlite.api import auto
-from pdlite.api.auto_policy import EXPLORE_SHARE, MARGIN, OnlinePolicy
+from pdlite.api.auto_policy import EXPLORE_SHARE, LOAD_GUESS, MARGIN, OnlinePolicy
 from pdlite.core.types import Place, PrecisionType, TargetType
 from pdlite.lite import CxxConfig, create_paddle_predictor
 from tests.conftest import REPO
@@ -43,14 +44,16 @@ def slower(size, new, first):
     return 0.30 * size + (300.0 if first else 0.0)
 
 
-def simulate(costs, stream, *, per_shape_declared=False, priors=None):
+def simulate(costs, stream, *, per_shape_declared=False, priors=None, on_disk=False, persistent=False):
     """Run `stream` (signatures = sizes) through the policy the way AutoRunner does: a device's first call is
-    checked against the host (the host runs it too) and repeated once. Returns (total ms, trace, policy)."""
+    checked against the host (the host runs it too) and repeated once. Returns (total ms, trace, policy).
+    `on_disk`: the priors' compiled-model files are there; `persistent`: compiled models persist (a model cache)."""
     pol = OnlinePolicy(list(costs))
+    pol.persistent = persistent
     for n in costs:
         pol.cands[n].per_shape = n != "host" and per_shape_declared
     if priors is not None:
-        pol.load_priors(json.loads(json.dumps(priors)))
+        pol.load_priors(json.loads(json.dumps(priors)), lambda files: on_disk)
     seen = {n: set() for n in costs}
     total, trace = 0.0, []
     for sig in stream:
@@ -169,6 +172,74 @@ def test_priors_are_taken_at_todays_speed():
     assert pol.pick(1, 100.0) == "dev"
 
 
+# -- first calls: a compile, or a load of what an earlier process compiled (a model cache) ------------------------
+def loads(size, new, first):  # 0.67x the host's calls; its first call loads its compiled model (150 ms)
+    return 0.18 * size + (150.0 if first else (5.0 if new else 0.0))
+
+
+def _known_priors(calls=10, **dev):
+    return {"candidates": {"host": {"unit": 0.27, "over": 5.0, "over_known": True},
+                           "dev": {"unit": 0.18, "over": 0.0, "over_known": True, **dev}},
+            "calls": calls, "new_share": 1.0, "size": 300.0, "elapsed_ms": 900.0}
+
+
+def test_a_compiled_model_on_disk_is_bought_at_the_cost_of_a_load():
+    """An earlier process measured the device (2 s to compile, 150 ms to load, 0.67x the host's calls) and its
+    compiled model is in the model cache: a 10-call stream (86 ms a call on the host) repays a load but not a
+    compile. With the files there it runs on the device from its first call, within 1.1x of the device alone;
+    with the files gone it stays on the host (the compile would cost more than the stream)."""
+    stream = [300 + i for i in range(10)]
+    priors = _known_priors(first_ms=2000.0, load_ms=150.0, files=["/cache/x.dev"])
+    total, trace, pol = simulate({"host": host_cost, "dev": loads}, stream, priors=priors, on_disk=True)
+    assert pol.cands["dev"].prior_first_ms == 150.0
+    assert trace == ["dev"] * len(stream), trace
+    assert total <= 1.1 * alone(loads, stream), (total, alone(loads, stream))
+    assert total < alone(host_cost, stream)
+    _, trace, pol = simulate({"host": host_cost, "dev": loads}, stream, priors=priors, on_disk=False)
+    assert pol.cands["dev"].prior_first_ms == 2000.0 and trace == ["host"] * len(stream), trace
+
+
+def test_a_load_not_measured_yet_is_guessed_as_a_share_of_the_compile():
+    pol = OnlinePolicy(["host", "dev"])
+    pol.load_priors(_known_priors(first_ms=400.0, files=["/cache/x.dev"]), lambda files: files == ["/cache/x.dev"])
+    assert pol.cands["dev"].prior_first_ms == pytest.approx(LOAD_GUESS * 400.0)
+    pol = OnlinePolicy(["host", "dev"])
+    pol.load_priors(_known_priors(first_ms=400.0), lambda files: True)  # no files named: nothing to load
+    assert pol.cands["dev"].prior_first_ms == 400.0
+
+
+def test_what_a_first_call_cost_is_kept_apart_for_a_compile_and_a_load():
+    """A process whose device loaded its compiled model records the load and keeps the earlier compile's cost (and
+    a load does not lower the guess of what compiling this device costs on other models)."""
+    pol = OnlinePolicy(["host", "dev"])
+    pol.load_priors(_known_priors(first_ms=900.0, files=["/cache/x.dev"]), lambda files: True)
+    pol.record("host", 1, 300.0, 86.0)
+    pol.record("dev", 2, 300.0, 120.0, loaded=True)
+    dev = pol.to_json()["candidates"]["dev"]
+    assert (dev["first_ms"], dev["load_ms"], dev["files"]) == (900.0, 120.0, ["/cache/x.dev"])
+    assert "dev" not in pol.first_ms_seen
+    pol = OnlinePolicy(["host", "dev"])
+    pol.record("host", 1, 300.0, 86.0)
+    pol.record("dev", 2, 300.0, 700.0)
+    dev = pol.to_json()["candidates"]["dev"]
+    assert (dev["first_ms"], dev["load_ms"]) == (700.0, None) and pol.first_ms_seen["dev"] == 700.0
+
+
+def test_a_compile_that_persists_spends_what_earlier_runs_left_of_their_share():
+    """Earlier runs of the model took 20 s and explored nothing: 2 s of their share is left. A device never tried
+    (its first call guessed at 500 ms) is over what this 12-call run may spend on its own (~0.1 s), so without a
+    model cache it stays untried; with one (its compile then serves every later run) it is tried here, and the
+    run's exploration stays within its share of the model's whole history."""
+    stream = [300 + i for i in range(12)]
+    past = {"candidates": {"host": {"unit": 0.27, "over": 5.0, "over_known": True}}, "calls": 12,
+            "elapsed_ms": 20000.0, "explore_ms": 0.0}
+    _, trace, _ = simulate({"host": host_cost, "dev": dynamic}, stream, priors=past)
+    assert trace == ["host"] * len(stream), trace
+    _, trace, pol = simulate({"host": host_cost, "dev": dynamic}, stream, priors=past, persistent=True)
+    assert "dev" in trace, trace
+    assert pol.explore_ms <= EXPLORE_SHARE * (20000.0 + pol.elapsed_ms)
+
+
 # -- through the predictor, with a real device (outputs real, costs scripted) ------------------------------------
 needs_ort = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None,
                                reason="a real device to check against: needs pip install pdlite[onnx]")
@@ -248,6 +319,41 @@ def test_a_device_whose_outputs_differ_is_refused_and_the_host_answers(monkeypat
     np.testing.assert_array_equal(got[0], ref[0])
     assert "differs from the host" in pred.auto_choice.refused["onnxruntime"]
     assert pred.auto_choice.device == "host"
+
+
+@needs_ort
+def test_a_later_process_loads_the_compiled_model_and_knows_it(tmp_path):
+    """With a model cache, the first process compiles the device's model and its cache entry names the file; the
+    next prices the device's first call as a load (LOAD_GUESS of the compile), and its first call does load
+    (model_cache.cache_state), which it records apart from the compile."""
+    def run_stream(pred):
+        _script(pred, {"host": lambda s, n, f: host_cost(s * 3, n, f),
+                       "onnxruntime": lambda s, n, f: dynamic(s * 3, n, f)})
+        for _ in range(6):
+            for n in (5, 9, 13, 17, 21, 25, 29, 33):
+                pred.predict(_ernie_feeds(n))
+
+    cfg = _cfg()
+    cfg.set_nnadapter_model_cache_dir(str(tmp_path / "models"))
+    pred = create_paddle_predictor(cfg)
+    assert pred._auto.policy.persistent
+    run_stream(pred)
+    assert pred.auto_choice.device == "onnxruntime", pred.auto_choice.describe()
+    key = pred._auto._changing_key
+    del pred
+    gc.collect()
+    entry = auto.load_choice(cfg, key)["candidates"]["onnxruntime"]
+    assert entry["files"] and all(Path(f).is_file() and Path(f).parent == tmp_path / "models" for f in entry["files"])
+    assert entry["load_ms"] is None and entry["first_ms"] > 0
+    again = create_paddle_predictor(cfg)
+    dev = again._auto.policy.cands["onnxruntime"]
+    assert dev.prior_first_ms == pytest.approx(LOAD_GUESS * entry["first_ms"])
+    run_stream(again)
+    assert dev.loaded and again.auto_choice.device == "onnxruntime"
+    del again
+    gc.collect()
+    later = auto.load_choice(cfg, key)["candidates"]["onnxruntime"]
+    assert later["first_ms"] == entry["first_ms"] and later["load_ms"] is not None
 
 
 def test_paddlelite_style_valid_places_with_auto():
