@@ -1,16 +1,26 @@
-"""OCR end to end: pdlite (host, each NNAdapter device, auto) vs RapidOCR on ONNX Runtime and on Paddle Inference.
+"""OCR end to end: pdlite (host, each NNAdapter device, auto) vs RapidOCR on ONNX Runtime, OpenVINO and Paddle Inference.
 
 Usage: python benchmarks/ocr_bench.py [--images examples/images] [--threads 1] [--rounds 5]
-       [--contenders pdlite-host,pdlite-intel_openvino,...]
-Needs: pip install ".[ocr,onnx,openvino]" rapidocr_onnxruntime==1.4.4 rapidocr_paddle==1.4.5 paddlepaddle
+       [--contenders pdlite-host,pdlite-intel_openvino,...] [--python CONTENDER=PYTHON] [--warm-runs 1]
+Needs: pip install ".[ocr,onnx,openvino]" rapidocr_onnxruntime==1.4.4 rapidocr_paddle==1.4.5 paddlepaddle;
+rapidocr_openvino 1.4.4 needs openvino < 2024.1, so it runs under another interpreter: make a venv
+(python3 -m venv /work/venv_rapidov && /work/venv_rapidov/bin/pip install rapidocr_openvino==1.4.4
+"openvino<2024.1") and pass --python rapidocr_openvino=/work/venv_rapidov/bin/python (a contender's worker
+runs under that interpreter; it needs only numpy, cv2 and the RapidOCR package there).
 
 Every contender runs the same trained models (PP-OCRv4 mobile det/rec, mobile v2 cls) with PaddleOCR's
 predict_system processing (RapidOCR is set to PaddleOCR's parameters by tools/make_ocr_reference.py's
-`rapidocr_as_paddleocr`), at the same thread count, each in its own worker process. After one warm-up pass
-per contender (first-run compilation, per-shape device builds), the timed passes over the whole image set are
-interleaved (A B C ... A B C ...) and the median pass gives images/s.
+`rapidocr_as_paddleocr`), at the same thread count, each in its own worker process (a subprocess speaking JSON
+lines, so a contender may run under another interpreter). After one warm-up pass per contender (first-run
+compilation, per-shape device builds), the timed passes over the whole image set are interleaved (A B C ...
+A B C ...) and the median pass gives images/s.
 
-Accuracy (from the warm-up pass) against examples/images/ground_truth.json: a predicted line belongs to the
+pdlite contenders run as `pdlite ocr` does: with the compiled-model cache on (model_cache.default_model_cache),
+each in a fresh cache folder of its own (XDG_CACHE_HOME). pdlite-auto (and pdlite-default: `pdlite ocr`'s default
+device, auto when a device package is installed) first sees --warm-runs unmeasured `pdlite ocr IMAGES` processes
+in its folder (what a user's next run knows: auto's choices and the compiled models those runs built); 0: cold.
+
+Accuracy (from the warm-up pass) against ground_truth.json in the images folder: a predicted line belongs to the
 ground-truth line whose box contains its centre (several are joined left to right); "line acc" = exact text,
 "no-space" ignores spaces (PP-OCRv4's Chinese recogniser often omits spaces between English words); CER = edit
 distance / ground-truth characters, unmatched predictions counted as insertions. "= paddle" is the share of
@@ -20,25 +30,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONTENDERS = ["pdlite-host", "pdlite-intel_openvino", "pdlite-onnxruntime", "pdlite-auto",
-              "rapidocr_onnxruntime", "rapidocr_paddle"]
+              "rapidocr_onnxruntime", "rapidocr_openvino", "rapidocr_paddle"]
+AUTO = ("pdlite-auto", "pdlite-default")
 
 
 def make_engine(name: str, threads: int) -> Any:
     """A callable image(BGR array) -> [(box, text, score)]."""
     if name.startswith("pdlite-"):
         from pdlite.apps.ocr import OCR
+        from pdlite.tools.common import default_device
 
-        ocr = OCR(device=name[len("pdlite-"):], threads=threads)
+        device, _, precision = name[len("pdlite-"):].partition("+")  # pdlite-intel_openvino+bf16: OpenVINO in bf16
+        context = {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": precision} if precision else None
+        ocr = OCR(device=default_device() if device == "default" else device, threads=threads, context=context)
         return lambda img: [(ln.box, ln.text, ln.score) for ln in ocr(img)]
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     from make_ocr_reference import rapidocr_as_paddleocr
@@ -51,24 +67,69 @@ def make_engine(name: str, threads: int) -> Any:
     return run
 
 
-def worker(name: str, threads: int, paths: list[str], conn: Any) -> None:
-    import cv2
+def worker(name: str, threads: int, paths: list[str]) -> None:
+    """The worker process: JSON lines on stdout answer commands on stdin ("results", "time", "stop")."""
+    out, sys.stdout = sys.stdout, sys.stderr  # engines that print go to stderr, the protocol alone to stdout
+
+    def send(*msg: Any) -> None:
+        out.write(json.dumps(msg, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)) + "\n")
+        out.flush()
 
     try:
+        import cv2
+
+        if name.startswith("pdlite-"):
+            from pdlite.nnadapter.model_cache import default_model_cache
+
+            default_model_cache().__enter__()  # as `pdlite ocr` runs: compiled models cached
         engine = make_engine(name, threads)
         images = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths]
-        conn.send(("ready", None))
+        send("ready", None)
     except Exception as e:  # report, so the table says why a contender is missing
-        conn.send(("error", f"{type(e).__name__}: {e}"))
+        send("error", f"{type(e).__name__}: {e}")
         return
-    while True:
-        cmd = conn.recv()
+    for cmd in sys.stdin:
+        cmd = cmd.strip()
         if cmd == "stop":
             return
         t0 = time.perf_counter()
         results = [engine(img) for img in images]
         elapsed = time.perf_counter() - t0
-        conn.send(("done", (elapsed, results if cmd == "results" else None)))
+        send("done", [elapsed, results if cmd == "results" else None])
+
+
+class Worker:
+    """A contender's worker process (`python ocr_bench.py --worker NAME`), under `python`, in `env`."""
+
+    def __init__(self, name: str, python: str, threads: int, paths_file: str, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", name, "--threads", str(threads),
+                                      "--paths-file", paths_file], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, env=env)
+
+    def recv(self) -> tuple[str, Any]:
+        line = self.proc.stdout.readline()
+        if not line:
+            return "error", f"worker exited ({self.proc.wait()})"
+        status, info = json.loads(line)
+        return status, info
+
+    def ask(self, cmd: str) -> Any:
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self.recv()[1]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+        self.proc.wait()
+
+
+def warm_up_auto(paths: list[str], threads: int, runs: int, env: dict[str, str]) -> None:
+    """`runs` unmeasured `pdlite ocr IMAGES --device auto` processes in the contender's cache folder."""
+    for _ in range(runs):
+        subprocess.run([sys.executable, "-m", "pdlite", "ocr", *paths, "--device", "auto", "--threads", str(threads),
+                        "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -131,45 +192,65 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--python", action="append", default=[], metavar="CONTENDER=PYTHON",
+                    help="run CONTENDER's worker under PYTHON (e.g. a venv with rapidocr_openvino); repeatable")
+    ap.add_argument("--warm-runs", type=int, default=1,
+                    help="unmeasured `pdlite ocr` auto processes before pdlite-auto's (default 1; 0: cold)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--paths-file", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        with open(args.paths_file, encoding="utf-8") as f:
+            worker(args.worker, args.threads, json.load(f))
+        return
     with open(os.path.join(args.images, "ground_truth.json"), encoding="utf-8") as f:
         truth_map = json.load(f)
     names = list(truth_map)
     paths = [os.path.join(args.images, n) for n in names]
     truth = [truth_map[n] for n in names]
 
-    ctx = mp.get_context("spawn")
-    workers: dict[str, tuple[Any, Any]] = {}
+    tmp = tempfile.mkdtemp(prefix="pdlite_ocr_bench_")
+    paths_file = os.path.join(tmp, "paths.json")
+    with open(paths_file, "w", encoding="utf-8") as f:
+        json.dump(paths, f)
+    pythons = dict(item.split("=", 1) for item in args.python)
+    workers: dict[str, Worker] = {}
     missing: dict[str, str] = {}
-    for name in args.contenders.split(","):
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker, args=(name, args.threads, paths, child), daemon=True)
-        proc.start()
-        status, info = parent.recv()
-        if status == "ready":
-            workers[name] = (proc, parent)
-        else:
-            missing[name] = info
-            proc.join()
+    try:
+        for name in args.contenders.split(","):
+            env = dict(os.environ)
+            python = pythons.get(name, sys.executable)
+            if name.startswith("pdlite-"):  # a cache folder of its own (compiled models, auto's choices)
+                env["XDG_CACHE_HOME"] = tempfile.mkdtemp(dir=tmp)
+                env.pop("PDLITE_NNADAPTER_MODEL_CACHE_DIR", None)
+                if name in AUTO:
+                    warm_up_auto(paths, args.threads, args.warm_runs, env)
+            w = Worker(name, python, args.threads, paths_file, env)
+            status, info = w.recv()
+            if status == "ready":
+                workers[name] = w
+            else:
+                missing[name] = info
+                w.stop()
 
-    results: dict[str, list] = {}
-    warm: dict[str, float] = {}
-    for name, (_, conn) in workers.items():
-        conn.send("results")
-        _, (warm[name], results[name]) = conn.recv()
-    times: dict[str, list[float]] = {name: [] for name in workers}
-    for _ in range(args.rounds):
-        for name, (_, conn) in workers.items():
-            conn.send("time")
-            times[name].append(conn.recv()[1][0])
-    for proc, conn in workers.values():
-        conn.send("stop")
-        proc.join()
+        results: dict[str, list] = {}
+        warm: dict[str, float] = {}
+        for name, w in workers.items():
+            warm[name], results[name] = w.ask("results")
+        times: dict[str, list[float]] = {name: [] for name in workers}
+        for _ in range(args.rounds):
+            for name, w in workers.items():
+                times[name].append(w.ask("time")[0])
+    finally:
+        for w in workers.values():
+            w.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     ref = results.get("rapidocr_paddle")
     n_img = len(paths)
     print(f"{n_img} images, {sum(len(t) for t in truth)} ground-truth lines; {args.threads} thread(s); "
-          f"{args.rounds} interleaved rounds; CPU: {cpu_name()} ({os.cpu_count()} cores)")
+          f"{args.rounds} interleaved rounds; auto after {args.warm_runs} earlier run(s); "
+          f"CPU: {cpu_name()} ({os.cpu_count()} cores)")
     print("| contender | images/s (median) | ms/image | line acc | line acc no-space | CER | CER no-space "
           "| = paddle |")
     print("|---|---|---|---|---|---|---|---|")

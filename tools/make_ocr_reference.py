@@ -47,10 +47,12 @@ def order_points_clockwise(pts: np.ndarray) -> np.ndarray:
 
 
 def rapidocr_as_paddleocr(package: str = "rapidocr_paddle", threads: int = 1) -> Any:
-    """A RapidOCR engine (rapidocr_paddle or rapidocr_onnxruntime) set to PaddleOCR predict_system's processing."""
+    """A RapidOCR engine (rapidocr_paddle, rapidocr_onnxruntime or rapidocr_openvino) set to PaddleOCR
+    predict_system's processing."""
     mod = importlib.import_module(package)
     det_utils = importlib.import_module(f"{package}.ch_ppocr_det.utils")
     thread_kw = ({"cpu_math_library_num_threads": threads} if package == "rapidocr_paddle"
+                 else {"inference_num_threads": threads} if package == "rapidocr_openvino"
                  else {"intra_op_num_threads": threads, "inter_op_num_threads": 1})
     eng = mod.RapidOCR(min_height=0, width_height_ratio=-1, max_side_len=10 ** 9, min_side_len=0, text_score=0.5,
                        **thread_kw)

@@ -91,6 +91,7 @@ class Candidate:
     files: list = field(default_factory=list)  # the model cache's files of its compiled models
     prior_compile_ms: float | None = None  # an earlier process's first call that compiled ...
     prior_load_ms: float | None = None  # ... and one that loaded
+    prior: dict | None = None  # what an earlier process cached about it (kept as it was while it runs nothing here)
 
     def _memo(self, what: str, fn: Any) -> Any:
         """fn() cached until the samples or priors change (a call's pick reads them several times)."""
@@ -162,8 +163,10 @@ class Candidate:
         first = self.first[0] if self.first is not None else None
         compile_ms = self.prior_compile_ms if self.loaded or first is None else first
         load_ms = first if self.loaded else self.prior_load_ms
-        out: dict[str, Any] = {"unit": self.unit(), "over": self.over(), "first_ms": compile_ms, "load_ms": load_ms,
+        out: dict[str, Any] = {"unit": self.unit(), "over": self.over(), "first_ms": compile_ms,
                                "over_known": over_known, "calls": len(self.runs) + (self.first is not None)}
+        if load_ms is not None:
+            out["load_ms"] = load_ms
         if self.files:
             out["files"] = list(self.files)
         return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in out.items()}
@@ -171,6 +174,7 @@ class Candidate:
     def load_first_priors(self, s: dict[str, Any], on_disk: Any) -> None:
         """Its first-call costs from an earlier process's summary `s`: a load while its compiled models' files
         are on disk (`on_disk(files)`), else a compile."""
+        self.prior = dict(s)
         compile_ms, load_ms = s.get("first_ms"), s.get("load_ms")
         self.prior_compile_ms = float(compile_ms) if isinstance(compile_ms, (int, float)) else None
         self.prior_load_ms = float(load_ms) if isinstance(load_ms, (int, float)) else None
@@ -423,7 +427,9 @@ class OnlinePolicy:
             else self.host
 
     def to_json(self) -> dict[str, Any]:
-        return {"candidates": {n: c.summary() for n, c in self.cands.items() if c.refused is None and c.known()},
+        known = {n: c.summary() if c.known() else c.prior for n, c in self.cands.items()
+                 if c.refused is None and (c.known() or c.prior)}  # a device not run here: what was known
+        return {"candidates": known,
                 "refused": {n: c.refused for n, c in self.cands.items() if c.refused is not None},
                 "calls": self.calls, "new_share": round(self.new_calls / max(self.calls, 1), 4),
                 "elapsed_ms": round(self.past_elapsed_ms + self.elapsed_ms, 3),
