@@ -157,10 +157,11 @@ def infer_op(op: OpDesc, info: TensorInfo, vars_: dict[str, VarDesc], fold: bool
                     info.dtypes[n] = numpy_dtype(v.dtype)
                 except PdliteError:
                     pass
-    if op.type == "shape" and info.static(op.input("Input") or ""):
+    if op.type in ("shape", "shape64") and info.static(op.input("Input") or ""):
         out = op.output("Out")
         if out:
-            info.set_value(out, np.asarray(info.shapes[op.input("Input")], dtype=np.int32))
+            dtype = np.int64 if op.type == "shape64" else np.int32
+            info.set_value(out, np.asarray(info.shapes[op.input("Input")], dtype=dtype))
         return
     if fold and shapes is not None:
         _fold(op, info)

@@ -8,7 +8,9 @@ one input is baked into the graph), builds it with the driver (through the on-di
 model: ONNX Runtime one session, OpenVINO one compiled model with dynamic dims. A signature that does not
 fit (a dim the model fixed now differs) widens the model: it is converted and built again with that dim
 symbolic too, and replaces the first. Each signature seen is kept in a table, so a run is one dict lookup
-and `driver.run` with the input arrays as they are (no conversion, no copies).
+and `driver.run` with the input arrays as they are (no conversion, no copies). A new signature the dynamic
+model fits costs pdlite one more lookup: the direct runner serves it too, once the checked path has seen
+that its open dims may change (see `direct_runner`); what remains is the runtime's own per-shape work.
 
 A device whose runtime runs static models faster (`Driver.promote_hot_shapes`: OpenVINO) also gives a
 signature that earned it a model compiled for its own shape: 3 runs in a row, or as much run time on the
@@ -101,6 +103,8 @@ class SubgraphKernel(Kernel):
         self._entries: dict[tuple, _Compiled | _Fallback] = {}  # every signature served -> its model / host
         self._per_shape: OrderedDict[tuple, None] = OrderedDict()  # the signatures of per-shape entries (LRU)
         self._dynamic: _Compiled | None = None
+        # the signatures the general path ran (their feeds checked there), as one pattern: -1 where they differed
+        self._checked: tuple | None = None
         self._no_widen = False  # a wider dynamic model failed: shapes the current one does not fit go per shape
         self._cache_file: str | None = None  # the model cache's file of the model built last
         self._loaded = False  # whether that model was loaded from there (not compiled)
@@ -155,6 +159,7 @@ class SubgraphKernel(Kernel):
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
+                self._checked = _widen(self._checked, key)
                 return {"Outputs": self._new_signature(key, vals, data)}
             if entry is not _FALLBACK:
                 if entry.patterns is None:
@@ -172,8 +177,11 @@ class SubgraphKernel(Kernel):
         None, having done nothing, when a feed is unset or the feeds' signature was not served yet or
         falls back to the host: the caller then takes the general path (which checks the feeds, builds, checks
         the first run, runs host kernels with the config's threads). So a signature it runs went through that
-        path's checks first. None instead of a runner when the program does not have that form (every feed a
-        data input of this subgraph, every fetch one of its outputs)."""
+        path's checks first, or is one the checks would pass: a new signature that the dynamic model fits and
+        that differs from the checked ones only in dims where they differed among themselves (the feeds' checks
+        allow any size there: their fixed dims must equal the model's) runs on the dynamic model here, as the
+        general path would run it (no model built, no host run). None instead of a runner when the program does
+        not have that form (every feed a data input of this subgraph, every fetch one of its outputs)."""
         if set(self.data_names) != set(feed_names) or set(fetch_names) - set(self.out_names):
             return None
         names = list(self.data_names)
@@ -190,7 +198,16 @@ class SubgraphKernel(Kernel):
                 return None
             with lock:
                 entry = entries.get(key)
-                if entry is None or entry is _FALLBACK:
+                if entry is None:  # a new signature: on the dynamic model when the checks would pass it
+                    dyn = self._dynamic
+                    if dyn is None or self.shape_mode != "dynamic" or not _fits_key(self._checked, key) \
+                            or not _fits_key(dyn.patterns, key):
+                        return None
+                    outs = self._serve_dynamic(key, dyn, data)
+                    if outs is None:  # the general path decides (a model for that shape)
+                        return None
+                    return outs if whole else [outs[i] for i in pick]
+                if entry is _FALLBACK:
                     return None
                 if entry.patterns is None:
                     self._per_shape.move_to_end(key)
@@ -237,24 +254,31 @@ class SubgraphKernel(Kernel):
         if self.shape_mode == "dynamic":
             dyn = self._dynamic
             if dyn is not None and _fits(dyn.patterns, data):
-                try:
-                    outs = self._driver.run(dyn.model, [np.asarray(a, order="C") for a in data])
-                    if len(outs) != len(self.out_names):
-                        raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
-                except Exception as e:  # this shape alone gets a model of its own
-                    log.debug("NNAdapter %s: subgraph %s's dynamic model failed on %s (%s: %s); a model for "
-                              "that shape", self.device, self._label(), _sig(key), type(e).__name__, e)
-                else:
-                    if len(self._entries) >= MAX_SERVED:
-                        for k in [k for k, e in self._entries.items() if e is dyn]:
-                            del self._entries[k]
-                    self._entries[key] = dyn
+                outs = self._serve_dynamic(key, dyn, data)
+                if outs is not None:
                     return outs
             elif dyn is None or not self._no_widen:
                 outs = self._build_dynamic(key, vals, data)
                 if outs is not None:
                     return outs
         return self._build_per_shape(key, vals, data)
+
+    def _serve_dynamic(self, key: tuple, dyn: _Compiled, data: list[Any]) -> list[Any] | None:
+        """Run a new signature that the dynamic model fits on it and remember that it serves the signature; None
+        when the device fails on it (that shape alone then gets a model of its own)."""
+        try:
+            outs = self._driver.run(dyn.model, [np.asarray(a, order="C") for a in data])
+            if len(outs) != len(self.out_names):
+                raise PdliteError(f"the device returned {len(outs)} outputs, expected {len(self.out_names)}")
+        except Exception as e:
+            log.debug("NNAdapter %s: subgraph %s's dynamic model failed on %s (%s: %s); a model for that shape",
+                      self.device, self._label(), _sig(key), type(e).__name__, e)
+            return None
+        if len(self._entries) >= MAX_SERVED:
+            for k in [k for k, e in self._entries.items() if e is dyn]:
+                del self._entries[k]
+        self._entries[key] = dyn
+        return outs
 
     # -- hot signatures get static models (drivers that run those faster) ------------------------
     def _earned(self, key: tuple) -> bool:
@@ -533,6 +557,16 @@ def _fits_key(patterns: tuple | None, key: tuple) -> bool:
 
     return patterns is not None and len(patterns) == len(key) and all(
         dt == kd and matches(p, tuple(ks)) for (p, dt), (ks, kd) in zip(patterns, key))
+
+
+def _widen(pattern: tuple | None, key: tuple) -> tuple | None:
+    """A signatures' pattern ((shape with -1, dtype) per data input) widened by signature `key`: -1 where the
+    shapes differ. One of another arity, rank or dtype leaves it as it was."""
+    if pattern is None:
+        return tuple((tuple(int(d) for d in s), dt) for s, dt in key)
+    if len(pattern) != len(key) or any(dt != kd or len(p) != len(ks) for (p, dt), (ks, kd) in zip(pattern, key)):
+        return pattern
+    return tuple((tuple(p if p == d else -1 for p, d in zip(pat, ks)), dt) for (pat, dt), (ks, _) in zip(pattern, key))
 
 
 def _sig(key: tuple) -> str:

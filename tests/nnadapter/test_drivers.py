@@ -164,3 +164,53 @@ def test_onnxruntime_pool_threads_stop_spinning_when_a_run_ends() -> None:
     assert _version("1.26.0.dev20260401") == (1, 26) and _version("1.9") == (1, 9)
     with pytest.raises(ConfigError, match="ONNXRUNTIME_SPINNING"):
         driver.session_options({"ONNXRUNTIME_SPINNING": "sometimes"})
+
+
+def _attention_model(length: int | str) -> bytes:
+    """softmax(q k^T) v over 4 heads of 16, q = k = v = x reshaped: the block OpenVINO's CPU plugin fuses into one
+    snippet (a "Subgraph" node of its runtime model)."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Reshape", ["x", "s4"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["q"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["r"], ["k"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "q"], ["v"]),
+             helper.make_node("Transpose", ["v"], ["y"], perm=[0, 2, 1, 3])]
+    g = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, length, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [helper.make_tensor("s4", TensorProto.INT64, [4], [1, -1, 4, 16])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_openvino_snippets_only_in_models_for_one_shape(tmp_path) -> None:
+    """INTEL_OPENVINO_SNIPPETS: by default (`static`) a model with dynamic dims is compiled without OpenVINO's
+    snippets (it would generate each one again at every new input shape) and a model for one shape with them;
+    `all` and `none` say so for every model; the model cache keeps the mode (an exported model keeps its nodes,
+    and the mode is part of the cache key); a bad value is refused, naming the property."""
+    need("intel_openvino")
+    from pdlite.errors import ConfigError
+    from pdlite.nnadapter.drivers.intel_openvino import OpenVINODriver
+
+    drv = OpenVINODriver()
+
+    def snippets(model: bytes, mode: str | None, cache: str | None = None) -> int:
+        props = {"INTEL_OPENVINO_INFERENCE_NUM_THREADS": "1"} | ({"INTEL_OPENVINO_SNIPPETS": mode} if mode else {})
+        compiled = drv.build(model, props, cache)
+        x = np.random.default_rng(0).standard_normal((1, 12, 64)).astype(np.float32)
+        s = x.reshape(1, 12, 4, 16).transpose(0, 2, 1, 3)
+        e = np.exp(s @ s.transpose(0, 1, 3, 2) - (s @ s.transpose(0, 1, 3, 2)).max(-1, keepdims=True))
+        want = ((e / e.sum(-1, keepdims=True)) @ s).transpose(0, 2, 1, 3)
+        np.testing.assert_allclose(drv.run(compiled, [x])[0], want, rtol=1e-4, atol=1e-5)
+        ops = compiled.compiled.get_runtime_model().get_ordered_ops()
+        return sum(op.get_rt_info()["layerType"].astype(str) == "Subgraph" for op in ops)
+
+    dynamic, static = _attention_model("L"), _attention_model(12)
+    assert snippets(static, None) > 0, "the control: OpenVINO fuses the block into a snippet"
+    assert snippets(dynamic, None) == 0 and snippets(dynamic, "static") == 0
+    assert snippets(dynamic, "all") > 0 and snippets(static, "none") == 0
+    cache = str(tmp_path / "entry")
+    assert snippets(dynamic, None, cache) == 0 and snippets(dynamic, None, cache) == 0  # compiled, then loaded
+    assert drv.cache_token({}) != drv.cache_token({"INTEL_OPENVINO_SNIPPETS": "all"})
+    with pytest.raises(ConfigError, match="INTEL_OPENVINO_SNIPPETS='sometimes'"):
+        drv.build(dynamic, {"INTEL_OPENVINO_SNIPPETS": "sometimes"})

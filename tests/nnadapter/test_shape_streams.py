@@ -247,3 +247,36 @@ def test_hot_signature_gets_a_static_model(promoting_device: str) -> None:
     assert k.builds == 3
     run(feeds[1])
     assert k.builds == 3 and k.shape_mode == "dynamic"
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+def test_new_shapes_run_direct_on_the_model_for_all_shapes(device: str) -> None:
+    """A one-subgraph predictor's direct runner serves a new signature on the model for all shapes once the checked
+    path has run two that differ in that dim (the feeds' checks then pass any size there), with the host's
+    outputs and no build; one that differs in a dim never seen to change (the batch), or in dtype, is left to the
+    general path. The first run of the model is checked without host kernels (its output shapes at the fed shapes
+    are inferred during conversion, arange over the run-time length included)."""
+    from pdlite.nnadapter.subgraph_kernel import direct_program
+
+    _need(device)
+    host = _predictor(ERNIE, "host")
+    pred = _predictor(ERNIE, device)
+    run = direct_program(pred.runtime_program, pred.get_input_names(), pred.get_output_names())
+    rng = np.random.default_rng(5)
+
+    def feeds(b: int, n: int, dtype=np.int64) -> dict[str, np.ndarray]:
+        return {"input_ids": rng.integers(0, 400, (b, n)).astype(dtype), "token_type_ids": np.zeros((b, n), dtype)}
+
+    pred.predict(feeds(1, 7))
+    (k,) = subgraph_kernels(pred)
+    assert k._host is None, "the first run's check ran the host kernels"
+    assert run(feeds(1, 12)) is None, "length not yet seen to change"
+    pred.predict(feeds(1, 12))
+    for n in (20, 33):
+        f = feeds(1, n)
+        got = run(f)
+        assert got is not None, f"length {n}"
+        for g, w in zip(got, host.predict(f)):
+            assert g.shape == w.shape and float(np.max(np.abs(g - w))) <= REL * float(np.max(np.abs(w)))
+    assert run(feeds(2, 20)) is None and run(feeds(1, 21, np.int32)) is None
+    assert k.builds == 1 and k._host is None
