@@ -18,7 +18,8 @@ A B C ...) and the median pass gives images/s.
 pdlite contenders run as `pdlite ocr` does: with the compiled-model cache on (model_cache.default_model_cache),
 each in a fresh cache folder of its own (XDG_CACHE_HOME). pdlite-auto (and pdlite-default: `pdlite ocr`'s default
 device, auto when a device package is installed) first sees --warm-runs unmeasured `pdlite ocr IMAGES` processes
-in its folder (what a user's next run knows: auto's choices and the compiled models those runs built); 0: cold.
+in its folder (what a user's next run knows: auto's choices and the compiled models those runs built);
+pdlite-auto-cold starts from an empty folder.
 
 Accuracy (from the warm-up pass) against ground_truth.json in the images folder: a predicted line belongs to the
 ground-truth line whose box contains its centre (several are joined left to right); "line acc" = exact text,
@@ -43,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONTENDERS = ["pdlite-host", "pdlite-intel_openvino", "pdlite-onnxruntime", "pdlite-auto",
               "rapidocr_onnxruntime", "rapidocr_openvino", "rapidocr_paddle"]
-AUTO = ("pdlite-auto", "pdlite-default")
+AUTO = ("pdlite-auto", "pdlite-default")  # after --warm-runs earlier runs; pdlite-auto-cold: none
 
 
 def make_engine(name: str, threads: int) -> Any:
@@ -52,10 +53,12 @@ def make_engine(name: str, threads: int) -> Any:
         from pdlite.apps.ocr import OCR
         from pdlite.tools.common import default_device
 
-        device, _, precision = name[len("pdlite-"):].partition("+")  # pdlite-intel_openvino+bf16: OpenVINO in bf16
+        device, _, precision = name[len("pdlite-"):].replace("-cold", "").partition("+")  # +bf16: OpenVINO bf16
         context = {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": precision} if precision else None
         ocr = OCR(device=default_device() if device == "default" else device, threads=threads, context=context)
-        return lambda img: [(ln.box, ln.text, ln.score) for ln in ocr(img)]
+        run = lambda img: [(ln.box, ln.text, ln.score) for ln in ocr(img)]  # noqa: E731
+        run.where = lambda: "; ".join(f"{k} {m.placement()}" for k, m in ocr.models().items())
+        return run
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     from make_ocr_reference import rapidocr_as_paddleocr
 
@@ -92,6 +95,9 @@ def worker(name: str, threads: int, paths: list[str]) -> None:
         cmd = cmd.strip()
         if cmd == "stop":
             return
+        if cmd == "where":  # where a pdlite contender's networks ran
+            send("where", getattr(engine, "where", lambda: "")())
+            continue
         t0 = time.perf_counter()
         results = [engine(img) for img in images]
         elapsed = time.perf_counter() - t0
@@ -241,6 +247,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, w in workers.items():
                 times[name].append(w.ask("time")[0])
+        where = {name: w.ask("where") for name, w in workers.items()}
     finally:
         for w in workers.values():
             w.stop()
@@ -263,6 +270,9 @@ def main() -> None:
               f"| {agree} |")
     for name, why in missing.items():
         print(f"| {name} | not run: {why} | | | | | | |")
+    for name, text in where.items():
+        if text:
+            print(f"{name}: {text}")
 
 
 def cpu_name() -> str:
