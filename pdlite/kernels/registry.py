@@ -35,6 +35,21 @@ class TensorType:
         )
 
 
+RECENT_SHAPES = 8  # the input-shape sets an instruction (and a conv kernel's native plans) keeps
+
+
+def remember(recent: dict, key: Any, value: Any, limit: int = RECENT_SHAPES) -> None:
+    """RECENT[KEY] = VALUE as the newest entry, dropping the oldest past LIMIT (safe when clones on other threads
+    do the same at once: at worst an entry is dropped early)."""
+    recent.pop(key, None)
+    recent[key] = value
+    while len(recent) > limit:
+        try:
+            recent.pop(next(iter(recent)), None)
+        except (RuntimeError, StopIteration):  # changed by another thread meanwhile
+            break
+
+
 # slot types device targets declare: any tensor (weights: a parameter is uploaded by the kernel), a host tensor
 # of any precision (shape tensors, sizes), any tensor on a given target
 ANY_TENSOR = TensorType(ANY_TARGET, ANY_PRECISION, ANY_LAYOUT)

@@ -8,7 +8,7 @@ import numpy as np
 from pdlite.core.dtypes import host_array
 from pdlite.core.program import OpDesc
 from pdlite.errors import InputError, KernelError, PdliteError
-from pdlite.kernels.registry import Kernel, KernelContext, KernelDef
+from pdlite.kernels.registry import Kernel, KernelContext, KernelDef, remember
 from pdlite.operators.registry import OpDef, ShapeContext
 
 
@@ -64,6 +64,10 @@ class Instruction:
         # shapes store the outputs unchecked (the kernels' output shapes follow from their input shapes; value-
         # dependent inference is never marked). ~0.4 us an instruction, ~3% of MobileNetV2's time at batch 1.
         self._checked: tuple | None = None
+        # earlier sets of input shapes: {input shapes: (cache entry, checked entry or None)}, the last RECENT_SHAPES
+        # ones displaced from _shape_cache, so that alternating shapes (a dynamic batch of 1..8 requests, OCR lines
+        # of several widths) do not infer and check every op again on each run: clones share instructions
+        self._recent: dict[tuple, tuple[tuple, tuple | None]] = {}
         self.prepared = False
 
     def __repr__(self) -> str:
@@ -95,6 +99,12 @@ class Instruction:
         c = self._shape_cache
         if c is not None and c[0] == key and (not c[2] or all(_value_key(ins[s][i]) == k for s, i, k in c[2])):
             return c[1]
+        if c is not None:  # displaced: kept among the recent ones
+            remember(self._recent, c[0], (c, self._checked if self._checked is c else None))
+        old = self._recent.get(key)
+        if old is not None and (not old[0][2] or all(_value_key(ins[s][i]) == k for s, i, k in old[0][2])):
+            self._shape_cache, self._checked = old
+            return old[0][1]
         ctx = _ValueTracking(self.op, ins)
         raw = fn(ctx)
         shapes = {slot: [tuple(int(d) for d in s) for s in lst] for slot, lst in raw.items()} if raw else raw
@@ -122,6 +132,7 @@ class Instruction:
             else:
                 try:
                     shapes = self.infer_shapes(ins)
+                    c = self._shape_cache  # the entry for these shapes (new, or a recent one restored)
                 except PdliteError:
                     raise
                 except Exception as e:

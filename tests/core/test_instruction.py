@@ -45,3 +45,26 @@ def test_outputs_are_checked_once_per_input_shapes():
     inst.kernel.run = lambda ins: {"Out": [np.zeros((3,), np.float32)]}
     inst.run(scope2)  # marked: stored unchecked (the kernels' output shapes follow from their input shapes)
     assert scope2["y"].shape == (3,)
+
+
+def test_alternating_input_shapes_reuse_their_inference():
+    """Shapes that alternate (a dynamic batch of 1..8 requests on clones that share instructions) infer shapes
+    once each: the last RECENT_SHAPES sets are kept, with their checked mark."""
+    from pdlite.kernels.registry import RECENT_SHAPES
+
+    inst = _relu_instruction()
+    calls = []
+    real = inst.opdef.infer_shape
+    inst.opdef = type(inst.opdef).__new__(type(inst.opdef))
+    inst.opdef.__dict__.update(OPS["relu"].__dict__)
+    object.__setattr__(inst.opdef, "infer_shape", lambda ctx: calls.append(1) or real(ctx))
+    xs = [np.full((b, 3), -1.0, np.float32) for b in range(1, RECENT_SHAPES + 1)]
+    for _ in range(3):
+        for x in xs:
+            scope = {"x": x}
+            inst.run(scope)
+            np.testing.assert_array_equal(scope["y"], np.zeros_like(x))
+    assert len(calls) == len(xs)  # once per shape, not once per run
+    assert inst._checked is inst._shape_cache  # the restored entry keeps its checked mark
+    inst.run({"x": np.ones((RECENT_SHAPES + 9, 3), np.float32)})  # a new shape: inferred, the oldest dropped
+    assert len(calls) == len(xs) + 1 and len(inst._recent) == RECENT_SHAPES

@@ -18,7 +18,8 @@ packed-weights GEMM with its own register tiles (`Conv2d.packed`); the others as
 (BLAS sgemm per block) over the input (1x1) or its im2col columns (built whole, or per block when
 large), with bias and the fused activation (relu, relu6, leaky_relu, hard_swish, hard_sigmoid)
 applied to each block in cache. The first run of a conv for an input
-shape binds its native call (`native_plan`); later runs with that shape make just that call.
+shape binds its native call (`native_plan`); later runs with that shape make just that call (the plans of the
+last few shapes are kept: a dynamic batch alternates between sizes).
 The NumPy code above stays the fallback and the reference. Either way the output is a fresh
 array, so bias, residual and activation are applied to it in place.
 """
@@ -32,7 +33,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from pdlite.kernels.host import native
 from pdlite.kernels.host.activation import gelu_exact
-from pdlite.kernels.registry import Kernel, register_kernel
+from pdlite.kernels.registry import Kernel, register_kernel, remember
 from pdlite.operators.nn import ConvGeometry, conv2d_geometry, conv2d_transpose_geometry
 
 # Floats per operand in one chunk of a tap-wise reduction (256 KiB for float32): keeps the
@@ -262,6 +263,7 @@ class Conv2d(Kernel):
         self._winograd = True
         # (x shape, Filter, Bias, act, plan, with ResidualData): a _ResidualPlan with ResidualData
         self._plan: tuple[tuple[int, ...], Any, Any, native.Act, Any, bool] | None = None
+        self._plans: dict[tuple[int, ...], tuple] = {}  # the last plans by x shape (shapes that alternate)
 
     def prepare(self, params: Mapping[str, Any]) -> None:
         w = params.get(self.op.input("Filter"))
@@ -407,6 +409,8 @@ class Conv2d(Kernel):
         x = ins["Input"][0]
         w_src = ins["Filter"][0]
         p = self._plan
+        if p is not None and p[0] != x.shape:
+            p = self._plans.get(x.shape, p)
         res = ins.get("ResidualData")
         if p is not None and p[0] == x.shape and p[1] is w_src and p[3] == act and x.dtype == np.float32 \
                 and x.flags.c_contiguous and p[5] == bool(res):
@@ -447,6 +451,7 @@ class Conv2d(Kernel):
             if plan is not None:
                 b = ins.get("Bias")
                 self._plan = (x.shape, w_src, b[0] if b else None, act, plan, bool(res))
+                remember(self._plans, x.shape, self._plan)
                 if not res:
                     return plan(x), True
                 done = self._with_residual(plan, x, res[0], act)
