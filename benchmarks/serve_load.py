@@ -42,6 +42,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +124,13 @@ class Grpc:
             pb.ModelInferRequest.InferInputTensor(name=name, datatype="FP32", shape=list(x.shape))],
             raw_input_contents=[x.tobytes()])
         self.grpc = grpc
+        self.batches: list[int] = []  # parameters.batch_size of the answers that have one
 
     def __call__(self) -> int:
         try:
-            self.stub.ModelInfer(self.req, timeout=120)
+            r = self.stub.ModelInfer(self.req, timeout=120)
+            if "batch_size" in r.parameters:
+                self.batches.append(r.parameters["batch_size"].int64_param)
             return 200
         except self.grpc.RpcError as e:
             return {self.grpc.StatusCode.INVALID_ARGUMENT: 400, self.grpc.StatusCode.UNAVAILABLE: 503}.get(e.code(), 500)
@@ -171,17 +175,18 @@ def load(call: Callable[[], int], clients: int, seconds: float) -> dict[str, Any
                 if code == 200:
                     lat.append(dt)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     lat.sort()
     pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3) if lat else (lambda q: float("nan"))
     return {"rps": len(lat) / wall, "p50": pct(0.5), "p99": pct(0.99), "ok": len(lat),
-            "other": {k: v for k, v in codes.items() if k != 200}}
+            "other": {k: v for k, v in codes.items() if k != 200},
+            "client_ms": cpu / max(1, sum(codes.values())) * 1e3}  # this process's CPU per request
 
 
 def row(server: str, model: str, c: int, r: dict[str, Any]) -> str:
@@ -288,6 +293,76 @@ def sweep(args: argparse.Namespace) -> None:
             stop_ray()
 
 
+def batching(args: argparse.Namespace) -> None:
+    """Unbatched against batched on the CNN at one concurrency, cells interleaved (every config once per round),
+    medians over the rounds; the ratio of the medians is the figure (the issue's bar: >= 1.5x at c=8)."""
+    x = cnn_input()
+    c = 8 if "," in args.concurrency else int(args.concurrency)
+    servers = args.servers.split(",")
+    shapes = [tuple(int(v) for v in wt.split("x")) for wt in args.batch_configs.split(",")]
+    bat = {"max_batch_size": 8, "batch_wait_timeout_s": args.batch_wait}
+    unb = {"workers": 2, "threads": 1}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "repo"
+        extra = {"max_queued": 64}
+        models: dict[str, dict[str, Any]] = {"mnv3": {"uri": CNN, "extra": {**extra, **unb}}}
+        for w, t in shapes:
+            models[f"mnv3b{w}{t}"] = {"uri": CNN, "extra": {**extra, "workers": w, "threads": t, **bat}}
+        if args.mlserver_adaptive:
+            models["mnv3a"] = {"uri": CNN, "extra": {**extra, **unb}, "max_batch_size": 8,
+                               "max_batch_time": args.batch_wait}
+        ports = write_repository(folder, models)
+        g = ports["grpc_port"]
+        targets: list[tuple[str, str, Callable[[], int]]] = []
+        if "mlserver" in servers:
+            targets += [("mlserver", "MLServer, unbatched 2x1", Grpc(g, "mnv3", "x", x))]
+            targets += [("mlserver", f"MLServer, pdlite batching 8, {w}x{t}", Grpc(g, f"mnv3b{w}{t}", "x", x))
+                        for w, t in shapes]
+            if args.mlserver_adaptive:
+                targets += [("mlserver", "MLServer, MLServer's adaptive batching 8, 2x1", Grpc(g, "mnv3a", "x", x))]
+        ray_port = None
+        if "ray" in servers:
+            apps = {"mnv3": {"model": CNN, **unb, "max_batch_size": 1}}
+            for w, t in shapes:
+                apps[f"mnv3b{w}{t}"] = {"model": CNN, "workers": w, "threads": t, **bat}
+            ray_port = start_ray(apps)
+            rb, rh = v2_binary("x", x)
+            targets += [("ray", "Ray Serve, unbatched 2x1", Rest(ray_port, "/v2/models/mnv3/infer", rb, rh))]
+            targets += [("ray", f"Ray Serve, @serve.batch 8, {w}x{t}",
+                         Rest(ray_port, f"/v2/models/mnv3b{w}{t}/infer", rb, rh)) for w, t in shapes]
+        try:
+            with mlserver(folder, Path(tmp) / "mlserver.log") if "mlserver" in servers else nullcontext():
+                for _, _, call in targets:  # warm-up: first runs, connections
+                    load(call, c, 1.5)
+                cells: dict[str, list[dict[str, Any]]] = {label: [] for _, label, _ in targets}
+                me = os.getpid()
+                for r in range(args.rounds):
+                    order = targets if r % 2 == 0 else targets[::-1]  # A,B,C / C,B,A: no config always first
+                    for _, label, call in order:
+                        pids = [p for p in descendants(me) if p != me]  # the servers: mlserver, Ray's processes
+                        cpu0, seen = cpu_s(pids), len(getattr(call, "batches", []))
+                        res = load(call, c, args.seconds)
+                        res["server_ms"] = (cpu_s(pids) - cpu0) / max(1, res["ok"]) * 1e3
+                        sizes = getattr(call, "batches", [])[seen:]
+                        res["batch"] = statistics.mean(sizes) if sizes else float("nan")
+                        cells[label].append(res)
+        finally:
+            if ray_port is not None:
+                stop_ray()
+    med = {label: {k: statistics.median(v[k] for v in runs)
+                   for k in ("rps", "p50", "p99", "client_ms", "server_ms", "batch")} for label, runs in cells.items()}
+    print(f"\nCNN (MobileNetV3-small, 1x3x224x224 FP32) at concurrency {c}: medians of {args.rounds} interleaved "
+          f"rounds of {args.seconds:.0f} s; clones x threads; batch wait {args.batch_wait * 1e3:.0f} ms")
+    print("| server, config | req/s | p50 ms | p99 ms | x unbatched | req/s per round | mean batch | server CPU ms/req "
+          "| client CPU ms/req |\n|---|---|---|---|---|---|---|---|---|")
+    base = {srv: med[label]["rps"] for srv, label, _ in targets if "unbatched" in label}
+    for srv, label, _ in targets:
+        m = med[label]
+        rounds = " ".join(f"{v['rps']:.0f}" for v in cells[label])
+        print(f"| {label} | {m['rps']:.1f} | {m['p50']:.0f} | {m['p99']:.0f} | {m['rps'] / base[srv]:.2f} | "
+              f"{rounds} | {m['batch']:.1f} | {m['server_ms']:.1f} | {m['client_ms']:.2f} |", flush=True)
+
+
 def overload(args: argparse.Namespace) -> None:
     body = v2_json_ocr()
     for label, queue in (("bounded (max_queued 4)", 4), ("unbounded (max_queued 1000)", 1000)):
@@ -313,18 +388,38 @@ def overload(args: argparse.Namespace) -> None:
         stop_ray()
 
 
+def descendants(pid: int) -> list[int]:
+    """PID and its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for t in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (t / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of PIDS so far."""
+    total = 0
+    for p in pids:
+        try:
+            total += sum(int(v) for v in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+        except OSError:
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     """Resident memory of PID and its descendants (KiB)."""
     total = 0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
+    for p in descendants(pid):
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-            for t in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (t / "children").read_text().split()]
+            total += sum(int(line.split()[1]) for line in Path(f"/proc/{p}/status").read_text().splitlines()
+                         if line.startswith("VmRSS:"))
         except OSError:
             pass
     return total
@@ -398,18 +493,23 @@ def shutdown(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["sweep", "overload", "soak", "shutdown"])
+    p.add_argument("mode", choices=["sweep", "batching", "overload", "soak", "shutdown"])
     p.add_argument("--seconds", type=float, default=4.0)
     p.add_argument("--concurrency", default="1,2,4,8,16")
     p.add_argument("--models", default="cnn,ocr")
     p.add_argument("--device", default="host", help="pdlite's device for the CNN (host, onnxruntime, ...)")
     p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=3, help="batching: interleaved rounds (medians)")
+    p.add_argument("--servers", default="mlserver,ray", help="batching: mlserver, ray or both")
+    p.add_argument("--batch-wait", type=float, default=0.002, help="batching: the batch wait in seconds")
+    p.add_argument("--batch-configs", default="2x1", help="batching: the batched servers' clones x threads")
+    p.add_argument("--mlserver-adaptive", action="store_true", help="batching: also MLServer's own batching")
     p.add_argument("--soak-minutes", type=float, default=10.0)
     args = p.parse_args()
     if MLModel is None:
         sys.exit("needs pip install pdlite[serve,ocr,onnx]")
     print(f"serve_load {args.mode}; CPU: {os.cpu_count()} cores (shared: numbers are noisy)", flush=True)
-    {"sweep": sweep, "overload": overload, "soak": soak, "shutdown": shutdown}[args.mode](args)
+    {"sweep": sweep, "batching": batching, "overload": overload, "soak": soak, "shutdown": shutdown}[args.mode](args)
 
 
 if __name__ == "__main__":

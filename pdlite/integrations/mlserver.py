@@ -12,9 +12,11 @@ and `mlserver start <folder>` serves it on http://HOST:8080/v2/models/mnv3/infer
 `parameters.extra`:
   - `device`: host (default), intel_openvino, onnxruntime or auto; `threads`: compute threads per run (1);
   - `workers`: predictor clones, i.e. requests run at once in this process (default 1); they share the weights;
-  - `max_queued`: requests admitted at once, running or waiting for a clone (default 4 x workers); the next
+  - `max_queued`: requests admitted at once, running or waiting for a clone (default 4 x workers, with
+    batching at least (workers + 1) x max_batch_size: full batches running and one forming); the next
     one is answered 503 at once (MLServer has no queue bound of its own);
   - `max_request_bytes`: a request's tensors in all (64 MiB); larger ones are answered 413;
+  - `max_batch_size` (1: off), `batch_wait_timeout_s` (0.002): pdlite's dynamic batching (see below);
   - `app`: "ocr" serves the OCR app (no uri): input `image`, BYTES [1], one encoded image (base64 in JSON,
     raw bytes in gRPC); outputs `boxes` INT32 [n, 4, 2], `scores` FP32 [n], `texts` BYTES [n] and `lines`
     BYTES [1] (the same as one JSON string);
@@ -23,9 +25,13 @@ and `mlserver start <folder>` serves it on http://HOST:8080/v2/models/mnv3/infer
 Requests are checked before any run: an unknown or missing input, another datatype, a shape the model does
 not take, bytes that are no image are answered 400 (MLServer's `InferenceError`, the V2 `{"error": ...}` body)
 with a message naming the input and the datatype and shape expected; nothing a client sends gives a 500.
-MLServer's adaptive batching (`max_batch_size`, `max_batch_time` in model-settings.json) concatenates
-requests along dim 0: only for models whose outputs all keep the batch in dim 0; the load refuses it for the
-others (NMS detectors, the OCR app), whose answers it would split wrongly.
+Dynamic batching: `extra.max_batch_size` N > 1 stacks up to N requests' decoded arrays along dim 0 into one run
+on a free clone (`pdlite.integrations.batching.Batcher`: a batch starts when a clone is free and N requests are
+queued or the oldest has waited `batch_wait_timeout_s`); answers carry `parameters.batch_size`. Use it rather
+than MLServer's own adaptive batching (`max_batch_size` / `max_batch_time` at the top of model-settings.json),
+which works but merges requests as Python lists of numbers and costs more than it saves on an image CNN
+(BENCHMARKS.md, "Dynamic batching that pays"). Either one only for models whose outputs all keep the batch in
+dim 0; the load refuses both for the others (NMS detectors, the OCR app), whose answers would be split wrongly.
 """
 from __future__ import annotations
 
@@ -37,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.errors import MissingDependencyError, PdliteError
+from pdlite.errors import InputError, MissingDependencyError, PdliteError
+from pdlite.integrations.batching import Batcher
 from pdlite.integrations.serving import (
     OCR_INPUT,
     V2_DATATYPES,
@@ -58,6 +65,7 @@ try:
         InferenceResponse,
         MetadataModelResponse,
         MetadataTensor,
+        Parameters,
         RequestInput,
         ResponseOutput,
     )
@@ -118,7 +126,8 @@ class PdliteRuntime(MLModel):
         params = self.settings.parameters
         extra = dict((params.extra if params is not None else None) or {})
         app = extra.pop("app", None)
-        known = {"device", "threads", "workers", "max_queued", "max_request_bytes", "options"}
+        known = {"device", "threads", "workers", "max_queued", "max_request_bytes", "options", "max_batch_size",
+                 "batch_wait_timeout_s"}
         unknown = sorted(set(extra) - known)
         if unknown:
             raise MLServerError(f"model {self.name!r}: unknown parameters.extra {unknown}; known: "
@@ -135,14 +144,27 @@ class PdliteRuntime(MLModel):
             self._service = await loop.run_in_executor(None, lambda: served(app, model, workers=workers, **kwargs))
         except PdliteError as e:
             raise MLServerError(f"model {self.name!r}: {e}", 422) from None
-        if self.settings.max_batch_size > 1 and not (isinstance(self._service, ServedModel)
-                                                     and self._service.follows_batch()):
-            raise MLServerError(f"model {self.name!r}: max_batch_size {self.settings.max_batch_size} (adaptive "
-                                "batching) needs a model whose outputs all keep the batch in dim 0; this one's do "
-                                "not (an NMS detector, the OCR app): remove max_batch_size", 422)
-        self._admission = Admission(int(extra.get("max_queued", 4 * workers)), f"model {self.name!r}")
+        batch = int(extra.get("max_batch_size", 1))
+        for where, n in (("max_batch_size", self.settings.max_batch_size), ("extra.max_batch_size", batch)):
+            if n > 1 and not (isinstance(self._service, ServedModel) and self._service.follows_batch()):
+                raise MLServerError(f"model {self.name!r}: {where} {n} (batching) needs a model whose outputs all "
+                                    "keep the batch in dim 0; this one's do not (an NMS detector, the OCR app): "
+                                    f"remove {where}", 422)
+        queued = extra.get("max_queued", max(4 * workers, (workers + 1) * batch))  # room for batches to form
+        self._admission = Admission(int(queued), f"model {self.name!r}")
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix=f"pdlite-{self.name}")
+        self._batcher = None
+        if batch > 1:
+            try:
+                self._batcher = Batcher(self._run, max_batch_size=batch, concurrent=workers,
+                                        wait_s=float(extra.get("batch_wait_timeout_s", 0.002)),
+                                        retry_alone=(RequestError, InputError))
+            except PdliteError as e:
+                raise MLServerError(f"model {self.name!r}: {e}", 422) from None
         return True
+
+    async def _run(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._service.run, feeds)
 
     async def unload(self) -> bool:
         executor = getattr(self, "_executor", None)  # none when load failed
@@ -188,8 +210,10 @@ class PdliteRuntime(MLModel):
             with self._admission.enter():
                 feeds = self._feeds(payload)
                 self._service.check(feeds)  # refuse here, before waiting for a worker
-                loop = asyncio.get_running_loop()
-                outs = await loop.run_in_executor(self._executor, self._service.run, feeds)
+                if self._batcher is not None:
+                    outs, batch = await self._batcher(feeds)
+                else:
+                    outs, batch = await self._run(feeds), 0
         except RequestError as e:
             raise _error(e) from None
         except MLServerError:
@@ -201,7 +225,8 @@ class PdliteRuntime(MLModel):
         if missing:
             raise InferenceError(f"requested output(s) {missing} do not exist; outputs are {list(outs)}")
         return InferenceResponse(model_name=self.name, model_version=self.version, id=payload.id,
-                                 outputs=[_output(n, outs[n]) for n in wanted])
+                                 outputs=[_output(n, outs[n]) for n in wanted],
+                                 parameters=Parameters(batch_size=batch) if batch else None)
 
 
 __all__ = ["PdliteRuntime"]

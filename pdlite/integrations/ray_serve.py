@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from pdlite.errors import MissingDependencyError
+from pdlite.integrations.batching import signature, split, stack
 from pdlite.integrations.serving import (
     DEFAULT_MAX_REQUEST_BYTES,
     RequestError,
@@ -50,10 +51,6 @@ try:
     from starlette.responses import JSONResponse
 except ImportError as e:
     raise MissingDependencyError(f"pdlite.integrations.ray_serve needs Ray Serve: pip install pdlite[serve] ({e})") from e
-
-
-def _signature(feeds: Mapping[str, np.ndarray]) -> tuple:
-    return tuple((k, v.shape[1:], v.dtype.str) for k, v in sorted(feeds.items()))
 
 
 class PdliteServer:
@@ -81,18 +78,13 @@ class PdliteServer:
     async def _batched(self, items: list[dict[str, np.ndarray]]) -> list[tuple[dict[str, np.ndarray], int]]:
         groups: dict[tuple, list[int]] = {}
         for i, feeds in enumerate(items):
-            groups.setdefault(_signature(feeds), []).append(i)
+            groups.setdefault(signature(feeds), []).append(i)
         answers: list[Any] = [None] * len(items)
 
         async def one_group(idx: list[int]) -> None:
-            names = list(items[idx[0]])
-            stacked = {n: np.concatenate([items[i][n] for i in idx]) for n in names}
-            outs = await self._run(stacked)
-            start = 0
-            for i in idx:
-                rows = items[i][names[0]].shape[0]
-                answers[i] = ({k: v[start:start + rows] for k, v in outs.items()}, len(idx))
-                start += rows
+            stacked, rows = stack([items[i] for i in idx])
+            for i, part in zip(idx, split(await self._run(stacked), rows)):
+                answers[i] = (part, len(idx))
             self.batches.append(len(idx))
 
         await asyncio.gather(*(one_group(idx) for idx in groups.values()))

@@ -37,6 +37,7 @@ def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mlserver")
     ports = write_repository(folder, parallel_workers=1, models={  # one worker process: MLServer's default path
         "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_request_bytes": 4 << 20}},
+        "mnv3b": {"uri": CNN, "extra": {"workers": 1, "max_batch_size": 8, "batch_wait_timeout_s": 0.3}},
         "picodet": {"uri": DET, "extra": {"workers": 1}},
         "ocr": {"extra": {"app": "ocr", "workers": 1, "max_queued": 2, "max_request_bytes": OCR_LIMIT}},
     })
@@ -166,6 +167,37 @@ def test_grpc_raw_tensors(server):
         stub.ModelInfer(request(np.zeros((1, 3, 22, 224), np.float32)), timeout=60)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'x'" in e.value.details()
     assert "[-1, 3, 224, 224]" in e.value.details()
+
+
+def test_cnn_batched_bit_exact(server):
+    """pdlite's batching (extra.max_batch_size): eight gRPC requests at once are stacked; each answer equals, bit
+    for bit, a row of a local run on as many copies of the input as its batch held (rows of one batch may differ
+    in the last bits), and says its batch size."""
+    grpc = pytest.importorskip("grpc", reason="needs grpcio: pip install pdlite[serve]")
+    from mlserver.grpc import dataplane_pb2 as pb
+    from mlserver.grpc import dataplane_pb2_grpc as pbg
+
+    stub = pbg.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{server[2]['grpc_port']}"))
+    pred, run = local(CNN)
+    x = np.random.default_rng(6).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    req = pb.ModelInferRequest(model_name="mnv3b", raw_input_contents=[x.tobytes()], inputs=[
+        pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 3, 224, 224])])
+    with ThreadPoolExecutor(8) as ex:
+        answers = list(ex.map(lambda _: stub.ModelInfer(req, timeout=60), range(8)))
+    sizes = []
+    for res in answers:
+        k = res.parameters["batch_size"].int64_param
+        sizes.append(k)
+        got = np.frombuffer(res.raw_output_contents[0], np.float32).reshape(list(res.outputs[0].shape))
+        rows = run([np.concatenate([x] * k)])[0]
+        assert got.shape == (1, rows.shape[1])
+        assert any(np.array_equal(got[0], r) for r in rows), (k, np.abs(rows - got).max())
+    assert max(sizes) > 1, sizes  # batching happened
+    with pytest.raises(grpc.RpcError) as e:  # refused before batching, naming the input
+        stub.ModelInfer(pb.ModelInferRequest(model_name="mnv3b", raw_input_contents=[x[:, :, :100].tobytes()],
+                                             inputs=[pb.ModelInferRequest.InferInputTensor(
+                                                 name="x", datatype="FP32", shape=[1, 3, 100, 224])]), timeout=60)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'x'" in e.value.details()
 
 
 # -- bad requests: 4xx with the input named, server alive ---------------------------------------------------

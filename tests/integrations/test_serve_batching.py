@@ -1,0 +1,89 @@
+"""Dynamic batching without a server (pdlite.integrations.batching): stacking and splitting by rows, batches
+formed up to their size while the run slots are busy, one signature per batch, a batch refused as a whole run
+again request by request, the concurrency bound."""
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from pdlite.errors import ConfigError
+from pdlite.integrations.batching import Batcher, signature, split, stack
+from pdlite.integrations.serving import RequestError
+
+
+def test_stack_and_split_round_trip():
+    items = [{"x": np.full((r, 3), i, np.float32), "k": np.full((r,), i, np.int64)} for i, r in enumerate((1, 2, 1))]
+    stacked, rows = stack(items)
+    assert rows == [1, 2, 1] and stacked["x"].shape == (4, 3) and stacked["k"].tolist() == [0, 1, 1, 2]
+    for item, part in zip(items, split(stacked, rows)):
+        for n in item:
+            np.testing.assert_array_equal(part[n], item[n])
+    assert signature(items[0]) == signature(items[1]) != signature({"x": np.zeros((1, 4), np.float32),
+                                                                    "k": np.zeros((1,), np.int64)})
+
+
+class FakeModel:
+    """y = 2 x; records the batch row counts and how many runs overlapped; refuses rows whose x is negative."""
+
+    def __init__(self, delay: float = 0.05) -> None:
+        self.delay, self.rows, self.inside, self.most = delay, [], 0, 0
+
+    async def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        try:
+            await asyncio.sleep(self.delay)
+            if (feeds["x"] < 0).any():
+                raise RequestError("input 'x': negative")
+            self.rows.append(len(feeds["x"]))
+            return {"y": feeds["x"] * 2}
+        finally:
+            self.inside -= 1
+
+
+def run_all(batcher: Batcher, xs: list[np.ndarray]) -> list:
+    async def main():
+        return await asyncio.gather(*(batcher({"x": x}) for x in xs), return_exceptions=True)
+    return asyncio.run(main())
+
+
+def test_batches_fill_while_the_slot_is_busy():
+    model = FakeModel()
+    b = Batcher(model, max_batch_size=4, wait_s=0.02, concurrent=1)
+    xs = [np.full((1, 3), i, np.float32) for i in range(6)]
+    got = run_all(b, xs)
+    assert b.sizes == [4, 2] and model.rows == [4, 2] and model.most == 1
+    for x, (outs, _) in zip(xs, got):
+        np.testing.assert_array_equal(outs["y"], x * 2)
+    assert [k for _, k in got] == [4, 4, 4, 4, 2, 2]
+
+
+def test_concurrent_batches_and_signatures():
+    model = FakeModel()
+    b = Batcher(model, max_batch_size=8, wait_s=0.02, concurrent=2)
+    xs = [np.full((1, 3 if i % 2 else 5), i, np.float32) for i in range(6)]  # two signatures, never mixed
+    got = run_all(b, xs)
+    assert sorted(b.sizes) == [3, 3] and model.most == 2
+    for x, (outs, _) in zip(xs, got):
+        np.testing.assert_array_equal(outs["y"], x * 2)
+
+
+def test_a_refused_batch_is_run_request_by_request():
+    model = FakeModel(delay=0.0)
+    b = Batcher(model, max_batch_size=4, wait_s=0.05, retry_alone=(RequestError,))
+    xs = [np.full((1, 2), v, np.float32) for v in (1, -1, 2)]
+    got = run_all(b, xs)
+    assert isinstance(got[1], RequestError) and "'x'" in str(got[1])
+    for i in (0, 2):
+        outs, k = got[i]
+        assert k == 1
+        np.testing.assert_array_equal(outs["y"], xs[i] * 2)
+    plain = Batcher(FakeModel(delay=0.0), max_batch_size=4, wait_s=0.05)  # no retry: the whole batch fails
+    assert all(isinstance(r, RequestError) for r in run_all(plain, xs))
+
+
+def test_bad_settings_refused():
+    with pytest.raises(ConfigError, match="max_batch_size 0"):
+        Batcher(FakeModel(), max_batch_size=0, wait_s=0.01)
