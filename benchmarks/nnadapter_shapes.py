@@ -20,6 +20,7 @@ dynamic dims by default: INTEL_OPENVINO_SNIPPETS=static). Their "first call" is 
 
     python benchmarks/nnadapter_shapes.py [--streams rec,ernie] [--devices host,intel_openvino,onnxruntime,raw-...]
                                           [--threads 2] [--rounds 3] [--inner N] [--cache] [--per-shape]
+                                          [--properties INTEL_OPENVINO_SNIPPETS=all]
 """
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ def stream(name: str) -> tuple[Path, list[dict[str, np.ndarray]]]:
                     "token_type_ids": np.zeros((1, n), np.int64)} for n in [FIRST[name], *LENGTHS]]
 
 
+PROPERTIES = ""  # --properties: more context properties for pdlite's devices
+
+
 def predictor(model: Path, device: str, threads: int):
     cfg = CxxConfig()
     cfg.set_model_dir(str(model))
@@ -65,7 +69,7 @@ def predictor(model: Path, device: str, threads: int):
     if device != "host":
         cfg.set_nnadapter_device_names([device])
         cfg.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={threads};"
-                                             f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads}")
+                                             f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads};{PROPERTIES}".rstrip(";"))
     return create_paddle_predictor(cfg)
 
 
@@ -152,7 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-shape", action="store_true", help="the devices declared static-only (Driver."
                     "dynamic_shapes = False): one conversion, compile and host check per new shape, as every "
                     "device did before issue 37")
+    ap.add_argument("--properties", default="", help="more context properties for pdlite's devices, "
+                    "KEY=VALUE;... (e.g. INTEL_OPENVINO_SNIPPETS=all: OpenVINO's snippets in the models for all "
+                    "shapes too, as before)")
     args = ap.parse_args(argv)
+    global PROPERTIES
+    PROPERTIES = args.properties
     if args.per_shape:
         from pdlite.nnadapter.registry import get_driver
 
