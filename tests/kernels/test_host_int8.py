@@ -35,7 +35,11 @@ CASES = [
     (1, 3, 23, 29, 16, 7, 7, 2, 2, 1, 1, 3, 3, 0),  # a stem
     (1, 9, 6, 5, 8, 1, 1, 2, 2, 1, 1, 0, 0, 1),  # strided 1x1
     (1, 130, 4, 4, 3, 3, 3, 1, 1, 1, 1, 2, 2, 0),  # K not a multiple of 4, padding 2
+    (1, 5, 9, 30, 10, 3, 5, 1, 1, 2, 3, 0, 4, 1),  # dilations 2 x 3, padding only at the left, C odd
+    (1, 96, 19, 21, 24, 3, 3, 1, 1, 1, 1, 1, 1, 0),  # wide reduction, rows not a tile multiple
 ]
+# the stride-1 convs larger than 1x1 also run in qconv's direct form (weights packed with conv=(C, KH, KW))
+DIRECT = [i for i, c in enumerate(CASES) if qn.direct_form((c[5], c[6]), (c[7], c[8]))]
 FC_CASES = [(1, 37, 10), (5, 64, 100), (3, 3, 1)]  # (rows, K, N)
 ISA_FLAGS = {"vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx2": {"avx2", "fma"},
              "baseline": set()}
@@ -58,12 +62,14 @@ def _data(case: tuple, seed: int) -> tuple[np.ndarray, np.ndarray, qn.QParam]:
     return x, w8, qn.QParam.of(3.0, case[13])
 
 
-def _sums(case: tuple, seed: int) -> np.ndarray:
-    """The kernel's integer sums (as float32 holding exact integers) for CASES[i] with mul 1, no bias."""
+def _sums(case: tuple, seed: int, direct: bool = False) -> np.ndarray:
+    """The kernel's integer sums (as float32 holding exact integers) for CASES[i] with mul 1, no bias (direct: the
+    direct form's weights)."""
     x, w8, qp = _data(case, seed)
     oh, ow = _geo(case)
     k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
-    return qn.qconv(x, qn.pack_weights(w8), np.ones(w8.shape[0], np.float32), None, w8.shape[0], oh, ow, *k, qp)
+    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if direct else None)
+    return qn.qconv(x, qw, np.ones(w8.shape[0], np.float32), None, w8.shape[0], oh, ow, *k, qp)
 
 
 def _fc_sums(rows: int, k: int, n: int, seed: int) -> np.ndarray:
@@ -95,6 +101,19 @@ def test_conv_sums_exact(i: int) -> None:
     np.testing.assert_array_equal(got.astype(np.int64), _reference(CASES[i], i))
 
 
+@pytest.mark.parametrize("i", DIRECT)
+def test_conv_sums_exact_in_the_direct_form(i: int) -> None:
+    got = _sums(CASES[i], i, direct=True)
+    np.testing.assert_array_equal(got.astype(np.int64), _reference(CASES[i], i))
+
+
+def test_direct_form_refuses_strided_convs() -> None:
+    x, w8, qp = _data(CASES[2], 0)
+    with pytest.raises(ValueError, match="direct form needs stride 1"):
+        qn.qconv(x, qn.pack_weights(w8, (7, 3, 3)), np.ones(17, np.float32), None, 17, 5, 6, (3, 3), (2, 2),
+                 (1, 1), (1, 1), qp)
+
+
 @pytest.mark.parametrize("shape", FC_CASES)
 def test_fc_sums_exact(shape: tuple[int, int, int]) -> None:
     np.testing.assert_array_equal(_fc_sums(*shape, 0).astype(np.int64), _fc_reference(*shape, 0))
@@ -108,6 +127,8 @@ from pdlite.kernels.host import quant_native as qn
 out = {"isa": qn.int8_isa()}
 for i, c in enumerate(t.CASES):
     out[f"conv{i}"] = t._sums(c, i)
+for i in t.DIRECT:
+    out[f"direct{i}"] = t._sums(t.CASES[i], i, direct=True)
 for j, s in enumerate(t.FC_CASES):
     out[f"fc{j}"] = t._fc_sums(*s, 0)
 np.savez(sys.argv[1], **out)
@@ -139,6 +160,9 @@ def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
     assert str(z["isa"]) == isa, f"forced {isa}, the kernels ran {z['isa']}"
     for i, c in enumerate(CASES):
         np.testing.assert_array_equal(z[f"conv{i}"].astype(np.int64), _reference(c, i), err_msg=f"{isa} conv {c}")
+    for i in DIRECT:
+        np.testing.assert_array_equal(z[f"direct{i}"].astype(np.int64), _reference(CASES[i], i),
+                                      err_msg=f"{isa} direct conv {CASES[i]}")
     for j, s in enumerate(FC_CASES):
         np.testing.assert_array_equal(z[f"fc{j}"].astype(np.int64), _fc_reference(*s, 0), err_msg=f"{isa} fc {s}")
 
@@ -146,7 +170,8 @@ def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("act", ["", "relu", "relu6", "hard_swish", "hard_sigmoid"])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("out_q", [False, True])
-def test_conv_epilogue(act: str, residual: bool, out_q: bool) -> None:
+@pytest.mark.parametrize("direct", [False, True])
+def test_conv_epilogue(act: str, residual: bool, out_q: bool, direct: bool) -> None:
     case = CASES[1]
     x, w8, qp = _data(case, 3)
     oh, ow = _geo(case)
@@ -159,7 +184,8 @@ def test_conv_epilogue(act: str, residual: bool, out_q: bool) -> None:
     code = native.activation(act, defaults.get(act, {}))
     k = ((3, 3), (1, 1), (1, 1), (1, 1))
     oq = qn.out_qdq(0.8, 0) if out_q else None
-    got = qn.qconv(x, qn.pack_weights(w8), mul, bias, w8.shape[0], oh, ow, *k, qp, code, res, oq)
+    qw = qn.pack_weights(w8, (case[1], 3, 3) if direct else None)
+    got = qn.qconv(x, qw, mul, bias, w8.shape[0], oh, ow, *k, qp, code, res, oq)
     ref = qn.qconv_numpy(x, w8, mul, bias, oh, ow, *k, qp)
     if res is not None:
         ref += res

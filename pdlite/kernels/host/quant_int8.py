@@ -68,7 +68,7 @@ class _Int8Kernel(Kernel):
         b = ins.get("Bias")
         self._bias = np.asarray(np.asarray(b[0], F32).reshape(-1), order="C") if b else None
         self._w8 = w8
-        self._packed = qn.pack_weights(w8) if self._native() else None
+        self._packed = qn.pack_weights(w8, self.direct_shape(np.asarray(w).shape)) if self._native() else None
         self._src = w
 
     def prepare(self, params: Mapping[str, Any]) -> None:
@@ -80,6 +80,10 @@ class _Int8Kernel(Kernel):
     def matrix(self, w: np.ndarray) -> np.ndarray:
         """The int8 weights as (outputs M, reduction K)."""
         raise NotImplementedError
+
+    def direct_shape(self, w_shape: tuple[int, ...]) -> tuple[int, int, int] | None:
+        """(C, KH, KW) where the native kernel runs this op in qconv's direct form (quant_native.direct_form)."""
+        return None
 
     def _epilogue(self, out: np.ndarray, res: np.ndarray | None) -> np.ndarray:
         if res is not None:
@@ -100,6 +104,10 @@ class QuantizedConv2d(_Int8Kernel):
 
     def matrix(self, w: np.ndarray) -> np.ndarray:
         return np.asarray(w.reshape(w.shape[0], -1), dtype=np.int8, order="C")
+
+    def direct_shape(self, w_shape: tuple[int, ...]) -> tuple[int, int, int] | None:
+        strides = tuple(int(v) for v in self.attrs.get("strides", (1, 1)))
+        return tuple(w_shape[1:]) if qn.direct_form(tuple(w_shape[2:]), strides) else None
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = np.asarray(ins["Input"][0], dtype=F32, order="C")

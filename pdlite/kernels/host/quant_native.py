@@ -34,11 +34,13 @@ class QParam(NamedTuple):
 
 class QWeights(NamedTuple):
     """int8 weights (M, K) packed for qconv in the format of this process's ISA, comp[m] = 128 * sum_k w[m, k]
-    (the uint8 offset of the vnni / baseline formats; zeros for avx2), and the plain (M, K) int8 array."""
+    (the uint8 offset of the vnni / baseline formats; zeros for avx2), and the plain (M, K) int8 array; `direct`:
+    packed for qconv's direct form (stride-1 convs: K reordered as (kh, kw, channel), channels padded)."""
 
     packed: np.ndarray
     comp: np.ndarray
     w8: np.ndarray
+    direct: bool = False
 
 
 def available() -> bool:
@@ -50,15 +52,30 @@ def int8_isa() -> str | None:
     return str(native._ext.qgemm_info()[0]) if available() else None
 
 
-def pack_weights(w8: np.ndarray) -> QWeights:
-    """Pack int8 weights (M, K) for qconv."""
+def direct_form(kernel: tuple[int, int], strides: tuple[int, int]) -> bool:
+    """Whether qconv runs a conv of this kernel and strides in its direct form (weights packed with `conv=`): stride 1
+    and a window larger than 1x1 (1x1 convs read their image as the columns already)."""
+    return tuple(strides) == (1, 1) and kernel[0] * kernel[1] > 1
+
+
+def pack_weights(w8: np.ndarray, conv: tuple[int, int, int] | None = None) -> QWeights:
+    """Pack int8 weights (M, K) for qconv; `conv` = (C, KH, KW) of a conv run in the direct form (direct_form):
+    K = C * KH * KW reordered (KH, KW, C) with C padded to the format's channel group (zero weights)."""
     w8 = np.asarray(w8, dtype=np.int8, order="C")
     m, k = w8.shape
-    _, u8, _, size = native._ext.qgemm_info(m, k)
+    mat = w8
+    if conv is not None:
+        c, kh, kw = conv
+        kg = 4 if native._ext.qgemm_info()[1] else 2
+        cp = -(-c // kg) * kg
+        mat = np.zeros((m, kh, kw, cp), np.int8)
+        mat[..., :c] = w8.reshape(m, c, kh, kw).transpose(0, 2, 3, 1)
+        mat = mat.reshape(m, -1)
+    _, u8, _, size = native._ext.qgemm_info(*mat.shape)
     packed = np.empty(size, dtype=np.uint8)
-    native._ext.qpack_weights(w8, packed, (m, k))
+    native._ext.qpack_weights(mat, packed, mat.shape)
     comp = (128 * w8.sum(axis=1, dtype=np.int64)).astype(np.int32) if u8 else np.zeros(m, np.int32)
-    return QWeights(packed, comp, w8)
+    return QWeights(packed, comp, w8, conv is not None)
 
 
 def out_qdq(s: float, round_type: int, qmax: int = QMAX) -> tuple:
@@ -75,7 +92,7 @@ def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None,
     out = native.empty_aligned((x.shape[0], m, oh, ow))
     native._ext.qconv(native._f32(x, "qconv"), qw.packed, qw.comp, mul, bias, out,
                       (*x.shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-                       pads[0], pads[1]), tuple(qp), act[0], act[1], residual, False, out_q)
+                       pads[0], pads[1]), tuple(qp), act[0], act[1], residual, False, out_q, qw.direct)
     return out
 
 

@@ -173,6 +173,8 @@ typedef struct {
     void *xp; /* the packed columns of the current image */
     isz N, M, K, L, kgroups, tiles, mblocks, img;
     int pointwise, trans; /* columns = the image itself; out is (L, M) (fc) instead of (M, L) */
+    int direct;           /* stride 1: columns read in place from the quantized padded image (q_direct_*) */
+    isz Hp, Wp, P, CG, Lg; /* direct: the grid's columns OH * Wp, the padded image's height, width, words per channel group, channel groups */
     conv_geo geo;
     q_param qp;
     q_out oq; /* the output's quantize -> dequantize (oq.on), Paddle's QDQ pair after the conv */
@@ -473,10 +475,220 @@ PD_TARGET_VNNI static void q_tile_vnni(const q_args *a, isz tile, isz mb) {
 }
 #endif
 
+/* --------------------------------------------------------------------------------------------------------------- */
+/* direct form (stride 1, kernels larger than 1x1): no columns matrix                                              */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+/* The image is quantized once into a padded copy of 4-byte words, [channel group][Hp][Wp] (Hp = OH + (KH-1) DH,
+ * Wp = OW + (KW-1) DW; a word holds kg channels in the columns' format: 4 x (q + 128) as uint8, or 2 x int16), and
+ * the outputs are computed on the Wp-wide grid l = oh * Wp + ow: the column of output l for the tap (i, j) and
+ * channel group cg is the word at cg * P + l + i DH Wp + j DW, so a tile of consecutive l reads consecutive words.
+ * The grid's columns ow >= OW are computed and never stored. Weights: K ordered (i, j, channel) with the channels
+ * padded to a multiple of kg (quant_native.pack_weights(conv=...)). Sums are the same integers as the columns form. */
+#ifdef PD_X86_DISPATCH
+/* one image row of the s16x2 format's words, round_type 0, with 8-lane intrinsics (q_avx2_q8) */
+PD_TARGET_AVX2 static void q_direct_row_avx2(const q_args *a, const float *r0, const float *r1, isz x0, isz x1,
+                                             uint32_t *dst) {
+    const __m256 k = _mm256_set1_ps(a->qp.k);
+    for (isz q0 = x0; q0 < x1; q0 += 8) {
+        const isz cnt = x1 - q0 < 8 ? x1 - q0 : 8;
+        const __m256i lo = q_avx2_q8(r0, q0, cnt, k), hi = q_avx2_q8(r1, q0, cnt, k);
+        const __m256i word = _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA);
+        if (cnt == 8) {
+            _mm256_storeu_si256((__m256i *)(dst + q0), word);
+        } else {
+            uint32_t t[8];
+            _mm256_storeu_si256((__m256i *)t, word);
+            for (isz i = 0; i < cnt; i++) dst[q0 + i] = t[i];
+        }
+    }
+}
+#endif
+
+PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
+    const q_args *a = (const q_args *)ctx;
+    const conv_geo *g = &a->geo;
+    const int kg = a->f.kg;
+    const uint32_t pad = a->f.u8 ? 0x80808080u : 0u;
+    const float *x = a->x + a->img * g->C * g->H * g->W;
+    for (isz cg = begin; cg < end; cg++) {
+        uint32_t *plane = (uint32_t *)a->xp + cg * a->P;
+        const isz last = cg == a->CG - 1 ? a->P + a->f.nrt + (g->KW - 1) * g->DW + 16 : a->P; /* + the tail */
+        for (isz i = 0; i < last; i++) plane[i] = pad;
+        for (isz y = 0; y < g->H; y++) {
+            const isz py = y + g->PT;
+            if (py < 0 || py >= a->Hp) continue;
+            const float *rows[4];
+            for (int t = 0; t < kg; t++) {
+                const isz c = cg * kg + t;
+                rows[t] = c < g->C ? x + (c * g->H + y) * g->W : NULL;
+            }
+            const isz x0 = g->PL < 0 ? -g->PL : 0, x1 = g->W + g->PL > a->Wp ? a->Wp - g->PL : g->W;
+            uint32_t *dst = plane + py * a->Wp + g->PL;
+#ifdef PD_X86_DISPATCH
+            if (kg == 2 && rt == 0 && g_qisa == Q_AVX2) {
+                q_direct_row_avx2(a, rows[0], rows[1], x0, x1, dst);
+                continue;
+            }
+#endif
+            for (isz q0 = x0; q0 < x1; q0 += 16) {
+                const isz cnt = x1 - q0 < 16 ? x1 - q0 : 16;
+                pd_v16i q[4];
+                for (int t = 0; t < kg; t++) {
+                    pd_v16 xv = {0};
+                    if (rows[t] && cnt == 16)
+                        memcpy(&xv, rows[t] + q0, sizeof xv);
+                    else if (rows[t])
+                        for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
+                    q[t] = q_v16_rt(xv, &a->qp, rt);
+                }
+                q_v16u word;
+                if (kg == 4)
+                    word = (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
+                            ((q_v16u)q[3] << 24)) ^ 0x80808080u;
+                else
+                    word = ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
+                if (cnt == 16) {
+                    memcpy(dst + q0, &word, sizeof word);
+                } else {
+                    uint32_t t[16];
+                    memcpy(t, &word, sizeof t);
+                    for (isz k = 0; k < cnt; k++) dst[q0 + k] = t[k];
+                }
+            }
+        }
+    }
+}
+
+PD_INLINE void q_direct_pack_impl(void *ctx, isz begin, isz end) {
+    if (((const q_args *)ctx)->qp.rt == 0)
+        q_direct_pack_rt(ctx, begin, end, 0);
+    else
+        q_direct_pack_rt(ctx, begin, end, 1);
+}
+PD_VERSIONS(q_direct_pack)
+
+/* the epilogue of grid columns [l0, l0 + n): each output row's part (ow < OW) at its output columns (v16: the
+ * 16-lane q_epilogue, else q_epilogue_loops; inlined into each target's tile) */
+PD_INLINE void q_direct_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz l0, isz n,
+                                 const int v16) {
+    const isz Wp = a->Wp, OW = a->geo.OW;
+    for (isz l = l0; l < l0 + n;) {
+        const isz oh = l / Wp, ow = l - oh * Wp, row_end = (oh + 1) * Wp < l0 + n ? (oh + 1) * Wp : l0 + n;
+        if (ow < OW) {
+            const isz stop = oh * Wp + OW < row_end ? oh * Wp + OW : row_end;
+            if (v16)
+                q_epilogue(a, acc + (l - l0), ld, mrows, m0, oh * OW + ow, stop - l);
+            else
+                q_epilogue_loops(a, acc + (l - l0), ld, mrows, m0, oh * OW + ow, stop - l);
+        }
+        l = row_end;
+    }
+}
+
+/* the word offset of tap t (i, j) in the padded image */
+PD_INLINE isz q_tap_off(const q_args *a, isz t) {
+    return (t / a->geo.KW) * a->geo.DH * a->Wp + (t % a->geo.KW) * a->geo.DW;
+}
+
+static void q_direct_base(const q_args *a, isz tile, isz mb) {
+    const isz l0 = tile * 16, nt = a->Lg - l0 < 16 ? a->Lg - l0 : 16, taps = a->geo.KH * a->geo.KW;
+    const int8_t *wg = (const int8_t *)a->wp + mb * a->kgroups * 8 * 4;
+    int32_t acc[8][16];
+    memset(acc, 0, sizeof acc);
+    for (isz t = 0; t < taps; t++) {
+        const uint8_t *xt = (const uint8_t *)a->xp + (l0 + q_tap_off(a, t)) * 4;
+        for (isz cg = 0; cg < a->CG; cg++, wg += 32) {
+            const uint8_t *xg = xt + cg * a->P * 4;
+            for (int m = 0; m < 8; m++) {
+                const int32_t w0 = wg[m * 4], w1 = wg[m * 4 + 1], w2 = wg[m * 4 + 2], w3 = wg[m * 4 + 3];
+                for (int j = 0; j < 16; j++)
+                    acc[m][j] += xg[j * 4] * w0 + xg[j * 4 + 1] * w1 + xg[j * 4 + 2] * w2 + xg[j * 4 + 3] * w3;
+            }
+        }
+    }
+    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
+    q_direct_epilogue(a, &acc[0][0], 16, mrows, m0, l0, nt, 0);
+}
+
+#ifdef PD_X86_DISPATCH
+PD_TARGET_AVX2 static void q_direct_avx2(const q_args *a, isz tile, isz mb) {
+    const isz l0 = tile * 16, nt = a->Lg - l0 < 16 ? a->Lg - l0 : 16, taps = a->geo.KH * a->geo.KW;
+    const int32_t *wg = (const int32_t *)a->wp + mb * a->kgroups * 4;
+    __m256i acc[4][2];
+    for (int m = 0; m < 4; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    for (isz t = 0; t < taps; t++) {
+        const int32_t *xt = (const int32_t *)a->xp + l0 + q_tap_off(a, t);
+        for (isz cg = 0; cg < a->CG; cg++, wg += 4) {
+            const int32_t *xg = xt + cg * a->P;
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)xg);
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xg + 8));
+            for (int m = 0; m < 4; m++) {
+                const __m256i w = _mm256_set1_epi32(wg[m]);
+                acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(x0, w));
+                acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(x1, w));
+            }
+        }
+    }
+    int32_t out[4][16];
+    for (int m = 0; m < 4; m++) {
+        _mm256_storeu_si256((__m256i *)&out[m][0], acc[m][0]);
+        _mm256_storeu_si256((__m256i *)&out[m][8], acc[m][1]);
+    }
+    const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
+    q_direct_epilogue(a, &out[0][0], 16, mrows, m0, l0, nt, 0);
+}
+
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_direct_vnni_nv(const int nv, const q_args *a,
+                                                                                   isz tile, isz mb) {
+    const isz l0 = tile * 48, nt = a->Lg - l0 < 48 ? a->Lg - l0 : 48, taps = a->geo.KH * a->geo.KW;
+    const int32_t *wg = (const int32_t *)a->wp + mb * a->kgroups * 8;
+    Q_ACC_DECL(0); Q_ACC_DECL(1); Q_ACC_DECL(2); Q_ACC_DECL(3);
+    Q_ACC_DECL(4); Q_ACC_DECL(5); Q_ACC_DECL(6); Q_ACC_DECL(7);
+    const isz P = a->P, CG = a->CG;
+    for (isz t = 0; t < taps; t++) {
+        const int32_t *xg = (const int32_t *)a->xp + l0 + q_tap_off(a, t);
+        for (isz cg = 0; cg < CG; cg++, wg += 8, xg += P) {
+            const __m512i x0 = _mm512_loadu_si512((const void *)xg);
+            const __m512i x1 = nv > 1 ? _mm512_loadu_si512((const void *)(xg + 16)) : x0;
+            const __m512i x2 = nv > 2 ? _mm512_loadu_si512((const void *)(xg + 32)) : x0;
+            Q_ACC_STEP(0); Q_ACC_STEP(1); Q_ACC_STEP(2); Q_ACC_STEP(3);
+            Q_ACC_STEP(4); Q_ACC_STEP(5); Q_ACC_STEP(6); Q_ACC_STEP(7);
+        }
+    }
+    int32_t out[8][48];
+    Q_ACC_OUT(0); Q_ACC_OUT(1); Q_ACC_OUT(2); Q_ACC_OUT(3);
+    Q_ACC_OUT(4); Q_ACC_OUT(5); Q_ACC_OUT(6); Q_ACC_OUT(7);
+    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
+    q_direct_epilogue(a, &out[0][0], 48, mrows, m0, l0, nt, 1);
+}
+
+PD_TARGET_VNNI static void q_direct_vnni(const q_args *a, isz tile, isz mb) {
+    const isz left = a->Lg - tile * 48;
+    if (left > 32)
+        q_direct_vnni_nv(3, a, tile, mb);
+    else if (left > 16)
+        q_direct_vnni_nv(2, a, tile, mb);
+    else
+        q_direct_vnni_nv(1, a, tile, mb);
+}
+#endif
+
 static void q_gemm_task(void *ctx, isz begin, isz end) {
     const q_args *a = (const q_args *)ctx;
     for (isz it = begin; it < end; it++) {
         const isz tile = it / a->mblocks, mb = it % a->mblocks;
+        if (a->direct) {
+#ifdef PD_X86_DISPATCH
+            if (g_qisa == Q_VNNI)
+                q_direct_vnni(a, tile, mb);
+            else if (g_qisa == Q_AVX2)
+                q_direct_avx2(a, tile, mb);
+            else
+#endif
+                q_direct_base(a, tile, mb);
+            continue;
+        }
 #ifdef PD_X86_DISPATCH
         if (g_qisa == Q_VNNI) {
             q_tile_vnni(a, tile, mb);
@@ -558,10 +770,10 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     q_args a;
     memset(&a, 0, sizeof a);
     conv_geo *g = &a.geo;
-    int act, trans = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpO", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C, &g->H,
+    int act, trans = 0, direct = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpOp", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C, &g->H,
                           &g->W, &a.M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT, &g->PL,
-                          &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo))
+                          &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo, &direct))
         return NULL;
     if (qo != Py_None) {
         if (!PyArg_ParseTuple(qo, "(ffi)f", &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax)) return NULL;
@@ -583,8 +795,21 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     a.L = g->OH * g->OW;
     a.pointwise = g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
                   g->OH == g->H && g->OW == g->W;
+    if (direct) {
+        if (trans || g->SH != 1 || g->SW != 1) {
+            PyErr_SetString(PyExc_ValueError, "qconv: the direct form needs stride 1 (weights packed with conv=)");
+            return NULL;
+        }
+        a.direct = 1;
+        a.CG = (g->C + a.f.kg - 1) / a.f.kg;
+        a.K = g->KH * g->KW * a.CG * a.f.kg; /* (i, j, channel) with the channels padded */
+        a.Hp = g->OH + (g->KH - 1) * g->DH;
+        a.Wp = g->OW + (g->KW - 1) * g->DW;
+        a.P = a.Hp * a.Wp;
+        a.Lg = g->OH * a.Wp;
+    }
     a.kgroups = (a.K + a.f.kg - 1) / a.f.kg;
-    a.tiles = (a.L + a.f.nrt - 1) / a.f.nrt;
+    a.tiles = ((a.direct ? a.Lg : a.L) + a.f.nrt - 1) / a.f.nrt;
     a.mblocks = (a.M + a.f.mr - 1) / a.f.mr;
     q_bufs bs = {0};
     a.x = (const float *)qbufs_take(&bs, xo, 0, a.N * g->C * g->H * g->W * 4, "qconv input");
@@ -597,11 +822,15 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     if (bs.failed) return NULL;
     int ok = 1;
     Py_BEGIN_ALLOW_THREADS;
-    a.xp = pd_alloc64((size_t)(a.tiles * a.kgroups * a.f.nrt * 4));
+    a.xp = pd_alloc64((size_t)(a.direct ? a.CG * a.P + a.f.nrt + (g->KW - 1) * g->DW + 16
+                                        : a.tiles * a.kgroups * a.f.nrt) * 4);
     if (a.xp) {
         /* (the last tile's vectors wholly past the map are not written: summed as they are, never stored) */
         for (a.img = 0; a.img < a.N; a.img++) {
-            parallel_for(q_pack, &a, a.kgroups, grain_for(a.kgroups, 4));
+            if (a.direct)
+                parallel_for(q_direct_pack, &a, a.CG, grain_for(a.CG, 4));
+            else
+                parallel_for(q_pack, &a, a.kgroups, grain_for(a.kgroups, 4));
             const isz items = a.tiles * a.mblocks;
             parallel_for(q_gemm_task, &a, items, grain_for(items, 4));
         }
@@ -654,6 +883,7 @@ PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args) {
 PD_HIDDEN void q_task_pick(int isa) {
     q_pick(isa);
     q_pack_pick(isa);
+    q_direct_pack_pick(isa);
     qdq_task_pick(isa);
 }
 
