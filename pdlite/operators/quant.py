@@ -219,6 +219,8 @@ def _dq_log_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
 # (in_scale / qmax) * WeightScale + Bias (+ ResidualData)), in float32; the sums are exact integers.
 # `out_scale` > 0: the output then passes quantize_linear -> dequantize_linear with that scale and `out_round_type`
 # (a QDQ pair whose only input was this op's output, folded in by quant_dequant_fuse_pass).
+# `post_ops`: a pointwise chain (kernels/host/quant_native.py's CHAIN_* program) applied to the output after that,
+# the per-element ops that followed the conv (quant_pointwise_chain_pass).
 _QOP_DEFAULTS = {"in_scale": 1.0, "round_type": 0, "qmax": 127, "act_type": "", "out_scale": 0.0, "out_round_type": 0}
 
 
@@ -233,7 +235,7 @@ def _check_int8(ctx: ShapeContext, slot: str, n_out: int) -> None:
 @register_op("quantized_conv2d", inputs=["Input", "Filter", "WeightScale"], outputs=["Output"],
              optional_inputs=["Bias", "ResidualData"],
              defaults={**_QOP_DEFAULTS, "strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
-                       "groups": 1, "dilations": [1, 1], "data_format": "NCHW"})
+                       "groups": 1, "dilations": [1, 1], "data_format": "NCHW", "post_ops": []})
 def _quantized_conv2d_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     """act(int8 conv(quantize(Input), Filter) * scales + Bias (+ ResidualData)): conv2d's output shape."""
     _check_int8(ctx, "Filter", ctx.shape("Filter")[0])
@@ -256,6 +258,13 @@ def _quantized_fc_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     ctx.require(0 < k < len(x) and int(np.prod(x[k:])) == w[0],
                 f"Input {list(x)} flattened at {k} does not match W {list(w)}")
     return {"Out": [tuple(x[:k]) + (w[1],)]}
+
+
+@register_op("pointwise_chain", inputs=["X"], outputs=["Out"], defaults={"post_ops": []})
+def _pointwise_chain_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = the per-element ops of `post_ops` (quant_native's CHAIN_* program) applied to X (N, C, ...): X's shape."""
+    ctx.require(len(ctx.shape("X")) >= 2, f"X must have a channel axis (rank >= 2), got {list(ctx.shape('X'))}")
+    return {"Out": [ctx.shape("X")]}
 
 
 @register_op("quantize_dequantize_linear", inputs=["X", "Scale"], outputs=["Y"],

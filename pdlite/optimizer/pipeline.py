@@ -41,6 +41,7 @@ DEFAULT_PASSES: list[str] = [
     "quant_conv_int8_pass",  # host int8: QDQ -> conv on int8 weights -> quantized_conv2d (integer sums)
     "quant_fc_int8_pass",  # ... fc / matmul -> quantized_fc
     "quant_dequant_fuse_pass",  # ... the other QDQ pairs -> quantize_dequantize_linear (one pass, same values)
+    "quant_pointwise_chain_pass",  # ... per-element op runs -> the int8 conv's epilogue or one pointwise_chain
     "dead_code_elimination_pass",
     # -- kernel pick and program generation ----------------------------------------------
     "subgraph_detect_pass",  # NNAdapter: only acts when the config names devices

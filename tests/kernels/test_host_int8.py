@@ -215,3 +215,39 @@ def test_weights_of_other_shapes_are_refused() -> None:
         x, w8, qp = _data(CASES[0], 0)
         qn.qconv(x, qn.pack_weights(np.tile(w8, (1, 4))), np.ones(5, np.float32), None, 5, 5, 7, (1, 1), (1, 1), (1, 1), (0, 0),
                  qp)
+
+
+def _chain_program(rng: np.random.Generator, channels: int) -> np.ndarray:
+    """Every step kind: QDQ (both round types), per-channel add, scale with the bias after / before / none,
+    activations (in registers and not)."""
+    hs = native.activation("hard_swish", {"offset": 3.0, "threshold": 6.0, "scale": 6.0})
+    hsig = native.activation("hard_sigmoid", {"slope": 0.2, "offset": 0.5})
+    return np.array(qn.chain_qdq(2.0, 0) + qn.chain_add_c(rng.standard_normal(channels)) + qn.chain_scale(0.94, 0, True)
+                    + qn.chain_qdq(3.1, 0) + qn.chain_scale(1.0, 0.5, True) + qn.chain_act(hs)
+                    + qn.chain_scale(0.47, 0, True) + qn.chain_qdq(1.5, 1) + qn.chain_scale(1.3, -0.2, False)
+                    + qn.chain_act(native.activation("relu6", {"threshold": 6.0})) + qn.chain_act(hsig), np.float32)
+
+
+def test_pointwise_chain_is_the_ops_one_by_one_bit_for_bit() -> None:
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((2, 5, 7, 9)) * 3).astype(np.float32)
+    x.flat[::5] = np.float32(2.5 * 2.0 / 127)  # ties of the first QDQ
+    prog = _chain_program(rng, 5)
+    np.testing.assert_array_equal(qn.qchain(x, prog), qn.chain_numpy(x, prog))
+    with pytest.raises(ValueError, match="per-channel add of 5 values for 4 channels"):
+        qn.qchain(np.asarray(x[:, :4], order="C"), prog)
+
+
+@pytest.mark.parametrize("i", [0, 1])
+def test_conv_chain_in_the_epilogue_equals_the_chain_after_it(i: int) -> None:
+    case = CASES[i]
+    x, w8, qp = _data(case, 5)
+    oh, ow = _geo(case)
+    rng = np.random.default_rng(6)
+    mul = (rng.uniform(0.5, 2.0, w8.shape[0]) * 1e-3).astype(np.float32)
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
+    prog = _chain_program(rng, w8.shape[0])
+    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if qn.direct_form(k[0], k[1]) else None)
+    plain = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0))
+    got = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0), chain=prog)
+    np.testing.assert_array_equal(got, qn.chain_numpy(plain, prog))

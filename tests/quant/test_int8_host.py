@@ -81,13 +81,15 @@ def test_int8_grid_recovers_folded_weights() -> None:
 
 
 @needs_native
-def test_int8_program_round_trips_through_nb(tmp_path) -> None:
-    """The integer ops and their int8 parameters are saved in the .nb and run the same bits from it."""
+@pytest.mark.parametrize("name", ["ptq_res_qdq", "ptq_ppocr_det_qdq"])
+def test_int8_program_round_trips_through_nb(name: str, tmp_path) -> None:
+    """The integer ops and their int8 parameters (and pointwise chains) are saved in the .nb and run the same bits
+    from it."""
     from pdlite.api.predictor import create_paddle_predictor
     from pdlite.lite import MobileConfig
 
-    ins, _, _ = case(ROOT / "ptq_res_qdq")
-    pred = create_paddle_predictor(_config("ptq_res_qdq", True))
+    ins, _, _ = case(ROOT / name)
+    pred = create_paddle_predictor(_config(name, True))
     want = np.array(pred.predict({k: v.copy() for k, v in ins.items()})[0], copy=True)
     pred.save_optimized_model(str(tmp_path / "res"))
     m = MobileConfig()
@@ -95,3 +97,21 @@ def test_int8_program_round_trips_through_nb(tmp_path) -> None:
     light = create_paddle_predictor(m)
     assert "quantized_conv2d" in [i.op.type for i in light.runtime_program.instructions]
     np.testing.assert_array_equal(light.predict({k: v.copy() for k, v in ins.items()})[0], want)
+
+
+@needs_native
+def test_pointwise_chains_keep_the_values_bit_for_bit() -> None:
+    """PP-OCR det's per-element runs (QDQ, bias adds, scales, hardswish) go into the int8 convs' epilogues with the
+    values of the ops run one by one."""
+    from pdlite.api.predictor import create_paddle_predictor
+    from pdlite.optimizer.pipeline import default_passes
+
+    name = "ptq_ppocr_det_qdq"
+    ins, _, _ = case(ROOT / name)
+    without = _config(name, True)
+    without.set_passes([p for p in default_passes() if p != "quant_pointwise_chain_pass"])
+    p = create_paddle_predictor(_config(name, True))
+    assert sum(bool(i.op.attrs.get("post_ops")) for i in p.runtime_program.instructions) >= 4
+    got, ref = run(ROOT / name, ins, config=_config(name, True)), run(ROOT / name, ins, config=without)
+    for k, r in ref.items():
+        np.testing.assert_array_equal(got[k], r)

@@ -6,6 +6,8 @@
 - `quantized_fc`: the same for Input flattened at in_num_col_dims times W (K, N).
 - `quantize_dequantize_linear`: quantize_linear then dequantize_linear in one pass, the same float32 bits as the two
   ops (the fp32 simulation of a quantizer whose reader stays float, e.g. a depthwise conv or a residual add).
+- `pointwise_chain`: a run of per-element ops (QDQ, scale, per-channel add, activations) in one pass; the same chain
+  after a `quantized_conv2d` runs in its epilogue (attribute `post_ops`).
 
 Without the native extension (or `host_native` False) the same integers come from NumPy in int64
 (quant_native.qconv_numpy), much slower: the int8 passes do not run then.
@@ -49,6 +51,8 @@ class _Int8Kernel(Kernel):
         self.act = _act(self.attrs)
         out_s = float(self.attrs["out_scale"])
         self.out_q = qn.out_qdq(out_s, int(self.attrs["out_round_type"])) if out_s > 0 else None
+        post = self.attrs.get("post_ops") or []
+        self.chain = np.asarray(post, F32) if len(post) else None
         self._src: Any = None
         self._packed: qn.QWeights | None = None
         self._w8: np.ndarray | None = None
@@ -93,6 +97,8 @@ class _Int8Kernel(Kernel):
         if self.out_q is not None:
             s = F32(self.out_q[0][1])
             out = dequantize(quantize(out, s, qn.QMAX, self.out_q[0][2]), s, qn.QMAX)
+        if self.chain is not None:
+            out = qn.chain_numpy(out, self.chain)
         return out
 
 
@@ -121,7 +127,7 @@ class QuantizedConv2d(_Int8Kernel):
         args = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)
         if self._packed is not None and g.n > 0:
             out = qn.qconv(x, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, *args, self.qp, self.act, res,
-                           self.out_q)
+                           self.out_q, self.chain)
             return {"Output": [out]}
         out = qn.qconv_numpy(x, self._w8, self._mul, self._bias, g.oh, g.ow, *args, self.qp)
         return {"Output": [self._epilogue(out, res)]}
@@ -165,3 +171,20 @@ class QuantizeDequantizeLinear(Kernel):
                 and x.flags.c_contiguous):
             return {"Y": [qn.qdq(x, qp, qmax)]}
         return {"Y": [dequantize(quantize(np.asarray(x, F32), s, qmax, rt), s, qmax)]}
+
+
+@register_kernel("pointwise_chain", precision=PrecisionType.FP32)
+class PointwiseChain(Kernel):
+    """Out = the per-element ops of `post_ops` on X in one pass (quant_native.qchain; NumPy one op at a time without
+    the native kernels): the values of the ops run one by one."""
+
+    def __init__(self, op: Any) -> None:
+        super().__init__(op)
+        self.program = np.asarray(self.attrs["post_ops"], F32)
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x = ins["X"][0]
+        if (qn.available() and native.use_native(self.context) and isinstance(x, np.ndarray) and x.dtype == F32
+                and x.ndim >= 2):
+            return {"Out": [qn.qchain(x, self.program)]}
+        return {"Out": [qn.chain_numpy(np.asarray(x, F32), self.program)]}

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pdlite.kernels.host import native
-from pdlite.kernels.host.quant import inverse, quantize
+from pdlite.kernels.host.quant import dequantize, inverse, quantize
 
 F32 = np.float32
 QMAX = 127
@@ -86,13 +86,80 @@ def out_qdq(s: float, round_type: int, qmax: int = QMAX) -> tuple:
 def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
           kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
           qp: QParam, act: native.Act = native.NO_ACT, residual: np.ndarray | None = None,
-          out_q: tuple | None = None) -> np.ndarray:
-    """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given: (N, m, oh, ow);
-    `pads` = (top, left)."""
+          out_q: tuple | None = None, chain: np.ndarray | None = None) -> np.ndarray:
+    """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given, then the
+    pointwise `chain` (a program of CHAIN steps, float32) if given: (N, m, oh, ow); `pads` = (top, left)."""
     out = native.empty_aligned((x.shape[0], m, oh, ow))
     native._ext.qconv(native._f32(x, "qconv"), qw.packed, qw.comp, mul, bias, out,
                       (*x.shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-                       pads[0], pads[1]), tuple(qp), act[0], act[1], residual, False, out_q, qw.direct)
+                       pads[0], pads[1]), tuple(qp), act[0], act[1], residual, False, out_q, qw.direct, chain)
+    return out
+
+
+# --- pointwise chains: per-element ops applied in one pass (native_src/qchain.c) ---------------------------------
+# A program is a flat list of floats, steps [code, count, count values]: CHAIN_ADD_C (a value per channel, axis 1),
+# CHAIN_SCALE (s, b, bias_after: the scale op), CHAIN_ACT (native.py's code and 3 params), CHAIN_QDQ (k, s,
+# round_type, qmax: quantize_linear then dequantize_linear). Kept as an op attribute (`post_ops`).
+CHAIN_ADD_C, CHAIN_SCALE, CHAIN_ACT, CHAIN_QDQ = 1, 2, 3, 4
+CHAIN_MAX_STEPS = 16
+
+
+def chain_add_c(values: np.ndarray) -> list[float]:
+    v = np.asarray(values, F32).reshape(-1)
+    return [CHAIN_ADD_C, v.size, *(float(t) for t in v)]
+
+
+def chain_scale(scale: float, bias: float, bias_after: bool) -> list[float]:
+    return [CHAIN_SCALE, 3, float(F32(scale)), float(F32(bias)), float(bool(bias_after))]
+
+
+def chain_act(act: native.Act) -> list[float]:
+    return [CHAIN_ACT, 4, float(act[0]), *(float(F32(a)) for a in act[1])]
+
+
+def chain_qdq(s: float, round_type: int, qmax: int = QMAX) -> list[float]:
+    qp = QParam.of(s, round_type, qmax)
+    return [CHAIN_QDQ, 4, qp.k, qp.s, float(qp.rt), float(qmax)]
+
+
+def chain_steps(program: list[float] | np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The program's steps as (code, values)."""
+    p = np.asarray(program, F32)
+    steps, i = [], 0
+    while i < p.size:
+        n = int(p[i + 1])
+        steps.append((int(p[i]), p[i + 2:i + 2 + n]))
+        i += 2 + n
+    return steps
+
+
+def qchain(x: np.ndarray, program: np.ndarray) -> np.ndarray:
+    """The chain applied to float32 x (N, C, ...) per channel of axis 1, natively."""
+    x = native._f32(x, "qchain")
+    out = native.empty_aligned(x.shape)
+    n, c = (x.shape[0], x.shape[1]) if x.ndim >= 2 else (1, 1)
+    native._ext.qchain(x, out, (n, c, x.size // max(n * c, 1)), np.asarray(program, F32))
+    return out
+
+
+def chain_numpy(x: np.ndarray, program: list[float] | np.ndarray) -> np.ndarray:
+    """The chain in NumPy float32 (the ops it replaces, one by one): the reference of qchain."""
+    from pdlite.kernels.host.conv import numpy_act_inplace
+
+    out = np.array(x, dtype=F32)
+    shape = (1, -1) + (1,) * (out.ndim - 2)
+    for code, v in chain_steps(program):
+        if code == CHAIN_ADD_C:
+            out = out + v.reshape(shape)
+        elif code == CHAIN_SCALE:
+            s, b = F32(v[0]), F32(v[1])
+            out = (out * s + b if b else out * s) if v[2] else ((out + b) * s if b else out * s)
+        elif code == CHAIN_ACT:
+            numpy_act_inplace(out, (int(v[0]), tuple(float(t) for t in v[1:4])))
+        else:
+            s, rt, qmax = F32(v[1]), int(v[2]), int(v[3])
+            out = dequantize(quantize(out, s, qmax, rt), s, qmax)
+        out = np.asarray(out, F32)
     return out
 
 

@@ -15,6 +15,7 @@ from pdlite.optimizer.passes import (  # noqa: F401
     graph_visualize,
     kernel_pick,
     memory_optimize,
+    quant_chain,
     quant_int8,
     quant_state,
     scale_fuse,

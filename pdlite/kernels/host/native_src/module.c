@@ -193,6 +193,7 @@ static PyMethodDef methods[] = {
      "(a0,a1,a2)[, res|None[, trans[, ((k,s,rt), qmax)|None]]]): int8 conv / fc with exact int32 sums (trans: fc's "
      "(L, M) output; the last tuple: the outputs quantized then dequantized)"},
     {"qdq", py_qdq, METH_VARARGS, "qdq(x, out, n, (k,s,rt), qmax): quantize_linear then dequantize_linear"},
+    {"qchain", py_qchain, METH_VARARGS, "qchain(x, out, (N,C,S), program float32): a pointwise chain per channel"},
     {"set_sgemm", py_set_sgemm, METH_VARARGS, "set_sgemm(address of cblas_sgemm, ilp64)"},
     {"has_sgemm", py_has_sgemm, METH_NOARGS, "whether conv_gemm has an sgemm"},
     {"set_num_threads", py_set_num_threads, METH_O, "set the threads per kernel call (caller included)"},

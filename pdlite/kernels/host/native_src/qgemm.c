@@ -19,15 +19,13 @@
  * rows) item runs one register tile over the whole reduction and writes its outputs (parallel over items; which
  * thread runs an item never changes its result).
  */
-#include "qint8.h"
+#include "qquant.h"
 
 #if defined(PD_X86_DISPATCH)
-#include <immintrin.h>
 #define PD_TARGET_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma")))
 #endif
 
-enum { Q_BASE = 0, Q_AVX2 = 1, Q_VNNI = 2 };
-static int g_qisa = Q_BASE;
+PD_HIDDEN int g_qisa = Q_BASE;
 
 typedef struct {
     int mr, nrt, kg; /* rows per weight block, columns per tile, reduction steps per group (4: u8x4, 2: s16x2) */
@@ -54,113 +52,6 @@ PD_HIDDEN void q_pick(int isa) {
 PD_HIDDEN const char *q_isa_name(void) { return Q_FORMATS[g_qisa].name; }
 
 /* --------------------------------------------------------------------------------------------------------------- */
-/* quantization of 16 floats (vector extensions: compiled for each target that inlines it)                       */
-/* --------------------------------------------------------------------------------------------------------------- */
-
-/* q(x) as int32 lanes, Paddle's quantize_linear (qp->rt 0) or the fake ops' rounding (rt 1); NaN reads as 0 */
-PD_INLINE pd_v16i q_v16_rt(pd_v16 x, const q_param *qp, const int rt) {
-    const pd_v16 lo = (pd_v16){0} - 128.0f, hi = (pd_v16){0} + 127.0f;
-    if (rt == 0) {
-        pd_v16 y = x * qp->k;
-        y = (pd_v16)((pd_v16i)y & (y == y)); /* NaN -> 0 */
-        y = (pd_v16)(((pd_v16i)y & ~(y < lo)) | ((pd_v16i)lo & (y < lo)));
-        y = (pd_v16)(((pd_v16i)y & ~(y > hi)) | ((pd_v16i)hi & (y > hi)));
-        y = (y + 12582912.0f) - 12582912.0f; /* round half to even (|y| <= 128) */
-        return __builtin_convertvector(y, pd_v16i);
-    }
-    /* round_type 1: round_half_away(k * clip(x, -s, s)), computed exactly in double as pdlite's NumPy kernel */
-    float t[16];
-    int32_t r[16];
-    memcpy(t, &x, sizeof t);
-    for (int i = 0; i < 16; i++) {
-        float v = t[i] != t[i] ? 0.0f : t[i];
-        v = v < -qp->s ? -qp->s : (v > qp->s ? qp->s : v);
-        const float y = qp->k * v;
-        double a = floor(fabs((double)y) + 0.5);
-        a = a > 128.0 ? 128.0 : a;
-        int q = (int)(y < 0.0f ? -a : a);
-        r[i] = q > 127 ? 127 : q;
-    }
-    pd_v16i out;
-    memcpy(&out, r, sizeof out);
-    return out;
-}
-
-/* q_v16_rt with the round type read at run time (the packing loops take it as a constant: q_pack_impl) */
-PD_INLINE pd_v16i q_v16(pd_v16 x, const q_param *qp) { return qp->rt == 0 ? q_v16_rt(x, qp, 0) : q_v16_rt(x, qp, 1); }
-
-/* o[0 .. n) = (q(x) * s) / qmax (o may be x), in this order: dequantize_linear's float32 bits (a multiply by s / qmax
- * rounds differently for most scales) */
-PD_INLINE pd_v16 q_qdq_v16(pd_v16 x, const q_out *oq) {
-    const pd_v16 q = __builtin_convertvector(q_v16(x, &oq->qp), pd_v16);
-    return (q * oq->qp.s) / oq->qmax;
-}
-
-PD_INLINE void q_qdq_row(float *o, const float *x, isz n, const q_out *oq) {
-    isz i = 0;
-    for (; i + 16 <= n; i += 16) {
-        pd_v16 xv;
-        memcpy(&xv, x + i, sizeof xv);
-        xv = q_qdq_v16(xv, oq);
-        memcpy(o + i, &xv, sizeof xv);
-    }
-    if (i < n) {
-        float t[16] = {0};
-        for (isz j = 0; j < n - i; j++) t[j] = x[i + j];
-        pd_v16 xv;
-        memcpy(&xv, t, sizeof xv);
-        xv = q_qdq_v16(xv, oq);
-        memcpy(t, &xv, sizeof xv);
-        for (isz j = 0; j < n - i; j++) o[i + j] = t[j];
-    }
-}
-
-/* o[0 .. n) = (q(x) * s) / qmax for round_type 0 as a plain loop (clamp, then round half to even by the 1.5 * 2^23
- * addition): the compiler vectorises it at the target's own width (the 16-lane form spills with AVX2); o may be x */
-PD_INLINE void q_qdq_loop(float *o, const float *x, isz n, const q_out *oq) {
-    const float k = oq->qp.k, sc = oq->qp.s, qmax = oq->qmax;
-    PD_SIMD for (isz j = 0; j < n; j++) {
-        float y = k * x[j];
-        y = y != y ? 0.0f : y;
-        y = y < -128.0f ? -128.0f : (y > 127.0f ? 127.0f : y);
-        y = (y + 12582912.0f) - 12582912.0f;
-        o[j] = (y * sc) / qmax;
-    }
-}
-
-#ifdef PD_X86_DISPATCH
-/* q_qdq_loop with AVX2 intrinsics (GCC ran that loop's scalar version at the AVX2 target): the clamp, vroundps to
- * nearest even (as the 1.5 * 2^23 addition for |y| <= 128), (y * s) / qmax; the tail by q_qdq_loop */
-PD_TARGET_AVX2 static void q_qdq_avx2(float *o, const float *x, isz n, const q_out *oq) {
-    const __m256 k = _mm256_set1_ps(oq->qp.k), sc = _mm256_set1_ps(oq->qp.s), qm = _mm256_set1_ps(oq->qmax);
-    const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
-    isz i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), k);
-        y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q));
-        y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
-        y = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        _mm256_storeu_ps(o + i, _mm256_div_ps(_mm256_mul_ps(y, sc), qm));
-    }
-    q_qdq_loop(o + i, x + i, n - i, oq);
-}
-#endif
-
-/* the output QDQ by the fastest exact form for this ISA and round type */
-PD_INLINE void q_qdq_any(float *o, const float *x, isz n, const q_out *oq) {
-#ifdef PD_X86_DISPATCH
-    if (g_qisa == Q_AVX2 && oq->qp.rt == 0) {
-        q_qdq_avx2(o, x, n, oq);
-        return;
-    }
-#endif
-    if (oq->qp.rt == 0)
-        q_qdq_loop(o, x, n, oq);
-    else
-        q_qdq_row(o, x, n, oq);
-}
-
-/* --------------------------------------------------------------------------------------------------------------- */
 /* packing the quantized columns of one tile                                                                      */
 /* --------------------------------------------------------------------------------------------------------------- */
 
@@ -178,6 +69,7 @@ typedef struct {
     conv_geo geo;
     q_param qp;
     q_out oq; /* the output's quantize -> dequantize (oq.on), Paddle's QDQ pair after the conv */
+    const q_chain *chain; /* the pointwise ops after it (qchain.c), or NULL */
     act_t act;
     q_format f;
 } q_args;
@@ -344,6 +236,7 @@ PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows
             bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
             if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
         }
+        if (a->chain) q_chain_row(o, ncols, mm, a->chain);
     }
 }
 
@@ -370,6 +263,7 @@ PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz
         }
         if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
         if (a->oq.on) q_qdq_any(o, o, ncols, &a->oq);
+        if (a->chain) q_chain_row(o, ncols, mm, a->chain);
     }
 }
 
@@ -770,10 +664,11 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     q_args a;
     memset(&a, 0, sizeof a);
     conv_geo *g = &a.geo;
+    PyObject *cho = Py_None;
     int act, trans = 0, direct = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpOp", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C, &g->H,
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpOpO", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C, &g->H,
                           &g->W, &a.M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT, &g->PL,
-                          &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo, &direct))
+                          &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo, &direct, &cho))
         return NULL;
     if (qo != Py_None) {
         if (!PyArg_ParseTuple(qo, "(ffi)f", &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax)) return NULL;
@@ -820,6 +715,22 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     a.out = (float *)qbufs_take(&bs, oo, 1, a.N * a.M * a.L * 4, "qconv output");
     a.res = ro == Py_None ? NULL : (const float *)qbufs_take(&bs, ro, 0, a.N * a.M * a.L * 4, "qconv residual");
     if (bs.failed) return NULL;
+    q_chain chain;
+    Py_buffer chv = {0};
+    if (cho != Py_None) {
+        int bad = trans || PyObject_GetBuffer(cho, &chv, PyBUF_SIMPLE) != 0;
+        if (trans) PyErr_SetString(PyExc_ValueError, "qconv: a pointwise chain needs the conv's (M, L) output");
+        if (!bad && (chv.len % 4 != 0 || q_chain_parse((const float *)chv.buf, chv.len / 4, a.M, &chain) < 0)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "qconv: the chain must be float32");
+            PyBuffer_Release(&chv);
+            bad = 1;
+        }
+        if (bad) {
+            qbufs_release(&bs);
+            return NULL;
+        }
+        a.chain = &chain;
+    }
     int ok = 1;
     Py_BEGIN_ALLOW_THREADS;
     a.xp = pd_alloc64((size_t)(a.direct ? a.CG * a.P + a.f.nrt + (g->KW - 1) * g->DW + 16
@@ -840,6 +751,7 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS;
     qbufs_release(&bs);
+    if (a.chain) PyBuffer_Release(&chv);
     if (!ok) return PyErr_NoMemory();
     return pd_done(fail0);
 }
@@ -884,6 +796,7 @@ PD_HIDDEN void q_task_pick(int isa) {
     q_pick(isa);
     q_pack_pick(isa);
     q_direct_pack_pick(isa);
+    q_chain_pick(isa);
     qdq_task_pick(isa);
 }
 

@@ -4,6 +4,8 @@
  *           packed columns, exact int32 sums of int8 x int8 products (AVX512-VNNI, AVX2 vpmaddwd, plain C), then
  *           out = act(float(sum) * mul[m] + bias[m] (+ residual)) in float32
  *   qdq     Paddle's quantize_linear then dequantize_linear of a float tensor in one pass
+ *   qchain  a pointwise chain (adds of per-channel parameters, scales, activations, QDQ) in one pass (qchain.c); the
+ *           int8 conv runs its output's chain in its epilogue
  */
 #ifndef PD_NATIVE_QINT8_H
 #define PD_NATIVE_QINT8_H
@@ -33,6 +35,26 @@ typedef struct {
 } q_bufs;
 PD_HIDDEN void *qbufs_take(q_bufs *s, PyObject *obj, int writable, isz nbytes, const char *what);
 PD_HIDDEN void qbufs_release(q_bufs *s);
+
+/* a pointwise chain (qchain.c): steps applied to each channel's row in order */
+enum { Q_STEP_ADD_C = 1, Q_STEP_SCALE = 2, Q_STEP_ACT = 3, Q_STEP_QDQ = 4 };
+#define Q_MAX_STEPS 16
+typedef struct {
+    int code, after;
+    float a, b;
+    act_t act;
+    q_out oq;
+    const float *vec; /* add_c: one value per channel */
+} q_step;
+typedef struct {
+    int n;
+    q_step s[Q_MAX_STEPS];
+} q_chain;
+/* parse a chain's program (float32 values, qchain.c) for `channels` channels; -1 with a Python error when malformed */
+PD_HIDDEN int q_chain_parse(const float *prog, isz len, isz channels, q_chain *c);
+extern PD_HIDDEN void (*q_chain_row)(float *o, isz n, isz ch, const q_chain *c);
+PD_HIDDEN void q_chain_pick(int isa);
+PD_HIDDEN PyObject *py_qchain(PyObject *self, PyObject *args);
 
 PD_HIDDEN void q_task_pick(int isa);  /* module.c's pick_isa: the int8 format (vnni / avx2 / baseline) */
 PD_HIDDEN const char *q_isa_name(void);

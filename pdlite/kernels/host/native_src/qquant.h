@@ -1,0 +1,121 @@
+/* pdlite native host kernels: Paddle's quantize_linear (and quantize -> dequantize) of float vectors, inlined by the
+ * int8 kernels (qgemm.c) and the pointwise chains (qchain.c); compiled for each target that inlines them */
+#ifndef PD_NATIVE_QQUANT_H
+#define PD_NATIVE_QQUANT_H
+#include "qint8.h"
+#if defined(PD_X86_DISPATCH)
+#include <immintrin.h>
+#endif
+
+enum { Q_BASE = 0, Q_AVX2 = 1, Q_VNNI = 2 };
+extern PD_HIDDEN int g_qisa; /* the int8 format in use (qgemm.c's q_pick) */
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* quantization of 16 floats (vector extensions: compiled for each target that inlines it)                       */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+/* q(x) as int32 lanes, Paddle's quantize_linear (qp->rt 0) or the fake ops' rounding (rt 1); NaN reads as 0 */
+PD_INLINE pd_v16i q_v16_rt(pd_v16 x, const q_param *qp, const int rt) {
+    const pd_v16 lo = (pd_v16){0} - 128.0f, hi = (pd_v16){0} + 127.0f;
+    if (rt == 0) {
+        pd_v16 y = x * qp->k;
+        y = (pd_v16)((pd_v16i)y & (y == y)); /* NaN -> 0 */
+        y = (pd_v16)(((pd_v16i)y & ~(y < lo)) | ((pd_v16i)lo & (y < lo)));
+        y = (pd_v16)(((pd_v16i)y & ~(y > hi)) | ((pd_v16i)hi & (y > hi)));
+        y = (y + 12582912.0f) - 12582912.0f; /* round half to even (|y| <= 128) */
+        return __builtin_convertvector(y, pd_v16i);
+    }
+    /* round_type 1: round_half_away(k * clip(x, -s, s)), computed exactly in double as pdlite's NumPy kernel */
+    float t[16];
+    int32_t r[16];
+    memcpy(t, &x, sizeof t);
+    for (int i = 0; i < 16; i++) {
+        float v = t[i] != t[i] ? 0.0f : t[i];
+        v = v < -qp->s ? -qp->s : (v > qp->s ? qp->s : v);
+        const float y = qp->k * v;
+        double a = floor(fabs((double)y) + 0.5);
+        a = a > 128.0 ? 128.0 : a;
+        int q = (int)(y < 0.0f ? -a : a);
+        r[i] = q > 127 ? 127 : q;
+    }
+    pd_v16i out;
+    memcpy(&out, r, sizeof out);
+    return out;
+}
+
+/* q_v16_rt with the round type read at run time (the packing loops take it as a constant: q_pack_impl) */
+PD_INLINE pd_v16i q_v16(pd_v16 x, const q_param *qp) { return qp->rt == 0 ? q_v16_rt(x, qp, 0) : q_v16_rt(x, qp, 1); }
+
+/* o[0 .. n) = (q(x) * s) / qmax (o may be x), in this order: dequantize_linear's float32 bits (a multiply by s / qmax
+ * rounds differently for most scales) */
+PD_INLINE pd_v16 q_qdq_v16(pd_v16 x, const q_out *oq) {
+    const pd_v16 q = __builtin_convertvector(q_v16(x, &oq->qp), pd_v16);
+    return (q * oq->qp.s) / oq->qmax;
+}
+
+PD_INLINE void q_qdq_row(float *o, const float *x, isz n, const q_out *oq) {
+    isz i = 0;
+    for (; i + 16 <= n; i += 16) {
+        pd_v16 xv;
+        memcpy(&xv, x + i, sizeof xv);
+        xv = q_qdq_v16(xv, oq);
+        memcpy(o + i, &xv, sizeof xv);
+    }
+    if (i < n) {
+        float t[16] = {0};
+        for (isz j = 0; j < n - i; j++) t[j] = x[i + j];
+        pd_v16 xv;
+        memcpy(&xv, t, sizeof xv);
+        xv = q_qdq_v16(xv, oq);
+        memcpy(t, &xv, sizeof xv);
+        for (isz j = 0; j < n - i; j++) o[i + j] = t[j];
+    }
+}
+
+/* o[0 .. n) = (q(x) * s) / qmax for round_type 0 as a plain loop (clamp, then round half to even by the 1.5 * 2^23
+ * addition): the compiler vectorises it at the target's own width (the 16-lane form spills with AVX2); o may be x */
+PD_INLINE void q_qdq_loop(float *o, const float *x, isz n, const q_out *oq) {
+    const float k = oq->qp.k, sc = oq->qp.s, qmax = oq->qmax;
+    PD_SIMD for (isz j = 0; j < n; j++) {
+        float y = k * x[j];
+        y = y != y ? 0.0f : y;
+        y = y < -128.0f ? -128.0f : (y > 127.0f ? 127.0f : y);
+        y = (y + 12582912.0f) - 12582912.0f;
+        o[j] = (y * sc) / qmax;
+    }
+}
+
+#ifdef PD_X86_DISPATCH
+/* q_qdq_loop with AVX2 intrinsics (GCC ran that loop's scalar version at the AVX2 target): the clamp, vroundps to
+ * nearest even (as the 1.5 * 2^23 addition for |y| <= 128), (y * s) / qmax; the tail by q_qdq_loop */
+PD_TARGET_AVX2 static void q_qdq_avx2(float *o, const float *x, isz n, const q_out *oq) {
+    const __m256 k = _mm256_set1_ps(oq->qp.k), sc = _mm256_set1_ps(oq->qp.s), qm = _mm256_set1_ps(oq->qmax);
+    const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    isz i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), k);
+        y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q));
+        y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
+        y = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_ps(o + i, _mm256_div_ps(_mm256_mul_ps(y, sc), qm));
+    }
+    q_qdq_loop(o + i, x + i, n - i, oq);
+}
+#endif
+
+/* the output QDQ by the fastest exact form for this ISA and round type */
+PD_INLINE void q_qdq_any(float *o, const float *x, isz n, const q_out *oq) {
+#ifdef PD_X86_DISPATCH
+    if (g_qisa == Q_AVX2 && oq->qp.rt == 0) {
+        q_qdq_avx2(o, x, n, oq);
+        return;
+    }
+#endif
+    if (oq->qp.rt == 0)
+        q_qdq_loop(o, x, n, oq);
+    else
+        q_qdq_row(o, x, n, oq);
+}
+
+
+#endif /* PD_NATIVE_QQUANT_H */
