@@ -23,7 +23,8 @@ one again after a while (the interval doubles each time) happen only while the e
 those calls cost beyond the chosen candidate's estimate) plus the try's estimated cost stays within
 EXPLORE_SHARE of the time the stream has taken (plus what earlier runs of the model left of their share, up to as
 much again). A short stream (one image) stays on the host; a long one tries everything; a run never spends more
-than twice that share exploring.
+than twice that share exploring, except on a first call whose compile persists (below): over the model's runs,
+exploration stays within EXPLORE_SHARE of their time all the same.
 
 Known candidates (priors from the cache of an earlier process): switching to one not built yet costs its first
 call again, so it is bought as in ski rental: once the savings its model says the calls so far have missed reach
