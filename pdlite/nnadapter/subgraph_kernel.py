@@ -9,8 +9,8 @@ model: ONNX Runtime one session, OpenVINO one compiled model with dynamic dims. 
 fit (a dim the model fixed now differs) widens the model: it is converted and built again with that dim
 symbolic too, and replaces the first. Each signature seen is kept in a table, so a run is one dict lookup
 and `driver.run` with the input arrays as they are (no conversion, no copies). A new signature the dynamic
-model fits costs pdlite one more lookup: the direct runner serves it too, once the checked path has seen
-that its open dims may change (see `direct_runner`); what remains is the runtime's own per-shape work.
+model fits costs pdlite the feed checks and one more lookup: the direct runner serves it too (see
+`direct_runner`); what remains is the runtime's own per-shape work.
 
 A device whose runtime runs static models faster (`Driver.promote_hot_shapes`: OpenVINO) also gives a
 signature that earned it a model compiled for its own shape: 3 runs in a row, or as much run time on the
@@ -50,7 +50,7 @@ import numpy as np
 
 from pdlite.core.program import BlockDesc, OpDesc, Program
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST, TargetType
-from pdlite.errors import ConfigError, KernelError, ModelFormatError, PdliteError
+from pdlite.errors import ConfigError, InputError, KernelError, ModelFormatError, PdliteError
 from pdlite.kernels.registry import Kernel, TensorType, register_kernel
 from pdlite.nnadapter.model_cache import forget
 from pdlite.nnadapter.options import DEFAULT_SHAPE_CACHE_SIZE, NNAdapterOptions
@@ -103,8 +103,6 @@ class SubgraphKernel(Kernel):
         self._entries: dict[tuple, _Compiled | _Fallback] = {}  # every signature served -> its model / host
         self._per_shape: OrderedDict[tuple, None] = OrderedDict()  # the signatures of per-shape entries (LRU)
         self._dynamic: _Compiled | None = None
-        # the signatures the general path ran (their feeds checked there), as one pattern: -1 where they differed
-        self._checked: tuple | None = None
         self._no_widen = False  # a wider dynamic model failed: shapes the current one does not fit go per shape
         self._cache_file: str | None = None  # the model cache's file of the model built last
         self._loaded = False  # whether that model was loaded from there (not compiled)
@@ -159,7 +157,6 @@ class SubgraphKernel(Kernel):
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                self._checked = _widen(self._checked, key)
                 return {"Outputs": self._new_signature(key, vals, data)}
             if entry is not _FALLBACK:
                 if entry.patterns is None:
@@ -177,14 +174,16 @@ class SubgraphKernel(Kernel):
         None, having done nothing, when a feed is unset or the feeds' signature was not served yet or
         falls back to the host: the caller then takes the general path (which checks the feeds, builds, checks
         the first run, runs host kernels with the config's threads). So a signature it runs went through that
-        path's checks first, or is one the checks would pass: a new signature that the dynamic model fits and
-        that differs from the checked ones only in dims where they differed among themselves (the feeds' checks
-        allow any size there: their fixed dims must equal the model's) runs on the dynamic model here, as the
-        general path would run it (no model built, no host run). None instead of a runner when the program does
-        not have that form (every feed a data input of this subgraph, every fetch one of its outputs)."""
+        path's checks first, or is a new one that the model for all shapes fits and whose feeds pass the same
+        checks (`check_feed` against the program's feed vars; one that fails them is left to that path, which
+        raises): it runs on that model here, as the general path would run it (no model built, no host run).
+        None instead of a runner when the program does not have that form (every feed a data input of this
+        subgraph, every fetch one of its outputs)."""
         if set(self.data_names) != set(feed_names) or set(fetch_names) - set(self.out_names):
             return None
         names = list(self.data_names)
+        main = self.program.main if self.program is not None else None
+        specs = None if main is None else {n: _feed_spec(main, n) for n in names}
         pick = [self.out_names.index(n) for n in fetch_names]
         whole = pick == list(range(len(self.out_names)))  # the fetches are the outputs, in order
         label = f"subgraph({self.out_names[0] if self.out_names else ''})"
@@ -198,10 +197,10 @@ class SubgraphKernel(Kernel):
                 return None
             with lock:
                 entry = entries.get(key)
-                if entry is None:  # a new signature: on the dynamic model when the checks would pass it
+                if entry is None:  # a new signature: on the dynamic model when it fits and the feeds pass
                     dyn = self._dynamic
-                    if dyn is None or self.shape_mode != "dynamic" or not _fits_key(self._checked, key) \
-                            or not _fits_key(dyn.patterns, key):
+                    if specs is None or dyn is None or self.shape_mode != "dynamic" \
+                            or not _fits_key(dyn.patterns, key) or not _feeds_pass(names, data, specs):
                         return None
                     outs = self._serve_dynamic(key, dyn, data)
                     if outs is None:  # the general path decides (a model for that shape)
@@ -559,14 +558,27 @@ def _fits_key(patterns: tuple | None, key: tuple) -> bool:
         dt == kd and matches(p, tuple(ks)) for (p, dt), (ks, kd) in zip(patterns, key))
 
 
-def _widen(pattern: tuple | None, key: tuple) -> tuple | None:
-    """A signatures' pattern ((shape with -1, dtype) per data input) widened by signature `key`: -1 where the
-    shapes differ. One of another arity, rank or dtype leaves it as it was."""
-    if pattern is None:
-        return tuple((tuple(int(d) for d in s), dt) for s, dt in key)
-    if len(pattern) != len(key) or any(dt != kd or len(p) != len(ks) for (p, dt), (ks, kd) in zip(pattern, key)):
-        return pattern
-    return tuple((tuple(p if p == d else -1 for p, d in zip(pat, ks)), dt) for (pat, dt), (ks, _) in zip(pattern, key))
+def _feed_spec(block: BlockDesc, name: str) -> tuple[list[int], np.dtype | None]:
+    """(declared shape, dtype) of feed `name` as the predictor checks it (`check_feed`)."""
+    from pdlite.core.dtypes import numpy_dtype
+
+    v = block.vars.get(name)
+    dt = numpy_dtype(v.dtype, f"feed {name!r}") if v is not None and v.dtype is not None else None
+    return (list(v.shape) if v is not None else [], dt)
+
+
+def _feeds_pass(names: Sequence[str], data: Sequence[Any], specs: Mapping[str, tuple]) -> bool:
+    """Whether arrays `data` pass the predictor's feed checks (rank, fixed dims, dtype)."""
+    from pdlite.runtime.instruction import check_feed
+
+    try:
+        for n, a in zip(names, data):
+            if type(a) is not np.ndarray:
+                return False
+            check_feed(n, a, *specs[n])
+    except InputError:
+        return False
+    return True
 
 
 def _sig(key: tuple) -> str:

@@ -1,6 +1,7 @@
 """The direct runner of a whole-program subgraph (feed -> subgraph -> fetch): the same outputs as the general run
-path, nothing done for a signature that is not compiled (or falls back to the host), exclusive with the general
-path under threads, and only offered for programs of that form. Outputs are compared exactly (the same compiled
+path, new signatures served by the model for all shapes when it fits them, nothing done for one that it does not
+fit (or falls back to the host), exclusive with the general path under threads, and only offered for programs of
+that form. Outputs are compared exactly (the same compiled
 model runs in both paths).
 """
 from __future__ import annotations
@@ -51,7 +52,12 @@ def test_direct_outputs_equal_the_general_path(device: str, monkeypatch) -> None
         assert np.array_equal(g, d)
     assert k.builds == 1
     wider = {n: np.concatenate([v, v], axis=0) for n, v in ins.items()}
-    assert run(wider) is None, "batch 2 has no compiled model yet"
+    third = run(wider)  # batch 2 is new, but the model for all shapes fits it and the feed passes the checks
+    assert third is not None and k.builds == 1
+    for g, d in zip(pred.predict(wider), third):
+        assert np.array_equal(g, d)
+    four = {n: np.concatenate([v, v[:, :1]], axis=1) for n, v in ins.items()}  # 4 channels: the model fixes 3
+    assert run(four) is None, "a signature the model does not fit is left to the general path"
 
 
 def test_fallback_signature_is_left_to_the_general_path(monkeypatch) -> None:

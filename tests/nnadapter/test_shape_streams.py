@@ -251,11 +251,11 @@ def test_hot_signature_gets_a_static_model(promoting_device: str) -> None:
 
 @pytest.mark.parametrize("device", list(DEVICES))
 def test_new_shapes_run_direct_on_the_model_for_all_shapes(device: str) -> None:
-    """A one-subgraph predictor's direct runner serves a new signature on the model for all shapes once the checked
-    path has run two that differ in that dim (the feeds' checks then pass any size there), with the host's
-    outputs and no build; one that differs in a dim never seen to change (the batch), or in dtype, is left to the
-    general path. The first run of the model is checked without host kernels (its output shapes at the fed shapes
-    are inferred during conversion, arange over the run-time length included)."""
+    """A one-subgraph predictor's direct runner serves a new signature that the model for all shapes fits and whose
+    feeds pass the predictor's checks, with the host's outputs and no build; another dtype or rank is left to the
+    general path (which raises its error). The first run of the model is checked without host kernels (its output
+    shapes at the fed shapes are inferred during conversion, arange over the run-time length included)."""
+    from pdlite.errors import InputError
     from pdlite.nnadapter.subgraph_kernel import direct_program
 
     _need(device)
@@ -270,13 +270,15 @@ def test_new_shapes_run_direct_on_the_model_for_all_shapes(device: str) -> None:
     pred.predict(feeds(1, 7))
     (k,) = subgraph_kernels(pred)
     assert k._host is None, "the first run's check ran the host kernels"
-    assert run(feeds(1, 12)) is None, "length not yet seen to change"
-    pred.predict(feeds(1, 12))
-    for n in (20, 33):
-        f = feeds(1, n)
+    for b, n in ((1, 12), (1, 33), (2, 20)):
+        f = feeds(b, n)
         got = run(f)
-        assert got is not None, f"length {n}"
+        assert got is not None, (b, n)
         for g, w in zip(got, host.predict(f)):
             assert g.shape == w.shape and float(np.max(np.abs(g - w))) <= REL * float(np.max(np.abs(w)))
-    assert run(feeds(2, 20)) is None and run(feeds(1, 21, np.int32)) is None
+    bad_dtype = feeds(1, 21, np.int32)
+    bad_rank = {n: v[None] for n, v in feeds(1, 21).items()}
+    assert run(bad_dtype) is None and run(bad_rank) is None
+    with pytest.raises(InputError, match="input 'input_ids': expected"):
+        pred.predict(bad_dtype)
     assert k.builds == 1 and k._host is None
