@@ -83,6 +83,13 @@ try:
             names = [o.name for o in self.session.get_outputs()]
             return InferenceResponse(model_name=self.name, outputs=[NumpyCodec.encode_output(n, a)
                                                                     for n, a in zip(names, outs)])
+    class NullModel(MLModel):
+        """Decodes the input as pdlite's runtime does and answers 1000 zeros: MLServer's own cost per request."""
+
+        async def predict(self, payload: InferenceRequest) -> InferenceResponse:
+            x = NumpyCodec.decode_input(payload.inputs[0])
+            return InferenceResponse(model_name=self.name, outputs=[
+                NumpyCodec.encode_output("y", np.zeros((x.shape[0], 1000), np.float32))])
 except ImportError:  # the benchmark's main() says what to install
     MLModel = None
 
@@ -94,6 +101,7 @@ class Rest:
     def __init__(self, port: int, path: str, body: bytes, headers: dict[str, str]) -> None:
         self.port, self.path, self.body, self.headers = port, path, body, headers
         self.local = threading.local()
+        self.batches: list[int] = []  # parameters.batch_size of the answers that have one (pdlite's Ray Serve)
 
     def __call__(self) -> int:
         conn = getattr(self.local, "conn", None)
@@ -102,7 +110,10 @@ class Rest:
         try:
             conn.request("POST", self.path, self.body, self.headers)
             r = conn.getresponse()
-            r.read()
+            data = r.read()
+            at = data.rfind(b'"batch_size":')
+            if at >= 0:
+                self.batches.append(int(data[at + 13:at + 20].split(b"}")[0].split(b",")[0]))
             return r.status
         except (OSError, http.client.HTTPException):
             self.local.conn = None
@@ -228,7 +239,8 @@ def with_peer_path() -> None:
     os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
 
 
-def start_ray(apps: dict[str, dict[str, Any]]) -> int:
+def start_ray(apps: dict[str, Any]) -> int:
+    """A local Ray (2 CPUs) serving APPS: name -> pdlite `deployment()` keywords, or a bound application."""
     import ray
     from ray import serve
 
@@ -238,8 +250,26 @@ def start_ray(apps: dict[str, dict[str, Any]]) -> int:
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     for i, (name, kw) in enumerate(apps.items()):
-        serve.run(deployment(name=name, **kw), name=name, route_prefix="/" if i == 0 else f"/v2/models/{name}")
+        app = deployment(name=name, **kw) if isinstance(kw, dict) else kw
+        serve.run(app, name=name, route_prefix="/" if i == 0 else f"/v2/models/{name}")
     return port
+
+
+def null_ray_app() -> Any:
+    """A Ray Serve deployment that parses the V2 request as pdlite's does and answers 1000 zeros (no model)."""
+    from ray import serve
+    from starlette.responses import JSONResponse
+
+    from pdlite.integrations.serving import encode_v2_json, split_v2_body
+
+    @serve.deployment(name="null", max_ongoing_requests=32, ray_actor_options={"num_cpus": 0})
+    class NullV2:
+        async def __call__(self, request: Any) -> JSONResponse:
+            _, binary = split_v2_body(await request.body(), request.headers.get("inference-header-content-length"))
+            x = np.frombuffer(binary, np.float32).reshape(-1, 3, 224, 224)
+            return JSONResponse(encode_v2_json("null", {"y": np.zeros((x.shape[0], 1000), np.float32)}))
+
+    return NullV2.bind()
 
 
 def stop_ray() -> None:
@@ -312,6 +342,10 @@ def batching(args: argparse.Namespace) -> None:
             models["mnv3a"] = {"uri": CNN, "extra": {**extra, **unb}, "max_batch_size": 8,
                                "max_batch_time": args.batch_wait}
         ports = write_repository(folder, models)
+        (folder / "null").mkdir()
+        (folder / "null" / "model-settings.json").write_text(json.dumps(
+            {"name": "null", "implementation": "serve_load.NullModel"}))
+        with_peer_path()
         g = ports["grpc_port"]
         targets: list[tuple[str, str, Callable[[], int]]] = []
         if "mlserver" in servers:
@@ -320,16 +354,21 @@ def batching(args: argparse.Namespace) -> None:
                         for w, t in shapes]
             if args.mlserver_adaptive:
                 targets += [("mlserver", "MLServer, MLServer's adaptive batching 8, 2x1", Grpc(g, "mnv3a", "x", x))]
+            targets += [("mlserver", "MLServer, a model that does nothing", Grpc(g, "null", "x", x))]
         ray_port = None
         if "ray" in servers:
             apps = {"mnv3": {"model": CNN, **unb, "max_batch_size": 1}}
             for w, t in shapes:
                 apps[f"mnv3b{w}{t}"] = {"model": CNN, "workers": w, "threads": t, **bat}
-            ray_port = start_ray(apps)
+                apps[f"mnv3s{w}{t}"] = {"model": CNN, "workers": w, "threads": t, **bat, "batcher": "serve"}
+            ray_port = start_ray({**apps, "null": null_ray_app()})
             rb, rh = v2_binary("x", x)
             targets += [("ray", "Ray Serve, unbatched 2x1", Rest(ray_port, "/v2/models/mnv3/infer", rb, rh))]
-            targets += [("ray", f"Ray Serve, @serve.batch 8, {w}x{t}",
+            targets += [("ray", f"Ray Serve, pdlite batching 8, {w}x{t}",
                          Rest(ray_port, f"/v2/models/mnv3b{w}{t}/infer", rb, rh)) for w, t in shapes]
+            targets += [("ray", f"Ray Serve, @serve.batch 8, {w}x{t}",
+                         Rest(ray_port, f"/v2/models/mnv3s{w}{t}/infer", rb, rh)) for w, t in shapes]
+            targets += [("ray", "Ray Serve, a model that does nothing", Rest(ray_port, "/v2/models/null/infer", rb, rh))]
         try:
             with mlserver(folder, Path(tmp) / "mlserver.log") if "mlserver" in servers else nullcontext():
                 for _, _, call in targets:  # warm-up: first runs, connections
@@ -349,6 +388,9 @@ def batching(args: argparse.Namespace) -> None:
         finally:
             if ray_port is not None:
                 stop_ray()
+    own = model_cpu_ms(x)
+    print(f"\nthe model alone (this process, 1 thread, CPU ms a sample): batch 1 {own[1]:.2f}, batch 8 {own[8]:.2f} "
+          f"({own[1] / own[8]:.2f}x), batches of 1..8 in turn {own[0]:.2f}")
     med = {label: {k: statistics.median(v[k] for v in runs)
                    for k in ("rps", "p50", "p99", "client_ms", "server_ms", "batch")} for label, runs in cells.items()}
     print(f"\nCNN (MobileNetV3-small, 1x3x224x224 FP32) at concurrency {c}: medians of {args.rounds} interleaved "
@@ -361,6 +403,27 @@ def batching(args: argparse.Namespace) -> None:
         rounds = " ".join(f"{v['rps']:.0f}" for v in cells[label])
         print(f"| {label} | {m['rps']:.1f} | {m['p50']:.0f} | {m['p99']:.0f} | {m['rps'] / base[srv]:.2f} | "
               f"{rounds} | {m['batch']:.1f} | {m['server_ms']:.1f} | {m['client_ms']:.2f} |", flush=True)
+
+
+def model_cpu_ms(x: np.ndarray) -> dict[int, float]:
+    """CPU ms a sample of the CNN alone on one thread: at batch 1, batch 8, and (key 0) batches of 1..8 in turn."""
+    from pdlite.integrations import predictor_from_path
+
+    pred = predictor_from_path(CNN, threads=1)
+    name = pred.get_input_names()[0]
+    seqs = {1: [1] * 16, 8: [8] * 3, 0: [3, 1, 5, 8, 2, 6, 4, 7]}
+    for b in range(1, 9):
+        pred.predict({name: np.concatenate([x] * b)})
+    best = {}
+    for key, seq in seqs.items():
+        times = []
+        for _ in range(3):
+            t0 = time.thread_time()  # this thread's (the other threads: gRPC's, Ray's)
+            for b in seq:
+                pred.predict({name: np.concatenate([x] * b)})
+            times.append((time.thread_time() - t0) / sum(seq) * 1e3)
+        best[key] = min(times)
+    return best
 
 
 def overload(args: argparse.Namespace) -> None:

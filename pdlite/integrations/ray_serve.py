@@ -1,6 +1,6 @@
 """pdlite on Ray Serve (`pip install pdlite[serve]`): a deployment speaking the KServe V2 protocol's REST
-endpoints (JSON), with Ray Serve's dynamic batching (`@serve.batch`) over predictor clones, scaled out by
-Ray Serve's replicas across a cluster. See docs/serving.md.
+endpoints (JSON), with dynamic batching over predictor clones (pdlite's batcher, or Ray Serve's `@serve.batch`),
+scaled out by Ray Serve's replicas across a cluster. See docs/serving.md.
 
     from ray import serve
     from pdlite.integrations.ray_serve import deployment
@@ -14,7 +14,11 @@ answers are JSON. Endpoints: GET /v2/health/live, /v2/health/ready, /v2/models/N
 
 Batching: requests whose inputs have the same shapes and dtypes are stacked along dim 0 into one run (up to
 `max_batch_size` requests, waiting at most `batch_wait_timeout_s` for more) and the outputs split back; up to
-`workers` batches run at once, each on its own predictor clone. Stacking changes which BLAS blocks a row goes
+`workers` batches run at once, each on its own predictor clone. `batcher="pdlite"` (default) forms a batch when
+a clone is free, so requests that arrive while all clones are busy join the next batch
+(`pdlite.integrations.batching.Batcher`); `batcher="serve"` is Ray Serve's `@serve.batch`, which closes a batch
+`batch_wait_timeout_s` after its first request whether or not a clone is free, so under load its batches stay
+as small as what arrived in that time and queue (BENCHMARKS.md, "Dynamic batching that pays"). Stacking changes which BLAS blocks a row goes
 through, so a batched answer may differ from a one-request run in the last bits (~1e-7 relative on
 MobileNetV3, where even a row's position shows: rows 5-8 of a batch round unlike rows 1-4); each answer equals,
 bit for bit, its rows of a local run on the same stacked batch. Models whose
@@ -32,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.errors import MissingDependencyError
-from pdlite.integrations.batching import signature, split, stack
+from pdlite.errors import ConfigError, MissingDependencyError
+from pdlite.integrations.batching import Batcher, signature, split, stack
 from pdlite.integrations.serving import (
     DEFAULT_MAX_REQUEST_BYTES,
     RequestError,
@@ -58,8 +62,11 @@ class PdliteServer:
 
     def __init__(self, model: str | os.PathLike | None = None, *, app: str | None = None, name: str = "model",
                  device: str = "host", threads: int = 1, workers: int = 2, max_batch_size: int = 8,
-                 batch_wait_timeout_s: float = 0.005, options: Mapping[str, Any] | None = None,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+                 batch_wait_timeout_s: float = 0.005, batcher: str = "pdlite",
+                 options: Mapping[str, Any] | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+        if batcher not in ("pdlite", "serve"):
+            raise ConfigError(f"batcher {batcher!r}: expected 'pdlite' (batches fill while the clones are busy) or "
+                              "'serve' (Ray Serve's @serve.batch)")
         self.name = name
         self.service = served(app, model, device=device, threads=threads, workers=workers, options=options,
                               max_request_bytes=max_request_bytes)
@@ -69,6 +76,9 @@ class PdliteServer:
         self.stack_ok = self.max_batch_size > 1 and isinstance(self.service, ServedModel) and self.service.follows_batch()
         self._batched.set_max_batch_size(self.max_batch_size)
         self._batched.set_batch_wait_timeout_s(float(batch_wait_timeout_s))
+        self._batcher = Batcher(self._run, max_batch_size=self.max_batch_size, wait_s=float(batch_wait_timeout_s),
+                                concurrent=int(workers), retry_alone=(RequestError,)) \
+            if self.stack_ok and batcher == "pdlite" else None
         self.batches: list[int] = []  # the batch sizes run (for tests and benchmarks: `stats()`)
 
     async def _run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -96,6 +106,8 @@ class PdliteServer:
 
     async def infer_counted(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
         self.service.check(feeds)
+        if self._batcher is not None:
+            return await self._batcher(dict(feeds))
         if self.stack_ok:
             return await self._batched(dict(feeds))
         outs = await self._run(feeds)
@@ -103,8 +115,8 @@ class PdliteServer:
         return outs, 1
 
     def stats(self) -> dict[str, Any]:
-        return {"batches": len(self.batches), "requests": sum(self.batches),
-                "max_batch": max(self.batches, default=0)}
+        sizes = self.batches + (self._batcher.sizes if self._batcher is not None else [])
+        return {"batches": len(sizes), "requests": sum(sizes), "max_batch": max(sizes, default=0)}
 
     async def __call__(self, request: Request) -> JSONResponse:
         path = request.url.path.rstrip("/")

@@ -33,6 +33,8 @@ def url():
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(deployment(CNN, name="mnv3", workers=2, max_batch_size=8, batch_wait_timeout_s=0.2),
               name="mnv3", route_prefix="/")
+    serve.run(deployment(CNN, name="mnv3s", workers=2, max_batch_size=8, batch_wait_timeout_s=0.2, batcher="serve"),
+              name="mnv3s", route_prefix="/v2/models/mnv3s")
     serve.run(deployment(DET, name="picodet", workers=1), name="picodet", route_prefix="/v2/models/picodet")
     serve.run(deployment(app="ocr", name="ocr", workers=1, max_ongoing_requests=1, max_queued_requests=1,
                          max_request_bytes=1 << 20), name="ocr", route_prefix="/v2/models/ocr")
@@ -113,15 +115,16 @@ def test_tritonclient_binary_tensors(url):
         [t.decode() for t in ocr_reference()["texts"]]
 
 
-def test_cnn_batched_bit_exact(url):
-    """Eight requests at once: Ray Serve batches them; each answer equals, bit for bit, a row of a local run on
-    as many copies of the input as its batch held (the requests all send the same image; which row is not
-    known, and rows of one batch may differ in the last bits: on MobileNetV3 rows 5-8 round unlike rows 1-4)."""
+@pytest.mark.parametrize("model", ["mnv3", "mnv3s"])  # pdlite's batcher, Ray Serve's @serve.batch
+def test_cnn_batched_bit_exact(url, model):
+    """Eight requests at once are batched; each answer equals, bit for bit, a row of a local run on as many
+    copies of the input as its batch held (the requests all send the same image; which row is not known, and
+    rows of one batch may differ in the last bits: on MobileNetV3 rows 5-8 round unlike rows 1-4)."""
     pred, run = local(CNN)
     name = pred.get_output_names()[0]
     x = np.random.default_rng(2).standard_normal((1, 3, 224, 224)).astype(np.float32)
     with ThreadPoolExecutor(8) as ex:
-        answers = list(ex.map(lambda _: post(url + "/v2/models/mnv3/infer", v2({"x": x})), range(8)))
+        answers = list(ex.map(lambda _: post(url + f"/v2/models/{model}/infer", v2({"x": x})), range(8)))
     sizes = []
     for code, answer in answers:
         assert code == 200, answer
