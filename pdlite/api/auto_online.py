@@ -77,9 +77,13 @@ def _size(sig: tuple) -> float:
     return float(sum(math.prod(shape) for _, shape, _ in sig))
 
 
-def _on_disk(files: list[str]) -> bool:
-    """Whether every one of these model-cache files is there (a device's first call then loads, not compiles)."""
-    return bool(files) and all(os.path.isfile(f) for f in files)
+def _on_disk(files: list[str], cache_dir: str | None) -> bool:
+    """Whether every one of these model-cache files is there, in the model cache this process uses (a device's
+    first call then loads, not compiles)."""
+    if not files or not cache_dir:
+        return False
+    here = os.path.abspath(cache_dir)
+    return all(os.path.dirname(os.path.abspath(f)) == here and os.path.isfile(f) for f in files)
 
 
 def _final_store(lock: threading.Lock, policy: OnlinePolicy, base: Any, key: str, devices_key: str,
@@ -117,8 +121,9 @@ class AutoRunner:
         for name, c in self.policy.cands.items():
             c.per_shape = name != HOST and not _dynamic(name)
         # compiled models persist: a device's compile is paid once for this and every later process
-        self.policy.persistent = configured_dir(base.options.get("nnadapter_model_cache_dir")) is not None
-        self.on_disk = _on_disk  # tests give their own
+        model_cache = configured_dir(base.options.get("nnadapter_model_cache_dir"))
+        self.policy.persistent = model_cache is not None
+        self.on_disk = lambda files: _on_disk(files, model_cache)
         self._devices_key = f"devices|first_ms|threads={base.threads()}|{__version__}"
         self._path = cache_file(base)  # fixed now: the process's environment may differ when the last write comes
         weakref.finalize(self, _final_store, self.lock, self.policy, base, self._changing_key, self._devices_key,

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pdlite.api import auto
+from pdlite.api.auto_online import _on_disk
 from pdlite.api.auto_policy import EXPLORE_SHARE, LOAD_GUESS, MARGIN, OnlinePolicy
 from pdlite.core.types import Place, PrecisionType, TargetType
 from pdlite.lite import CxxConfig, create_paddle_predictor
@@ -362,6 +363,9 @@ def test_a_later_process_loads_the_compiled_model_and_knows_it(tmp_path):
     again = create_paddle_predictor(cfg)
     dev = again._auto.policy.cands["onnxruntime"]
     assert dev.prior_first_ms == pytest.approx(LOAD_GUESS * entry["first_ms"])
+    # the files count only in the model cache this process uses (another, or none: it would compile)
+    assert _on_disk(entry["files"], str(tmp_path / "models"))
+    assert not _on_disk(entry["files"], None) and not _on_disk(entry["files"], str(tmp_path))
     run_stream(again)
     assert dev.loaded and again.auto_choice.device == "onnxruntime"
     del again
