@@ -3,6 +3,7 @@ C client threads each send one request, wait for the answer, send the next, for 
 flight, nothing unbounded). Numbers: answered requests/s, p50 / p99 latency of the 200s, other answers.
 
     python benchmarks/serve_load.py sweep    [--seconds 4] [--concurrency 1,2,4,8,16] [--models cnn,ocr] [--device host]
+    python benchmarks/serve_load.py batching [--seconds 5] [--rounds 3] [--concurrency 8] [--servers mlserver,ray]
     python benchmarks/serve_load.py overload [--seconds 10] [--clients 32]
     python benchmarks/serve_load.py soak     [--soak-minutes 10]
     python benchmarks/serve_load.py shutdown
@@ -10,13 +11,18 @@ flight, nothing unbounded). Numbers: answered requests/s, p50 / p99 latency of t
 sweep: MobileNetV3-small (tests/fixtures) and the OCR app (examples/images/sample_en.png) against
   - `mlserver`: `mlserver start` with pdlite's runtime (2 predictor clones, 1 thread each, on `--device`), CNN over MLServer's
     gRPC with raw tensor bytes (JSON would make the test a JSON-parsing benchmark), OCR over REST;
-  - `mlserver+batch`: the same with MLServer's adaptive batching (max_batch_size 8, max_batch_time 5 ms);
+  - `mlserver+batch`: the same with pdlite's batching (extra.max_batch_size 8, batch_wait_timeout_s 2 ms);
   - `ort-peer`, `ort-peer+batch`: the same model exported to ONNX (`pdlite export-onnx`) in a plain
     onnxruntime MLModel (1 intra-op thread, 2 runs at once), the peer: no MLServer ONNX/OpenVINO runtime
-    installs beside MLServer 1.7;
-  - `ray`, `ray+batch`: pdlite's Ray Serve deployment (REST with binary tensors), `@serve.batch` off / on
-    (max_batch_size 8, 5 ms) on a local Ray (num_cpus=2).
+    installs beside MLServer 1.7; its batching is MLServer's adaptive batching (8, 2 ms);
+  - `ray`, `ray+batch`: pdlite's Ray Serve deployment (REST with binary tensors), batching off / on (pdlite's
+    batcher, max_batch_size 8, 2 ms) on a local Ray (num_cpus=2).
   Cells are interleaved by concurrency (every server once per concurrency level) to spread the noise.
+batching: the CNN at one concurrency (8): unbatched (2 clones x 1 thread) against pdlite's batching (and Ray
+  Serve's @serve.batch, MLServer's adaptive batching with --mlserver-adaptive), and a model that does nothing
+  on each server (its own cost per request: the most any batching can gain); rounds interleaved, medians;
+  server CPU per request (MLServer's processes, or all of Ray's: raylet, GCS, proxy, replicas, with their idle
+  work) and the load generator's own CPU per request. Run one server at a time (--servers) for clean figures.
 overload: 32 clients against an OCR service that admits 4 (MLServer: `max_queued` 4; Ray Serve:
   max_ongoing_requests 2 + max_queued_requests 2): 503s, bounded latency of the admitted, no crash; and the
   same load with no bound (max_queued 1000) for the latency it would otherwise cost.
@@ -210,10 +216,11 @@ HEAD = "| server | model | concurrency | req/s | p50 ms | p99 ms | 200s | other 
 
 # -- servers -----------------------------------------------------------------------------------------------------
 def mlserver_repo(folder: Path, onnx: Path | None, device: str = "host") -> dict[str, int]:
-    batch = {"max_batch_size": 8, "max_batch_time": 0.005}
+    batch = {"max_batch_size": 8, "max_batch_time": 0.002}  # MLServer's adaptive batching (the peer)
     models: dict[str, dict[str, Any]] = {
         "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64, "device": device}},
-        "mnv3b": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64, "device": device}, **batch},
+        "mnv3b": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64, "device": device, "max_batch_size": 8,
+                                        "batch_wait_timeout_s": 0.002}},
         "ocr": {"extra": {"app": "ocr", "workers": 2, "max_queued": 64}},
     }
     ports = write_repository(folder, models)
@@ -293,7 +300,7 @@ def sweep(args: argparse.Namespace) -> None:
         with_peer_path()
         dev = {"model": CNN, "workers": 2, "device": args.device}
         ray_port = start_ray({"mnv3": {**dev, "max_batch_size": 1},
-                              "mnv3b": {**dev, "max_batch_size": 8, "batch_wait_timeout_s": 0.005},
+                              "mnv3b": {**dev, "max_batch_size": 8, "batch_wait_timeout_s": 0.002},
                               "ocr": {"app": "ocr", "workers": 2}})
         try:
             with mlserver(folder, Path(tmp) / "mlserver.log"):
@@ -370,15 +377,16 @@ def batching(args: argparse.Namespace) -> None:
                          Rest(ray_port, f"/v2/models/mnv3s{w}{t}/infer", rb, rh)) for w, t in shapes]
             targets += [("ray", "Ray Serve, a model that does nothing", Rest(ray_port, "/v2/models/null/infer", rb, rh))]
         try:
-            with mlserver(folder, Path(tmp) / "mlserver.log") if "mlserver" in servers else nullcontext():
+            with mlserver(folder, Path(tmp) / "mlserver.log") if "mlserver" in servers else nullcontext() as ml:
                 for _, _, call in targets:  # warm-up: first runs, connections
                     load(call, c, 1.5)
                 cells: dict[str, list[dict[str, Any]]] = {label: [] for _, label, _ in targets}
                 me = os.getpid()
                 for r in range(args.rounds):
                     order = targets if r % 2 == 0 else targets[::-1]  # A,B,C / C,B,A: no config always first
-                    for _, label, call in order:
-                        pids = [p for p in descendants(me) if p != me]  # the servers: mlserver, Ray's processes
+                    for srv, label, call in order:
+                        mine = descendants(ml[1].pid) if ml else []  # the mlserver process and its workers
+                        pids = mine if srv == "mlserver" else [p for p in descendants(me) if p != me and p not in mine]
                         cpu0, seen = cpu_s(pids), len(getattr(call, "batches", []))
                         res = load(call, c, args.seconds)
                         res["server_ms"] = (cpu_s(pids) - cpu0) / max(1, res["ok"]) * 1e3

@@ -11,8 +11,11 @@ eight 1x3x224x224 FP32 requests that costs ~100 ms on one core, more than Mobile
 Stacking the decoded arrays costs ~0.1 ms.
 
 Policy: a batch starts when a run slot is free (one per predictor clone) and either `max_batch_size` requests of
-one signature are queued or the oldest has waited `wait_s`; requests that arrive while every slot is busy join
-the next batch, so under load batches fill without any added wait, and a lone request waits at most `wait_s`.
+one signature are queued, or the oldest has waited `wait_s`, or no other request is on its way (`arriving`: the
+server's requests admitted but not yet handed to the batcher, e.g. still being decoded). Requests that arrive
+while every slot is busy join the next batch, so under load batches fill without any added wait, and a lone
+request (one client, or the last of a burst) waits for nothing: a timed wait costs far more than `wait_s` on
+a loaded machine (the process must be scheduled again; MLServer at one client: 18 ms p50 instead of 10).
 """
 from __future__ import annotations
 
@@ -62,19 +65,23 @@ class _Waiting:
 class Batcher:
     """Form batches of requests on the running event loop and run each with RUN (an awaitable over stacked feeds,
     e.g. a predictor clone on an executor thread). `await batcher(feeds)` gives (this request's outputs, the
-    batch size it ran in). At most CONCURRENT batches run at once. A batch refused as a whole by RETRY_ALONE
+    batch size it ran in). At most CONCURRENT batches run at once; ARRIVING (optional) says how many requests are on
+    their way to it (none: start the batch now). A batch refused as a whole by RETRY_ALONE
     (e.g. a value one request's shapes make invalid) is run again request by request, so one bad request does
     not fail the others."""
 
     def __init__(self, run: Callable[[dict[str, np.ndarray]], Awaitable[Mapping[str, np.ndarray]]], *,
                  max_batch_size: int, wait_s: float, concurrent: int = 1,
-                 retry_alone: tuple[type[BaseException], ...] = ()) -> None:
+                 retry_alone: tuple[type[BaseException], ...] = (),
+                 arriving: Callable[[], int] | None = None) -> None:
         if int(max_batch_size) < 1 or float(wait_s) < 0 or int(concurrent) < 1:
             raise ConfigError(f"batching: max_batch_size {max_batch_size} (>= 1), wait {wait_s} s (>= 0), "
                               f"concurrent {concurrent} (>= 1)")
         self.run, self.retry_alone = run, retry_alone
         self.max_batch_size, self.wait_s, self.concurrent = int(max_batch_size), float(wait_s), int(concurrent)
         self.sizes: list[int] = []  # the batch sizes run, in order (benchmarks and tests read it)
+        self.arriving = arriving
+        self.inside = 0  # requests in the batcher: queued or running
         self._queue: list[_Waiting] = []
         self._wake: asyncio.Event | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -90,7 +97,11 @@ class Batcher:
         self._wake.set()
         if self._collector is None or self._collector.done():
             self._collector = loop.create_task(self._collect())
-        return await item.future
+        self.inside += 1
+        try:
+            return await item.future
+        finally:
+            self.inside -= 1
 
     def _take(self) -> list[_Waiting]:
         head = self._queue[0]
@@ -108,7 +119,8 @@ class Batcher:
                     head = self._queue[0]
                     same = sum(it.sig == head.sig for it in self._queue)
                     left = head.since + self.wait_s - loop.time()
-                    if same >= self.max_batch_size or left <= 0:
+                    if same >= self.max_batch_size or left <= 0 or (self.arriving is not None
+                                                                    and self.arriving() <= 0):
                         break
                     self._wake.clear()
                     try:

@@ -27,7 +27,8 @@ not take, bytes that are no image are answered 400 (MLServer's `InferenceError`,
 with a message naming the input and the datatype and shape expected; nothing a client sends gives a 500.
 Dynamic batching: `extra.max_batch_size` N > 1 stacks up to N requests' decoded arrays along dim 0 into one run
 on a free clone (`pdlite.integrations.batching.Batcher`: a batch starts when a clone is free and N requests are
-queued or the oldest has waited `batch_wait_timeout_s`); answers carry `parameters.batch_size`. Use it rather
+queued, the oldest has waited `batch_wait_timeout_s`, or no other request is being decoded); answers carry
+`parameters.batch_size`. Use it rather
 than MLServer's own adaptive batching (`max_batch_size` / `max_batch_time` at the top of model-settings.json),
 which works but merges requests as Python lists of numbers and costs more than it saves on an image CNN
 (BENCHMARKS.md, "Dynamic batching that pays"). Either one only for models whose outputs all keep the batch in
@@ -158,10 +159,14 @@ class PdliteRuntime(MLModel):
             try:
                 self._batcher = Batcher(self._run, max_batch_size=batch, concurrent=workers,
                                         wait_s=float(extra.get("batch_wait_timeout_s", 0.002)),
-                                        retry_alone=(RequestError, InputError))
+                                        retry_alone=(RequestError, InputError), arriving=self._arriving)
             except PdliteError as e:
                 raise MLServerError(f"model {self.name!r}: {e}", 422) from None
         return True
+
+    def _arriving(self) -> int:
+        """Requests admitted but not yet at the batcher (being decoded): worth a batch's wait."""
+        return self._admission.inside - self._batcher.inside
 
     async def _run(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._service.run, feeds)

@@ -77,8 +77,10 @@ class PdliteServer:
         self._batched.set_max_batch_size(self.max_batch_size)
         self._batched.set_batch_wait_timeout_s(float(batch_wait_timeout_s))
         self._batcher = Batcher(self._run, max_batch_size=self.max_batch_size, wait_s=float(batch_wait_timeout_s),
-                                concurrent=int(workers), retry_alone=(RequestError,)) \
+                                concurrent=int(workers), retry_alone=(RequestError,),
+                                arriving=lambda: self._inside - self._batcher.inside) \
             if self.stack_ok and batcher == "pdlite" else None
+        self._inside = 0  # inference requests in this replica, from reading their body to their outputs
         self.batches: list[int] = []  # the batch sizes run (for tests and benchmarks: `stats()`)
 
     async def _run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -102,7 +104,11 @@ class PdliteServer:
 
     async def infer(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The outputs by name (checked first: a `RequestError` names the input at fault)."""
-        return (await self.infer_counted(feeds))[0]
+        self._inside += 1
+        try:
+            return (await self.infer_counted(feeds))[0]
+        finally:
+            self._inside -= 1
 
     async def infer_counted(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
         self.service.check(feeds)
@@ -127,10 +133,14 @@ class PdliteServer:
             if request.method == "GET" and path == base:
                 return JSONResponse(v2_metadata(self.name, self.service))
             if request.method == "POST" and path == base + "/infer":
-                body, binary = split_v2_body(await request.body(),
-                                             request.headers.get("inference-header-content-length"))
-                feeds = decode_v2_json(body, self.service, binary)
-                outs, batch = await self.infer_counted(feeds)
+                self._inside += 1  # on its way to the batcher while its body is read and decoded
+                try:
+                    body, binary = split_v2_body(await request.body(),
+                                                 request.headers.get("inference-header-content-length"))
+                    feeds = decode_v2_json(body, self.service, binary)
+                    outs, batch = await self.infer_counted(feeds)
+                finally:
+                    self._inside -= 1
                 wanted = [o.get("name") for o in body.get("outputs") or []] or list(outs)
                 missing = [n for n in wanted if n not in outs]
                 if missing:

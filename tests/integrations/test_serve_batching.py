@@ -87,3 +87,14 @@ def test_a_refused_batch_is_run_request_by_request():
 def test_bad_settings_refused():
     with pytest.raises(ConfigError, match="max_batch_size 0"):
         Batcher(FakeModel(), max_batch_size=0, wait_s=0.01)
+
+
+def test_no_wait_when_nothing_is_on_its_way():
+    """With `arriving` saying no other request is coming, a lone request runs at once, not after wait_s."""
+    import time
+
+    b = Batcher(FakeModel(delay=0.0), max_batch_size=8, wait_s=5.0, arriving=lambda: 0)
+    t0 = time.perf_counter()
+    (outs, k), = run_all(b, [np.ones((1, 2), np.float32)])
+    assert k == 1 and time.perf_counter() - t0 < 2.0
+    np.testing.assert_array_equal(outs["y"], np.full((1, 2), 2, np.float32))
