@@ -58,6 +58,7 @@ REUSE_CALLS = 7  # calls on the signature of the last decision take it again thi
 # calls cost no bookkeeping beyond recording their time), then it is made afresh
 SURPRISE = 1.5  # a call this many times dearer than its model said ends the reuse of the last decision
 PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
+CHANGING_RATE = 0.05  # a stream with at least this share of its calls on new signatures: changing shapes
 LOAD_GUESS = 0.5  # a first call that loads the compiled model, before one was measured: this share of compiling it
 
 
@@ -294,15 +295,21 @@ class OnlinePolicy:
     def _buy(self, est: dict[str, float], best: str) -> str | None:
         """A candidate known from an earlier process, not built yet, once building it pays: the savings its model
         promises over the calls still expected (as many as the earlier stream had, at least as many as so far),
-        or those the calls so far missed, reach what its first call costs beyond a call."""
+        or those the calls so far missed, reach what its first call costs beyond a call. On a stream of changing
+        shapes, only one that would also take the calls on shapes new to it: calls go where each is cheapest
+        (`exploit`), so a device faster on shapes it has run but dearer on new ones would be bought for nothing."""
         waiting = [c for c in self.usable() if not c.built and c.name in est]
         if not waiting:
             return None
         horizon = max(self.expected_calls - self.calls, self.calls)
         mixed = self.mixed_estimates()  # per call of the stream's usual size, new signatures in their share
+        size, changing = self.usual_size(), self.new_rate() >= CHANGING_RATE
         for c in waiting:
             if c.name not in mixed or best not in mixed \
                     or not mixed[c.name] * MARGIN < mixed[best]:
+                continue
+            if changing and not (c.estimate(size, True) or 0.0) * MARGIN < (self.cands[best].estimate(size, True)
+                                                                             or 0.0):
                 continue
             cost = max((c.prior_first_ms or 0.0) - est[c.name], 0.0)
             promise = (mixed[best] - mixed[c.name]) * horizon
@@ -409,11 +416,15 @@ class OnlinePolicy:
         sizes += [c.first[1] for c in self.cands.values() if c.first is not None]
         return statistics.median(sizes) if sizes else MIN_SIZE
 
+    def new_rate(self) -> float:
+        """The share of the stream's calls on signatures it had not seen (an earlier process's before its own)."""
+        return self.new_calls / self.calls if self.calls else self.prior_new_share
+
     def mixed_estimates(self) -> dict[str, float]:
         """Each known candidate's estimated ms for a call of the stream's median size, seen and new signatures
         mixed in the stream's proportion (candidates not built count only with a prior)."""
         size = self.usual_size()
-        rate = self.new_calls / self.calls if self.calls else self.prior_new_share
+        rate = self.new_rate()
         return {c.name: (1 - rate) * (c.estimate(size, False) or 0.0) + rate * (c.estimate(size, True) or 0.0)
                 for c in self.usable() if c.known() and (c.built or c.prior_first_ms is not None)}
 

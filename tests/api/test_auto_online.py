@@ -200,6 +200,38 @@ def test_a_compiled_model_on_disk_is_bought_at_the_cost_of_a_load():
     assert pol.cands["dev"].prior_first_ms == 2000.0 and trace == ["host"] * len(stream), trace
 
 
+def test_the_ocr_rec_entry_of_session_44():
+    """PP-OCRv4 rec's cache entry after `pdlite ocr` on the example images (2 threads): OpenVINO 43.7 ms a call
+    against the host's 49.7 over the stream (30% new shapes), its first call 467 ms of compiling, but 20.8 ms per
+    shape new to it against the host's 2.8. Calls go where each is cheapest: a shape new to both is the host's, so
+    OpenVINO would be bought for nothing and is not, even with its compiled model on disk (a load). With its cost
+    of a new shape at the host's, the load is bought at the run's first call and OpenVINO runs the stream (the host
+    re-measured once), beating the host alone; without the file (a compile) the 33-call run stays on the host."""
+    size = 392256.0
+
+    def entry(over):
+        return {"candidates": {"host": {"unit": 0.000124447, "over": 2.800956201, "over_known": True},
+                               "intel_openvino": {"unit": 9.5454e-05, "over": over, "over_known": True,
+                                                  "first_ms": 467.468853, "files": ["/cache/rec.intel_openvino"]}},
+                "calls": 33, "new_share": 0.303, "size": size, "elapsed_ms": 14696.6, "explore_ms": 1075.3}
+
+    def host(s, new, first):
+        return 0.000124447 * s + (2.8 if new else 0.0)
+
+    def openvino(over):
+        return lambda s, new, first: 9.5454e-05 * s + (LOAD_GUESS * 467.0 if first else (over if new else 0.0))
+
+    stream = [size + i % 10 for i in range(33)]  # 10 shapes (signature = size), 30% of the calls new
+    _, trace, _ = simulate({"host": host, "intel_openvino": openvino(20.8)}, stream, priors=entry(20.8), on_disk=True)
+    assert trace == ["host"] * len(stream), trace
+    total, trace, _ = simulate({"host": host, "intel_openvino": openvino(2.8)}, stream, priors=entry(2.8),
+                               on_disk=True)
+    assert trace[0] == "intel_openvino" and trace.count("host") <= 1, trace  # the host re-measured once
+    assert total < alone(host, stream), (total, alone(host, stream))
+    _, trace, _ = simulate({"host": host, "intel_openvino": openvino(2.8)}, stream, priors=entry(2.8))
+    assert trace == ["host"] * len(stream), trace
+
+
 def test_a_load_not_measured_yet_is_guessed_as_a_share_of_the_compile():
     pol = OnlinePolicy(["host", "dev"])
     pol.load_priors(_known_priors(first_ms=400.0, files=["/cache/x.dev"]), lambda files: files == ["/cache/x.dev"])
