@@ -58,7 +58,7 @@ REUSE_CALLS = 7  # calls on the signature of the last decision take it again thi
 # calls cost no bookkeeping beyond recording their time), then it is made afresh
 SURPRISE = 1.5  # a call this many times dearer than its model said ends the reuse of the last decision
 PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
-CHANGING_RATE = 0.05  # a stream with at least this share of its calls on new signatures: changing shapes
+PRIOR_CALLS = 12  # an earlier stream's share of repeated signatures weighs as this many calls of this one
 LOAD_GUESS = 0.5  # a first call that loads the compiled model, before one was measured: this share of compiling it
 
 
@@ -114,10 +114,10 @@ class Candidate:
     def _unit(self) -> float | None:
         if self.seen:
             return statistics.median(ms / s for ms, s in self.seen)
+        if self.prior_unit is not None:  # an earlier process's (new signatures here then measure the over)
+            return self.prior_unit
         if self.new:  # only new signatures so far: their costs include the over (pessimistic)
             return statistics.median(ms / s for ms, s in self.new)
-        if self.prior_unit is not None:
-            return self.prior_unit
         if self.first is not None:
             return self.first[0] / self.first[1]
         return None
@@ -126,7 +126,7 @@ class Candidate:
         u = self.unit()
         if u is None:
             return 0.0
-        if self.new and self.seen:
+        if self.new and (self.seen or self.prior_unit is not None):
             return statistics.median(max(0.0, ms - u * s) for ms, s in self.new)
         if self.new:
             return 0.0  # new signatures only: the unit holds their over
@@ -295,26 +295,20 @@ class OnlinePolicy:
     def _buy(self, est: dict[str, float], best: str) -> str | None:
         """A candidate known from an earlier process, not built yet, once building it pays: the savings its model
         promises over the calls still expected (as many as the earlier stream had, at least as many as so far),
-        or those the calls so far missed, reach what its first call costs beyond a call. On a stream of changing
-        shapes, only one that would also take the calls on shapes new to it: calls go where each is cheapest
-        (`exploit`), so a device faster on shapes it has run but dearer on new ones would be bought for nothing."""
+        or those the calls so far missed, reach what its first call costs beyond a call. (A device faster on shapes
+        it has run but dearer on new ones gets the new ones when their expected repeats repay it: `_invests`.)"""
         waiting = [c for c in self.usable() if not c.built and c.name in est]
         if not waiting:
             return None
         horizon = max(self.expected_calls - self.calls, self.calls)
         mixed = self.mixed_estimates()  # per call of the stream's usual size, new signatures in their share
-        size, changing = self.usual_size(), self.new_rate() >= CHANGING_RATE
         for c in waiting:
             if c.name not in mixed or best not in mixed \
                     or not mixed[c.name] * MARGIN < mixed[best]:
                 continue
-            if changing and not (c.estimate(size, True) or 0.0) * MARGIN < (self.cands[best].estimate(size, True)
-                                                                             or 0.0):
-                continue
             cost = max((c.prior_first_ms or 0.0) - est[c.name], 0.0)
             promise = (mixed[best] - mixed[c.name]) * horizon
-            if c.regret_ms >= cost or promise >= cost:
-                self._pending = (c.name, est[best])
+            if c.regret_ms >= cost or promise >= cost:  # a purchase its promise repays, not exploration
                 return c.name
         return None
 
@@ -344,10 +338,34 @@ class OnlinePolicy:
                 learn_over = sig not in c.sigs and changing and not (c.new and c.seen or c.prior_over is not None) \
                     and could_win
                 stale = self.calls - c.last_call >= c.refresh and extra <= REFRESH_EXTRA * est[best]
-                if learn_over or stale:
+                if learn_over or stale or self._invests(c, sig, size, est, best):
                     tries.append((extra, c.name, budget))
         fits = [(max(extra, 0.0), n) for extra, n, limit in tries if max(extra, 0.0) <= limit]  # the cheapest first
         return min(fits)[1] if fits else None
+
+    def expected_repeats(self) -> float:
+        """How many more calls a signature the stream has seen is expected to get: the calls still expected (as
+        many as an earlier process's stream had, at least as many as so far) that repeat a signature (the share
+        of the stream's calls, pooled with the earlier stream's as PRIOR_CALLS calls), spread over the signatures
+        seen."""
+        prior = min(self.expected_calls, PRIOR_CALLS) if self.prior_new_share else 0
+        if not self.calls + prior or not self.stream_sigs:
+            return 0.0
+        rate = (self.new_calls + self.prior_new_share * prior) / (self.calls + prior)
+        remaining = max(self.expected_calls - self.calls, self.calls)
+        return (1.0 - rate) * remaining / len(self.stream_sigs)
+
+    def _invests(self, c: Candidate, sig: Hashable, size: float, est: dict[str, float], best: str) -> bool:
+        """Whether to run this signature, new to built device `c`, on it though `best` is cheaper now: what it costs
+        `c` now and on its expected repeats (cheaper there than on `best`) beats `best` by MARGIN. Its cost over
+        `best`'s is exploration (bounded), and the MARGIN rule does not count it against `c`."""
+        if sig in c.sigs or best != self.host or not self.trusted(c.name):
+            return False
+        seen_c, seen_best = c.estimate(size, False), self.cands[best].estimate(size, False)
+        if seen_c is None or seen_best is None or not seen_c * MARGIN < seen_best:
+            return False
+        r = self.expected_repeats()
+        return (est[c.name] + r * seen_c) * MARGIN < est[best] + r * seen_best
 
     # -- what happened -------------------------------------------------------------------------------
     def record(self, name: str, sig: Hashable, size: float, ms: float, *, extra_ms: float = 0.0,
@@ -379,7 +397,9 @@ class OnlinePolicy:
             c.runs.append((ms, size, sig not in h.sigs))
         else:
             c.new.append((ms, size))
-            c.runs.append((ms, size, sig not in h.sigs))
+            # an explored new signature: its cost over the best's then is exploration, not the device's record
+            pending = self._pending[1] if self._pending is not None and self._pending[0] == name else ms
+            c.runs.append((min(ms, pending), size, sig not in h.sigs))
         c.built = True
         c.sigs.add(sig)
         if self._pending is not None and self._pending[0] == name:
