@@ -37,9 +37,10 @@ CASES = [
     (1, 130, 4, 4, 3, 3, 3, 1, 1, 1, 1, 2, 2, 0),  # K not a multiple of 4, padding 2
     (1, 5, 9, 30, 10, 3, 5, 1, 1, 2, 3, 0, 4, 1),  # dilations 2 x 3, padding only at the left, C odd
     (1, 96, 19, 21, 24, 3, 3, 1, 1, 1, 1, 1, 1, 0),  # wide reduction, rows not a tile multiple
+    (1, 6, 17, 19, 9, 3, 3, 3, 2, 2, 1, 1, 2, 0),  # strides 3 x 2 with dilation 2 in height
 ]
-# the stride-1 convs larger than 1x1 also run in qconv's direct form (weights packed with conv=(C, KH, KW))
-DIRECT = [i for i, c in enumerate(CASES) if qn.direct_form((c[5], c[6]), (c[7], c[8]))]
+# all but the 1x1 stride-1 convs also run in qconv's direct form (weights packed with conv=(C, KH, KW))
+DIRECT = [i for i, c in enumerate(CASES) if c[5] * c[6] > 1]  # (also where direct_form would not pick it)
 FC_CASES = [(1, 37, 10), (5, 64, 100), (3, 3, 1)]  # (rows, K, N)
 ISA_FLAGS = {"vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx2": {"avx2", "fma"},
              "baseline": set()}
@@ -105,13 +106,6 @@ def test_conv_sums_exact(i: int) -> None:
 def test_conv_sums_exact_in_the_direct_form(i: int) -> None:
     got = _sums(CASES[i], i, direct=True)
     np.testing.assert_array_equal(got.astype(np.int64), _reference(CASES[i], i))
-
-
-def test_direct_form_refuses_strided_convs() -> None:
-    x, w8, qp = _data(CASES[2], 0)
-    with pytest.raises(ValueError, match="direct form needs stride 1"):
-        qn.qconv(x, qn.pack_weights(w8, (7, 3, 3)), np.ones(17, np.float32), None, 17, 5, 6, (3, 3), (2, 2),
-                 (1, 1), (1, 1), qp)
 
 
 @pytest.mark.parametrize("shape", FC_CASES)
@@ -247,7 +241,7 @@ def test_conv_chain_in_the_epilogue_equals_the_chain_after_it(i: int) -> None:
     mul = (rng.uniform(0.5, 2.0, w8.shape[0]) * 1e-3).astype(np.float32)
     k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
     prog = _chain_program(rng, w8.shape[0])
-    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if qn.direct_form(k[0], k[1]) else None)
+    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if case[5] * case[6] > 1 else None)
     plain = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0))
     got = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0), chain=prog)
     np.testing.assert_array_equal(got, qn.chain_numpy(plain, prog))

@@ -113,7 +113,7 @@ class QuantizedConv2d(_Int8Kernel):
 
     def direct_shape(self, w_shape: tuple[int, ...]) -> tuple[int, int, int] | None:
         strides = tuple(int(v) for v in self.attrs.get("strides", (1, 1)))
-        return tuple(w_shape[1:]) if qn.direct_form(tuple(w_shape[2:]), strides) else None
+        return tuple(w_shape[1:]) if qn.direct_form(tuple(w_shape[2:]), strides, w_shape[1]) else None
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = np.asarray(ins["Input"][0], dtype=F32, order="C")

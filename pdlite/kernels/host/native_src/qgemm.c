@@ -65,7 +65,9 @@ typedef struct {
     isz N, M, K, L, kgroups, tiles, mblocks, img;
     int pointwise, trans; /* columns = the image itself; out is (L, M) (fc) instead of (M, L) */
     int direct;           /* stride 1: columns read in place from the quantized padded image (q_direct_*) */
-    isz Hp, Wp, P, CG, Lg; /* direct: the grid's columns OH * Wp, the padded image's height, width, words per channel group, channel groups */
+    const isz *toff;      /* direct form: each tap's word offset (q_tap_off) */
+    isz Hq, Wq, Pq, P, CG, Lg; /* direct form: phase planes' height, width, words; words per channel group; channel
+                                 * groups; the grid's columns OH * Wq */
     conv_geo geo;
     q_param qp;
     q_out oq; /* the output's quantize -> dequantize (oq.on), Paddle's QDQ pair after the conv */
@@ -370,15 +372,17 @@ PD_TARGET_VNNI static void q_tile_vnni(const q_args *a, isz tile, isz mb) {
 #endif
 
 /* --------------------------------------------------------------------------------------------------------------- */
-/* direct form (stride 1, kernels larger than 1x1): no columns matrix                                              */
+/* direct form (every conv but 1x1 stride 1): no columns matrix                                                   */
 /* --------------------------------------------------------------------------------------------------------------- */
 
-/* The image is quantized once into a padded copy of 4-byte words, [channel group][Hp][Wp] (Hp = OH + (KH-1) DH,
- * Wp = OW + (KW-1) DW; a word holds kg channels in the columns' format: 4 x (q + 128) as uint8, or 2 x int16), and
- * the outputs are computed on the Wp-wide grid l = oh * Wp + ow: the column of output l for the tap (i, j) and
- * channel group cg is the word at cg * P + l + i DH Wp + j DW, so a tile of consecutive l reads consecutive words.
- * The grid's columns ow >= OW are computed and never stored. Weights: K ordered (i, j, channel) with the channels
- * padded to a multiple of kg (quant_native.pack_weights(conv=...)). Sums are the same integers as the columns form. */
+/* The image is quantized once into a padded copy of 4-byte words (a word holds kg channels in the columns' format:
+ * 4 x (q + 128) as uint8, or 2 x int16), split by stride phase: padded pixel (py, px) goes to phase plane
+ * (py % SH, px % SW) at (py / SH, px / SW); planes of Hq x Wq words (Hq = OH + (KH-1) DH / SH, Wq = OW + (KW-1) DW /
+ * SW), [channel group][phase][Hq][Wq]. The outputs are computed on the Wq-wide grid l = oh * Wq + ow: the column of
+ * output l for the tap (i, j) and channel group cg is the word at cg * P + q_tap_off(i, j) + l (the tap's phase plane,
+ * shifted by (i DH / SH) Wq + j DW / SW), so a tile of consecutive l reads consecutive words. The grid's columns
+ * ow >= OW are computed and never stored. Weights: K ordered (i, j, channel) with the channels padded to a multiple
+ * of kg (quant_native.pack_weights(conv=...)). Sums are the same integers as the columns form. */
 #ifdef PD_X86_DISPATCH
 /* one image row of the s16x2 format's words, round_type 0, with 8-lane intrinsics (q_avx2_q8) */
 PD_TARGET_AVX2 static void q_direct_row_avx2(const q_args *a, const float *r0, const float *r1, isz x0, isz x1,
@@ -405,24 +409,28 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
     const int kg = a->f.kg;
     const uint32_t pad = a->f.u8 ? 0x80808080u : 0u;
     const float *x = a->x + a->img * g->C * g->H * g->W;
+    uint32_t *rowbuf = g->SW > 1 ? (uint32_t *)pd_scratch((size_t)(g->W + 16) * 4) : NULL;
+    if (g->SW > 1 && !rowbuf) return;
     for (isz cg = begin; cg < end; cg++) {
         uint32_t *plane = (uint32_t *)a->xp + cg * a->P;
-        const isz last = cg == a->CG - 1 ? a->P + a->f.nrt + (g->KW - 1) * g->DW + 16 : a->P; /* + the tail */
+        const isz last = cg == a->CG - 1 ? a->P + a->f.nrt + a->Wq + (g->KW - 1) * g->DW + 16 : a->P; /* + the tail */
         for (isz i = 0; i < last; i++) plane[i] = pad;
         for (isz y = 0; y < g->H; y++) {
             const isz py = y + g->PT;
-            if (py < 0 || py >= a->Hp) continue;
+            if (py / g->SH >= a->Hq) continue;
             const float *rows[4];
             for (int t = 0; t < kg; t++) {
                 const isz c = cg * kg + t;
                 rows[t] = c < g->C ? x + (c * g->H + y) * g->W : NULL;
             }
-            const isz x0 = g->PL < 0 ? -g->PL : 0, x1 = g->W + g->PL > a->Wp ? a->Wp - g->PL : g->W;
-            uint32_t *dst = plane + py * a->Wp + g->PL;
+            /* the row's pixels that land in a plane: px = x + PL with px / SW < Wq */
+            const isz x1 = g->W + g->PL > a->Wq * g->SW ? a->Wq * g->SW - g->PL : g->W, x0 = 0;
+            uint32_t *row_plane = plane + (py % g->SH) * g->SW * a->Pq + (py / g->SH) * a->Wq;
+            uint32_t *dst = g->SW > 1 ? rowbuf : row_plane + g->PL; /* dst[x] */
 #ifdef PD_X86_DISPATCH
             if (kg == 2 && rt == 0 && g_qisa == Q_AVX2) {
                 q_direct_row_avx2(a, rows[0], rows[1], x0, x1, dst);
-                continue;
+                goto scatter;
             }
 #endif
             for (isz q0 = x0; q0 < x1; q0 += 16) {
@@ -450,8 +458,18 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
                     for (isz k = 0; k < cnt; k++) dst[q0 + k] = t[k];
                 }
             }
+#ifdef PD_X86_DISPATCH
+        scatter:
+#endif
+            if (g->SW > 1) /* pixel xx (px = xx + PL) to phase px % SW at px / SW, one phase at a time */
+                for (isz pw = 0; pw < g->SW; pw++) {
+                    uint32_t *dp = row_plane + pw * a->Pq;
+                    const isz xa = ((pw - g->PL) % g->SW + g->SW) % g->SW;
+                    for (isz xx = xa, qx = (xa + g->PL) / g->SW; xx < x1; xx += g->SW, qx++) dp[qx] = rowbuf[xx];
+                }
         }
     }
+    free(rowbuf);
 }
 
 PD_INLINE void q_direct_pack_impl(void *ctx, isz begin, isz end) {
@@ -466,7 +484,7 @@ PD_VERSIONS(q_direct_pack)
  * 16-lane q_epilogue, else q_epilogue_loops; inlined into each target's tile) */
 PD_INLINE void q_direct_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz l0, isz n,
                                  const int v16) {
-    const isz Wp = a->Wp, OW = a->geo.OW;
+    const isz Wp = a->Wq, OW = a->geo.OW;
     for (isz l = l0; l < l0 + n;) {
         const isz oh = l / Wp, ow = l - oh * Wp, row_end = (oh + 1) * Wp < l0 + n ? (oh + 1) * Wp : l0 + n;
         if (ow < OW) {
@@ -480,9 +498,11 @@ PD_INLINE void q_direct_epilogue(const q_args *a, const int32_t *acc, isz ld, is
     }
 }
 
-/* the word offset of tap t (i, j) in the padded image */
-PD_INLINE isz q_tap_off(const q_args *a, isz t) {
-    return (t / a->geo.KW) * a->geo.DH * a->Wp + (t % a->geo.KW) * a->geo.DW;
+/* the word offset of tap t (i, j) in the padded image (a->toff holds them) */
+static isz q_tap_off(const q_args *a, isz t) {
+    const conv_geo *g = &a->geo;
+    const isz ri = (t / g->KW) * g->DH, rj = (t % g->KW) * g->DW;
+    return ((ri % g->SH) * g->SW + rj % g->SW) * a->Pq + (ri / g->SH) * a->Wq + rj / g->SW;
 }
 
 static void q_direct_base(const q_args *a, isz tile, isz mb) {
@@ -491,7 +511,7 @@ static void q_direct_base(const q_args *a, isz tile, isz mb) {
     int32_t acc[8][16];
     memset(acc, 0, sizeof acc);
     for (isz t = 0; t < taps; t++) {
-        const uint8_t *xt = (const uint8_t *)a->xp + (l0 + q_tap_off(a, t)) * 4;
+        const uint8_t *xt = (const uint8_t *)a->xp + (l0 + a->toff[t]) * 4;
         for (isz cg = 0; cg < a->CG; cg++, wg += 32) {
             const uint8_t *xg = xt + cg * a->P * 4;
             for (int m = 0; m < 8; m++) {
@@ -512,7 +532,7 @@ PD_TARGET_AVX2 static void q_direct_avx2(const q_args *a, isz tile, isz mb) {
     __m256i acc[4][2];
     for (int m = 0; m < 4; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
     for (isz t = 0; t < taps; t++) {
-        const int32_t *xt = (const int32_t *)a->xp + l0 + q_tap_off(a, t);
+        const int32_t *xt = (const int32_t *)a->xp + l0 + a->toff[t];
         for (isz cg = 0; cg < a->CG; cg++, wg += 4) {
             const int32_t *xg = xt + cg * a->P;
             const __m256i x0 = _mm256_loadu_si256((const __m256i *)xg);
@@ -541,7 +561,7 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_direct_vnni_n
     Q_ACC_DECL(4); Q_ACC_DECL(5); Q_ACC_DECL(6); Q_ACC_DECL(7);
     const isz P = a->P, CG = a->CG;
     for (isz t = 0; t < taps; t++) {
-        const int32_t *xg = (const int32_t *)a->xp + l0 + q_tap_off(a, t);
+        const int32_t *xg = (const int32_t *)a->xp + l0 + a->toff[t];
         for (isz cg = 0; cg < CG; cg++, wg += 8, xg += P) {
             const __m512i x0 = _mm512_loadu_si512((const void *)xg);
             const __m512i x1 = nv > 1 ? _mm512_loadu_si512((const void *)(xg + 16)) : x0;
@@ -691,17 +711,18 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     a.pointwise = g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
                   g->OH == g->H && g->OW == g->W;
     if (direct) {
-        if (trans || g->SH != 1 || g->SW != 1) {
-            PyErr_SetString(PyExc_ValueError, "qconv: the direct form needs stride 1 (weights packed with conv=)");
+        if (trans) {
+            PyErr_SetString(PyExc_ValueError, "qconv: the direct form is a conv's (weights packed with conv=)");
             return NULL;
         }
         a.direct = 1;
         a.CG = (g->C + a.f.kg - 1) / a.f.kg;
         a.K = g->KH * g->KW * a.CG * a.f.kg; /* (i, j, channel) with the channels padded */
-        a.Hp = g->OH + (g->KH - 1) * g->DH;
-        a.Wp = g->OW + (g->KW - 1) * g->DW;
-        a.P = a.Hp * a.Wp;
-        a.Lg = g->OH * a.Wp;
+        a.Hq = g->OH + (g->KH - 1) * g->DH / g->SH;
+        a.Wq = g->OW + (g->KW - 1) * g->DW / g->SW;
+        a.Pq = a.Hq * a.Wq;
+        a.P = g->SH * g->SW * a.Pq;
+        a.Lg = g->OH * a.Wq;
     }
     a.kgroups = (a.K + a.f.kg - 1) / a.f.kg;
     a.tiles = ((a.direct ? a.Lg : a.L) + a.f.nrt - 1) / a.f.nrt;
@@ -733,9 +754,14 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     }
     int ok = 1;
     Py_BEGIN_ALLOW_THREADS;
-    a.xp = pd_alloc64((size_t)(a.direct ? a.CG * a.P + a.f.nrt + (g->KW - 1) * g->DW + 16
+    a.xp = pd_alloc64((size_t)(a.direct ? a.CG * a.P + a.f.nrt + a.Wq + (g->KW - 1) * g->DW + 16
                                         : a.tiles * a.kgroups * a.f.nrt) * 4);
-    if (a.xp) {
+    isz *toff = a.direct ? (isz *)malloc((size_t)(g->KH * g->KW) * sizeof(isz)) : NULL;
+    if (toff) {
+        for (isz t = 0; t < g->KH * g->KW; t++) toff[t] = q_tap_off(&a, t);
+        a.toff = toff;
+    }
+    if (a.xp && (toff || !a.direct)) {
         /* (the last tile's vectors wholly past the map are not written: summed as they are, never stored) */
         for (a.img = 0; a.img < a.N; a.img++) {
             if (a.direct)
@@ -745,10 +771,11 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
             const isz items = a.tiles * a.mblocks;
             parallel_for(q_gemm_task, &a, items, grain_for(items, 4));
         }
-        free(a.xp);
     } else {
         ok = 0;
     }
+    free(a.xp);
+    free(toff);
     Py_END_ALLOW_THREADS;
     qbufs_release(&bs);
     if (a.chain) PyBuffer_Release(&chv);
