@@ -403,14 +403,17 @@ PACK_ROWS = 64  # output channels per panel of packed weights (native_src/packed
 
 
 # the instruction sets whose packed-GEMM register tiles are tuned (the forms chosen by packed_gemm_fast): AVX-512's
-# tiles of 16-float vectors, NEON's sub-tiles of them (native_src/neon.h: the same products in the same order)
-PACKED_FAST_ISAS = ("avx512", "neon")
+# tiles of 16-float vectors, AVX2's and NEON's sub-tiles of them (native_src/avx2.h, neon.h: the same products in the
+# same order). AVX2 was left out while its tiles made MobileNetV2 2.9x slower than im2col + OpenBLAS: not the tiles
+# (~105 GFLOP/s on one Zen 5 core, ~90% of its AVX2 peak) but the AVX-512 tiles' 16-float vector epilogue, which GCC
+# compiles to scalar code in the AVX2 clones (avx2.h pw_rows_out; BENCHMARKS.md "AVX2 + FMA").
+PACKED_FAST_ISAS = ("avx512", "avx2", "neon")
 
 
 def packed_gemm_fast() -> bool:
-    """Whether packed_conv runs its fast form here (AVX-512: its register tile is 28 vectors of 16 floats; NEON: the
-    same tile as sub-tiles of 14 and 16 registers); on other instruction sets it is correct but slower than the BLAS
-    path."""
+    """Whether packed_conv runs its fast form here (AVX-512: its register tile is 28 vectors of 16 floats; AVX2 and
+    NEON: the same tile as sub-tiles that fit their 16 and 32 registers); on the x86 baseline (SSE) it is correct but
+    slower than the BLAS path."""
     return _ext is not None and isa() in PACKED_FAST_ISAS
 
 

@@ -7,6 +7,7 @@
  *                 4 (3) broadcasts of columns, 8 (6) FMAs
  *   rows4_v8      4 rows x 16 columns: 8 accumulators; per step 2 loads of columns, 4 broadcasts of the rows'
  *                 values, 8 FMAs
+ * and the tiles' epilogues on rows in memory (pw_rows_out; packed_gemm.c's pk_write_t8).
  * Each output is one fused multiply-add per reduction step, k ascending, as in the AVX-512 and NEON tiles: the same
  * bits (tests/kernels/test_host_native_isa.py). */
 #ifndef PD_NATIVE_AVX2_H
@@ -52,14 +53,24 @@ PD_INLINE void pk_tile_v8(const int mv, isz kc, const float *a, const float *b, 
     }
 }
 
-/* The wide form's and packed fc's tile: t[i*48 + q] = sum_k a[k*8 + i] * b[k*ldb + q] for i < 8, q < 16nv */
-PD_INLINE void rows4_v8(const int nv, isz kd, const float *a, const float *b, const isz ldb, float *t) {
-    for (int r = 0; r < 8; r += 4)
-        for (int s = 0; s < nv; s++) { /* rows r .. r + 3, columns 16s .. 16s + 15 */
+/* The wide form's and packed fc's tile: t[i*48 + q] = sum_k a[k*8 + i] * b[k*ldb + q] for i < 8, q < 16nv. Column
+ * groups outer: the two row halves of a group read the same line of b per step, the second from L1 (rows outer, a
+ * 1x1 conv's columns read in place, a map apart, came back from L2); the first prefetches them PW8_PF steps ahead
+ * (the AVX-512 loop's PW_PF: the hardware's prefetchers do not follow that stride) and, where nxt is not NULL, the
+ * next tile's line (packed fc: the next W tile, ldb apart, from L3 inside a model). */
+#define PW8_PF 6
+PD_INLINE void rows4_v8(const int nv, isz kd, const float *a, const float *b, const isz ldb, float *t,
+                        const float *nxt) {
+    for (int s = 0; s < nv; s++)
+        for (int r = 0; r < 8; r += 4) { /* rows r .. r + 3, columns 16s .. 16s + 15 */
             pd_v8 acc[4][2];
             for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = (pd_v8){0};
             const float *bs = b + s * 16, *ar = a + r;
             for (isz k = 0; k < kd; k++) {
+                if (r == 0) {
+                    if (k + PW8_PF < kd) __builtin_prefetch(bs + (k + PW8_PF) * ldb, 0, 3);
+                    if (nxt) __builtin_prefetch(nxt + k * ldb + s * 16, 0, 2);
+                }
                 const pd_v8 b0 = pd_load8(bs + k * ldb), b1 = pd_load8(bs + k * ldb + 8);
                 for (int i = 0; i < 4; i++) {
                     const float av = ar[k * 8 + i];
@@ -70,6 +81,19 @@ PD_INLINE void rows4_v8(const int nv, isz kd, const float *a, const float *b, co
             for (int i = 0; i < 4; i++)
                 for (int h = 0; h < 2; h++) memcpy(t + (r + i) * 48 + s * 16 + h * 8, &acc[i][h], sizeof(pd_v8));
         }
+}
+
+/* The epilogue of a tile computed into t (rows ldt apart): o[i*ldo + q] = act(t[i*ldt + q] + bias[i] (+ res[i*ldo +
+ * q])) for i < rows, q < cols, in bias_res_act_copy's loops (vectorised by the compiler, 8 floats a step here: the same
+ * operations in the same order as bias_act_v16 / bias_res_act_v16, so the same bits). Not the 16-float vector
+ * epilogue of the AVX-512 tiles: GCC lowers its compares and masks to scalar code in the AVX2 clones, where it took
+ * most of the time of MobileNet's 1x1 convs (short reductions): MobileNetV2 at AVX2, 1 thread, 2.9x the time of the
+ * im2col + OpenBLAS path with it, perf record: 66% in pw_task, mostly scalar moves to the stack. */
+PD_INLINE void pw_rows_out(const float *t, isz ldt, float *o, isz ldo, isz rows, isz cols, const float *bias,
+                           const float *res, const act_t *act) {
+    for (isz i = 0; i < rows; i++)
+        bias_res_act_copy(o + i * ldo, t + i * ldt, cols, bias ? bias[i] : 0.0f, bias != NULL,
+                          res ? res + i * ldo : NULL, act);
 }
 #endif /* PD_X86_DISPATCH */
 #endif /* PD_NATIVE_AVX2_H */

@@ -298,6 +298,14 @@ PD_INLINE void pk_gemm_task_impl(void *vctx, isz begin, isz end) {
 /* o[i*ldo + q] = act(sum_k a[k*8 + i] * b[k*48 + q] + bias[i] (+ res[i*ldo + q])) for i < rows, q < cols */
 PD_INLINE void pw_tile(const int nv, isz kd, const float *a, const float *b, isz ldb, float *o, isz ldo, isz rows,
                        isz cols, const float *bias, const float *res, const act_t *act) {
+#if defined(PD_X86_DISPATCH)
+    if (g_avx2_tiles) { /* the epilogue on the rows in memory (avx2.h: pw_rows_out) */
+        float t[PW_MR * PW_NR];
+        rows4_v8(nv, kd, a, b, ldb, t, NULL);
+        pw_rows_out(t, PW_NR, o, ldo, rows, cols, bias, res, act);
+        return;
+    }
+#endif
     pd_v16 acc[PW_MR][3];
     for (int i = 0; i < PW_MR; i++)
         for (int v = 0; v < nv; v++) acc[i][v] = (pd_v16){0};
@@ -307,13 +315,6 @@ PD_INLINE void pw_tile(const int nv, isz kd, const float *a, const float *b, isz
         rows8_neon(nv, kd, a, b, ldb, t);
         memcpy(acc, t, sizeof(t));
         kd = 0; /* (the loop below has nothing left to do) */
-    }
-#elif defined(PD_X86_DISPATCH)
-    if (g_avx2_tiles) {
-        float t[PW_MR * PW_NR] = {0};
-        rows4_v8(nv, kd, a, b, ldb, t);
-        memcpy(acc, t, sizeof(t));
-        kd = 0;
     }
 #endif
     for (isz k = 0; k < kd; k++) {
@@ -474,6 +475,22 @@ PD_INLINE void fc_task_impl(void *vctx, isz begin, isz end) {
             const isz r0 = p * PW_MR, rows = a->M - r0 < PW_MR ? a->M - r0 : PW_MR;
             for (isz i = 0; i < rows; i++) /* this panel's output lines, for writing */
                 for (int v = 0; v < 3; v++) __builtin_prefetch(a->out + (r0 + i) * a->N + n0 + v * 16, 1, 3);
+#if defined(PD_X86_DISPATCH)
+            if (g_avx2_tiles) { /* the epilogue on the rows in memory (as pw_rows_out, bias per column here) */
+                float t[PW_MR * PW_NR];
+                rows4_v8(3, a->K, xp, wt, PW_NR, t, nw && p == p0 ? nw : NULL);
+                for (isz i = 0; i < rows; i++) {
+                    float *o = a->out + (r0 + i) * a->N + n0;
+                    if (a->bias) {
+                        PD_SIMD for (isz q = 0; q < cols; q++) o[q] = t[i * PW_NR + q] + a->bias[n0 + q];
+                    } else {
+                        memcpy(o, t + i * PW_NR, (size_t)cols * sizeof(float));
+                    }
+                    bias_act_copy(o, o, cols, 0.0f, 0, &a->act);
+                }
+                continue;
+            }
+#endif
             pd_v16 acc[PW_MR][3];
             for (int i = 0; i < PW_MR; i++)
                 for (int v = 0; v < 3; v++) acc[i][v] = (pd_v16){0};
@@ -484,13 +501,6 @@ PD_INLINE void fc_task_impl(void *vctx, isz begin, isz end) {
                 rows8_neon(3, kd, xp, wt, PW_NR, t);
                 memcpy(acc, t, sizeof(t));
                 kd = 0; /* (the loop below has nothing left to do) */
-            }
-#elif defined(PD_X86_DISPATCH)
-            if (g_avx2_tiles) {
-                float t[PW_MR * PW_NR];
-                rows4_v8(3, kd, xp, wt, PW_NR, t);
-                memcpy(acc, t, sizeof(t));
-                kd = 0;
             }
 #endif
             for (isz k = 0; k < kd; k++) {
