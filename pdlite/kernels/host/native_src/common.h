@@ -155,9 +155,17 @@ PD_INLINE uint32_t pd_u32(float f) {
     return u;
 }
 
+/* c ? a : b as a bit select: GCC threads the branches of ternaries on constants (pd_erff's a > 4 makes
+ * pd_expf's argument constant) into control flow that it then vectorises only with AVX-512's masks: the erf-GELU
+ * loop ran scalar in the AVX2 clones, 8x slower (the transformer's 32 x 512 fc + gelu 0.108 against 0.029 ms) */
+PD_INLINE float pd_sel(int c, float a, float b) {
+    const uint32_t m = 0u - (uint32_t)c;
+    return pd_f32((pd_u32(a) & m) | (pd_u32(b) & ~m));
+}
+
 PD_INLINE float pd_expf(float y) {
-    float c = y < -104.0f ? -104.0f : y; /* NaN compares false: stays NaN */
-    c = c > 88.3762589f ? 88.3762589f : c;
+    float c = pd_sel(y < -104.0f, -104.0f, y); /* NaN compares false: stays NaN */
+    c = pd_sel(c > 88.3762589f, 88.3762589f, c);
     const float n = (c * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(c / ln2) */
     float r = c - n * 0.693145752f;
     r = r - n * 1.42860677e-06f;
@@ -173,8 +181,8 @@ PD_INLINE float pd_expf(float y) {
     /* 2^n as two factors: n = 128 would overflow the exponent field of one */
     const float s1 = pd_f32((uint32_t)((ni >> 1) + 127) << 23), s2 = pd_f32((uint32_t)(ni - (ni >> 1) + 127) << 23);
     float v = p * s1 * s2;
-    v = y < -104.0f ? 0.0f : v;
-    return y > 88.7228394f ? HUGE_VALF : v;
+    v = pd_sel(y < -104.0f, 0.0f, v);
+    return pd_sel(y > 88.7228394f, HUGE_VALF, v);
 }
 
 /* erf as pdlite/kernels/host/activation.py computes it: x + x*P(x^2) for |x| < 0.84375, else
@@ -189,7 +197,7 @@ PD_INLINE float pd_erff(float x) {
     ps = ps * x2 + -0.37612637877464294f;
     ps = ps * x2 + 0.12837916612625122f;
     const float small = x + x * ps;
-    const float al = a > 4.0f ? 4.0f : a, t = al - 0.84375f;
+    const float al = pd_sel(a > 4.0f, 4.0f, a), t = al - 0.84375f;
     float q = 9.979753485822584e-06f;
     q = q * t + -0.00013531692093238235f;
     q = q * t + 0.0008465261198580265f;
@@ -203,7 +211,7 @@ PD_INLINE float pd_erff(float x) {
     q = q * t + 0.47436806559562683f;
     q = q * pd_expf(-(al * al));
     const float large = pd_f32(pd_u32(1.0f - q) | (pd_u32(x) & 0x80000000u));
-    return a < 0.84375f ? small : large;
+    return pd_sel(a < 0.84375f, small, large);
 }
 
 enum { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU6 = 2, ACT_LEAKY = 3, ACT_HSWISH = 4, ACT_HSIGMOID = 5, ACT_GELU = 6 };
