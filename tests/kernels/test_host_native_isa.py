@@ -81,6 +81,18 @@ def _dw(c, h, w, s, act, bias=True):
     return got, _act(ref, act)
 
 
+def _direct(c, h, w, m, k, s, p, act):
+    """A stem's conv by direct_conv (AVX-512: its masked-load form up to 3 wide, the band form wider; AVX2: the band
+    form's 8-column tiles; the same taps in the same order)."""
+    x, wt, b = arr((1, c, h, w), 7), arr((m, c, k, k), 8), arr((m,), 9)
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    got = native.direct_plan(native.direct_conv_weights(wt), b, x.shape, m, oh, ow, (k, k), (s, s), (1, 1), (p, p),
+                             act)(x)
+    cols = np.lib.stride_tricks.sliding_window_view(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p))),
+                                                    (k, k), axis=(2, 3))[:, :, ::s, ::s]
+    return got, _act(np.einsum("nchwij,mcij->nmhw", cols, wt.astype(np.float64)) + b.reshape(1, -1, 1, 1), act)
+
+
 # name -> the computation: (native output, float64 reference)
 CASES = {
     # the small form: panels of 64 and 48 rows, two reduction blocks, 3x3 with padding (tap-major skips)
@@ -99,9 +111,13 @@ CASES = {
     "depthwise 3x3": lambda: _dw(5, 20, 21, 1, RELU6),
     "depthwise 3x3 stride 2": lambda: _dw(6, 23, 37, 2, native.NO_ACT, bias=False),
     "depthwise 3x3 stride 2 wide": lambda: _dw(4, 30, 64, 2, HSWISH),
+    # direct_conv: a 3x3 / 2 stem (a partial last vector of columns), a 7x7 / 2 one
+    "direct 3x3 stride 2": lambda: _direct(3, 19, 37, 16, 3, 2, 1, HSWISH),
+    "direct 7x7 stride 2": lambda: _direct(3, 21, 22, 32, 7, 2, 3, RELU6),
 }
 # the cases only AVX-512 and AVX2 compute in one order (NEON runs the planar depthwise forms)
-X86_ONLY = {"depthwise 3x3", "depthwise 3x3 stride 2", "depthwise 3x3 stride 2 wide"}
+X86_ONLY = {"depthwise 3x3", "depthwise 3x3 stride 2", "depthwise 3x3 stride 2 wide", "direct 3x3 stride 2",
+            "direct 7x7 stride 2"}
 # name -> the SHA-256 of its output's bytes with AVX-512
 DIGESTS = {
     'packed 3x3': '825f6015c5c97fa92ffceaf6f26e39bc09b176590fc6d47f7dbc131672a3e6f2',
@@ -113,6 +129,8 @@ DIGESTS = {
     'depthwise 3x3': '54eb4dd4d8e72e1e3fc001a72921918a58411a6cd37b46c564391930d9c8f642',
     'depthwise 3x3 stride 2': '00f268feb1d4e6c69dc8c0725230bee452ccb9973d5f00ec2f070599ba91b327',
     'depthwise 3x3 stride 2 wide': '1ef1b64c3b60ed45f6c1dc57a409b1835b7e4c15f8275f3de798bdad1caf463a',
+    'direct 3x3 stride 2': 'c16a90af47591cc96c3401ff631a2ee48282b449e22ff1be0312da71b6377cad',
+    'direct 7x7 stride 2': '12c218a040e8f9aadfa217fa8d2109cb720e803111ecf18bf8baa068697dd08d',
 }
 
 

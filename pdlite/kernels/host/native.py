@@ -561,8 +561,10 @@ def direct_conv_applies(oc: int, c: int, kh: int, kw: int, sw: int) -> bool:
     """Whether direct_conv takes a one-group conv of c input and oc output channels, a kh x kw window and stride sw
     along the width: few input channels (a stem's 3), whole blocks of 16 output channels (else their accumulators
     go partly to waste: 20 outputs measured 1.6x slower than the im2col GEMM), stride 1 or 2, AVX-512 (its 16
-    accumulators of 16 floats). Measured on this form's targets, one Xeon (Emerald Rapids) core, against the
-    im2col GEMM / packed wide form: MobileNetV3's 3x3 / 2 stem to 16 channels 0.66x (batch 1) and 0.49x (batch
+    accumulators of 16 floats; its AVX2 tiles, 8 columns x 8 channels, are the same sums but no faster than the
+    wide packed form there: one Zen 5 core, MobileNetV3's stem 0.143 against 0.154 ms, MobileNet's 3x3 / 2 to 32
+    channels 0.275 / 0.250, ResNet18's 7x7 / 2 2.49 / 2.38). Measured on this form's targets, one Xeon (Emerald
+    Rapids) core, against the im2col GEMM / packed wide form: MobileNetV3's 3x3 / 2 stem to 16 channels 0.66x (batch 1) and 0.49x (batch
     4), ResNet18's 7x7 / 2 to 64 0.81x, MobileNet's 3x3 / 2 to 32 0.85x-0.88x."""
     return (_ext is not None and isa() == "avx512" and c <= 4 and c * kh * kw <= 256 and oc % DIRECT_OCB == 0
             and sw in (1, 2))

@@ -18,6 +18,14 @@
 #endif
 typedef float pd_v8 __attribute__((vector_size(32)));
 
+typedef int32_t pd_v8i __attribute__((vector_size(32)));
+#define PD_EVEN8 0, 2, 4, 6, 8, 10, 12, 14 /* PD_SHUFFLE8(a, b, PD_EVEN8): a[0], a[2], .., b[6] */
+#if defined(__clang__)
+#define PD_SHUFFLE8(a, b, idx) __builtin_shufflevector(a, b, idx)
+#else
+#define PD_SHUFFLE8(a, b, idx) __builtin_shuffle(a, b, (pd_v8i){idx})
+#endif
+
 PD_INLINE pd_v8 pd_load8(const float *p) {
     pd_v8 v;
     memcpy(&v, p, sizeof v);

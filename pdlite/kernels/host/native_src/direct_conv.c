@@ -1,5 +1,6 @@
 /* pdlite native host kernels: direct conv of few input channels (see common.h) */
 #include "common.h"
+#include "avx2.h" /* x86-64: pd_v8, the AVX2 tiles below (g_avx2_tiles) */
 
 /* ------------------------------------------------------------------------------------------------ */
 /* direct_conv: out[n] = act(conv(x[n], W) + bias) for convs with a short reduction over few input   */
@@ -48,6 +49,56 @@ PD_INLINE void dc_taps(pd_v16 acc[DC_OCB], const float *band, isz L, isz R, cons
         }
 }
 
+#ifdef PD_X86_DISPATCH
+/* dc_taps on AVX2's 16 registers (g_avx2_tiles): 8 output columns times the block's channels j0 .. j0 + 7 (8
+ * accumulators; 16 would leave none for the input and the weights); the same taps in the same order, one FMA each,
+ * so the same sums as dc_task's and dcv_task's AVX-512 tiles */
+PD_INLINE void dc_taps_v8(pd_v8 acc[8], const float *band, isz L, isz R, const float *restrict wp, isz r0, isz s,
+                          const dc_args *a, const isz sw, isz j0) {
+    const isz C = a->C, KH = a->KH, KW = a->KW, DW = a->DW;
+    for (isz c = 0; c < C; c++)
+        for (isz ky = 0; ky < KH; ky++) {
+            const float *row = band + (c * R + r0 + ky * a->DH) * L + s;
+            const float *wt = wp + (c * KH + ky) * KW * DC_OCB + j0;
+            for (isz kx = 0; kx < KW; kx++, wt += DC_OCB, row += DW) {
+                pd_v8 v = pd_load8(row);
+                if (sw == 2) v = PD_SHUFFLE8(v, pd_load8(row + 8), PD_EVEN8);
+                for (int j = 0; j < 8; j++) acc[j] += v * wt[j];
+            }
+        }
+}
+
+/* one output row oy of channels [oc0, oc0 + noc) (on: the block's first channel plane) by dc_taps_v8: the sums stored,
+ * then bias and activation over each channel's row (bias_act_copy: the operations of bias_act_v16, the same bits) */
+PD_INLINE void dc_row_v8(const dc_args *a, const float *band, isz L, isz R, const float *restrict wp, isz oy, isz oy0,
+                         float *on, isz oc0, isz noc) {
+    const isz OH = a->OH, OW = a->OW;
+    for (isz j0 = 0; j0 < noc; j0 += 8)
+        for (isz ox0 = 0; ox0 < OW; ox0 += 8) {
+            pd_v8 acc[8];
+            for (int j = 0; j < 8; j++) acc[j] = (pd_v8){0};
+            if (a->SW == 2)
+                dc_taps_v8(acc, band, L, R, wp, (oy - oy0) * a->SH, ox0 * 2, a, 2, j0);
+            else
+                dc_taps_v8(acc, band, L, R, wp, (oy - oy0) * a->SH, ox0, a, 1, j0);
+            const isz nx = OW - ox0 < 8 ? OW - ox0 : 8;
+            for (isz j = j0; j < j0 + 8 && j < noc; j++) {
+                float *dst = on + j * OH * OW + oy * OW + ox0;
+                if (nx == 8) {
+                    memcpy(dst, &acc[j - j0], sizeof(pd_v8));
+                } else {
+                    float t[8];
+                    memcpy(t, &acc[j - j0], sizeof(t));
+                    memcpy(dst, t, (size_t)nx * sizeof(float));
+                }
+            }
+        }
+    for (isz j = 0; j < noc; j++)
+        bias_act_copy(on + j * OH * OW + oy * OW, on + j * OH * OW + oy * OW, OW, a->bias ? a->bias[oc0 + j] : 0.0f,
+                      a->bias != NULL, &a->act);
+}
+#endif
+
 /* the padded row length of direct_conv's band copies: every vector's reads (16 columns from s = 16*SW*v, its taps
  * up to (KW-1)*DW further, stride 2 reading 32 floats) inside */
 PD_INLINE isz dc_row_len(const dc_args *a) {
@@ -82,6 +133,12 @@ PD_INLINE void dc_task_impl(void *vctx, isz begin, isz end) {
             if (a->bias)
                 for (isz j = 0; j < noc; j++) bias[j] = a->bias[oc0 + j];
             for (isz oy = oy0; oy < oy1; oy++) {
+#ifdef PD_X86_DISPATCH
+                if (g_avx2_tiles) {
+                    dc_row_v8(a, band, L, R, wp, oy, oy0, on, oc0, noc);
+                    continue;
+                }
+#endif
                 for (isz ox0 = 0; ox0 < OW; ox0 += 16) {
                     pd_v16 acc[DC_OCB];
                     for (int j = 0; j < DC_OCB; j++) acc[j] = (pd_v16){0};
