@@ -66,16 +66,17 @@ def _fc(m, k, n, act):
     return got, _act(x.astype(np.float64) @ w + b, act)
 
 
-def _dw(c, h, w, s, act, bias=True):
-    """A 3x3 depthwise conv, padding 1, batch 2 (the row-vector form where the map is 9 to 64 wide: AVX-512's and
-    AVX2's, the same products in the same order)."""
-    x, wt = arr((2, c, h, w), 1), arr((c, 9), 2)
+def _dw(c, h, w, s, act, bias=True, k=3):
+    """A k x k depthwise conv, padding k // 2, batch 2: the row-vector form (3x3, maps 9 to 64 wide) or the
+    channel-blocked one (up to 8x8 outputs), AVX-512's and AVX2's, the same products in the same order."""
+    x, wt = arr((2, c, h, w), 1), arr((c, k * k), 2)
     b = arr((c,), 3) if bias else None
-    oh, ow = (h - 1) // s + 1, (w - 1) // s + 1
-    got = native.depthwise_conv2d(x, wt, b, c, oh, ow, (3, 3), (s, s), (1, 1), (1, 1), act)
-    cols = np.lib.stride_tricks.sliding_window_view(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1))),
-                                                    (3, 3), axis=(2, 3))[:, :, ::s, ::s]
-    ref = np.einsum("nchwij,cij->nchw", cols, wt.reshape(c, 3, 3).astype(np.float64))
+    p = k // 2
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    got = native.depthwise_conv2d(x, wt, b, c, oh, ow, (k, k), (s, s), (1, 1), (p, p), act)
+    cols = np.lib.stride_tricks.sliding_window_view(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p))),
+                                                    (k, k), axis=(2, 3))[:, :, ::s, ::s]
+    ref = np.einsum("nchwij,cij->nchw", cols, wt.reshape(c, k, k).astype(np.float64))
     if b is not None:
         ref += b.reshape(1, -1, 1, 1)
     return got, _act(ref, act)
@@ -111,13 +112,16 @@ CASES = {
     "depthwise 3x3": lambda: _dw(5, 20, 21, 1, RELU6),
     "depthwise 3x3 stride 2": lambda: _dw(6, 23, 37, 2, native.NO_ACT, bias=False),
     "depthwise 3x3 stride 2 wide": lambda: _dw(4, 30, 64, 2, HSWISH),
+    # the channel-blocked form: 3x3 on 7x7 (a partial block of 16 channels), 5x5 stride 2 to 7x7
+    "depthwise 3x3 7x7": lambda: _dw(20, 7, 7, 1, RELU6),
+    "depthwise 5x5 stride 2": lambda: _dw(16, 13, 14, 2, HSWISH, k=5),
     # direct_conv: a 3x3 / 2 stem (a partial last vector of columns), a 7x7 / 2 one
     "direct 3x3 stride 2": lambda: _direct(3, 19, 37, 16, 3, 2, 1, HSWISH),
     "direct 7x7 stride 2": lambda: _direct(3, 21, 22, 32, 7, 2, 3, RELU6),
 }
 # the cases only AVX-512 and AVX2 compute in one order (NEON runs the planar depthwise forms)
-X86_ONLY = {"depthwise 3x3", "depthwise 3x3 stride 2", "depthwise 3x3 stride 2 wide", "direct 3x3 stride 2",
-            "direct 7x7 stride 2"}
+X86_ONLY = {"depthwise 3x3", "depthwise 3x3 stride 2", "depthwise 3x3 stride 2 wide", "depthwise 3x3 7x7",
+            "depthwise 5x5 stride 2", "direct 3x3 stride 2", "direct 7x7 stride 2"}
 # name -> the SHA-256 of its output's bytes with AVX-512
 DIGESTS = {
     'packed 3x3': '825f6015c5c97fa92ffceaf6f26e39bc09b176590fc6d47f7dbc131672a3e6f2',
@@ -129,6 +133,8 @@ DIGESTS = {
     'depthwise 3x3': '54eb4dd4d8e72e1e3fc001a72921918a58411a6cd37b46c564391930d9c8f642',
     'depthwise 3x3 stride 2': '00f268feb1d4e6c69dc8c0725230bee452ccb9973d5f00ec2f070599ba91b327',
     'depthwise 3x3 stride 2 wide': '1ef1b64c3b60ed45f6c1dc57a409b1835b7e4c15f8275f3de798bdad1caf463a',
+    'depthwise 3x3 7x7': '07d647123280243a6020ded51e0d3856589f2a11e3759ef30318fb6b8e4b8b5a',
+    'depthwise 5x5 stride 2': '1bb3db4074486c020a42a440d5ca7394efcee244cf0d2a51996851b083f53593',
     'direct 3x3 stride 2': 'c16a90af47591cc96c3401ff631a2ee48282b449e22ff1be0312da71b6377cad',
     'direct 7x7 stride 2': '12c218a040e8f9aadfa217fa8d2109cb720e803111ecf18bf8baa068697dd08d',
 }
