@@ -3,8 +3,8 @@
  * AVX2 has 16 registers of 8 floats: the AVX-512 tiles of packed_gemm.c (28 and 24 vectors of 16 floats) would be 56
  * and 48 of them. Here each tile runs as sub-tiles that fit, one after another over the same reduction steps (GCC /
  * Clang vectors of 8 floats: one ymm register each in the AVX2 clones, where these run: g_avx2_tiles):
- *   pk_tile_v8    16 channels x 4, then x 3 columns: 8 (6) accumulators; per reduction step 2 loads of weights,
- *                 4 (3) broadcasts of columns, 8 (6) FMAs
+ *   pk_tile_v8    16 channels x 4 columns, 32 x 2, 64 x 1: 8 accumulators each (a 64-row panel); per reduction
+ *                 step 2, 4, 8 loads of weights, 4, 2, 1 broadcasts of columns, 8 FMAs
  *   rows4_v8      4 rows x 16 columns: 8 accumulators; per step 2 loads of columns, 4 broadcasts of the rows'
  *                 values, 8 FMAs
  * and the tiles' epilogues on rows in memory (pw_rows_out; packed_gemm.c's pk_write_t8).
@@ -32,32 +32,47 @@ PD_INLINE pd_v8 pd_load8(const float *p) {
     return v;
 }
 
-/* columns j0 .. j0 + nj - 1 of rows 16g .. 16g + 15 of pk_tile's tile (a: [k][16mv], b: [k*ldb + j], c: [j][64]) */
-PD_INLINE void pk_cols_v8(const int nj, int g, int j0, int lda, isz kc, const float *a, const float *b, isz ldb,
-                          float *c, int first, const float *pf, isz pfn) {
-    pd_v8 acc[4][2];
+/* columns j0 .. j0 + nj - 1 of rows 16g0 .. 16(g0 + ng) - 1 of pk_tile's tile (a: [k][16mv], b: [k*ldb + j], c: [j][64]):
+ * nj * 2ng <= 8 accumulators */
+PD_INLINE void pk_sub_v8(const int nj, const int ng, int g0, int j0, int lda, isz kc, const float *a, const float *b,
+                         isz ldb, float *c, int first, const float *pf, isz pfn) {
+    pd_v8 acc[4][8];
     for (int j = 0; j < nj; j++)
-        for (int h = 0; h < 2; h++) acc[j][h] = first ? (pd_v8){0} : pd_load8(c + (j0 + j) * 64 + g * 16 + h * 8);
-    const float *ag = a + g * 16, *bj = b + j0;
+        for (int h = 0; h < 2 * ng; h++)
+            acc[j][h] = first ? (pd_v8){0} : pd_load8(c + (j0 + j) * 64 + g0 * 16 + h * 8);
+    const float *ag = a + g0 * 16, *bj = b + j0;
     for (isz k = 0; k < kc; k++) {
         if (k < pfn) __builtin_prefetch(pf + k * 16, 0, 2);
-        const pd_v8 a0 = pd_load8(ag + k * lda), a1 = pd_load8(ag + k * lda + 8);
+        pd_v8 av[8];
+        for (int h = 0; h < 2 * ng; h++) av[h] = pd_load8(ag + k * lda + h * 8);
         for (int j = 0; j < nj; j++) {
             const float bv = bj[k * ldb + j];
-            acc[j][0] += a0 * bv;
-            acc[j][1] += a1 * bv;
+            for (int h = 0; h < 2 * ng; h++) acc[j][h] += av[h] * bv;
         }
     }
     for (int j = 0; j < nj; j++)
-        for (int h = 0; h < 2; h++) memcpy(c + (j0 + j) * 64 + g * 16 + h * 8, &acc[j][h], sizeof(pd_v8));
+        for (int h = 0; h < 2 * ng; h++) memcpy(c + (j0 + j) * 64 + g0 * 16 + h * 8, &acc[j][h], sizeof(pd_v8));
 }
 
-/* packed_gemm.c's pk_tile (the same arguments; the next block's weights prefetched by the first sub-tile) */
+/* packed_gemm.c's pk_tile (the same arguments; the next block's weights prefetched by the first sub-tile): columns 0-3
+ * per group of 16 rows, 4-5 per 32, 6 over the panel, each sub-tile 8 accumulators where the panel allows (the FMA
+ * latency of 4 cycles on 2 pipes wants 8 chains; the earlier 4 + 3 columns per group of 16 left 6 on 3 of 7
+ * columns: one Zen 5 core, 512x512 3x3 on 7x7 at ~90% of the AVX2 peak; see BENCHMARKS.md "AVX2 + FMA") */
 PD_INLINE void pk_tile_v8(const int mv, isz kc, const float *a, const float *b, const isz ldb, float *c, int first,
                           const float *pf, isz pfn) {
-    for (int g = 0; g < mv; g++) {
-        pk_cols_v8(4, g, 0, 16 * mv, kc, a, b, ldb, c, first, pf, g == 0 ? pfn : 0);
-        pk_cols_v8(3, g, 4, 16 * mv, kc, a, b, ldb, c, first, pf, 0);
+    const int lda = 16 * mv;
+    for (int g = 0; g < mv; g++) pk_sub_v8(4, 1, g, 0, lda, kc, a, b, ldb, c, first, pf, g == 0 ? pfn : 0);
+    for (int g = 0; g < mv; g += 2) {
+        if (mv - g >= 2)
+            pk_sub_v8(2, 2, g, 4, lda, kc, a, b, ldb, c, first, pf, 0);
+        else
+            pk_sub_v8(2, 1, g, 4, lda, kc, a, b, ldb, c, first, pf, 0);
+    }
+    switch (mv) {
+    case 4: pk_sub_v8(1, 4, 0, 6, lda, kc, a, b, ldb, c, first, pf, 0); break;
+    case 3: pk_sub_v8(1, 3, 0, 6, lda, kc, a, b, ldb, c, first, pf, 0); break;
+    case 2: pk_sub_v8(1, 2, 0, 6, lda, kc, a, b, ldb, c, first, pf, 0); break;
+    default: pk_sub_v8(1, 1, 0, 6, lda, kc, a, b, ldb, c, first, pf, 0); break;
     }
 }
 
