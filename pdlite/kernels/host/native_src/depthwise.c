@@ -539,6 +539,12 @@ PD_TARGET_AVX512 static inline __attribute__((always_inline)) void dwr_plane(con
     }
 }
 
+/* the 3x3 form's nine taps, one FMA each in this order (rows oy - 1, oy, oy + 1 in p, c, n; columns x - 1, x, x + 1),
+ * on either vector width */
+#define DWR_TAPS9(mul, fma)                                                                                        \
+    fma(n2, w[8], fma(n1, w[7], fma(n0, w[6], fma(c2, w[5], fma(c1, w[4], fma(c0, w[3], fma(p2, w[2],            \
+        fma(p1, w[1], mul(p0, w[0])))))))))
+
 /* 3x3, padding 1, output rows [y0, y1) of the 16 columns from src / dst (masks ml, mc, mr: the input columns x - 1,
  * x, x + 1; ms: the columns stored): the three input rows' vectors kept in registers and slid down (each input row
  * loaded once), the 9 weights broadcast once */
@@ -567,18 +573,17 @@ PD_TARGET_AVX512 static inline __attribute__((always_inline)) void dwr3_plane(co
             n0 = _mm512_maskz_loadu_ps(ml, r - 1), n1 = _mm512_maskz_loadu_ps(mc, r);
             n2 = _mm512_maskz_loadu_ps(mr, r + 1);
         }
-        __m512 y = _mm512_mul_ps(p0, w[0]);
-        y = _mm512_fmadd_ps(p1, w[1], y);
-        y = _mm512_fmadd_ps(p2, w[2], y);
-        y = _mm512_fmadd_ps(c0, w[3], y);
-        y = _mm512_fmadd_ps(c1, w[4], y);
-        y = _mm512_fmadd_ps(c2, w[5], y);
-        y = _mm512_fmadd_ps(n0, w[6], y);
-        y = _mm512_fmadd_ps(n1, w[7], y);
-        y = _mm512_fmadd_ps(n2, w[8], y);
+        const __m512 y = DWR_TAPS9(_mm512_mul_ps, _mm512_fmadd_ps);
         dwr_store(&ep, y, dst + oy * W, ms);
         p0 = c0, p1 = c1, p2 = c2, c0 = n0, c1 = n1, c2 = n2;
     }
+}
+
+/* the stride-2 forms' prefetch: the two input rows output row oy + 8 starts on (at batch 4 MobileNet's 112x112 maps come
+ * from memory) */
+static inline __attribute__((always_inline)) void dwr_s2_prefetch(const float *src, isz oy, isz H, isz W) {
+    for (isz iy = 2 * oy + 1 + 2 * 8; iy < 2 * oy + 3 + 2 * 8 && iy < H; iy++)
+        for (isz c = 0; c < W; c += 16) __builtin_prefetch(src + iy * W + c, 0, 3);
 }
 
 /* 3x3, stride 2, padding 1 (dwr_s2_applies), one plane, output row by output row (input rows in order, 8 rows
@@ -593,8 +598,7 @@ PD_TARGET_AVX512 static void dwr_s2_plane(const dw_args *a, const float *src, co
     __m512 w[9];
     for (int i = 0; i < 9; i++) w[i] = _mm512_set1_ps(wt[i]);
     for (isz oy = 0; oy < OH; oy++) {
-        for (isz iy = 2 * oy + 1 + 2 * 8; iy < 2 * oy + 3 + 2 * 8 && iy < H; iy++)
-            for (isz c = 0; c < W; c += 16) __builtin_prefetch(src + iy * W + c, 0, 3);
+        dwr_s2_prefetch(src, oy, H, W);
         __m512 carry[3] = {zero, zero, zero}; /* per kernel row: the previous vector's odd lanes */
         for (isz v = 0; v < nv; v++) {
             __m512 y = zero;
@@ -711,15 +715,7 @@ PD_TARGET_AVX2 static inline __attribute__((always_inline)) void dwr83_plane(con
             const float *r = src + (oy + 1) * W;
             n0 = _mm256_maskload_ps(r - 1, ml), n1 = _mm256_maskload_ps(r, mc), n2 = _mm256_maskload_ps(r + 1, mr);
         }
-        __m256 y = _mm256_mul_ps(p0, w[0]);
-        y = _mm256_fmadd_ps(p1, w[1], y);
-        y = _mm256_fmadd_ps(p2, w[2], y);
-        y = _mm256_fmadd_ps(c0, w[3], y);
-        y = _mm256_fmadd_ps(c1, w[4], y);
-        y = _mm256_fmadd_ps(c2, w[5], y);
-        y = _mm256_fmadd_ps(n0, w[6], y);
-        y = _mm256_fmadd_ps(n1, w[7], y);
-        y = _mm256_fmadd_ps(n2, w[8], y);
+        const __m256 y = DWR_TAPS9(_mm256_mul_ps, _mm256_fmadd_ps);
         dwr8_store(&ep, y, dst + oy * W, ms, whole);
         p0 = c0, p1 = c1, p2 = c2, c0 = n0, c1 = n1, c2 = n2;
     }
@@ -736,8 +732,7 @@ PD_TARGET_AVX2 static void dwr8_s2_plane(const dw_args *a, const float *src, con
     __m256 w[9];
     for (int i = 0; i < 9; i++) w[i] = _mm256_set1_ps(wt[i]);
     for (isz oy = 0; oy < OH; oy++) {
-        for (isz iy = 2 * oy + 1 + 2 * 8; iy < 2 * oy + 3 + 2 * 8 && iy < H; iy++)
-            for (isz c = 0; c < W; c += 16) __builtin_prefetch(src + iy * W + c, 0, 3);
+        dwr_s2_prefetch(src, oy, H, W);
         __m256 carry[3] = {zero, zero, zero};
         for (isz v = 0; v < nv; v++) {
             __m256 y = zero;
