@@ -298,8 +298,8 @@ class OnlinePolicy:
         or those the calls so far missed, reach what its first call costs beyond a call. (A device faster on shapes
         it has run but dearer on new ones gets the new ones when their expected repeats repay it: `_invests`.)"""
         waiting = [c for c in self.usable() if not c.built and c.name in est]
-        if not waiting:
-            return None
+        if not waiting or self.cands[self.host].from_prior():
+            return None  # (the host runs a call here first: the earlier process's costs are taken at today's speed)
         horizon = max(self.expected_calls - self.calls, self.calls)
         mixed = self.mixed_estimates()  # per call of the stream's usual size, new signatures in their share
         for c in waiting:
@@ -348,10 +348,9 @@ class OnlinePolicy:
         many as an earlier process's stream had, at least as many as so far) that repeat a signature (the share
         of the stream's calls, pooled with the earlier stream's as PRIOR_CALLS calls), spread over the signatures
         seen."""
-        prior = min(self.expected_calls, PRIOR_CALLS) if self.prior_new_share else 0
-        if not self.calls + prior or not self.stream_sigs:
+        if not self.stream_sigs:
             return 0.0
-        rate = (self.new_calls + self.prior_new_share * prior) / (self.calls + prior)
+        rate = self.new_rate()
         remaining = max(self.expected_calls - self.calls, self.calls)
         return (1.0 - rate) * remaining / len(self.stream_sigs)
 
@@ -437,8 +436,12 @@ class OnlinePolicy:
         return statistics.median(sizes) if sizes else MIN_SIZE
 
     def new_rate(self) -> float:
-        """The share of the stream's calls on signatures it had not seen (an earlier process's before its own)."""
-        return self.new_calls / self.calls if self.calls else self.prior_new_share
+        """The share of the stream's calls on signatures it had not seen, pooled with an earlier process's stream
+        (which weighs as PRIOR_CALLS calls, fewer when it had fewer)."""
+        prior = min(self.expected_calls, PRIOR_CALLS) if self.prior_new_share else 0
+        if not self.calls + prior:
+            return 0.0
+        return (self.new_calls + self.prior_new_share * prior) / (self.calls + prior)
 
     def mixed_estimates(self) -> dict[str, float]:
         """Each known candidate's estimated ms for a call of the stream's median size, seen and new signatures
