@@ -388,6 +388,7 @@ class OnlinePolicy:
         self.stream_sigs.add(sig)
         self.new_calls += stream_new
         if not c.sigs:  # its first call in this process (a device: built for it)
+            self._fast = None  # news: the next call is decided afresh (the host's first call frees a purchase)
             c.first, c.build_ms, c.loaded = (ms, size), build_ms, loaded
             if name != self.host and not loaded:  # a compile: the guess for this device on another model
                 self.first_ms_seen[name] = ms
