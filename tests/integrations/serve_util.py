@@ -103,6 +103,41 @@ def local(model: Path):
     return pred, lambda feeds: pool.submit(pred.predict, feeds).result()
 
 
+def kernels_changed() -> str | None:
+    """Why a process started now would run other host kernels than this one, or None. pdlite loads its native
+    kernels only when the build's embedded hash matches native_src/ (else the NumPy kernels): in a working tree
+    where native_src/ is edited or rebuilt while a test session runs, a server started later than the test process
+    runs other code, and their floats may differ in the last bit (the OCR scores did: one float32 step)."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from pdlite.kernels.host import native
+
+    now = native._source_hash()
+    mine = getattr(native._ext, "SOURCE_HASH", None) if native._ext is not None else None
+    fresh = None
+    for suffix in EXTENSION_SUFFIXES:
+        f = Path(native.__file__).with_name(f"_native{suffix}")
+        if now is not None and f.is_file() and now.encode() in f.read_bytes():
+            fresh = now
+    if mine == fresh:
+        return None
+    return (f"the native kernels of this working tree changed after this test process loaded them (its build: "
+            f"{mine and mine[:12]}, a process started now: {fresh and fresh[:12]}, NumPy kernels when None): the "
+            "server runs other kernel code, so a bit-for-bit comparison with it says nothing")
+
+
+def assert_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """GOT (a server's answer) equals WANT (the local run) bit for bit; the test is skipped, saying why, when this
+    working tree's native kernels changed while the tests ran (`kernels_changed`: the two ran other code)."""
+    if not np.array_equal(got, want):
+        why = kernels_changed()
+        if why:
+            import pytest
+
+            pytest.skip(why)
+    np.testing.assert_array_equal(got, want)
+
+
 @functools.cache
 def ocr_reference() -> dict[str, np.ndarray]:
     """The OCR app's answer for IMAGE, computed locally once (on a worker thread, as the servers run it)."""

@@ -23,6 +23,8 @@ from tests.integrations.serve_util import (  # noqa: E402
     DET,
     DET_CASE,
     IMAGE,
+    assert_bits,
+    kernels_changed,
     local,
     mlserver,
     ocr_reference,
@@ -112,7 +114,7 @@ def test_cnn_bit_exact(server, client):
     for x, g in zip(xs, got):
         ref = run([x])[0]
         assert g.dtype == np.float32 and g.shape == ref.shape
-        np.testing.assert_array_equal(g, ref)
+        assert_bits(g, ref)
 
 
 def test_detector_with_nms_bit_exact(client):
@@ -124,7 +126,7 @@ def test_detector_with_nms_bit_exact(client):
     got = infer(client, "picodet", feeds, names)
     for n, ref in zip(names, refs):
         assert got[n].dtype == ref.dtype and got[n].shape == ref.shape, n
-        np.testing.assert_array_equal(got[n], ref)
+        assert_bits(got[n], ref)
     assert refs[0].shape[0] == int(refs[1][0]) > 0  # the NMS kept boxes: a real check, not an empty one
 
 
@@ -132,11 +134,10 @@ def test_ocr_app(client):
     want = ocr_reference()
     assert len(want["texts"]) > 3
     got = infer(client, "ocr", {"image": image_b64()}, ["boxes", "scores", "texts", "lines"])
-    np.testing.assert_array_equal(got["boxes"], want["boxes"])
-    # scores within 1e-6 (relative), not bit for bit: in a full-suite process the local reference's last score has
-    # come out one float32 step (6e-8) from the server's, though both run the same code on the same image; alone,
-    # the two are bit-equal (cause not yet found: suspected a kernel path that depends on the process's history)
-    np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-6, atol=0)
+    assert_bits(got["boxes"], want["boxes"])
+    # bit for bit: the scores once came out one float32 step apart in a long session because the shared working
+    # tree's native kernels were rebuilt (or their sources edited: NumPy kernels) after this process had loaded them
+    assert_bits(got["scores"], want["scores"])
     assert [t if isinstance(t, str) else t.decode() for t in got["texts"]] == [t.decode() for t in want["texts"]]
     lines = json.loads(got["lines"][0])
     assert [ln["text"] for ln in lines] == [t.decode() for t in want["texts"]]
@@ -162,7 +163,7 @@ def test_grpc_raw_tensors(server):
     out = res.outputs[0]
     got = (np.frombuffer(res.raw_output_contents[0], np.float32) if res.raw_output_contents
            else np.array(out.contents.fp32_contents, np.float32)).reshape(list(out.shape))
-    np.testing.assert_array_equal(got, run([x])[0])
+    assert_bits(got, run([x])[0])
     with pytest.raises(grpc.RpcError) as e:
         stub.ModelInfer(request(np.zeros((1, 3, 22, 224), np.float32)), timeout=60)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'x'" in e.value.details()
@@ -191,7 +192,10 @@ def test_cnn_batched_bit_exact(server):
         got = np.frombuffer(res.raw_output_contents[0], np.float32).reshape(list(res.outputs[0].shape))
         rows = run([np.concatenate([x] * k)])[0]
         assert got.shape == (1, rows.shape[1])
-        assert any(np.array_equal(got[0], r) for r in rows), (k, np.abs(rows - got).max())
+        ok = any(np.array_equal(got[0], r) for r in rows)
+        if not ok and kernels_changed():
+            pytest.skip(kernels_changed())
+        assert ok, (k, np.abs(rows - got).max())
     assert max(sizes) > 1, sizes  # batching happened
     with pytest.raises(grpc.RpcError) as e:  # refused before batching, naming the input
         stub.ModelInfer(pb.ModelInferRequest(model_name="mnv3b", raw_input_contents=[x[:, :, :100].tobytes()],
@@ -255,7 +259,7 @@ def test_alive_after_bad_requests(server, client):
     x = np.ones((1, 3, 224, 224), np.float32)
     pred, run = local(CNN)
     name = pred.get_output_names()[0]
-    np.testing.assert_array_equal(infer(client, "mnv3", {"x": x}, [name])[name], run([x])[0])
+    assert_bits(infer(client, "mnv3", {"x": x}, [name])[name], run([x])[0])
 
 
 # -- overload: a bounded queue answers 503, admitted requests finish correctly ---------------------------------
