@@ -57,7 +57,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.integrations.serve_util import CNN, IMAGE, free_port, mlserver, write_repository  # noqa: E402
+from tests.integrations.serve_util import (  # noqa: E402
+    CNN,
+    IMAGE,
+    free_port,
+    kernels_changed,
+    mlserver,
+    write_repository,
+)
 
 PEER = "serve_load.OnnxRuntimePeer"
 
@@ -579,8 +586,13 @@ def main() -> None:
     args = p.parse_args()
     if MLModel is None:
         sys.exit("needs pip install pdlite[serve,ocr,onnx]")
-    print(f"serve_load {args.mode}; CPU: {os.cpu_count()} cores (shared: numbers are noisy)", flush=True)
+    from pdlite.kernels.host import native
+
+    print(f"serve_load {args.mode}; CPU: {os.cpu_count()} cores (shared: numbers are noisy); host kernels: "
+          f"{native.load_note}", flush=True)
     {"sweep": sweep, "batching": batching, "overload": overload, "soak": soak, "shutdown": shutdown}[args.mode](args)
+    if kernels_changed():  # the servers started during the run may have run other kernels than this process
+        print(f"WARNING: {kernels_changed()}")
 
 
 if __name__ == "__main__":
