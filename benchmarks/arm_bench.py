@@ -107,6 +107,7 @@ def main() -> None:
     from threadpoolctl import threadpool_limits
 
     native.set_num_threads(args.threads)
+    native.gemm_available()  # (binds NumPy's BLAS sgemm: Winograd's BLAS products need it)
     info = cpu_features.cpu_info()
     core = info.model.split(" x")[0].split(" + ")[-1]
     ghz = args.ghz or _clock_ghz()
