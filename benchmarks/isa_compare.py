@@ -6,6 +6,8 @@ order rotated each round, as benchmarks/compare.py does (its workers and its ben
 environment and picks the two contenders). Ratio: median over rounds of (pdlite / OpenVINO) in the same round.
 
     python benchmarks/isa_compare.py [--models mobilenet_v2,resnet18] [--isas avx2,avx512] [--threads 2] [--rounds 4]
+
+Per layer, the same models at each ISA: benchmarks/isa_layers.py.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ ONEDNN_ISA = {"avx2": "AVX2", "avx512": "AVX512_CORE", "baseline": "SSE41"}
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="mobilenet_v1,mobilenet_v2,mobilenet_v3_small,resnet18")
+    ap.add_argument("--models", default=",".join(compare.MODELS))  # every shared model (../shared/models/INDEX.md)
     ap.add_argument("--isas", default="avx2,avx512")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
