@@ -127,7 +127,7 @@ def shuffles16(on: bool) -> Iterator[None]:
 
 @contextmanager
 def depthwise_rows(on: bool) -> Iterator[None]:
-    """The native depthwise kernel's row-vector form (stride 1, maps more than 8 wide; it runs only with AVX-512) on
+    """The native depthwise kernel's row-vector form (maps 9 to 64 wide; AVX-512, and its 3x3 forms on AVX2) on
     or off inside the block; the setting before is put back after."""
     from pdlite.kernels.host import native
 

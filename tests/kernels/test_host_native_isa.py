@@ -6,7 +6,9 @@ give, on NEON and AVX2, exactly the bits AVX-512 gives (the x86 baseline build, 
 generator, no libm: the same arrays on every machine, and products that round), and the digests below are the outputs' SHA-256 as
 this code computes them with AVX-512 (on an AMD EPYC, Zen 5). On AVX-512, AVX2 and NEON the outputs must match them
 bit for bit; on every instruction set they must match float64 maths within the native kernels' tolerance (1e-5).
-Regenerate after a deliberate change of the products' order: `python tests/kernels/test_host_native_isa.py` on an
+The depthwise row-vector and channel-blocked forms and direct_conv have AVX2 forms with the AVX-512 forms' products
+in the same order (depthwise.c, direct_conv.c): their digests must match on AVX2 too (NEON runs other depthwise
+forms: X86_ONLY). Regenerate after a deliberate change of the products' order: `python tests/kernels/test_host_native_isa.py` on an
 AVX-512 machine prints the table.
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ with ctypes, checked once against np.matmul), one single-threaded call per block
 thread pool, with bias and activation applied to each block while it is in cache.
 `gemm_available()` is False when that entry point is not found; the conv kernel then uses np.matmul.
 `packed_conv` needs no BLAS: weights packed once (`pack_weights`), its own register-tiled kernel (fast with
-AVX-512; `packed_gemm_fast()`). The `*_plan` functions bind one conv's call for one input shape (the conv
+AVX-512, AVX2 and NEON; `packed_gemm_fast()`). The `*_plan` functions bind one conv's call for one input shape (the conv
 kernel keeps it).
 
 Threads: `set_num_threads` (called by pdlite/runtime/threads.py for `set_threads`; NumPy's OpenBLAS
