@@ -14,6 +14,10 @@ AVX-512 machine prints the table.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -153,6 +157,21 @@ def test_packed_forms_match_float64_and_avx512_bits(name):
     assert err <= 1e-5 * max(1.0, float(np.max(np.abs(ref)))), f"{name}: max|native - float64| = {err:.3g}"
     if native.isa() in BIT_EXACT_ISAS and (name not in X86_ONLY or native.isa() != "neon"):
         assert digest(got) == DIGESTS[name], f"{name}: {native.isa()} gave other bits than AVX-512"
+
+
+def test_avx2_forms_give_the_avx512_bits():
+    """The AVX2 forms checked from a default (AVX-512) run as well, in a subprocess forced to AVX2: a suite that is not
+    run with PDLITE_NATIVE_ISA=avx2 still checks them on every AVX-512 machine."""
+    if native.isa() != "avx512":
+        pytest.skip(f"checked directly by the test above where the default kernels are AVX2; this run has {native.isa()}")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = ("import json; from pdlite.kernels.host import native; from tests.kernels import test_host_native_isa as t; "
+              "print(json.dumps({'isa': native.isa(), **{k: t.digest(f()[0]) for k, f in t.CASES.items()}}))")
+    out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, PDLITE_NATIVE_ISA="avx2"), cwd=root,
+                         capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got.pop("isa") == "avx2", "the subprocess did not run the AVX2 kernels"
+    assert {k: v for k, v in got.items() if v != DIGESTS[k]} == {}, "AVX2 gave other bits than AVX-512"
 
 
 if __name__ == "__main__":
