@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/ocr_bench.py [--images examples/images] [--threads 1] [--rounds 5]
        [--contenders pdlite-host,pdlite-intel_openvino,...] [--python CONTENDER=PYTHON] [--warm-runs 1]
+       [--stages]
 Needs: pip install ".[ocr,onnx,openvino]" rapidocr_onnxruntime==1.4.4 rapidocr_paddle==1.4.5 paddlepaddle;
 rapidocr_openvino 1.4.4 needs openvino < 2024.1, so it runs under another interpreter: make a venv
 (python3 -m venv /work/venv_rapidov && /work/venv_rapidov/bin/pip install rapidocr_openvino==1.4.4
@@ -40,6 +41,8 @@ import tempfile
 import time
 from typing import Any
 
+import ocr_stages  # benchmarks/ (the script's folder is on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONTENDERS = ["pdlite-host", "pdlite-intel_openvino", "pdlite-onnxruntime", "pdlite-auto",
@@ -58,6 +61,7 @@ def make_engine(name: str, threads: int) -> Any:
         ocr = OCR(device=default_device() if device == "default" else device, threads=threads, context=context)
         run = lambda img: [(ln.box, ln.text, ln.score) for ln in ocr(img)]  # noqa: E731
         run.where = lambda: "; ".join(f"{k} {m.placement()}" for k, m in ocr.models().items())
+        run.instrument = lambda acc: ocr_stages.instrument_pdlite(ocr, acc)
         return run
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     from make_ocr_reference import rapidocr_as_paddleocr
@@ -67,11 +71,14 @@ def make_engine(name: str, threads: int) -> Any:
     def run(img):
         res, _ = eng(img)
         return [([[int(v) for v in p] for p in b], t, float(s)) for b, t, s in (res or [])]
+    run.instrument = lambda acc: ocr_stages.instrument_rapidocr(eng, acc)
     return run
 
 
-def worker(name: str, threads: int, paths: list[str]) -> None:
-    """The worker process: JSON lines on stdout answer commands on stdin ("results", "time", "stop")."""
+def worker(name: str, threads: int, paths: list[str], stages: bool = False) -> None:
+    """The worker process: JSON lines on stdout answer commands on stdin ("results", "time", "where", "stages",
+    "stop"); with `stages` the engine's stages are timed (benchmarks/ocr_stages.py), "stages" sends and resets
+    what the passes since the last "stages" spent in each."""
     out, sys.stdout = sys.stdout, sys.stderr  # engines that print go to stderr, the protocol alone to stdout
 
     def send(*msg: Any) -> None:
@@ -86,6 +93,9 @@ def worker(name: str, threads: int, paths: list[str]) -> None:
 
             default_model_cache().__enter__()  # as `pdlite ocr` runs: compiled models cached
         engine = make_engine(name, threads)
+        acc, wall = ocr_stages.new_acc(), 0.0
+        if stages:
+            engine.instrument(acc)
         images = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths]
         send("ready", None)
     except Exception as e:  # report, so the table says why a contender is missing
@@ -98,18 +108,25 @@ def worker(name: str, threads: int, paths: list[str]) -> None:
         if cmd == "where":  # where a pdlite contender's networks ran
             send("where", getattr(engine, "where", lambda: "")())
             continue
+        if cmd == "stages":
+            send("stages", ocr_stages.report(acc, wall))
+            acc.update(ocr_stages.new_acc())
+            wall = 0.0
+            continue
         t0 = time.perf_counter()
         results = [engine(img) for img in images]
         elapsed = time.perf_counter() - t0
+        wall += elapsed
         send("done", [elapsed, results if cmd == "results" else None])
 
 
 class Worker:
     """A contender's worker process (`python ocr_bench.py --worker NAME`), under `python`, in `env`."""
 
-    def __init__(self, name: str, python: str, threads: int, paths_file: str, env: dict[str, str]) -> None:
+    def __init__(self, name: str, python: str, threads: int, paths_file: str, env: dict[str, str],
+                 stages: bool = False) -> None:
         self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", name, "--threads", str(threads),
-                                      "--paths-file", paths_file], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      "--paths-file", paths_file, *(["--stages"] if stages else [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, env=env)
 
     def recv(self) -> tuple[str, Any]:
@@ -202,12 +219,14 @@ def main() -> None:
                     help="run CONTENDER's worker under PYTHON (e.g. a venv with rapidocr_openvino); repeatable")
     ap.add_argument("--warm-runs", type=int, default=1,
                     help="unmeasured `pdlite ocr` auto processes before pdlite-auto's (default 1; 0: cold)")
+    ap.add_argument("--stages", action="store_true",
+                    help="also time each pipeline stage (det pre/run/post, crops, cls, rec pre/run, CTC) per contender")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--paths-file", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         with open(args.paths_file, encoding="utf-8") as f:
-            worker(args.worker, args.threads, json.load(f))
+            worker(args.worker, args.threads, json.load(f), args.stages)
         return
     with open(os.path.join(args.images, "ground_truth.json"), encoding="utf-8") as f:
         truth_map = json.load(f)
@@ -231,7 +250,7 @@ def main() -> None:
                 env.pop("PDLITE_NNADAPTER_MODEL_CACHE_DIR", None)
                 if name in AUTO:
                     warm_up_auto(paths, args.threads, args.warm_runs, env)
-            w = Worker(name, python, args.threads, paths_file, env)
+            w = Worker(name, python, args.threads, paths_file, env, args.stages)
             status, info = w.recv()
             if status == "ready":
                 workers[name] = w
@@ -243,11 +262,13 @@ def main() -> None:
         warm: dict[str, float] = {}
         for name, w in workers.items():
             warm[name], results[name] = w.ask("results")
+            w.ask("stages")  # the warm-up pass's stage times are dropped
         times: dict[str, list[float]] = {name: [] for name in workers}
         for _ in range(args.rounds):
             for name, w in workers.items():
                 times[name].append(w.ask("time")[0])
         where = {name: w.ask("where") for name, w in workers.items()}
+        stages = {name: {**w.ask("stages"), "_images": args.rounds * len(paths)} for name, w in workers.items()}
     finally:
         for w in workers.values():
             w.stop()
@@ -273,6 +294,8 @@ def main() -> None:
     for name, text in where.items():
         if text:
             print(f"{name}: {text}")
+    if args.stages:
+        ocr_stages.print_table(stages)
 
 
 def cpu_name() -> str:
