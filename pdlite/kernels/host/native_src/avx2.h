@@ -13,8 +13,10 @@
 #ifndef PD_NATIVE_AVX2_H
 #define PD_NATIVE_AVX2_H
 #ifdef PD_X86_DISPATCH
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi" /* (pd_v8 values never cross a call: every function here is inlined) */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi" /* (pd_v8 values never cross a call: every function here is inlined) */
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi" /* (as above) */
 #endif
 typedef float pd_v8 __attribute__((vector_size(32)));
 
