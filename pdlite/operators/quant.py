@@ -260,11 +260,22 @@ def _quantized_fc_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     return {"Out": [tuple(x[:k]) + (w[1],)]}
 
 
-@register_op("pointwise_chain", inputs=["X"], outputs=["Out"], defaults={"post_ops": []})
+@register_op("pointwise_chain", inputs=["X"], outputs=["Out"], optional_inputs=["Y"],
+             defaults={"post_ops": [], "x_ops": [], "y_ops": []})
 def _pointwise_chain_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
-    """Out = the per-element ops of `post_ops` (quant_native's CHAIN_* program) applied to X (N, C, ...): X's shape."""
-    ctx.require(len(ctx.shape("X")) >= 2, f"X must have a channel axis (rank >= 2), got {list(ctx.shape('X'))}")
-    return {"Out": [ctx.shape("X")]}
+    """Out = the per-element ops of `post_ops` (quant_native's CHAIN_* program) applied to X (N, C, ...), or to
+    x_ops(X) + y_ops(Y) for a Y of X's shape: X's shape."""
+    x = tuple(ctx.shape("X"))
+    ctx.require(len(x) >= 2, f"X must have a channel axis (rank >= 2), got {list(x)}")
+    if not ctx.has("Y"):
+        return {"Out": [x]}
+    y = tuple(ctx.shape("Y"))
+    try:
+        out = np.broadcast_shapes(x, y)
+    except ValueError:
+        ctx.fail(f"X {list(x)} and Y {list(y)} do not broadcast")
+    ctx.require(len(out) == len(x), f"Y {list(y)} must not add axes to X {list(x)}")
+    return {"Out": [tuple(out)]}
 
 
 @register_op("quantize_dequantize_linear", inputs=["X", "Scale"], outputs=["Y"],

@@ -245,3 +245,14 @@ def test_conv_chain_in_the_epilogue_equals_the_chain_after_it(i: int) -> None:
     plain = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0))
     got = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0), chain=prog)
     np.testing.assert_array_equal(got, qn.chain_numpy(plain, prog))
+
+
+def test_pointwise_chain_of_a_sum_is_the_ops_one_by_one() -> None:
+    """x_ops(x) + y_ops(y) then the chain (an add of two QDQ'd tensors, then its activation and what follows)."""
+    rng = np.random.default_rng(8)
+    x, y = ((rng.standard_normal((2, 6, 5, 7)) * 3).astype(np.float32) for _ in range(2))
+    px, py = np.array(qn.chain_qdq(2.5, 0), np.float32), np.array(qn.chain_qdq(1.7, 1), np.float32)
+    prog = _chain_program(rng, 6)
+    np.testing.assert_array_equal(qn.qchain(x, prog, y, px, py), qn.chain_numpy(x, prog, y, px, py))
+    np.testing.assert_array_equal(qn.qchain(x, prog, y, px, np.zeros(0, np.float32)),
+                                  qn.chain_numpy(x, prog, y, px, []))

@@ -6,8 +6,9 @@
 - `quantized_fc`: the same for Input flattened at in_num_col_dims times W (K, N).
 - `quantize_dequantize_linear`: quantize_linear then dequantize_linear in one pass, the same float32 bits as the two
   ops (the fp32 simulation of a quantizer whose reader stays float, e.g. a depthwise conv or a residual add).
-- `pointwise_chain`: a run of per-element ops (QDQ, scale, per-channel add, activations) in one pass; the same chain
-  after a `quantized_conv2d` runs in its epilogue (attribute `post_ops`).
+- `pointwise_chain`: a run of per-element ops (QDQ, scale, per-channel add, activations) in one pass, optionally after
+  the add of a second tensor Y (each side through its own chain first: `x_ops`, `y_ops`); the same chain after a
+  `quantized_conv2d` runs in its epilogue (attribute `post_ops`).
 
 Without the native extension (or `host_native` False) the same integers come from NumPy in int64
 (quant_native.qconv_numpy), much slower: the int8 passes do not run then.
@@ -175,16 +176,20 @@ class QuantizeDequantizeLinear(Kernel):
 
 @register_kernel("pointwise_chain", precision=PrecisionType.FP32)
 class PointwiseChain(Kernel):
-    """Out = the per-element ops of `post_ops` on X in one pass (quant_native.qchain; NumPy one op at a time without
-    the native kernels): the values of the ops run one by one."""
+    """Out = the per-element ops of `post_ops` on X, or on x_ops(X) + y_ops(Y), in one pass (quant_native.qchain;
+    NumPy one op at a time without the native kernels, or where Y broadcasts): the values of the ops run one by one."""
 
     def __init__(self, op: Any) -> None:
         super().__init__(op)
         self.program = np.asarray(self.attrs["post_ops"], F32)
+        self.x_program = np.asarray(self.attrs["x_ops"], F32)
+        self.y_program = np.asarray(self.attrs["y_ops"], F32)
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["X"][0]
-        if (qn.available() and native.use_native(self.context) and isinstance(x, np.ndarray) and x.dtype == F32
-                and x.ndim >= 2):
-            return {"Out": [qn.qchain(x, self.program)]}
-        return {"Out": [qn.chain_numpy(np.asarray(x, F32), self.program)]}
+        y = ins["Y"][0] if ins.get("Y") else None
+        ok = [isinstance(v, np.ndarray) and v.dtype == F32 and v.ndim >= 2 for v in (x, y) if v is not None]
+        if qn.available() and native.use_native(self.context) and all(ok) and (y is None or y.shape == x.shape):
+            return {"Out": [qn.qchain(x, self.program, y, self.x_program, self.y_program)]}
+        y = None if y is None else np.asarray(y, F32)
+        return {"Out": [qn.chain_numpy(np.asarray(x, F32), self.program, y, self.x_program, self.y_program)]}

@@ -136,19 +136,25 @@ def chain_steps(program: list[float] | np.ndarray) -> list[tuple[int, np.ndarray
     return steps
 
 
-def qchain(x: np.ndarray, program: np.ndarray) -> np.ndarray:
-    """The chain applied to float32 x (N, C, ...) per channel of axis 1, natively."""
+def qchain(x: np.ndarray, program: np.ndarray, y: np.ndarray | None = None, x_program: np.ndarray | None = None,
+           y_program: np.ndarray | None = None) -> np.ndarray:
+    """The chain applied to float32 x (N, C, ...) per channel of axis 1, natively; with y (x's shape):
+    program(x_program(x) + y_program(y))."""
     x = native._f32(x, "qchain")
     out = native.empty_aligned(x.shape)
     n, c = (x.shape[0], x.shape[1]) if x.ndim >= 2 else (1, 1)
-    native._ext.qchain(x, out, (n, c, x.size // max(n * c, 1)), np.asarray(program, F32))
+    extra = () if y is None else (native._f32(y, "qchain"), np.asarray(x_program, F32), np.asarray(y_program, F32))
+    native._ext.qchain(x, out, (n, c, x.size // max(n * c, 1)), np.asarray(program, F32), *extra)
     return out
 
 
-def chain_numpy(x: np.ndarray, program: list[float] | np.ndarray) -> np.ndarray:
+def chain_numpy(x: np.ndarray, program: list[float] | np.ndarray, y: np.ndarray | None = None,
+                x_program: list[float] | np.ndarray = (), y_program: list[float] | np.ndarray = ()) -> np.ndarray:
     """The chain in NumPy float32 (the ops it replaces, one by one): the reference of qchain."""
     from pdlite.kernels.host.conv import numpy_act_inplace
 
+    if y is not None:
+        x = chain_numpy(x, x_program) + chain_numpy(y, y_program)
     out = np.array(x, dtype=F32)
     shape = (1, -1) + (1,) * (out.ndim - 2)
     for code, v in chain_steps(program):

@@ -12,8 +12,11 @@ replaces in the same order, so the values are those of the ops run one by one:
 - fusion_scale_activation -> scale and activation steps; relu, relu6, leaky_relu, hard_swish, hard_sigmoid -> an
   activation step (the native activations, native.activation).
 
-A chain whose input is written by a quantized_conv2d read by nothing else becomes that op's `post_ops` (its epilogue
-runs the steps while the outputs are in cache); any other chain of two ops or more becomes a `pointwise_chain` op.
+An elementwise_add (or fusion_elementwise_add_activation) of two tensors of one shape where either input is a
+QDQ pair's output read by nothing else first becomes a `pointwise_chain` reading the pairs' inputs (`x_ops` / `y_ops`:
+the QDQ steps, then the sum, then the activation). A chain whose input is written by a quantized_conv2d (or such a
+pointwise_chain) read by nothing else becomes that op's `post_ops` (the conv's epilogue runs the steps while the
+outputs are in cache); any other chain of two ops or more becomes a `pointwise_chain` op.
 PP-OCR det (PP-LCNetV3): conv -> QDQ -> bias add -> scale -> QDQ -> scale + hardswish -> scale -> QDQ -> scale is
 one conv with a chain of 8 steps instead of 8 passes over its output.
 """
@@ -116,12 +119,58 @@ def _chain(ctx: PassContext, first: Node, fetched: set[str]) -> tuple[list[Node]
     return ops, prog
 
 
+def _shape(v: Node) -> list[int]:
+    return list(v.var.shape) if v.var is not None and v.var.shape else []
+
+
+def _qdq_side(ctx: PassContext, v: Node, fetched: set[str]) -> tuple[Node, list[float]]:
+    """(input, steps) of one side of an add: the QDQ pair's input and its step where v is a QDQ output read by the add
+    alone, else v and no steps."""
+    q = v.inputs[0] if v.inputs else None
+    if q is None or q.op.type != "quantize_dequantize_linear" or len(v.outputs) != 1 or v.name in fetched:
+        return v, []
+    src = input_node(q, q.op.input("X"))
+    steps = steps_of(ctx, q, src)
+    return (v, []) if steps is None else (src, steps)
+
+
+def _binary_adds(graph: Graph, ctx: PassContext, fetched: set[str]) -> int:
+    """The adds of two QDQ'd tensors of one shape -> pointwise_chain ops with a Y input."""
+    done = 0
+    for add in graph.topological_order():
+        if add not in graph or add.op.type not in ("elementwise_add", "fusion_elementwise_add_activation"):
+            continue
+        xs, ys = add.op.inputs.get("X", []), add.op.inputs.get("Y", [])
+        if len(xs) != 1 or len(ys) != 1 or xs[0] == ys[0] or xs[0] in ctx.params or ys[0] in ctx.params:
+            continue
+        x, y = input_node(add, xs[0]), input_node(add, ys[0])
+        shape = _shape(x)  # (unknown dims: the kernel checks the shapes at run time)
+        if len(shape) < 2 or shape != _shape(y) or len(add.outputs) != 1 or int(add.op.attrs.get("axis", -1)) not in (
+                -1, 0):
+            continue
+        post = _act_step(*split_activation(dict(add.op.attrs), "act_type")) if add.op.type != "elementwise_add" else []
+        (xin, xsteps), (yin, ysteps) = _qdq_side(ctx, x, fetched), _qdq_side(ctx, y, fetched)
+        if post is None or not (xsteps or ysteps) or xin is yin:
+            continue
+        old = [n for v, st in ((x, xsteps), (y, ysteps)) if st for n in v.inputs] + [add]
+        desc = OpDesc("pointwise_chain", {"X": [xin.name], "Y": [yin.name]}, {"Out": [add.outputs[0].name]},
+                      {"post_ops": post, "x_ops": xsteps, "y_ops": ysteps})
+        keep = [input_node(n, n.op.input("Scale")) for n in old[:-1]]
+        graph.replace_ops(old, desc, [xin, yin], [add.outputs[0]])
+        for v in keep:
+            if v in graph and not v.inputs and not v.outputs:
+                graph.remove_var(v)
+        done += 1
+    return done
+
+
 @register_pass("quant_pointwise_chain_pass")
 class QuantPointwiseChain(Pass):
     def apply(self, graph: Graph, ctx: PassContext) -> bool:
         if not int8_enabled(ctx):
             return False
         fetched = set(ctx.meta.get("fetch_names", []))
+        adds = _binary_adds(graph, ctx, fetched)
         folded = chains = 0
         for first in graph.topological_order():
             if first not in graph or first.op is None or first.op.type not in X_SLOT:
@@ -132,8 +181,11 @@ class QuantPointwiseChain(Pass):
             x0 = input_node(first, first.op.input("X"))
             last = ops[-1].outputs[0]
             prod = x0.inputs[0] if x0.inputs else None
-            if (prod is not None and prod.op.type == "quantized_conv2d" and not prod.op.attrs.get("post_ops")
-                    and len(x0.outputs) == 1 and x0.name not in fetched and _channels(x0)):
+            into = prod is not None and (
+                (prod.op.type == "quantized_conv2d" and not prod.op.attrs.get("post_ops"))
+                or (prod.op.type == "pointwise_chain" and len(qn.chain_steps(list(prod.op.attrs["post_ops"]) + prog))
+                    <= qn.CHAIN_MAX_STEPS))
+            if into and len(x0.outputs) == 1 and x0.name not in fetched and _channels(x0):
                 inner = [op.outputs[0] for op in ops[:-1]]
                 for op in ops:
                     graph.remove_op(op, orphan_outputs=True)
@@ -141,11 +193,11 @@ class QuantPointwiseChain(Pass):
                 for v in [x0, *inner]:
                     if v in graph and not v.inputs and not v.outputs:
                         graph.remove_var(v)
-                prod.op.attrs["post_ops"] = prog
+                prod.op.attrs["post_ops"] = list(prod.op.attrs.get("post_ops") or []) + prog
                 folded += 1
             elif len(ops) >= 2 and _channels(x0):
                 desc = OpDesc("pointwise_chain", {"X": [x0.name]}, {"Out": [last.name]}, {"post_ops": prog})
                 graph.replace_ops(ops, desc, [x0], [last])
                 chains += 1
-        ctx.meta.setdefault("pass_stats", {})[self.name] = {"into_convs": folded, "chains": chains}
-        return folded + chains > 0
+        ctx.meta.setdefault("pass_stats", {})[self.name] = {"adds": adds, "folded": folded, "chains": chains}
+        return adds + folded + chains > 0

@@ -114,53 +114,78 @@ PD_HIDDEN void q_chain_pick(int isa) {
 }
 
 typedef struct {
-    const float *x;
+    const float *x, *y;
     float *out;
     isz C, S;
-    const q_chain *chain;
+    const q_chain *chain, *xc, *yc; /* after the sum; on x; on y (before the sum) */
 } qchain_args;
 
 static void qchain_task(void *ctx, isz begin, isz end) {
     const qchain_args *a = (const qchain_args *)ctx;
+    float *t = a->y ? (float *)pd_scratch((size_t)a->S * sizeof(float)) : NULL;
+    if (a->y && !t) return;
     for (isz r = begin; r < end; r++) {
         float *o = a->out + r * a->S;
+        const isz ch = r % a->C;
         if (o != a->x + r * a->S) memcpy(o, a->x + r * a->S, (size_t)a->S * sizeof(float));
-        q_chain_row(o, a->S, r % a->C, a->chain);
+        if (a->y) { /* o = xc(x) + yc(y) */
+            q_chain_row(o, a->S, ch, a->xc);
+            memcpy(t, a->y + r * a->S, (size_t)a->S * sizeof(float));
+            q_chain_row(t, a->S, ch, a->yc);
+            for (isz j = 0; j < a->S; j++) o[j] = o[j] + t[j];
+        }
+        q_chain_row(o, a->S, ch, a->chain);
     }
+    free(t);
 }
 
-/* qchain(x, out, (N, C, S), program float32): out[n, c, :] = chain(x[n, c, :]); out may be x */
+/* a chain's program (a float32 buffer) parsed into c, the buffer kept in views[*n] (released by the caller) */
+static int qchain_take(PyObject *po, Py_buffer *views, int *n, isz channels, q_chain *c) {
+    if (PyObject_GetBuffer(po, &views[*n], PyBUF_SIMPLE) != 0) return -1;
+    const Py_buffer *v = &views[(*n)++];
+    if (v->len % 4 != 0 || q_chain_parse((const float *)v->buf, v->len / 4, channels, c) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "qchain: a program must be float32");
+        return -1;
+    }
+    return 0;
+}
+
+/* qchain(x, out, (N, C, S), program float32[, y, x program, y program]): out[n, c, :] = chain(x[n, c, :]), or with y:
+ * chain(x chain(x[n, c, :]) + y chain(y[n, c, :])) (an add of two tensors of one shape); out may be x */
 PD_HIDDEN PyObject *py_qchain(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *xo, *oo, *po;
+    PyObject *xo, *oo, *po, *yo = Py_None, *pxo = Py_None, *pyo = Py_None;
     qchain_args a;
     isz N;
     memset(&a, 0, sizeof a);
-    if (!PyArg_ParseTuple(args, "OO(nnn)O", &xo, &oo, &N, &a.C, &a.S, &po)) return NULL;
-    if (N < 0 || a.C <= 0 || a.S < 0) {
-        PyErr_SetString(PyExc_ValueError, "qchain: bad shape");
+    if (!PyArg_ParseTuple(args, "OO(nnn)O|OOO", &xo, &oo, &N, &a.C, &a.S, &po, &yo, &pxo, &pyo)) return NULL;
+    if (N < 0 || a.C <= 0 || a.S < 0 || (yo != Py_None && (pxo == Py_None || pyo == Py_None))) {
+        PyErr_SetString(PyExc_ValueError, "qchain: bad shape, or y without its two programs");
         return NULL;
     }
-    Py_buffer pv;
-    if (PyObject_GetBuffer(po, &pv, PyBUF_SIMPLE) != 0) return NULL;
-    q_chain chain;
-    if (pv.len % 4 != 0 || q_chain_parse((const float *)pv.buf, pv.len / 4, a.C, &chain) < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "qchain: the program must be float32");
-        PyBuffer_Release(&pv);
-        return NULL;
-    }
-    a.chain = &chain;
+    Py_buffer views[3];
+    int nv = 0, bad = 0;
+    q_chain chain, xc, yc;
+    bad = qchain_take(po, views, &nv, a.C, &chain) < 0;
+    if (!bad && yo != Py_None)
+        bad = qchain_take(pxo, views, &nv, a.C, &xc) < 0 || qchain_take(pyo, views, &nv, a.C, &yc) < 0;
     q_bufs bs = {0};
-    a.x = (const float *)qbufs_take(&bs, xo, 0, N * a.C * a.S * 4, "qchain input");
-    a.out = (float *)qbufs_take(&bs, oo, 1, N * a.C * a.S * 4, "qchain output");
-    if (bs.failed) {
-        PyBuffer_Release(&pv);
-        return NULL;
+    if (!bad) {
+        a.chain = &chain, a.xc = &xc, a.yc = &yc;
+        a.x = (const float *)qbufs_take(&bs, xo, 0, N * a.C * a.S * 4, "qchain input");
+        a.y = yo == Py_None ? NULL : (const float *)qbufs_take(&bs, yo, 0, N * a.C * a.S * 4, "qchain input y");
+        a.out = (float *)qbufs_take(&bs, oo, 1, N * a.C * a.S * 4, "qchain output");
+        bad = bs.failed;
     }
-    Py_BEGIN_ALLOW_THREADS;
-    parallel_for(qchain_task, &a, N * a.C, row_grain(N * a.C, a.S));
-    Py_END_ALLOW_THREADS;
-    qbufs_release(&bs);
-    PyBuffer_Release(&pv);
-    Py_RETURN_NONE;
+    if (!bad) {
+        const unsigned fail0 = pd_failures();
+        Py_BEGIN_ALLOW_THREADS;
+        parallel_for(qchain_task, &a, N * a.C, row_grain(N * a.C, a.S));
+        Py_END_ALLOW_THREADS;
+        qbufs_release(&bs);
+        while (nv > 0) PyBuffer_Release(&views[--nv]);
+        return pd_done(fail0);
+    }
+    while (nv > 0) PyBuffer_Release(&views[--nv]);
+    return NULL;
 }
