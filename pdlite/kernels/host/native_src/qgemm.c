@@ -82,6 +82,24 @@ typedef struct {
 PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const float *r0, const float *r1, isz grp);
 #endif
 
+/* the words of columns [q0, q0 + cnt) (cnt <= 16) of kg rows (NULL: zeros) quantized: kg 4: 4 x (q + 128) as uint8
+ * (the vnni / baseline format), kg 2: 2 x int16 (avx2) */
+PD_INLINE q_v16u q_words(const float *const rows[4], isz q0, isz cnt, int kg, const q_param *qp, const int rt) {
+    pd_v16i q[4];
+    for (int t = 0; t < kg; t++) {
+        pd_v16 xv = {0};
+        if (rows[t] && cnt == 16)
+            memcpy(&xv, rows[t] + q0, sizeof xv);
+        else if (rows[t])
+            for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
+        q[t] = q_v16_rt(xv, qp, rt);
+    }
+    if (kg == 4) /* each byte + 128 (uint8) */
+        return (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
+                ((q_v16u)q[3] << 24)) ^ 0x80808080u;
+    return ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
+}
+
 /* one reduction group (item) of the current image into a->xp, every tile: its kg rows of columns gathered over the
  * whole map at once (the image's own rows for a 1x1 stride-1 conv), then quantized 16 columns at a time and stored
  * interleaved ([tile][group][nrt][kg]) */
@@ -113,21 +131,7 @@ PD_INLINE void q_pack_rt(void *ctx, isz begin, isz end, const int rt) {
 #endif
         for (isz q0 = 0; q0 < L; q0 += 16) {
             const isz cnt = L - q0 < 16 ? L - q0 : 16;
-            pd_v16i q[4];
-            for (int t = 0; t < kg; t++) {
-                pd_v16 xv = {0};
-                if (rows[t] && cnt == 16)
-                    memcpy(&xv, rows[t] + q0, sizeof xv);
-                else if (rows[t])
-                    for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
-                q[t] = q_v16_rt(xv, &a->qp, rt);
-            }
-            q_v16u word;
-            if (kg == 4) /* each byte + 128 (uint8) */
-                word = (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
-                        ((q_v16u)q[3] << 24)) ^ 0x80808080u;
-            else
-                word = ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
+            const q_v16u word = q_words(rows, q0, cnt, kg, &a->qp, rt);
             const isz tile = q0 / nrt, v = (q0 % nrt) / 16;
             char *dst = (char *)a->xp + ((tile * a->kgroups + grp) * nrt + v * 16) * 4;
             memcpy(dst, &word, sizeof word);
@@ -435,21 +439,7 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
 #endif
             for (isz q0 = x0; q0 < x1; q0 += 16) {
                 const isz cnt = x1 - q0 < 16 ? x1 - q0 : 16;
-                pd_v16i q[4];
-                for (int t = 0; t < kg; t++) {
-                    pd_v16 xv = {0};
-                    if (rows[t] && cnt == 16)
-                        memcpy(&xv, rows[t] + q0, sizeof xv);
-                    else if (rows[t])
-                        for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
-                    q[t] = q_v16_rt(xv, &a->qp, rt);
-                }
-                q_v16u word;
-                if (kg == 4)
-                    word = (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
-                            ((q_v16u)q[3] << 24)) ^ 0x80808080u;
-                else
-                    word = ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
+                const q_v16u word = q_words(rows, q0, cnt, kg, &a->qp, rt);
                 if (cnt == 16) {
                     memcpy(dst + q0, &word, sizeof word);
                 } else {
