@@ -1,4 +1,5 @@
-/* pdlite native host kernels: the int8 family's shared declarations (qgemm.c; see docs/quantization.md)
+/* pdlite native host kernels: the int8 family's shared declarations (qgemm.c, qdirect.c, qchain.c; internals in
+ * qgemm.h and qquant.h; see docs/quantization.md)
  *
  *   qconv   int8 conv (one group: 1x1, im2col) and fc: the float input quantized as Paddle's quantize_linear into
  *           packed columns, exact int32 sums of int8 x int8 products (AVX512-VNNI, AVX2 vpmaddwd, plain C), then

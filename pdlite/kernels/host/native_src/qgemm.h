@@ -1,0 +1,194 @@
+/* pdlite native host kernels: the int8 conv's shared internals (qgemm.c: columns form, fc, entries; qdirect.c: the
+ * direct form): the call's arguments, the quantized words, the epilogues, the VNNI accumulator macros */
+#ifndef PD_NATIVE_QGEMM_H
+#define PD_NATIVE_QGEMM_H
+#include "qquant.h"
+
+#if defined(PD_X86_DISPATCH)
+#define PD_TARGET_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma")))
+#endif
+
+typedef struct {
+    int mr, nrt, kg; /* rows per weight block, columns per tile, reduction steps per group (4: u8x4, 2: s16x2) */
+    int u8;          /* columns stored + 128 as uint8 (the comp[m] correction applies) */
+    const char *name;
+} q_format;
+
+typedef struct {
+    const float *x; /* the image batch (N, C, H, W) */
+    const void *wp; /* packed weights */
+    const int32_t *comp;
+    const float *mul, *bias, *res;
+    float *out;
+    void *xp; /* the packed columns of the current image */
+    isz N, M, K, L, kgroups, tiles, mblocks, img;
+    int pointwise, trans; /* columns = the image itself; out is (L, M) (fc) instead of (M, L) */
+    int direct;           /* the direct form: columns read in place from the quantized padded image (qdirect.c) */
+    const isz *toff;      /* direct form: each tap's word offset (q_tap_off) */
+    isz Hq, Wq, Pq, P, CG, Lg; /* direct form: phase planes' height, width, words; words per channel group; channel
+                                 * groups; the grid's columns OH * Wq */
+    conv_geo geo;
+    q_param qp;
+    q_out oq; /* the output's quantize -> dequantize (oq.on), Paddle's QDQ pair after the conv */
+    const q_chain *chain; /* the pointwise ops after it (qchain.c), or NULL */
+    act_t act;
+    q_format f;
+} q_args;
+
+/* the words of columns [q0, q0 + cnt) (cnt <= 16) of kg rows (NULL: zeros) quantized: kg 4: 4 x (q + 128) as uint8
+ * (the vnni / baseline format), kg 2: 2 x int16 (avx2) */
+PD_INLINE q_v16u q_words(const float *const rows[4], isz q0, isz cnt, int kg, const q_param *qp, const int rt) {
+    pd_v16i q[4];
+    for (int t = 0; t < kg; t++) {
+        pd_v16 xv = {0};
+        if (rows[t] && cnt == 16)
+            memcpy(&xv, rows[t] + q0, sizeof xv);
+        else if (rows[t])
+            for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
+        q[t] = q_v16_rt(xv, qp, rt);
+    }
+    if (kg == 4) /* each byte + 128 (uint8) */
+        return (((q_v16u)q[0] & 255u) | (((q_v16u)q[1] & 255u) << 8) | (((q_v16u)q[2] & 255u) << 16) |
+                ((q_v16u)q[3] << 24)) ^ 0x80808080u;
+    return ((q_v16u)q[0] & 0xffffu) | ((q_v16u)q[1] << 16);
+}
+
+#ifdef PD_X86_DISPATCH
+/* 8 floats quantized (round_type 0) as int32 lanes: cvtps2dq rounds half to even after the clamp, as q_v16 */
+PD_TARGET_AVX2 static inline __m256i q_avx2_q8(const float *r, isz q0, isz cnt, __m256 k) {
+    __m256 x = _mm256_setzero_ps();
+    if (r && cnt == 8) {
+        x = _mm256_loadu_ps(r + q0);
+    } else if (r) {
+        float t[8] = {0};
+        for (isz i = 0; i < cnt; i++) t[i] = r[q0 + i];
+        x = _mm256_loadu_ps(t);
+    }
+    __m256 y = _mm256_mul_ps(x, k);
+    y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)); /* NaN -> 0 */
+    y = _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+    return _mm256_cvtps_epi32(y);
+}
+
+#endif
+
+/* --------------------------------------------------------------------------------------------------------------- */
+/* epilogue: int32 accumulators -> float outputs                                                                   */
+/* --------------------------------------------------------------------------------------------------------------- */
+
+PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
+    for (isz m = 0; m < mrows; m++) {
+        const isz mm = m0 + m;
+        const int32_t cm = a->comp ? a->comp[mm] : 0;
+        const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
+        const int32_t *s = acc + m * ld;
+        if (a->trans) { /* fc: out (L, M) */
+            float *o = a->out + col0 * a->M + mm;
+            const float *r = a->res ? a->res + col0 * a->M + mm : NULL;
+            for (isz j = 0; j < ncols; j++) {
+                float v = (float)(s[j] - cm) * mul + b;
+                if (r) v += r[j * a->M];
+                bias_act_copy(&v, &v, 1, 0.0f, 0, &a->act);
+                if (a->oq.on) q_qdq_row(&v, &v, 1, &a->oq);
+                o[j * a->M] = v;
+            }
+            continue;
+        }
+        const isz off = a->img * a->M * a->L + mm * a->L + col0;
+        float *o = a->out + off;
+        const float *r = a->res ? a->res + off : NULL;
+        const int regs = act_in_regs(&a->act); /* else: the activation and the QDQ over the stored row */
+        for (isz j = 0; j < ncols; j += 16) {
+            const isz cnt = ncols - j < 16 ? ncols - j : 16;
+            pd_v16i iv;
+            pd_v16 f;
+            if (cnt == 16) {
+                memcpy(&iv, s + j, sizeof iv);
+            } else {
+                int32_t t[16] = {0};
+                for (isz k = 0; k < cnt; k++) t[k] = s[j + k];
+                memcpy(&iv, t, sizeof iv);
+            }
+            f = __builtin_convertvector(iv - cm, pd_v16) * mul + b;
+            if (r) {
+                pd_v16 rv = {0};
+                if (cnt == 16) {
+                    memcpy(&rv, r + j, sizeof rv);
+                } else {
+                    float t[16] = {0};
+                    for (isz k = 0; k < cnt; k++) t[k] = r[j + k];
+                    memcpy(&rv, t, sizeof rv);
+                }
+                f += rv;
+            }
+            if (regs) {
+                bias_act_v16(&f, 0.0f, 0, &a->act);
+                if (a->oq.on) f = q_qdq_v16(f, &a->oq);
+            }
+            if (cnt == 16) {
+                memcpy(o + j, &f, sizeof f);
+            } else {
+                float t[16];
+                memcpy(t, &f, sizeof t);
+                for (isz k = 0; k < cnt; k++) o[j + k] = t[k];
+            }
+        }
+        if (!regs) {
+            bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
+            if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
+        }
+        if (a->chain) q_chain_row(o, ncols, mm, a->chain);
+    }
+}
+
+/* the same epilogue as plain loops the compiler vectorises at the target's own width (AVX2: 8 lanes; the 16-lane
+ * vector extensions of q_epilogue spill there), same operations in the same order (fc's transposed output: q_epilogue)
+ */
+PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
+    if (a->trans) {
+        q_epilogue(a, acc, ld, mrows, m0, col0, ncols);
+        return;
+    }
+    for (isz m = 0; m < mrows; m++) {
+        const isz mm = m0 + m;
+        const int32_t cm = a->comp ? a->comp[mm] : 0;
+        const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
+        const int32_t *s = acc + m * ld;
+        const isz off = a->img * a->M * a->L + mm * a->L + col0;
+        float *o = a->out + off;
+        if (a->res) {
+            const float *r = a->res + off;
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = ((float)(s[j] - cm) * mul + b) + r[j];
+        } else {
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
+        }
+        if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
+        if (a->oq.on) q_qdq_any(o, o, ncols, &a->oq);
+        if (a->chain) q_chain_row(o, ncols, mm, a->chain);
+    }
+}
+
+#ifdef PD_X86_DISPATCH
+#define Q_ACC_DECL(m) __m512i c##m##0 = _mm512_setzero_si512(), c##m##1 = c##m##0, c##m##2 = c##m##0
+#define Q_ACC_STEP(m)                                                                                             \
+    do {                                                                                                           \
+        const __m512i w_ = _mm512_set1_epi32(wg[m]);                                                              \
+        c##m##0 = _mm512_dpbusd_epi32(c##m##0, x0, w_);                                                           \
+        if (nv > 1) c##m##1 = _mm512_dpbusd_epi32(c##m##1, x1, w_);                                               \
+        if (nv > 2) c##m##2 = _mm512_dpbusd_epi32(c##m##2, x2, w_);                                               \
+    } while (0)
+#define Q_ACC_OUT(m)                                                                                              \
+    do {                                                                                                           \
+        _mm512_storeu_si512((void *)&out[m][0], c##m##0);                                                         \
+        if (nv > 1) _mm512_storeu_si512((void *)&out[m][16], c##m##1);                                            \
+        if (nv > 2) _mm512_storeu_si512((void *)&out[m][32], c##m##2);                                            \
+    } while (0)
+#endif
+
+/* the direct form (qdirect.c) */
+PD_HIDDEN isz q_tap_off(const q_args *a, isz t);   /* tap t's word offset in the quantized image */
+PD_HIDDEN void q_direct_pack_image(q_args *a);     /* the current image quantized into a->xp (parallel) */
+PD_HIDDEN void q_direct_tile(const q_args *a, isz tile, isz mb); /* one item of the direct form */
+PD_HIDDEN void q_direct_pick(int isa);
+
+#endif /* PD_NATIVE_QGEMM_H */
