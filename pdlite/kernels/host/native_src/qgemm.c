@@ -150,18 +150,10 @@ PD_TARGET_AVX2 static void q_tile_avx2(const q_args *a, isz tile, isz mb) {
     for (isz g = 0; g < a->kgroups; g++) {
         const __m256i x0 = _mm256_load_si256((const __m256i *)(xp + g * 32));
         const __m256i x1 = _mm256_load_si256((const __m256i *)(xp + g * 32 + 16));
-        const int32_t *wg = wb + g * 4;
-        for (int m = 0; m < 4; m++) {
-            const __m256i w = _mm256_set1_epi32(wg[m]);
-            acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(x0, w));
-            acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(x1, w));
-        }
+        q_avx2_madd4(acc, x0, x1, wb + g * 4);
     }
     int32_t out[4][16];
-    for (int m = 0; m < 4; m++) {
-        _mm256_storeu_si256((__m256i *)&out[m][0], acc[m][0]);
-        _mm256_storeu_si256((__m256i *)&out[m][8], acc[m][1]);
-    }
+    q_avx2_store4(out, acc);
     const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
     q_epilogue_loops(a, &out[0][0], 16, mrows, m0, q0, nt);
 }

@@ -54,6 +54,22 @@ PD_INLINE q_v16u q_words(const float *const rows[4], isz q0, isz cnt, int kg, co
 }
 
 #ifdef PD_X86_DISPATCH
+/* the AVX2 register tile's step: 4 rows x 16 columns (x0, x1: 8 columns of int16 pairs each), wg the rows' pairs */
+PD_TARGET_AVX2 static inline void q_avx2_madd4(__m256i acc[4][2], __m256i x0, __m256i x1, const int32_t *wg) {
+    for (int m = 0; m < 4; m++) {
+        const __m256i w = _mm256_set1_epi32(wg[m]);
+        acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(x0, w));
+        acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(x1, w));
+    }
+}
+
+PD_TARGET_AVX2 static inline void q_avx2_store4(int32_t out[4][16], __m256i acc[4][2]) {
+    for (int m = 0; m < 4; m++) {
+        _mm256_storeu_si256((__m256i *)&out[m][0], acc[m][0]);
+        _mm256_storeu_si256((__m256i *)&out[m][8], acc[m][1]);
+    }
+}
+
 /* 8 floats quantized (round_type 0) as int32 lanes: cvtps2dq rounds half to even after the clamp, as q_v16 */
 PD_TARGET_AVX2 static inline __m256i q_avx2_q8(const float *r, isz q0, isz cnt, __m256 k) {
     __m256 x = _mm256_setzero_ps();
