@@ -37,9 +37,40 @@ def _shapes_key(ins: dict[str, list[Any]]) -> tuple:
                   for vals in ins.values() for v in vals])
 
 
-def _value_key(v: Any) -> tuple[str, tuple[int, ...], bytes]:
-    a = host_array(v)
-    return str(a.dtype), a.shape, a.tobytes()
+def _value_key(v: Any) -> tuple[np.dtype, tuple[int, ...], bytes]:
+    """What a value-dependent inference read, compared on each run: the dtype object itself (str(dtype) cost ~3 us,
+    a third of a cached reshape2-with-ShapeTensor instruction), the shape and the bytes."""
+    a = v if type(v) is np.ndarray else host_array(v)
+    return a.dtype, a.shape, a.tobytes()
+
+
+# Work (multiply-adds, or elements touched) below which an instruction runs its native kernels on the calling thread
+# only (RuntimeProgram.run): handing a job of a few microseconds to the native pool's other threads costs about what
+# it saves on an idle CPU, and on a busy one the caller waits for a worker the OS has not scheduled (mobilenet_v3_small's
+# squeeze-and-excitation convs on 1x1 maps, 83k multiply-adds, 17-19 us on one thread; the pools, gates and the
+# PP-OCR classifier's convs on 2x96 maps). 0: never.
+SERIAL_WORK = 1 << 18
+_WEIGHT_SLOTS = ("Filter", "W", "Y")
+
+
+def work_estimate(ins: dict[str, list[Any]], out_shapes: dict[str, list[tuple]]) -> int:
+    """Elements read and written, plus multiply-adds where a weight slot names a reduction: a Filter's
+    (OC, C/groups, kh, kw) gives C/groups*kh*kw per output, a 2-D W / Y the larger of its last two dims."""
+    out = 0
+    for lst in out_shapes.values():
+        for s in lst:
+            out += int(np.prod(s)) if s else 1
+    total, per_out = out, 1
+    for slot, vals in ins.items():
+        for v in vals:
+            shape = getattr(v, "shape", None)
+            if shape is None or type(v) is list:
+                continue
+            n = int(np.prod(shape)) if shape else 1
+            total += n
+            if slot in _WEIGHT_SLOTS and len(shape) >= 2:
+                per_out = max(per_out, n // max(1, shape[0]) if slot == "Filter" else max(shape[-2], shape[-1]))
+    return total + out * (per_out - 1)
 
 
 class Instruction:
@@ -69,6 +100,8 @@ class Instruction:
         # of several widths) do not infer and check every op again on each run: clones share instructions
         self._recent: dict[tuple, tuple[tuple, tuple | None]] = {}
         self.prepared = False
+        # the inferred shapes' work is under SERIAL_WORK: RuntimeProgram.run runs the kernels on one native thread
+        self.serial = False
 
     def __repr__(self) -> str:
         return f"Instruction({self.op.type} -> {self.kernel_def.key})"
@@ -104,10 +137,12 @@ class Instruction:
         old = self._recent.get(key)
         if old is not None and (not old[0][2] or all(_value_key(ins[s][i]) == k for s, i, k in old[0][2])):
             self._shape_cache, self._checked = old
+            self.serial = bool(old[0][1]) and work_estimate(ins, old[0][1]) < SERIAL_WORK
             return old[0][1]
         ctx = _ValueTracking(self.op, ins)
         raw = fn(ctx)
         shapes = {slot: [tuple(int(d) for d in s) for s in lst] for slot, lst in raw.items()} if raw else raw
+        self.serial = bool(shapes) and work_estimate(ins, shapes) < SERIAL_WORK
         read = [(s, i, _value_key(ins[s][i])) for s, i in dict.fromkeys(ctx.read)]
         if len(read) <= 4 and all(len(k[2]) <= 256 for _, _, k in read):  # small shape tensors: cache
             self._shape_cache = (key, shapes, read)

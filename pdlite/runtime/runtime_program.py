@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pdlite.errors import KernelError, PdliteError
+from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
 from pdlite.runtime import memory, threads
 from pdlite.runtime.instruction import Instruction, describe
@@ -25,8 +26,6 @@ class RuntimeProgram:
         ctxs = (getattr(getattr(i, "kernel", None), "context", None) for i in instructions)
         ctx = next((c for c in ctxs if isinstance(c, KernelContext)), None)
         if native_gemm is None:
-            from pdlite.kernels.host import native
-
             native_gemm = native.use_native(ctx) and native.gemm_available()
         self.native_gemm = native_gemm
         if ctx is None or ctx.option("host_retain_memory", True) not in (False, 0, "0", "false", "False", "off"):
@@ -48,6 +47,10 @@ class RuntimeProgram:
 
     def run(self, scope: dict[str, Any], hook: Hook | None = None) -> None:
         threads.use_native_gemm(self.native_gemm)
+        pool = native.get_num_threads() or 1
+        if pool > 1 and hook is None:
+            self._run_split(scope, pool)
+            return
         if hook is None:
             pop = scope.pop
             for inst, release in zip(self.instructions, self.release):
@@ -61,6 +64,25 @@ class RuntimeProgram:
             hook(inst, time.perf_counter() - t0, scope)
             for name in release:
                 scope.pop(name, None)
+
+    def _run_split(self, scope: dict[str, Any], pool: int) -> None:
+        """run() with the native pool at `pool` threads: instructions marked serial (work under SERIAL_WORK) run their
+        kernels on this thread alone (the pool's count is process-wide; a thread count never changes a native
+        kernel's results, docs/determinism.md), the others on the pool; the count is put back after the run."""
+        pop = scope.pop
+        now = pool
+        try:
+            for inst, release in zip(self.instructions, self.release):
+                want = 1 if getattr(inst, "serial", False) else pool  # (a subgraph's or delegate's: no mark)
+                if want != now:
+                    native.set_pool_threads(want)
+                    now = want
+                inst.run(scope)
+                for name in release:
+                    pop(name, None)
+        finally:
+            if now != pool:
+                native.set_pool_threads(pool)
 
     def __len__(self) -> int:
         return len(self.instructions)

@@ -237,3 +237,40 @@ def test_typed_data_setters_and_getters():
     assert t2.int8_data() == [-1, 2, 3, 4]
     with pytest.raises(Exception, match="4 values"):
         t2.set_float_data([1.0, 2.0, 3.0])
+
+
+def test_serial_small_instructions_keep_results_and_the_pool_count():
+    """At 2 threads the runtime runs its small instructions on one native thread (instruction.SERIAL_WORK): the
+    PP-OCR classifier's outputs are bit-equal to a 1-thread run and to a 2-thread run with every instruction on the
+    pool, and after each run the pool has the thread count the run set."""
+    from pdlite.kernels.host import native
+    from pdlite.runtime import runtime_program
+
+    if not native.available():
+        pytest.skip("the native kernels are not in use in this process (their thread pool is what this checks)")
+    if native._cpus() < 2:
+        pytest.skip("one CPU available: the native pool runs one thread")
+    x = _inputs(1, seed=3)[0]
+    outs, serial, seen = {}, {}, []
+    real = runtime_program.RuntimeProgram._run_split
+    runtime_program.RuntimeProgram._run_split = lambda self, scope, pool: (seen.append(self), real(self, scope, pool))
+    try:
+        for key, threads, split in (("t1", 1, True), ("t2", 2, True), ("t2 pool", 2, False)):
+            cfg = CxxConfig()
+            cfg.set_model_dir(str(model_dir(NAME)))
+            cfg.set_threads(threads)
+            pred = create_paddle_predictor(cfg)
+            _handles_run(pred, x)
+            if threads == 2:
+                if not split:
+                    for inst in seen[-1].instructions:
+                        inst.serial = False
+                serial[key] = sum(i.serial for i in seen[-1].instructions)
+            outs[key] = _handles_run(pred, x).copy()
+            if threads == 2:
+                assert native.get_num_threads() == 2
+    finally:
+        runtime_program.RuntimeProgram._run_split = real
+    assert serial["t2"] > 0 and serial["t2 pool"] == 0
+    np.testing.assert_array_equal(outs["t2"], outs["t1"])
+    np.testing.assert_array_equal(outs["t2 pool"], outs["t1"])

@@ -68,3 +68,26 @@ def test_alternating_input_shapes_reuse_their_inference():
     assert inst._checked is inst._shape_cache  # the restored entry keeps its checked mark
     inst.run({"x": np.ones((RECENT_SHAPES + 9, 3), np.float32)})  # a new shape: inferred, the oldest dropped
     assert len(calls) == len(xs) + 1 and len(inst._recent) == RECENT_SHAPES
+
+
+def test_small_instructions_are_marked_serial_by_their_work():
+    """Shape inference marks an instruction whose work (elements read and written, multiply-adds through a weight)
+    is under SERIAL_WORK: RuntimeProgram.run runs those on one native thread; new input shapes decide again."""
+    from pdlite.runtime.instruction import SERIAL_WORK, work_estimate
+
+    inst = _relu_instruction()
+    inst.run({"x": np.ones((1, 64), np.float32)})
+    assert inst.serial
+    inst.run({"x": np.ones((1, SERIAL_WORK), np.float32)})  # reads and writes 2 * SERIAL_WORK elements
+    assert not inst.serial
+    # a 1x1 conv from 576 to 144 channels on a 1x1 map (a squeeze-and-excitation's): 576 + 144 + 83k weights +
+    # 144 outputs * 576 multiply-adds; the same conv on a 7x7 map is 49x the multiply-adds
+    w = np.zeros((144, 576, 1, 1), np.float32)
+    se = work_estimate({"Input": [np.zeros((1, 576, 1, 1), np.float32)], "Filter": [w]}, {"Output": [(1, 144, 1, 1)]})
+    assert se == 576 + w.size + 144 * 576
+    big = work_estimate({"Input": [np.zeros((1, 576, 7, 7), np.float32)], "Filter": [w]}, {"Output": [(1, 144, 7, 7)]})
+    assert big == 576 * 49 + w.size + 144 * 49 * 576
+    assert se < SERIAL_WORK < big
+    fc = work_estimate({"Input": [np.zeros((2, 100), np.float32)], "W": [np.zeros((100, 10), np.float32)]},
+                       {"Out": [(2, 10)]})
+    assert fc == 200 + 1000 + 20 * 100

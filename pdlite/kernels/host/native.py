@@ -250,6 +250,13 @@ def get_num_threads() -> int | None:
     return int(_ext.get_num_threads()) if _ext is not None else None
 
 
+def set_pool_threads(n: int) -> None:
+    """set_num_threads for a count known to be valid (1, or what get_num_threads returned), without its CPU count
+    look-up: the runtime switches the pool between one thread and its count around small instructions."""
+    if _ext is not None:
+        _ext.set_num_threads(n)
+
+
 def isa() -> str | None:
     """The instruction set the native kernels run with (baseline, avx2, avx512 on x86-64; neon, baseline on aarch64);
     None without the extension."""
