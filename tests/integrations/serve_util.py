@@ -103,27 +103,35 @@ def local(model: Path):
     return pred, lambda feeds: pool.submit(pred.predict, feeds).result()
 
 
+def _code_digest() -> str:
+    """A digest of the code a process importing pdlite now would run: pdlite's Python files, native_src/ and the
+    native build (the build is used only when it matches native_src/, else the NumPy kernels)."""
+    import hashlib
+
+    pkg = ROOT / "pdlite"
+    h = hashlib.sha256()
+    for f in sorted(pkg.rglob("*")):
+        if f.suffix in (".py", ".c", ".h", ".so") and "__pycache__" not in f.parts and f.is_file():
+            try:
+                h.update(f"{f.relative_to(pkg)}\0".encode() + f.read_bytes())
+            except OSError:
+                continue
+    return h.hexdigest()
+
+
+_CODE_AT_IMPORT = _code_digest()  # when the test modules (and pdlite) were imported
+
+
 def kernels_changed() -> str | None:
-    """Why a process started now would run other host kernels than this one, or None. pdlite loads its native
-    kernels only when the build's embedded hash matches native_src/ (else the NumPy kernels): in a working tree
-    where native_src/ is edited or rebuilt while a test session runs, a server started later than the test process
-    runs other code, and their floats may differ in the last bit (the OCR scores did: one float32 step)."""
-    from importlib.machinery import EXTENSION_SUFFIXES
-
-    from pdlite.kernels.host import native
-
-    now = native._source_hash()
-    mine = getattr(native._ext, "SOURCE_HASH", None) if native._ext is not None else None
-    fresh = None
-    for suffix in EXTENSION_SUFFIXES:
-        f = Path(native.__file__).with_name(f"_native{suffix}")
-        if now is not None and f.is_file() and now.encode() in f.read_bytes():
-            fresh = now
-    if mine == fresh:
+    """Why a server started during this test session may run other code than this process, or None. In a working
+    tree that other sessions edit and rebuild while tests run, a server (or subprocess) started later than the test
+    process imports other kernels (an edited native_src/ makes the build stale: the NumPy kernels), and their
+    floats may differ in the last bit (the OCR scores did: one float32 step, in long sessions only)."""
+    if _code_digest() == _CODE_AT_IMPORT:
         return None
-    return (f"the native kernels of this working tree changed after this test process loaded them (its build: "
-            f"{mine and mine[:12]}, a process started now: {fresh and fresh[:12]}, NumPy kernels when None): the "
-            "server runs other kernel code, so a bit-for-bit comparison with it says nothing")
+    return ("pdlite's code in this working tree changed after this test process imported it (another session's "
+            "edit or native rebuild): the server may run other kernel code, so a bit-for-bit comparison with it "
+            "says nothing")
 
 
 def assert_bits(got: np.ndarray, want: np.ndarray) -> None:

@@ -137,9 +137,9 @@ def test_ocr_app(client):
     assert_bits(got["boxes"], want["boxes"])
     # scores within 1e-6 (relative), not bit for bit: in about half the runs of `pytest tests/integrations` (never
     # with fewer modules) the local reference's last score comes out one float32 step (6e-8) below the server's,
-    # the same in two fresh OCR instances of that process, on the same thread and kernel build as when equal; the
-    # server's is the value a fresh process gives. Cause open (not thread counts, input alignment, heap layout,
-    # FTZ/DAZ, the instance's history; a stale native build is one other cause, which assert_bits reports).
+    # the same in two fresh OCR instances of that process, with pdlite's code unchanged since this process imported
+    # it (kernels_changed) and the same thread counts as when equal; the server's is a fresh process's value. Cause
+    # open (not thread counts, input alignment, heap layout, FTZ/DAZ, the OCR instance's history).
     if not np.array_equal(got["scores"], want["scores"]) and kernels_changed():
         pytest.skip(kernels_changed())
     np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-6, atol=0)
