@@ -35,6 +35,7 @@ import importlib.util
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -121,6 +122,8 @@ def _load_extension() -> ModuleType | None:
         if digest is not None and getattr(ext, "SOURCE_HASH", None) != digest:
             load_note = (f"the build at {ext.__file__} is stale (built from other native_src/ sources): rebuild it with "
                          "`pip install -e .` or `python setup.py build_ext --inplace`; using the NumPy kernels")
+            # Loud: a stale in-place build silently slows every conv down and changes last bits (a dev tree only).
+            warnings.warn(f"pdlite: {load_note}", RuntimeWarning, stacklevel=2)
             return None
         load_note = f"built from these sources: {ext.__file__}"
         return ext
