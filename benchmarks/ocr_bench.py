@@ -20,7 +20,8 @@ pdlite contenders run as `pdlite ocr` does: with the compiled-model cache on (mo
 each in a fresh cache folder of its own (XDG_CACHE_HOME). pdlite-auto (and pdlite-default: `pdlite ocr`'s default
 device, auto when a device package is installed) first sees --warm-runs unmeasured `pdlite ocr IMAGES` processes
 in its folder (what a user's next run knows: auto's choices and the compiled models those runs built);
-pdlite-auto-cold starts from an empty folder.
+pdlite-auto-cold starts from an empty folder. A pdlite contender's name may end in +bf16 (OpenVINO's inference
+precision) and/or +recN (rec_batch_num N), e.g. pdlite-default+rec1.
 
 Accuracy (from the warm-up pass) against ground_truth.json in the images folder: a predicted line belongs to the
 ground-truth line whose box contains its centre (several are joined left to right); "line acc" = exact text,
@@ -56,9 +57,15 @@ def make_engine(name: str, threads: int) -> Any:
         from pdlite.apps.ocr import OCR
         from pdlite.tools.common import default_device
 
-        device, _, precision = name[len("pdlite-"):].replace("-cold", "").partition("+")  # +bf16: OpenVINO bf16
-        context = {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": precision} if precision else None
-        ocr = OCR(device=default_device() if device == "default" else device, threads=threads, context=context)
+        # suffixes: +bf16 (or +f16, +f32): OpenVINO's precision; +recN: rec_batch_num N (PaddleOCR's 6 by default)
+        device, *extras = name[len("pdlite-"):].replace("-cold", "").split("+")
+        kwargs: dict[str, Any] = {}
+        for extra in extras:
+            if extra.startswith("rec") and extra[3:].isdigit():
+                kwargs["rec_batch_num"] = int(extra[3:])
+            else:
+                kwargs["context"] = {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": extra}
+        ocr = OCR(device=default_device() if device == "default" else device, threads=threads, **kwargs)
         run = lambda img: [(ln.box, ln.text, ln.score) for ln in ocr(img)]  # noqa: E731
         run.where = lambda: "; ".join(f"{k} {m.placement()}" for k, m in ocr.models().items())
         run.instrument = lambda acc: ocr_stages.instrument_pdlite(ocr, acc)
