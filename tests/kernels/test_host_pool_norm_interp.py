@@ -130,6 +130,30 @@ def test_pool2d_matches_naive(xs, attrs, ref_kw, ptype, layout):
     check(got, nhwc(ref) if layout == "NHWC" else ref, f"pool2d {ptype} {attrs} {layout}")
 
 
+
+@pytest.mark.parametrize("ptype", ["max", "avg"])
+def test_pool2d_kernel_reuses_its_native_call_per_input_shape(ptype):
+    """A pool2d kernel keeps its native call for the last NCHW input shape: new values of that shape, another shape
+    (then back), a non-contiguous input and a float64 input each give the per-window reference."""
+    from tests.kernels._util import kernel_class
+
+    attrs = dict(ksize=[3, 3], strides=[2, 2], paddings=[1, 1], pooling_type=ptype)
+    kernel = kernel_class("pool2d")(make_op("pool2d", {"X": rand(1, 4, 9, 9)}, attrs))
+    kw = dict(k=(3, 3), s=(2, 2), pads=(1, 1, 1, 1))
+    for i, shape in enumerate([(1, 4, 9, 9), (1, 4, 9, 9), (2, 3, 7, 7), (1, 4, 9, 9)]):
+        x = rand(*shape, seed=10 + i)
+        ref = ref_pool2d(x, ptype, out_hw=(osz(shape[2], 3, 1, 1, 2), osz(shape[3], 3, 1, 1, 2)), **kw)
+        check(kernel.run({"X": [x]})["Out"][0], ref, f"pool2d {ptype} run {i} on {shape}")
+    x = rand(1, 9, 9, 4, seed=20).transpose(0, 3, 1, 2)  # (1, 4, 9, 9), not C-contiguous
+    ref = ref_pool2d(np.ascontiguousarray(x), ptype, out_hw=(5, 5), **kw)
+    check(kernel.run({"X": [x]})["Out"][0], ref, f"pool2d {ptype} on a transposed view")
+    x64 = rand(1, 4, 9, 9, seed=21).astype(np.float64)
+    got = kernel.run({"X": [x64]})["Out"][0]
+    assert got.dtype == np.float64
+    ref = ref_pool2d(x64.astype(np.float32), ptype, out_hw=(5, 5), **kw)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+
 def test_pool2d_adaptive_max_quirk_differs_from_true_adaptive():
     """Guards the quirk above: with stride 1 the ksize windows are not the adaptive windows."""
     x = rand(1, 2, 5, 5, seed=2)

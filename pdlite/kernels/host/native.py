@@ -702,12 +702,25 @@ def im2col(x: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tu
 def pool2d(x: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
            pads: tuple[int, int], is_max: bool, exclusive: bool) -> np.ndarray:
     """Max / avg pooling of NCHW x with Paddle's windows and divisors (see pool.py); `pads` = (top, left)."""
+    return pool_plan(x.shape, oh, ow, kernel, strides, pads, is_max, exclusive)(_f32(x, "pool2d"))
+
+
+def pool_plan(x_shape: tuple[int, ...], oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+              pads: tuple[int, int], is_max: bool, exclusive: bool) -> Plan:
+    """x -> pool2d(x, ...) for C-contiguous float32 NCHW x of shape x_shape (the pool kernel keeps it per input shape:
+    a squeeze-and-excitation's global pool is a few microseconds, its geometry's re-derivation ~1.5 of them)."""
     assert _ext is not None
-    n, c, h, w = x.shape
-    out = empty_aligned((n, c, oh, ow))
-    _ext.pool2d(_f32(x, "pool2d"), out, (n * c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1],
-                                         pads[0], pads[1]), int(is_max), int(exclusive))
-    return out
+    n, c, h, w = x_shape
+    shape, fn = (n, c, oh, ow), _ext.pool2d
+    geo = (n * c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1])
+    mx, ex = int(is_max), int(exclusive)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out = empty_aligned(shape)
+        fn(x, out, geo, mx, ex)
+        return out
+
+    return run
 
 
 def layer_norm(x: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None, eps: float,
