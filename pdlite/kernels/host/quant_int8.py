@@ -113,7 +113,7 @@ class QuantizedConv2d(_Int8Kernel):
         return np.asarray(w.reshape(w.shape[0], -1), dtype=np.int8, order="C")
 
     def direct_shape(self, w_shape: tuple[int, ...]) -> tuple[int, int, int] | None:
-        strides = tuple(int(v) for v in self.attrs.get("strides", (1, 1)))
+        strides = tuple(int(v) for v in self.attrs["strides"])
         return tuple(w_shape[1:]) if qn.direct_form(tuple(w_shape[2:]), strides, w_shape[1]) else None
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
