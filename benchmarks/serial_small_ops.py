@@ -48,6 +48,7 @@ def main() -> int:
             progs.append(self)
             return _real(self, scope, hook)
 
+        runtime_program.SPLIT_SMALL = True  # off by default (runtime_program.py says why): what this measures
         preds = {}
         for key, threads in (("t1", 1), ("split", args.threads), ("pool", args.threads)):
             cfg = CxxConfig()

@@ -239,7 +239,7 @@ def test_typed_data_setters_and_getters():
         t2.set_float_data([1.0, 2.0, 3.0])
 
 
-def test_serial_small_instructions_keep_results_and_the_pool_count():
+def test_serial_small_instructions_keep_results_and_the_pool_count(monkeypatch):
     """At 2 threads the runtime runs its small instructions on one native thread (instruction.SERIAL_WORK): the
     PP-OCR classifier's outputs are bit-equal to a 1-thread run and to a 2-thread run with every instruction on the
     pool, and after each run the pool has the thread count the run set."""
@@ -251,6 +251,7 @@ def test_serial_small_instructions_keep_results_and_the_pool_count():
                     "the native pool's split, and its thread-count-independent sums, are what this checks")
     if native._cpus() < 2:
         pytest.skip("one CPU available: the native pool runs one thread")
+    monkeypatch.setattr(runtime_program, "SPLIT_SMALL", True)  # off by default (slower on a quiet machine)
     x = _inputs(1, seed=3)[0]
     outs, serial, seen = {}, {}, []
     real = runtime_program.RuntimeProgram._run_split
