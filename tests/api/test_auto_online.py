@@ -173,6 +173,23 @@ def test_priors_are_taken_at_todays_speed():
     assert pol.pick(1, 100.0) == "dev"
 
 
+def test_one_new_call_does_not_replace_a_cached_new_shape_cost():
+    """An earlier process measured the host's new-shape cost (its over) at 9 ms. Here the host runs its first call
+    and one call on a new signature that happens to be slow (196 ms where its unit says 81): what this process
+    caches keeps 9 ms, so the next process does not think the host pays 115 ms a new shape (PP-OCRv4 rec's entry,
+    which then sent every later OCR run to a device slower for it); from two new calls on it is measured here."""
+    unit = 81.0 / 392256.0
+    pol = OnlinePolicy(["host", "dev"])
+    pol.load_priors({"candidates": {"host": {"unit": unit, "over": 9.0, "over_known": True}},
+                     "calls": 11, "new_share": 0.9, "size": 392256.0})
+    pol.record("host", 0, 392256.0, 100.0)
+    pol.record("host", 1, 392256.0, 196.0)
+    cached = pol.to_json()["candidates"]["host"]
+    assert cached["over"] == pytest.approx(9.0)
+    pol.record("host", 2, 392256.0, 95.0)
+    assert pol.to_json()["candidates"]["host"]["over"] == pytest.approx(pol.cands["host"].over())
+
+
 # -- first calls: a compile, or a load of what an earlier process compiled (a model cache) ------------------------
 def loads(size, new, first):  # 0.67x the host's calls; its first call loads its compiled model (150 ms)
     return 0.18 * size + (150.0 if first else (5.0 if new else 0.0))
