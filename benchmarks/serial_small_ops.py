@@ -28,7 +28,7 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=20)
     args = ap.parse_args()
     from pdlite.lite import CxxConfig, create_paddle_predictor
-    from pdlite.runtime import runtime_program
+    from pdlite.runtime import instruction, runtime_program
 
     print(f"median ms of {args.rounds} x {args.block} runs, batch 1, interleaved in one process")
     print(f"| model | 1 thread | {args.threads} threads, small on one | {args.threads} threads, all on the pool | "
@@ -48,7 +48,7 @@ def main() -> int:
             progs.append(self)
             return _real(self, scope, hook)
 
-        runtime_program.SPLIT_SMALL = True  # off by default (runtime_program.py says why): what this measures
+        instruction.SPLIT_SMALL = True  # off by default (instruction.py says why): what this measures
         preds = {}
         for key, threads in (("t1", 1), ("split", args.threads), ("pool", args.threads)):
             cfg = CxxConfig()

@@ -50,6 +50,12 @@ def _value_key(v: Any) -> tuple[np.dtype, tuple[int, ...], bytes]:
 # squeeze-and-excitation convs on 1x1 maps, 83k multiply-adds, 17-19 us on one thread; the pools, gates and the
 # PP-OCR classifier's convs on 2x96 maps). 0: never.
 SERIAL_WORK = 1 << 18
+# Whether instructions are marked serial and RuntimeProgram.run puts those on one native thread. Off: on a quiet
+# machine (AMD EPYC, 2 threads, benchmarks/serial_small_ops.py --rounds 15) it was slower, MobileNetV3-small 1.376 ms
+# against 1.242 with every instruction on the pool, PP-OCR cls 0.686 against 0.663; it helped only on a loaded
+# machine, where the caller waits for pool workers the OS has not scheduled. Results are the same either way. Off,
+# shape inference does not estimate the work either.
+SPLIT_SMALL = False
 _WEIGHT_SLOTS = ("Filter", "W", "Y")
 
 
@@ -137,12 +143,12 @@ class Instruction:
         old = self._recent.get(key)
         if old is not None and (not old[0][2] or all(_value_key(ins[s][i]) == k for s, i, k in old[0][2])):
             self._shape_cache, self._checked = old
-            self.serial = bool(old[0][1]) and work_estimate(ins, old[0][1]) < SERIAL_WORK
+            self.serial = SPLIT_SMALL and bool(old[0][1]) and work_estimate(ins, old[0][1]) < SERIAL_WORK
             return old[0][1]
         ctx = _ValueTracking(self.op, ins)
         raw = fn(ctx)
         shapes = {slot: [tuple(int(d) for d in s) for s in lst] for slot, lst in raw.items()} if raw else raw
-        self.serial = bool(shapes) and work_estimate(ins, shapes) < SERIAL_WORK
+        self.serial = SPLIT_SMALL and bool(shapes) and work_estimate(ins, shapes) < SERIAL_WORK
         read = [(s, i, _value_key(ins[s][i])) for s, i in dict.fromkeys(ctx.read)]
         if len(read) <= 4 and all(len(k[2]) <= 256 for _, _, k in read):  # small shape tensors: cache
             self._shape_cache = (key, shapes, read)

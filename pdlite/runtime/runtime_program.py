@@ -8,18 +8,11 @@ from typing import Any
 from pdlite.errors import KernelError, PdliteError
 from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
-from pdlite.runtime import memory, threads
+from pdlite.runtime import instruction, memory, threads
 from pdlite.runtime.instruction import Instruction, describe
 
 # profiler hook: called with (instruction, seconds, outputs scope) after each instruction
 Hook = Callable[[Instruction, float, dict[str, Any]], None]
-
-
-# Whether run() puts the instructions marked serial (instruction.SERIAL_WORK) on one native thread. Off: on a quiet
-# machine (AMD EPYC, 2 threads, benchmarks/serial_small_ops.py --rounds 15) it was slower, MobileNetV3-small 1.376 ms
-# against 1.242 with every instruction on the pool, PP-OCR cls 0.686 against 0.663; it helped only on a loaded
-# machine, where the caller waits for pool workers the OS has not scheduled. Results are the same either way.
-SPLIT_SMALL = False
 
 
 class RuntimeProgram:
@@ -54,7 +47,7 @@ class RuntimeProgram:
 
     def run(self, scope: dict[str, Any], hook: Hook | None = None) -> None:
         threads.use_native_gemm(self.native_gemm)
-        pool = (native.get_num_threads() or 1) if SPLIT_SMALL else 1
+        pool = (native.get_num_threads() or 1) if instruction.SPLIT_SMALL else 1
         if pool > 1 and hook is None:
             self._run_split(scope, pool)
             return

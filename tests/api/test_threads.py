@@ -244,14 +244,14 @@ def test_serial_small_instructions_keep_results_and_the_pool_count(monkeypatch):
     PP-OCR classifier's outputs are bit-equal to a 1-thread run and to a 2-thread run with every instruction on the
     pool, and after each run the pool has the thread count the run set."""
     from pdlite.kernels.host import native
-    from pdlite.runtime import runtime_program
+    from pdlite.runtime import instruction, runtime_program
 
     if not native.available() or not native.use_native(None):
         pytest.skip("the host kernels run on their NumPy path in this process (--host-numpy, or no native build): "
                     "the native pool's split, and its thread-count-independent sums, are what this checks")
     if native._cpus() < 2:
         pytest.skip("one CPU available: the native pool runs one thread")
-    monkeypatch.setattr(runtime_program, "SPLIT_SMALL", True)  # off by default (slower on a quiet machine)
+    monkeypatch.setattr(instruction, "SPLIT_SMALL", True)  # off by default (slower on a quiet machine)
     x = _inputs(1, seed=3)[0]
     outs, serial, seen = {}, {}, []
     real = runtime_program.RuntimeProgram._run_split

@@ -70,11 +70,13 @@ def test_alternating_input_shapes_reuse_their_inference():
     assert len(calls) == len(xs) + 1 and len(inst._recent) == RECENT_SHAPES
 
 
-def test_small_instructions_are_marked_serial_by_their_work():
+def test_small_instructions_are_marked_serial_by_their_work(monkeypatch):
     """Shape inference marks an instruction whose work (elements read and written, multiply-adds through a weight)
     is under SERIAL_WORK: RuntimeProgram.run runs those on one native thread; new input shapes decide again."""
+    from pdlite.runtime import instruction
     from pdlite.runtime.instruction import SERIAL_WORK, work_estimate
 
+    monkeypatch.setattr(instruction, "SPLIT_SMALL", True)  # off by default: then nothing is marked
     inst = _relu_instruction()
     inst.run({"x": np.ones((1, 64), np.float32)})
     assert inst.serial
