@@ -37,7 +37,7 @@ _NO_FOLD = frozenset({"uniform_random", "gaussian_random", "randint", "randperm"
 FOLD_MAX_ELEMENTS = 4096
 # Rewrites of the converted model for one device's runtime, applied after conversion (device name -> rewrites).
 # ONNX Runtime's CPU provider makes QLinearConv only where a conv's output is quantized right after it
-# (qdq_fusion.py); OpenVINO already runs Paddle's QDQ layout in int8 and was slower with that rewrite
+# (qdq_fusion/); OpenVINO already runs Paddle's QDQ layout in int8 and was slower with that rewrite
 # (0.6x-0.95x the speed without them on mobilenet_v1/v2, resnet18): it gets the device-neutral model but for
 # ConvTransposes of few output channels, which it runs faster in fp32 (qdq_openvino.py). Each rewrite is called
 # with the model and the device's context properties.

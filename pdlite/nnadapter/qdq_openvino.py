@@ -1,6 +1,6 @@
 """Rewrites of the converted int8 (QDQ) graph for OpenVINO (convert.DEVICE_REWRITES["intel_openvino"]).
 
-OpenVINO runs Paddle's QDQ layout in int8 as it is (qdq_fusion.py's rewrites, written for ONNX Runtime, made it
+OpenVINO runs Paddle's QDQ layout in int8 as it is (qdq_fusion/'s rewrites, written for ONNX Runtime, made it
 slower). One exception measured: a ConvTranspose with few output channels. Its int8 kernel vectorises along the
 output channels, so with fewer than THIN_CHANNELS of them it wastes most of its lanes: PP-OCRv4 det's last
 upsampling (24 -> 1 channel, 2x2 stride 2 to 320x320) took 1.35 ms in int8 (AMX) against 0.57 ms in fp32 on an
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.nnadapter.qdq_fusion import _attr, _Graph
+from pdlite.nnadapter.qdq_fusion.graph import _attr, _Graph
 
 THIN_CHANNELS = 16  # output channels below which a ConvTranspose's weights stay float
 

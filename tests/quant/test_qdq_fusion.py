@@ -1,4 +1,4 @@
-"""pdlite/nnadapter/qdq_fusion.py: the rewrites that let ONNX Runtime run Paddle's QDQ convolutions as QLinearConv.
+"""pdlite/nnadapter/qdq_fusion/: the rewrites that let ONNX Runtime run Paddle's QDQ convolutions as QLinearConv.
 
 Checked: what each rule rewrites and what it refuses (counts and reasons); that ONNX Runtime's optimized model
 (the file it writes while building) then holds one QLinearConv per requantized conv; and the numbers:
@@ -890,7 +890,7 @@ def test_upsample_of_codes_runs_as_resizes_by_two_between_reshapes(f: int, tmp_p
     """A nearest upsample by 2^k of the codes becomes Reshape(N*C, 1, H, W), k Resizes by 2 and a Reshape back,
     which ONNX Runtime keeps out of its NHWC region (its optimized model has the Resizes between the reshapes);
     the codes equal the single Resize's. By 3: left as it is."""
-    import pdlite.nnadapter.qdq_fusion as qf
+    import pdlite.nnadapter.qdq_fusion.graph as qf
 
     original = _upsample_chain(f)
     fused, report = _fused(original)

@@ -10,7 +10,7 @@ Context properties:
   outputs) quantized on the full uint8 range [0, top] instead of Paddle's int8 grid, which leaves half of the
   codes unused: the same range on a twice finer grid, so the requantized convs need no clamp of their codes
   (MobileNetV2 int8 1.8x -> 1.9x fp32's speed); `paddle` keeps Paddle's grid (outputs closer to Paddle's fp32
-  simulation of the quantized program, each activation within one step). pdlite/nnadapter/qdq_fusion.py, rule 1b.
+  simulation of the quantized program, each activation within one step). pdlite/nnadapter/qdq_fusion/, rule 1b.
 - ONNXRUNTIME_SPINNING: short (default), run, always or off. ONNX Runtime's pool threads spin while they wait for
   work: between the ops of a run that saves wake-ups, but by default they keep spinning after the run returns,
   taking cores from whatever runs next in the process: another predictor's session (PP-OCR's det, cls and rec on
