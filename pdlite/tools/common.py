@@ -86,6 +86,20 @@ def default_device() -> str:
     return "auto" if installed_devices() else "host"
 
 
+MAX_DEFAULT_THREADS = 8  # PaddleX's default cpu_threads; small ops gain little from more
+
+
+def default_threads() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or taskset's limit), at most
+    MAX_DEFAULT_THREADS: what `pdlite ocr` uses unless told (PaddleOCR, PaddleX and RapidOCR also use several
+    cores by default)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS has no affinity mask
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_THREADS))
+
+
 def add_device_argument(p: Any) -> None:
     p.add_argument("--device", "--backend", "-d", dest="device", default=None,
                    help="host, an NNAdapter device (intel_openvino, onnxruntime, plugins'), or auto: measure them "

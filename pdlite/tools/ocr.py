@@ -9,7 +9,14 @@ import sys
 import time
 
 from pdlite.errors import InputError, PdliteError
-from pdlite.tools.common import HOST_IGNORES_CONTEXT, IMAGE_SUFFIXES, parse_kv
+from pdlite.tools.common import (
+    HOST_IGNORES_CONTEXT,
+    IMAGE_SUFFIXES,
+    MAX_DEFAULT_THREADS,
+    default_threads,
+    int_at_least,
+    parse_kv,
+)
 from pdlite.tools.progress import Progress
 
 IMAGE_EXTS = IMAGE_SUFFIXES  # the one list, shared with `pdlite batch`
@@ -26,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cheapest, the host or an installed device, new image sizes included; exploring costs at "
                         "most a tenth of the run and what it learnt is cached for the next run); default auto "
                         "when a device package is installed, else host")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
+    p.add_argument("--threads", type=int_at_least(1), default=None,
+                   help=f"CPU threads (default: the CPUs this process may use, at most {MAX_DEFAULT_THREADS})")
     p.add_argument("--context", action="append", metavar="KEY=VALUE",
                    help="an NNAdapter context property for the devices (docs/nnadapter.md), repeatable; e.g. "
                         "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16 (OpenVINO in bfloat16 on CPUs with AMX or "
@@ -106,7 +114,8 @@ def main(args: argparse.Namespace) -> int:
     if context and args.device == "host":
         print(HOST_IGNORES_CONTEXT, file=sys.stderr)
     make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
-    ocr = make(device=args.device, threads=args.threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
+    threads = args.threads if args.threads is not None else default_threads()
+    ocr = make(device=args.device, threads=threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
                context=context, lang=args.lang, **models, **tuning)
     t_load = time.perf_counter() - t0
     if args.draw:

@@ -292,7 +292,8 @@ def test_cli_prints_the_text(capsys: pytest.CaptureFixture) -> None:
     assert out == [r["text"] for r in REFERENCE["sample_zh.png"]]
 
 
-def test_cli_folder_json_draw(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_cli_folder_json_draw(tmp_path: Path, capsys: pytest.CaptureFixture,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
     from pdlite.tools.cli import main
@@ -303,10 +304,16 @@ def test_cli_folder_json_draw(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
         shutil.copy(IMAGES / n, folder / n)
     (folder / "notes.txt").write_text("not an image")
     out_json, out_draw = tmp_path / "out.jsonl", tmp_path / "draw"
+    import pdlite.tools.common as common
+
+    # threads by default: the CPUs this process may use (2 here), at most MAX_DEFAULT_THREADS
+    monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert main(["ocr", str(folder), "--json", str(out_json), "--draw", str(out_draw), "--no-cls"]) == 0
     cap = capsys.readouterr()
     assert f"== {folder / 'receipt.png'}" in cap.out and "RECEIPT" in cap.out
-    assert "2 image(s)" in cap.err and "det" in cap.err and "rec" in cap.err
+    assert "2 image(s)" in cap.err and "det" in cap.err and "rec" in cap.err and "2 thread(s)" in cap.err
+    monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert common.default_threads() == common.MAX_DEFAULT_THREADS == 8
     rows = [json.loads(line) for line in out_json.read_text(encoding="utf-8").splitlines()]
     assert [Path(r["image"]).name for r in rows] == ["receipt.png", "upside_down.png"]
     assert [ln["text"] for ln in rows[0]["lines"]] == [r["text"] for r in REFERENCE["receipt.png"]]
