@@ -16,7 +16,11 @@ compiles per input shape is priced as its first run (less the build); one that d
 Choice. A call goes to the built candidate whose model says it is cheapest for this call (new to it or not); a
 device only when it beats the host by MARGIN (5%), and only while what it really cost over the calls it ran is
 within MARGIN of what the host's model says those calls would have cost the host. So a wrong model cannot keep
-a slow device: the realized costs overrule it.
+a slow device: the realized costs overrule it. Across processes too: what a device's calls really cost against
+the host's model (`realized`) prices it when it is not built here, and a process whose device's first call loaded
+its compiled model (a purchase) caches what all its calls cost there, the load included (`bought`): one that was
+not faster than the host by MARGIN is not bought again (the model misses costs a process pays around the measured
+calls, e.g. a loaded model's first run at each new shape).
 
 Exploration, bounded. Trying a candidate (its first call), measuring its `over` on a new signature, and trying
 one again after a while (the interval doubles each time) happen only while the exploration spent so far (what
@@ -94,6 +98,13 @@ class Candidate:
     prior_compile_ms: float | None = None  # an earlier process's first call that compiled ...
     prior_load_ms: float | None = None  # ... and one that loaded
     prior: dict | None = None  # what an earlier process cached about it (kept as it was while it runs nothing here)
+    # what its calls after its first really cost in earlier processes, what the host's model said those calls would
+    # have cost the host, and how many: (ms, host ms, calls); pooled with this process's until it ran PROBATION here
+    prior_realized: tuple[float, float, float] | None = None
+    # the last process whose first call of it loaded its compiled model (a purchase): what all its calls there cost,
+    # that first call included, and what the host's model said they would have cost the host: (ms, host ms)
+    prior_bought: tuple[float, float] | None = None
+    first_host_new: bool = True  # its first call's signature was new to the host then
 
     def _memo(self, what: str, fn: Any) -> Any:
         """fn() cached until the samples or priors change (a call's pick reads them several times)."""
@@ -187,6 +198,11 @@ class Candidate:
         self.prior_compile_ms = float(compile_ms) if isinstance(compile_ms, (int, float)) else None
         self.prior_load_ms = float(load_ms) if isinstance(load_ms, (int, float)) else None
         self.files = [str(f) for f in s.get("files") or []]
+        real, bought = s.get("realized"), s.get("bought")
+        if isinstance(real, (list, tuple)) and len(real) == 3 and all(_number(v) > 0 for v in real):
+            self.prior_realized = (_number(real[0]), _number(real[1]), _number(real[2]))
+        if isinstance(bought, (list, tuple)) and len(bought) == 2 and all(_number(v) > 0 for v in bought):
+            self.prior_bought = (_number(bought[0]), _number(bought[1]))
         self.prior_first_ms = self.prior_compile_ms
         if self.files and on_disk(self.files):
             if self.prior_load_ms is not None:
@@ -248,7 +264,48 @@ class OnlinePolicy:
             e = c.estimate(size, sig not in c.sigs)
             if e is not None:
                 out[c.name] = e
-        return out
+        return self._as_realized(out)
+
+    def realized(self, c: Candidate) -> tuple[float, float, float] | None:
+        """What `c`'s calls after its first really cost (ms), what the host's model says they would have cost the
+        host, and how many: this process's calls, with earlier processes' weighing as the calls it lacks here to
+        PROBATION."""
+        h = self.cands[self.host]
+        spent = host = 0.0
+        n = len(c.runs)
+        if n and h.known():
+            spent = sum(ms for ms, _, _ in c.runs)
+            host = sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
+        if n < PROBATION and c.prior_realized is not None:
+            ps, ph, pn = c.prior_realized
+            w = min(pn, PROBATION - n) / pn
+            spent, host, n = spent + w * ps, host + w * ph, n + w * pn
+        return (spent, host, n) if spent > 0 and host > 0 else None
+
+    def bought(self, c: Candidate) -> tuple[float, float] | None:
+        """Whether buying `c` paid, the last time a process did (its first call loaded its compiled model): what all
+        its calls there cost, the load included, and what the host's model says they would have cost the host."""
+        h = self.cands[self.host]
+        if c.loaded and c.first is not None and h.known():
+            spent = c.first[0] + sum(ms for ms, _, _ in c.runs)
+            host = (h.estimate(c.first[1], c.first_host_new) or 0.0) + sum(h.estimate(s, hn) or 0.0
+                                                                          for _, s, hn in c.runs)
+            return (spent, host) if host > 0 else None
+        return c.prior_bought
+
+    def _as_realized(self, est: dict[str, float]) -> dict[str, float]:
+        """A candidate not built here is priced at least as dear, against the host, as its calls really were in the
+        processes that ran it: its model (unit, over) misses what those processes paid around the measured calls (a
+        loaded model's first runs at each new shape, threads that disturb each other), and buying it on the model
+        alone sent every later `pdlite ocr` run's rec to OpenVINO, slower for it than the host."""
+        if self.host not in est:
+            return est
+        for name in est:
+            c = self.cands[name]
+            real = None if name == self.host or c.built else self.realized(c)
+            if real is not None and real[2] >= PROBATION:
+                est[name] = max(est[name], est[self.host] * real[0] / real[1])
+        return est
 
     def trusted(self, name: str) -> bool:
         """The MARGIN rule on realized costs: over the calls `name` ran (after its first; judged from PROBATION
@@ -312,6 +369,9 @@ class OnlinePolicy:
             if c.name not in mixed or best not in mixed \
                     or not mixed[c.name] * MARGIN < mixed[best]:
                 continue
+            paid = self.bought(c)
+            if paid is not None and paid[0] * MARGIN > paid[1]:
+                continue  # the last process that bought it was slower than the host would have been: not again
             cost = max((c.prior_first_ms or 0.0) - est[c.name], 0.0)
             promise = (mixed[best] - mixed[c.name]) * horizon
             if c.regret_ms >= cost or promise >= cost:  # a purchase its promise repays, not exploration
@@ -382,11 +442,12 @@ class OnlinePolicy:
         c, h = self.cands[name], self.cands[self.host]
         waiting = [o for o in self.usable() if not o.built and o.known()]
         if waiting:  # what the calls would have saved on a known candidate not built yet
-            ran = c.estimate(size, sig not in c.sigs)
+            est = self.estimates(sig, size)
+            ran = est.get(name)
             for o in waiting:
                 e = o.estimate(size, True)
-                if ran is not None and e is not None:
-                    o.regret_ms += max(0.0, ran - e)
+                if ran is not None and e is not None and o.name in est:
+                    o.regret_ms += max(0.0, ran - max(e, est[o.name]))
         expected = c.estimate(size, sig not in c.sigs)
         if expected is None or ms > SURPRISE * expected:
             self._fast = None  # a call dearer than its model said: decide afresh on the next
@@ -396,6 +457,7 @@ class OnlinePolicy:
         if not c.sigs:  # its first call in this process (a device: built for it)
             self._fast = None  # news: the next call is decided afresh (the host's first call frees a purchase)
             c.first, c.build_ms, c.loaded = (ms, size), build_ms, loaded
+            c.first_host_new = sig not in h.sigs
             if name != self.host and not loaded:  # a compile: the guess for this device on another model
                 self.first_ms_seen[name] = ms
         elif sig in c.sigs:
@@ -455,8 +517,9 @@ class OnlinePolicy:
         mixed in the stream's proportion (candidates not built count only with a prior)."""
         size = self.usual_size()
         rate = self.new_rate()
-        return {c.name: (1 - rate) * (c.estimate(size, False) or 0.0) + rate * (c.estimate(size, True) or 0.0)
-                for c in self.usable() if c.known() and (c.built or c.prior_first_ms is not None)}
+        return self._as_realized(
+            {c.name: (1 - rate) * (c.estimate(size, False) or 0.0) + rate * (c.estimate(size, True) or 0.0)
+             for c in self.usable() if c.known() and (c.built or c.prior_first_ms is not None)})
 
     def best_now(self) -> str:
         """The candidate the policy keeps for the stream as it goes (the host unless a device beats it by
@@ -471,6 +534,13 @@ class OnlinePolicy:
     def to_json(self) -> dict[str, Any]:
         known = {n: c.summary() if c.known() else c.prior for n, c in self.cands.items()
                  if c.refused is None and (c.known() or c.prior)}  # a device not run here: what was known
+        for n, s in known.items():
+            c = self.cands[n]
+            real, paid = (self.realized(c), self.bought(c)) if n != self.host else (None, None)
+            if isinstance(s, dict) and real is not None:
+                s = known[n] = {**s, "realized": [round(v, 3) for v in real]}
+            if isinstance(s, dict) and paid is not None:
+                known[n] = {**s, "bought": [round(v, 3) for v in paid]}
         return {"candidates": known,
                 "refused": {n: c.refused for n, c in self.cands.items() if c.refused is not None},
                 "calls": self.calls, "new_share": round(self.new_calls / max(self.calls, 1), 4),
