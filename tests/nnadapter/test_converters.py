@@ -168,6 +168,10 @@ MATH = [
     unary("scale", scale=0.5, bias=1.5), unary("scale", scale=-2.0, bias=0.5, bias_after_scale=False),
     Case("scale-tensor", [op("scale", {"X": "x", "ScaleTensor": "s"}, {"Out": "y"}, bias=1.0)], {"x": f32(B, 4)},
          {"s": np.array([3.0], np.float32)}),
+    Case("scale-tensor-fed", [op("scale", {"X": "x", "ScaleTensor": "s"}, {"Out": "y"}, bias=1.0)],
+         {"x": f32(B, 4), "s": np.array([-1.5], np.float32)}),
+    Case("range-fed-end", [op("range", {"Start": "s", "End": "e", "Step": "d"}, {"Out": "y"})],
+         {"e": np.array([7], np.int64)}, {"s": np.array([1], np.int64), "d": np.array([2], np.int64)}),
     Case("fusion_scale_activation", [op("fusion_scale_activation", {"X": "x"}, {"Out": "y"}, scale=2.0, bias=-1.0,
                                         act_type="relu6", act_threshold=6.0)], {"x": f32(B, 4)}),
     unary("softmax"), unary("softmax", axis=1), unary("log_softmax", axis=-1),
@@ -360,6 +364,19 @@ def test_converter_for_all_shapes(case: Case) -> None:
         for name, g in zip(c.outputs, ort_run(model, c.feeds)):
             assert_match(g, np.asarray(ref[name]), REL, f"{case.id} (all shapes, batch "
                          f"{next(iter(c.feeds.values())).shape[:1]}) output {name}")
+
+
+def test_no_reshape_to_the_empty_shape() -> None:
+    """No converter emits Reshape with an empty shape pattern (to a 0-D tensor; Squeeze or a 0-D initializer
+    instead): valid ONNX, but OpenVINO 2024.0's ONNX frontend, which pdlite[openvino] allows, rejects the model
+    ("The value of scalar shape pattern should be equal to 1"); the ERNIE-like fixture's arange did this."""
+    for case in CASES:
+        scope = host_run(case)
+        models = [onnx_model(case, scope)] + ([onnx_model(case, scope, True)] if case.dynamic else [])
+        for model in models:
+            empty = {t.name for t in model.graph.initializer if len(t.dims) == 1 and t.dims[0] == 0}
+            bad = [n.name for n in model.graph.node if n.op_type == "Reshape" and n.input[1] in empty]
+            assert not bad, f"{case.id}: Reshape to the empty shape {bad}"
 
 
 def test_every_case_op_type_has_a_converter() -> None:

@@ -18,6 +18,22 @@ def scalar(ctx: ConvertContext, like: str, value: float) -> str:
     return ctx.const(np.asarray(value, dtype=ctx.dtype(like)), hint="s")
 
 
+def as_scalar(ctx: ConvertContext, name: str) -> str:
+    """Paddle var `name` (one element: shape [] or [1]) as a 0-D ONNX tensor: a constant becomes a 0-D
+    initializer, a 1-element vector a Squeeze. Not Reshape to the empty shape: valid ONNX, but OpenVINO 2024.0's
+    ONNX frontend rejects a Reshape whose shape pattern is empty ("The value of scalar shape pattern should be
+    equal to 1"), and pdlite[openvino] allows that version."""
+    val = ctx.value(name)
+    if val is not None:
+        return ctx.const(np.asarray(val).reshape(()), hint="s")
+    shape = ctx.shape(name)
+    if shape is not None and len(shape) == 0:
+        return ctx.tensor(name)
+    if shape is not None and len(shape) == 1:
+        return ctx.add("Squeeze", [ctx.tensor(name), ctx.ints([0])])
+    return ctx.add("Reshape", [ctx.tensor(name), ctx.ints([])])
+
+
 def is_float(info: TensorInfo, name: str | None) -> bool:
     dt = info.dtype(name) if name else None
     return dt is None or dt.kind in FLOAT_KINDS

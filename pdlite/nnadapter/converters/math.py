@@ -18,6 +18,7 @@ from pdlite.nnadapter.convert import ConvertContext, TensorInfo
 from pdlite.nnadapter.converters.common import (
     activation_refusal,
     apply_activation,
+    as_scalar,
     convert_fused,
     is_float,
     scalar,
@@ -131,7 +132,7 @@ def _scale(ctx: ConvertContext, op: OpDesc) -> None:
         if sval is not None:
             s_o = scalar(ctx, x, float(np.asarray(sval).reshape(-1)[0]))
         else:
-            s_o = ctx.cast(ctx.add("Reshape", [ctx.tensor(st), ctx.ints([])]), ctx.dtype(x))
+            s_o = ctx.cast(as_scalar(ctx, st), ctx.dtype(x))
     else:
         s_o = None if s == 1.0 else scalar(ctx, x, s)
     b_o = None if bias == 0.0 else scalar(ctx, x, bias)

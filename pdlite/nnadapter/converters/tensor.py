@@ -20,7 +20,7 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import OpDesc
 from pdlite.nnadapter.convert import ConvertContext, TensorInfo
-from pdlite.nnadapter.converters.common import as_int64, int64_vector
+from pdlite.nnadapter.converters.common import as_int64, as_scalar, int64_vector
 from pdlite.nnadapter.registry import ConversionError, register_converter
 from pdlite.operators.creation import assign_values
 
@@ -492,7 +492,7 @@ def _range_refusal(op: OpDesc, info: TensorInfo) -> str | None:
 @register_converter("range", supports=_range_refusal)
 def _range(ctx: ConvertContext, op: OpDesc) -> None:
     """Paddle's arange over run-time bounds (a length read from a tensor's shape): ONNX Range of the scalars."""
-    ins = [ctx.add("Reshape", [ctx.input(op, s), ctx.ints([])]) for s in ("Start", "End", "Step")]
+    ins = [as_scalar(ctx, op.input(s) or "") for s in ("Start", "End", "Step")]
     y = ctx.add("Range", ins)
     out = op.output("Out") or ""
     if ctx.info.dtype(out) is not None and ctx.dtype(out) != ctx.dtype(op.input("Start") or ""):
