@@ -481,11 +481,13 @@ class OnlinePolicy:
         self.elapsed_ms += ms + extra_ms
         self.current = name
 
-    def record_seen(self, name: str, size: float, ms: float) -> None:
-        """A repeat of the call `name` just ran (same signature), timed: a seen-signature sample; exploration."""
+    def record_seen(self, name: str, size: float, ms: float, spent_ms: float | None = None) -> None:
+        """A repeat of the call `name` just ran (same signature), timed: a seen-signature sample; exploration
+        (`spent_ms`: what the repeats cost, when more than the one sample)."""
         self.cands[name].seen.append((ms, max(float(size), MIN_SIZE)))
-        self.explore_ms += ms
-        self.elapsed_ms += ms
+        spent = ms if spent_ms is None else spent_ms
+        self.explore_ms += spent
+        self.elapsed_ms += spent
 
     def refuse(self, name: str, why: str) -> None:
         self.cands[name].refused = why
