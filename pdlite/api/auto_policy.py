@@ -19,8 +19,9 @@ within MARGIN of what the host's model says those calls would have cost the host
 a slow device: the realized costs overrule it. Across processes too: what a device's calls really cost against
 the host's model (`realized`) prices it when it is not built here, and a process whose device's first call loaded
 its compiled model (a purchase) caches what all its calls cost there, the load included (`bought`): one that was
-not faster than the host by MARGIN is not bought again (the model misses costs a process pays around the measured
-calls, e.g. a loaded model's first run at each new shape).
+not faster than the host by MARGIN is not bought again by a stream not expected to be more than twice as long as
+that process's (the model misses costs a process pays around the measured calls, e.g. a loaded model's first run
+at each new shape).
 
 Exploration, bounded. Trying a candidate (its first call), measuring its `over` on a new signature, and trying
 one again after a while (the interval doubles each time) happen only while the exploration spent so far (what
@@ -102,8 +103,9 @@ class Candidate:
     # have cost the host, and how many: (ms, host ms, calls); pooled with this process's until it ran PROBATION here
     prior_realized: tuple[float, float, float] | None = None
     # the last process whose first call of it loaded its compiled model (a purchase): what all its calls there cost,
-    # that first call included, and what the host's model said they would have cost the host: (ms, host ms)
-    prior_bought: tuple[float, float] | None = None
+    # that first call included, what the host's model said they would have cost the host, and the calls that
+    # process's stream had: (ms, host ms, stream calls)
+    prior_bought: tuple[float, float, float] | None = None
     first_host_new: bool = True  # its first call's signature was new to the host then
 
     def _memo(self, what: str, fn: Any) -> Any:
@@ -201,8 +203,8 @@ class Candidate:
         real, bought = s.get("realized"), s.get("bought")
         if isinstance(real, (list, tuple)) and len(real) == 3 and all(_number(v) > 0 for v in real):
             self.prior_realized = (_number(real[0]), _number(real[1]), _number(real[2]))
-        if isinstance(bought, (list, tuple)) and len(bought) == 2 and all(_number(v) > 0 for v in bought):
-            self.prior_bought = (_number(bought[0]), _number(bought[1]))
+        if isinstance(bought, (list, tuple)) and len(bought) == 3 and all(_number(v) > 0 for v in bought):
+            self.prior_bought = (_number(bought[0]), _number(bought[1]), _number(bought[2]))
         self.prior_first_ms = self.prior_compile_ms
         if self.files and on_disk(self.files):
             if self.prior_load_ms is not None:
@@ -282,15 +284,16 @@ class OnlinePolicy:
             spent, host, n = spent + w * ps, host + w * ph, n + w * pn
         return (spent, host, n) if spent > 0 and host > 0 else None
 
-    def bought(self, c: Candidate) -> tuple[float, float] | None:
+    def bought(self, c: Candidate) -> tuple[float, float, float] | None:
         """Whether buying `c` paid, the last time a process did (its first call loaded its compiled model): what all
-        its calls there cost, the load included, and what the host's model says they would have cost the host."""
+        its calls there cost, the load included, what the host's model says they would have cost the host, and the
+        calls of that process's stream."""
         h = self.cands[self.host]
         if c.loaded and c.first is not None and h.known():
             spent = c.first[0] + sum(ms for ms, _, _ in c.runs)
             host = (h.estimate(c.first[1], c.first_host_new) or 0.0) + sum(h.estimate(s, hn) or 0.0
                                                                           for _, s, hn in c.runs)
-            return (spent, host) if host > 0 else None
+            return (spent, host, float(self.calls)) if host > 0 else None
         return c.prior_bought
 
     def _as_realized(self, est: dict[str, float]) -> dict[str, float]:
@@ -370,7 +373,7 @@ class OnlinePolicy:
                     or not mixed[c.name] * MARGIN < mixed[best]:
                 continue
             paid = self.bought(c)
-            if paid is not None and paid[0] * MARGIN > paid[1]:
+            if paid is not None and paid[0] * MARGIN > paid[1] and max(self.expected_calls, self.calls) <= 2 * paid[2]:
                 continue  # the last process that bought it was slower than the host would have been: not again
             cost = max((c.prior_first_ms or 0.0) - est[c.name], 0.0)
             promise = (mixed[best] - mixed[c.name]) * horizon

@@ -246,7 +246,7 @@ def test_the_ocr_rec_entry_of_session_44():
 
 
 
-def _ocr_process(priors, slower_after_load):
+def _ocr_process(priors, slower_after_load, calls=11):
     """One `pdlite ocr` process's rec stream as auto sees it (11 calls, 10 new widths, ~77 ms a call on the host),
     with a model cache: the device compiled its model in an earlier process (467 ms) and loads it now (150 ms).
     Where it compiled, its calls cost 50 ms (+5 a new width); after a load each new width costs it
@@ -265,7 +265,7 @@ def _ocr_process(priors, slower_after_load):
     pol.load_priors(json.loads(json.dumps(priors)), lambda files: True)
     seen = {"host": set(), "dev": set()}
     total, trace = 0.0, []
-    for sig in [size + 1000 * (i % 10) for i in range(11)]:
+    for sig in [size + 1000 * (i % 10) for i in range(calls)]:
         name = pol.pick(sig, sig)
         first = not seen[name]
         ms = (host if name == "host" else dev)(sig, sig not in seen[name], first)
@@ -273,7 +273,8 @@ def _ocr_process(priors, slower_after_load):
         seen[name].add(sig)
         total += ms
         trace.append(name)
-    alone = sum(host(s, True, i == 0) for i, s in enumerate(sorted(set(seen["host"] | seen["dev"])))) + 70.0
+    shapes = sorted(set(seen["host"] | seen["dev"]))
+    alone = sum(host(s, True, i == 0) for i, s in enumerate(shapes)) + 70.0 * (calls - len(shapes))
     return total, alone, trace, pol.to_json()
 
 
@@ -281,8 +282,9 @@ def test_a_purchase_that_did_not_pay_is_not_made_again():
     """Repeated `pdlite ocr` processes: an earlier one compiled OpenVINO for rec and measured it at 50 ms a call
     against the host's 77. When a later process buys it (a load), each new width there costs it 35 ms more than
     that model says: the purchase is slower than the host alone. The next processes see it (what buying it really
-    cost, the load included, against the host's model for the same calls) and stay on the host; where the
-    purchase pays (no extra cost after a load) every process keeps buying it."""
+    cost, the load included, against the host's model for the same calls) and stay on the host, unless their stream
+    is expected to be over twice as long; where the purchase pays (no extra cost after a load) every process keeps
+    buying it."""
     size = 392256.0
     compiled = {"candidates": {"host": {"unit": 70.0 / size, "over": 7.0, "over_known": True},
                                "dev": {"unit": 50.0 / size, "over": 5.0, "over_known": True, "first_ms": 467.0,
@@ -295,6 +297,9 @@ def test_a_purchase_that_did_not_pay_is_not_made_again():
     assert runs[0][1] >= 2 and runs[0][0] > MARGIN, runs  # bought on the model: slower than the host
     assert all(n == 0 and r == pytest.approx(1.0) for r, n in runs[1:]), runs  # then the host, as fast as alone
     assert priors["candidates"]["dev"]["bought"][0] > priors["candidates"]["dev"]["bought"][1]
+    # a stream expected to run over twice as many calls is not bound by it: the model decides again
+    total, alone, trace, _ = _ocr_process({**priors, "calls": 40}, 0.0, calls=40)
+    assert trace.count("dev") >= 30 and total < alone / MARGIN, (trace, total, alone)
     priors = compiled
     for _ in range(3):
         total, alone, trace, priors = _ocr_process(priors, 0.0)
