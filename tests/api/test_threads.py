@@ -276,3 +276,52 @@ def test_serial_small_instructions_keep_results_and_the_pool_count(monkeypatch):
     assert serial["t2"] > 0 and serial["t2 pool"] == 0
     np.testing.assert_array_equal(outs["t2"], outs["t1"])
     np.testing.assert_array_equal(outs["t2 pool"], outs["t1"])
+
+
+_NUMPY_BLAS_SCRIPT = r"""
+import os, sys, threading
+import numpy as np
+import cv2  # noqa: F401  (loads OpenCV's own OpenBLAS beside NumPy's)
+import threadpoolctl
+numpy_libs = os.path.realpath(os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs"))
+def is_numpy(i):
+    return os.path.realpath(i["filepath"]).startswith(numpy_libs + os.sep)
+info = [i for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
+if len(info) < 2 or sum(map(is_numpy, info)) != 1:
+    print("SKIP", [i["filepath"] for i in info]); sys.exit(0)
+real = threadpoolctl.threadpool_info  # another OpenBLAS listed first (threadpoolctl's order moves with the hash seed)
+threadpoolctl.threadpool_info = lambda *a, **k: sorted(real(*a, **k), key=is_numpy)
+numpy_ctl = [c for c in threadpoolctl.ThreadpoolController().lib_controllers if is_numpy(vars(c))][0]
+numpy_ctl.set_num_threads(4)  # the main thread sets NumPy's count: threadpoolctl's setter now works only here
+from pdlite.lite import CxxConfig, create_paddle_predictor
+cfg = CxxConfig()
+cfg.set_model_dir(sys.argv[1])
+cfg.set_threads(1)
+cfg.set_option("host_native", False)  # NumPy kernels: np.matmul runs the GEMMs on NumPy's OpenBLAS
+pred = create_paddle_predictor(cfg)
+seen = set()
+pred.set_hook(lambda inst, dt, scope: seen.add(numpy_ctl.get_num_threads()))
+x = np.zeros([1, 3, 48, 192], np.float32)
+t = threading.Thread(target=pred.predict, args=([x],))
+t.start(); t.join()
+print("SEEN", sorted(seen), "AFTER", numpy_ctl.get_num_threads())
+"""
+
+
+def test_blas_threads_set_on_numpys_openblas_whatever_else_is_loaded():
+    """The BLAS pdlite sets per run is the OpenBLAS NumPy is linked against, also where another OpenBLAS is loaded
+    and listed first (OpenCV's wheels bundle one; threadpoolctl's order of loaded libraries changes with
+    PYTHONHASHSEED) and the run is on a worker thread: binding the first one listed left NumPy's matmul on the
+    count the main thread had set (threadpoolctl's setter does nothing off that thread), so the same run's last
+    bits changed from process to process (issue 42: the served OCR app's scores)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("cv2", reason="needs OpenCV's wheel (its own OpenBLAS): pip install pdlite[ocr]")
+    pytest.importorskip("threadpoolctl")
+    r = subprocess.run([sys.executable, "-c", _NUMPY_BLAS_SCRIPT, str(model_dir(NAME))], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    if r.stdout.startswith("SKIP"):
+        pytest.skip(f"needs NumPy's wheel OpenBLAS and a second OpenBLAS loaded (found {r.stdout[5:].strip()})")
+    assert "SEEN [1] AFTER 4" in r.stdout, r.stdout

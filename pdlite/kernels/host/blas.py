@@ -19,20 +19,53 @@ _setter: Callable[[int], None] | None = None
 _getter: Callable[[], int] | None = None
 
 
-def _candidates() -> list[str]:
-    """Paths of OpenBLAS libraries: threadpoolctl's answer first, then NumPy's bundled ones and loaded ones."""
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p), ("dli_sname", ctypes.c_char_p),
+                ("dli_saddr", ctypes.c_void_p)]
+
+
+def _numpy_linked() -> str | None:
+    """The path of the OpenBLAS NumPy's core extension is linked against (None where that cannot be told): an
+    OpenBLAS symbol looked up through the extension's own handle (dlsym searches the libraries it depends on, in
+    their order), located with dladdr. Other OpenBLAS builds may be loaded too (OpenCV's wheels bundle 0.3.15),
+    and threadpoolctl lists loaded libraries in no fixed order (a set of /proc/self/maps paths, whose order moves
+    with PYTHONHASHSEED): binding its first OpenBLAS bound OpenCV's in some processes, and then NumPy's
+    matmul kept its own thread count (threadpoolctl's setter is a no-op off the thread that first set it) and a
+    run's last bits depended on the process's hash seed (the OCR app's scores: issue 42)."""
     import numpy as np
 
-    paths: list[str] = []
+    core = getattr(np, "_core", None) or getattr(np, "core", None)
+    ext = getattr(getattr(core, "_multiarray_umath", None), "__file__", None)
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        handle = ctypes.CDLL(ext) if ext else None
+    except (OSError, AttributeError):
+        return None
+    for name in _SET_NAMES:
+        fn = getattr(handle, name, None)
+        info = _DlInfo()
+        if fn is not None and dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+            path = os.path.realpath(os.fsdecode(info.dli_fname))
+            return path if "openblas" in os.path.basename(path).lower() else None
+    return None
+
+
+def _candidates() -> list[str]:
+    """Paths of OpenBLAS libraries: the one NumPy is linked against first, then NumPy's bundled ones,
+    threadpoolctl's answer and the loaded ones."""
+    import numpy as np
+
+    linked = _numpy_linked()
+    base = os.path.dirname(np.__file__)
+    paths: list[str] = [linked] if linked else []
+    paths += sorted(glob.glob(os.path.join(base, "..", "numpy.libs", "*openblas*")))
+    paths += sorted(glob.glob(os.path.join(base, ".dylibs", "*openblas*")))
     try:
         from threadpoolctl import threadpool_info
 
         paths += [i["filepath"] for i in threadpool_info() if i.get("internal_api") == "openblas"]
     except Exception:  # noqa: BLE001 - threadpoolctl missing or failing: scan ourselves
         pass
-    base = os.path.dirname(np.__file__)
-    paths += glob.glob(os.path.join(base, "..", "numpy.libs", "*openblas*"))
-    paths += glob.glob(os.path.join(base, ".dylibs", "*openblas*"))
     try:
         with open("/proc/self/maps") as f:
             paths += sorted({ln.split()[-1] for ln in f if "openblas" in ln and ln.split()[-1].startswith("/")})
@@ -41,21 +74,24 @@ def _candidates() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+# OpenBLAS's set_num_threads under the names its builds export (scipy-openblas's prefix, 64-bit integer suffix)
+_SET_NAMES = tuple(f"{prefix}set_num_threads{suffix}" for prefix in ("scipy_openblas_", "openblas_")
+                   for suffix in ("64_", ""))
+
+
 def _bind(lib: ctypes.CDLL) -> bool:
     global _lib, _setter, _getter
-    for prefix in ("scipy_openblas_", "openblas_", ""):
-        for suffix in ("64_", ""):
-            set_name = f"{prefix}set_num_threads{suffix}" if prefix else f"openblas_set_num_threads{suffix}"
-            fn = getattr(lib, set_name, None)
-            if fn is None:
-                continue
-            fn.argtypes = [ctypes.c_int]
-            fn.restype = None
-            g = getattr(lib, set_name.replace("set_num_threads", "get_num_threads"), None)
-            if g is not None:
-                g.restype = ctypes.c_int
-            _lib, _setter, _getter = lib, fn, g
-            return True
+    for set_name in _SET_NAMES:
+        fn = getattr(lib, set_name, None)
+        if fn is None:
+            continue
+        fn.argtypes = [ctypes.c_int]
+        fn.restype = None
+        g = getattr(lib, set_name.replace("set_num_threads", "get_num_threads"), None)
+        if g is not None:
+            g.restype = ctypes.c_int
+        _lib, _setter, _getter = lib, fn, g
+        return True
     return False
 
 
