@@ -16,6 +16,7 @@ and `mlserver start <folder>` serves it on http://HOST:8080/v2/models/mnv3/infer
     batching at least (workers + 1) x max_batch_size: full batches running and one forming); the next
     one is answered 503 at once (MLServer has no queue bound of its own);
   - `max_request_bytes`: a request's tensors in all (64 MiB); larger ones are answered 413;
+  (over gRPC: 503 is UNAVAILABLE, 413 RESOURCE_EXHAUSTED, 400 INVALID_ARGUMENT; see GRPC_CODES)
   - `max_batch_size` (1: off), `batch_wait_timeout_s` (0.002): pdlite's dynamic batching (see below);
   - `app`: "ocr" serves the OCR app (no uri): input `image`, BYTES [1], one encoded image (base64 in JSON,
     raw bytes in gRPC); outputs `boxes` INT32 [n, 4, 2], `scores` FP32 [n], `texts` BYTES [n] and `lines`
@@ -72,6 +73,27 @@ try:
     )
 except ImportError as e:
     raise MissingDependencyError(f"pdlite.integrations.mlserver needs MLServer: pip install pdlite[serve] ({e})") from e
+
+
+# gRPC codes for the HTTP statuses pdlite answers that MLServer's gRPC servicer does not map (its
+# mlserver/grpc/utils.py STATUS_CODE_MAPPING has 400, 404, 422 and 500; any other status went out as UNKNOWN):
+# 503 (overload) and 429 as gRPC's HTTP mapping gives them, UNAVAILABLE, which gRPC clients may retry; 413 (payload
+# over max_request_bytes) as gRPC's own "message larger than max", RESOURCE_EXHAUSTED. Added once, in the MLServer
+# process that serves gRPC (it imports this runtime class to build the model registry); MLServer's own entries kept.
+GRPC_CODES = {503: "UNAVAILABLE", 429: "UNAVAILABLE", 413: "RESOURCE_EXHAUSTED"}
+
+
+def _map_grpc_codes() -> None:
+    try:
+        import grpc
+        from mlserver.grpc import utils
+    except ImportError:  # MLServer without its gRPC server: nothing to map
+        return
+    for status, code in GRPC_CODES.items():
+        utils.STATUS_CODE_MAPPING.setdefault(status, getattr(grpc.StatusCode, code))
+
+
+_map_grpc_codes()
 
 
 def _error(e: RequestError) -> MLServerError:
