@@ -94,8 +94,8 @@ def mlserver(folder: Path, log: Path | None = None):
 
 def local(model: Path):
     """The local predictor, run where the server runs it: on a worker thread (a main-thread run once differed
-    from worker-thread runs in the last bits, ~1e-7 on MobileNetV3, while the native thread pool was being
-    reworked; the serving layer must match what the engine gives on its threads)."""
+    from worker-thread runs in the last bits, ~1e-7 on MobileNetV3; a likely cause, since fixed: pdlite set the
+    thread count of OpenCV's OpenBLAS instead of NumPy's in some processes, pdlite/kernels/host/blas.py)."""
     from pdlite.integrations import predictor_from_path
 
     pred = predictor_from_path(model)
@@ -126,7 +126,7 @@ def kernels_changed() -> str | None:
     """Why a server started during this test session may run other code than this process, or None. In a working
     tree that other sessions edit and rebuild while tests run, a server (or subprocess) started later than the test
     process imports other kernels (an edited native_src/ makes the build stale: the NumPy kernels), and their
-    floats may differ in the last bit (the OCR scores did: one float32 step, in long sessions only)."""
+    floats may differ in the last bit."""
     if _code_digest() == _CODE_AT_IMPORT:
         return None
     return ("pdlite's code in this working tree changed after this test process imported it (another session's "
