@@ -16,10 +16,13 @@ snippets, as pdlite compiles dynamic models) runs 12 new sequence lengths and th
 models (--rounds), interleaved over cuts: the new-shape cost per shape and what each part adds to it.
 `attention`: one self-attention block in the form pdlite converts it and in two others (one 5-D transpose for
 Q, K and V; OpenVINO's own ScaledDotProductAttention op): what a new length costs each (the same outputs).
+`versions`: one ONNX file (RapidOCR's rec) under this Python's OpenVINO and another Python's (RapidOCR's venv
+has its own, older one), processes alternating: what the engine's version alone changes.
 
     python benchmarks/ov_graphs.py compare --preset rec [--reference FILE.onnx] [--widths 192,320,640] [--n 9]
     python benchmarks/ov_graphs.py newshape [--rounds 10]
     python benchmarks/ov_graphs.py attention [--rounds 10]
+    python benchmarks/ov_graphs.py versions --python /work/venv_rapidov/bin/python [--rounds 6] [--n 9]
 """
 from __future__ import annotations
 
@@ -292,9 +295,86 @@ def attention(args: argparse.Namespace) -> None:
         print(f"| {k} | {shown} | {new * 1e3:.2f} | {again * 1e3:.2f} | {(new - again) / len(LENGTHS) * 1e6:.0f} |")
 
 
+TIMER = """
+import sys, time, statistics, numpy as np, openvino as ov
+f, n, threads, widths = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(w) for w in sys.argv[4].split(",")]
+core, rng, out = ov.Core(), np.random.default_rng(0), [ov.__version__.split("-")[0]]
+for prec in ("f32", "bf16"):
+    cfg = {"INFERENCE_PRECISION_HINT": prec, "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads}
+    r = core.compile_model(core.read_model(f), "CPU", cfg).create_infer_request()
+    for w in widths:
+        x = rng.uniform(-1, 1, (6, 3, 48, w)).astype(np.float32)
+        r.infer([x])
+        t = []
+        for _ in range(n):
+            t0 = time.perf_counter(); r.infer([x]); t.append(time.perf_counter() - t0)
+        out.append(str(statistics.median(t)))
+    if prec == "f32" or len(sys.argv) > 5:  # per kernel (node type, implementation): ms per call, 1st width
+        cfg["PERF_COUNT"] = True
+        r = core.compile_model(core.read_model(f), "CPU", cfg).create_infer_request()
+        x = rng.uniform(-1, 1, (6, 3, 48, widths[0])).astype(np.float32)
+        r.infer([x])
+        per = {}
+        for _ in range(n):
+            r.infer([x])
+            for p in r.get_profiling_info():
+                k = f"{prec}:{p.node_type}:{p.exec_type}"
+                per[k] = per.get(k, 0.0) + p.real_time.total_seconds() / n
+        out += [f"{k}={v}" for k, v in per.items()]
+print(" ".join(out))
+"""
+
+
+def versions(args: argparse.Namespace) -> None:
+    """One ONNX file (RapidOCR's rec by default) under this interpreter's OpenVINO and --python's, processes
+    alternating (A, B, A, B, ...), each timing batches of 6 at height 48; the median over processes."""
+    import subprocess
+
+    ref = args.reference or next(iter(sorted(glob.glob(RAPID + PRESETS["rec"][1]))), None)
+    if not ref or not args.python:
+        raise SystemExit("versions needs --python OTHER_PYTHON (with openvino) and a reference ONNX file")
+    widths = args.widths or "320,640"
+    runs: dict[str, list[list[float]]] = {sys.executable: [], args.python: []}
+    names: dict[str, str] = {}
+    kernels: dict[str, dict[str, list[float]]] = {py: {} for py in runs}
+    for _ in range(args.rounds):
+        for py in runs:
+            out = subprocess.run([py, "-c", TIMER, ref, str(args.n), str(args.threads), widths], check=True,
+                                 capture_output=True, text=True).stdout.split()
+            names[py] = out[0]
+            runs[py].append([float(v) for v in out[1:] if "=" not in v])
+            for kv in out[1:]:
+                if "=" in kv:
+                    k, v = kv.rsplit("=", 1)
+                    kernels[py].setdefault(k, []).append(float(v))
+    cells = [f"{p} w{w}" for p in ("f32", "bf16") for w in widths.split(",")]
+    print(f"{ref}: batches of 6, height 48, {args.threads} threads, {args.rounds} processes each, alternating")
+    print("| OpenVINO | " + " | ".join(f"{c} (ms)" for c in cells) + " |")
+    print("|---|" + "---|" * len(cells))
+    med = {py: [statistics.median(col) for col in zip(*r)] for py, r in runs.items()}
+    for py, m in med.items():
+        print(f"| {names[py]} ({py}) | " + " | ".join(f"{v * 1e3:.1f}" for v in m) + " |")
+    a, b = med.values()
+    print("| first / second | " + " | ".join(f"{x / y:.3f}x" for x, y in zip(a, b)) + " |")
+    w0 = widths.split(",")[0]
+    print(f"\nOpenVINO's per-kernel profile (PERF_COUNT), width {w0}, ms per call (median over processes):")
+    print("| precision:node type | " + " | ".join(f"{names[py]}: implementation, ms" for py in runs) + " |")
+    print("|---|---|---|")
+    rows: dict[str, dict[str, tuple[str, float]]] = {}
+    for py, ks in kernels.items():
+        for k, v in ks.items():
+            prec, node, impl = k.split(":")
+            tot = rows.setdefault(f"{prec}:{node}", {}).get(py, ("", 0.0))
+            rows[f"{prec}:{node}"][py] = ((tot[0] + " " + impl).strip(), tot[1] + statistics.median(v) * 1e3)
+    top = sorted(rows.items(), key=lambda kv: -max(v[1] for v in kv[1].values()))[:args.top]
+    for k, by in top:
+        print(f"| {k} | " + " | ".join(f"{by[py][0]} {by[py][1]:.2f}" if py in by else "-" for py in runs) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", nargs="?", default="compare", choices=("compare", "newshape", "attention"))
+    ap.add_argument("mode", nargs="?", default="compare", choices=("compare", "newshape", "attention",
+                                                                         "versions"))
     ap.add_argument("--preset", default="rec", choices=sorted(PRESETS))
     ap.add_argument("--reference", default="", help="the reference ONNX file (default: RapidOCR's, from "
                     "/work/venv_rapidov)")
@@ -305,14 +385,19 @@ def main(argv: list[str] | None = None) -> int:
                     "token_type_ids [batch, length])")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--top", type=int, default=8, help="versions: kernels shown in the profile")
+    ap.add_argument("--python", default="", help="versions: another Python with its own openvino (e.g. "
+                    "/work/venv_rapidov/bin/python, RapidOCR's)")
     args = ap.parse_args(argv)
     if args.mode == "compare":
         args.widths = args.widths or ("640,960" if args.preset == "det" else "192,320,640")
         compare(args)
     elif args.mode == "newshape":
         newshape(args)
-    else:
+    elif args.mode == "attention":
         attention(args)
+    else:
+        versions(args)
     return 0
 
 
