@@ -128,6 +128,10 @@ def worker(contender: str, name: str, threads: int, onnx: str | None) -> dict:
     pred = getattr(make, "pred", None)
     if contender.startswith("pdlite-auto") and pred is not None and pred.auto_choice is not None:
         out["note"] = " ".join(pred.auto_choice.describe().split())
+        pol = pred._auto.policy  # what it explored: when, its first call (build included), the build, its calls
+        tried = [f"{c.name} at call {c.first_call + 1}: first {c.first[0]:.0f} ms (build {c.build_ms:.0f}), "
+                 f"{len(c.runs) + 1} calls" for c in pol.cands.values() if c.first is not None and c.name != "host"]
+        out["note"] += f"; explored {pol.explore_ms:.0f} ms: " + ("; ".join(tried) or "nothing")
     return out
 
 

@@ -107,6 +107,7 @@ class Candidate:
     # process's stream had: (ms, host ms, stream calls)
     prior_bought: tuple[float, float, float] | None = None
     first_host_new: bool = True  # its first call's signature was new to the host then
+    first_call: int = -1  # the stream's call its first call here was (reports: when it was tried)
 
     def _memo(self, what: str, fn: Any) -> Any:
         """fn() cached until the samples or priors change (a call's pick reads them several times)."""
@@ -460,7 +461,7 @@ class OnlinePolicy:
         if not c.sigs:  # its first call in this process (a device: built for it)
             self._fast = None  # news: the next call is decided afresh (the host's first call frees a purchase)
             c.first, c.build_ms, c.loaded = (ms, size), build_ms, loaded
-            c.first_host_new = sig not in h.sigs
+            c.first_host_new, c.first_call = sig not in h.sigs, self.calls
             if name != self.host and not loaded:  # a compile: the guess for this device on another model
                 self.first_ms_seen[name] = ms
         elif sig in c.sigs:
