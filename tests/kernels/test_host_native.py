@@ -1004,6 +1004,8 @@ def _entry_calls() -> list[tuple[str, list[object], list[int]]]:
     ]
     calls.append(("packed_fc", [f(9, 4), native.pack_fc_weights(f(4, 5)), f(5), f(9, 5), (9, 4, 5), 1, no],
                   [0, 1, 2, 3]))
+    calls.append(("packed_gemv", [f(2, 4), native.pack_fc_weights(f(4, 5)), f(5), f(2, 5), (2, 4, 5), 1, no],
+                  [0, 1, 2, 3]))
     if native.packed_gemm_fast():
         wp = native.pack_weights(f(4, 4, 3, 3))
         calls.append(("packed_conv", [f(1, 4, 6, 6), wp, f(4), f(1, 4, 6, 6), geo, 1, no], [0, 1, 2, 3]))

@@ -72,6 +72,12 @@ def _fc(m, k, n, act):
     return got, _act(x.astype(np.float64) @ w + b, act)
 
 
+def _gemv(m, k, n, act):
+    x, w, b = arr((m, k), 10), arr((k, n), 11), arr((n,), 12)
+    got = native.packed_gemv(x, native.pack_fc_weights(w), n, b, act)
+    return got, _act(x.astype(np.float64) @ w + b, act)
+
+
 def _dw(c, h, w, s, act, bias=True, k=3):
     """A k x k depthwise conv, padding k // 2, batch 2: the row-vector form (3x3, maps 9 to 64 wide) or the
     channel-blocked one (up to 8x8 outputs), AVX-512's and AVX2's, the same products in the same order."""
@@ -114,6 +120,8 @@ CASES = {
     "wide 3x3": lambda: _conv(1, 8, 18, 18, 24, 3, 1, 1, True, HSWISH),
     # packed fc: 3 column tiles (the last partial), 2 row blocks
     "packed fc": lambda: _fc(40, 72, 130, RELU6),
+    # matrix-vector products (gemv.c): 3 rows, a pair of tiles then an odd, partial one
+    "packed gemv": lambda: _gemv(3, 200, 130, HSWISH),
     # the depthwise row-vector form: 3x3 stride 1 (a partial last vector on both ISAs), stride 2 (odd and even widths)
     "depthwise 3x3": lambda: _dw(5, 20, 21, 1, RELU6),
     "depthwise 3x3 stride 2": lambda: _dw(6, 23, 37, 2, native.NO_ACT, bias=False),
@@ -136,6 +144,7 @@ DIGESTS = {
     'wide 1x1': '517740681423193dc197bf6fee27ec844a94b5c2ad786536e380f654df545588',
     'wide 3x3': '3aadfb0dc0b0547e693ee7f04d41b43965185eebe4285c4732d2029ead99a12f',
     'packed fc': '68e2b2823abf0938bb085c40c3349be19e593ab865047b1f8e3762e35fa77ee5',
+    'packed gemv': '81d4865fc4b7741c60602a8b280919691f32058457021c510055630e1528819a',
     'depthwise 3x3': '54eb4dd4d8e72e1e3fc001a72921918a58411a6cd37b46c564391930d9c8f642',
     'depthwise 3x3 stride 2': '00f268feb1d4e6c69dc8c0725230bee452ccb9973d5f00ec2f070599ba91b327',
     'depthwise 3x3 stride 2 wide': '1ef1b64c3b60ed45f6c1dc57a409b1835b7e4c15f8275f3de798bdad1caf463a',

@@ -152,6 +152,7 @@ class FusionScaleActivation(BasePlusActivation):
 
 FC_NATIVE_MIN = 1 << 16  # multiply-adds from which fc runs its product on the native thread pool
 FC_PACKED_MIN = 1 << 20  # multiply-adds (and 8 rows) from which it runs on the packed register tiles (AVX-512)
+FC_GEMV_MIN = 1 << 12  # weights from which a few rows (native.GEMV_MAX_ROWS) run as native matrix-vector products
 
 
 @register_kernel("fc")
@@ -177,26 +178,33 @@ class FC(Kernel):
             c = self._bias = (b, np.asarray(np.asarray(b, dtype=np.float32).reshape(-1), order="C"))
         return c[1]
 
+    def _packed_w(self, w: Any) -> np.ndarray:
+        """W packed by native.pack_fc_weights (once per W input)."""
+        c = self._packed
+        if c is None or c[0] is not w:
+            c = self._packed = (w, native.pack_fc_weights(w))
+        return c[1]
+
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x, w = ins["Input"][0], ins["W"][0]
         lead = x.shape[:self.k]
         x2 = x.reshape(-1, w.shape[0]) if x.size else x.reshape(int(np.prod(lead)), -1)
         bias = ins.get("Bias")
         if self._native is None:
-            self._native = native.use_native(self.context) and native.gemm_available()
+            self._native = native.use_native(self.context)
+        m, k = x2.shape
+        gemv = 0 < m <= native.GEMV_MAX_ROWS and k * w.shape[1] >= FC_GEMV_MIN
         if (self._native and x2.dtype == np.float32 and w.dtype == np.float32 and w.ndim == 2
-                and x2.shape[0] * x2.shape[1] * w.shape[1] >= FC_NATIVE_MIN and x2.flags.c_contiguous
-                and w.flags.c_contiguous and (self.fused_act is not None or self.act is None)):
+                and (gemv or m * k * w.shape[1] >= FC_NATIVE_MIN and native.gemm_available())
+                and x2.flags.c_contiguous and w.flags.c_contiguous and (self.fused_act is not None or self.act is None)):
             # on the native pool (blocks of W's columns or of the rows), bias and activation in each block
             b = self._bias_f32(bias[0]) if bias else None
-            m, k = x2.shape
-            if m >= 8 and m * k * w.shape[1] >= FC_PACKED_MIN and native.packed_gemm_fast():
+            if gemv:  # matrix-vector products over W packed once (MobileNetV3's batch-1 576 -> 1024: 104 -> ~30 us)
+                out = native.packed_gemv(x2, self._packed_w(w), w.shape[1], b, self.fused_act or native.NO_ACT)
+            elif m * k * w.shape[1] >= FC_PACKED_MIN and native.packed_gemm_fast():
                 # the packed conv's register tiles: the transformer's (128 x 128) @ (128 x 512) 0.82x the BLAS's
                 # time, (32 x 128) @ (128 x 512) 0.66x (one Xeon core, alone); smaller products stay on the BLAS
-                c = self._packed
-                if c is None or c[0] is not w:
-                    c = self._packed = (w, native.pack_fc_weights(w))
-                out = native.packed_fc(x2, c[1], w.shape[1], b, self.fused_act or native.NO_ACT)
+                out = native.packed_fc(x2, self._packed_w(w), w.shape[1], b, self.fused_act or native.NO_ACT)
             else:
                 out = native.fc_gemm(x2, w, b, self.fused_act or native.NO_ACT)
             return {"Out": [out.reshape(*lead, w.shape[1])]}

@@ -467,6 +467,21 @@ def packed_fc(x: np.ndarray, wp: np.ndarray, n: int, bias: np.ndarray | None, ac
     return out
 
 
+GEMV_MAX_ROWS = 4  # rows of x up to which packed_gemv (W streamed once per row) beats the GEMM forms
+
+
+def packed_gemv(x: np.ndarray, wp: np.ndarray, n: int, bias: np.ndarray | None, act: Act = NO_ACT) -> np.ndarray:
+    """packed_fc's act(x @ w + bias), the same bits, for x (M, K) of a few rows (GEMV_MAX_ROWS: the batch-1 fc, a
+    squeeze-and-excitation's 1x1 convs on 1x1 maps) as matrix-vector products over the packed weights
+    (native_src/gemv.c: full-width loads of each W tile, streamed once per row; fast on every ISA)."""
+    assert _ext is not None
+    m, k = x.shape
+    out = np.empty((m, n), dtype=F32)
+    _ext.packed_gemv(_f32(x, "packed_gemv"), _f32(wp, "packed_gemv"),
+                     None if bias is None else _f32(bias, "packed_gemv"), out, (m, k, n), act[0], act[1])
+    return out
+
+
 def packed_conv(x: np.ndarray, wp: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
                 kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
                 pads: tuple[int, int], act: Act = NO_ACT, wide: bool = False) -> np.ndarray:
@@ -553,13 +568,25 @@ def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], 
 
 def rows_plan(w: np.ndarray, bias: np.ndarray | None, n: int, act: Act) -> Plan:
     """x -> act(x @ w.T + bias) as (n, M, 1, 1) for x (n, K, 1, 1) and w (M, K): a 1x1 conv of 1x1 maps
-    (squeeze-and-excitation's) as one product over the batch (fc_gemm), not a matrix-vector product per image."""
-    wt = _f32(w, "rows_plan").T.copy()
+    (squeeze-and-excitation's) as one product over the batch: matrix-vector products over packed weights for a few
+    images (packed_gemv), else fc_gemm (not a matrix-vector product per image on the BLAS)."""
+    assert _ext is not None
     b = None if bias is None else _f32(bias, "rows_plan")
-    m = w.shape[0]
+    m, k = w.shape
+    shape = (n, m, 1, 1)
+    if n <= GEMV_MAX_ROWS:
+        wp, gemv, dims, code, params = pack_fc_weights(_f32(w, "rows_plan").T), _ext.packed_gemv, (n, k, m), *act
+
+        def run_gemv(x: np.ndarray) -> np.ndarray:
+            out = np.empty(shape, dtype=F32)
+            gemv(x, wp, b, out, dims, code, params)
+            return out
+
+        return run_gemv
+    wt = _f32(w, "rows_plan").T.copy()
 
     def run(x: np.ndarray) -> np.ndarray:
-        return fc_gemm(x.reshape(n, -1), wt, b, act).reshape(n, m, 1, 1)
+        return fc_gemm(x.reshape(n, -1), wt, b, act).reshape(shape)
 
     return run
 

@@ -13,6 +13,7 @@
  *   packed_conv       out[n] = act(W @ columns(x[n]) + bias) with weights packed once and an own register-tiled
  *                     kernel (vectorised along the output channels: fast on small maps too), no BLAS
  *   packed_fc         out = act(x @ W + bias) on the same register tiles, W packed once
+ *   packed_gemv       the same for a few rows of x, as matrix-vector products (W streamed once per row)
  *   direct_conv       convs of few input channels (stems) computed in place, 16 columns x 16 channels a tile
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
  *   mul_rows          out[r, :] = x[r, :] * s[r] (squeeze-and-excitation's channel gates)
@@ -37,6 +38,7 @@
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
  *   packed_gemm.c   packed_conv, packed_fc    direct_conv.c   direct_conv
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
+ *   gemv.c          packed_gemv
  *   module.c        the Python module: method table, ISA pick, threads, SOURCE_HASH
  */
 #ifndef PD_NATIVE_COMMON_H
@@ -575,6 +577,7 @@ PD_HIDDEN void gemm_task_pick(int isa);
 PD_HIDDEN void pk_multi_task_pick(int isa);
 PD_HIDDEN void fc_pack_task_pick(int isa);
 PD_HIDDEN void fc_task_pick(int isa);
+PD_HIDDEN void gv_task_pick(int isa);
 PD_HIDDEN void wino_in_task_pick(int isa);
 PD_HIDDEN void wino_gemm_task_pick(int isa);
 PD_HIDDEN void wino_out_task_pick(int isa);
@@ -603,6 +606,7 @@ PD_HIDDEN PyObject *py_winograd_conv3x3(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_winograd_pass_tiles(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_packed_fc(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_packed_gemv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_set_sgemm(PyObject *self, PyObject *args);

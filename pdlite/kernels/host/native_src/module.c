@@ -45,6 +45,7 @@ static void pick_isa(void) {
     pk_multi_task_pick(isa);
     fc_pack_task_pick(isa);
     fc_task_pick(isa);
+    gv_task_pick(isa);
     pw_task_pick(isa);
     ln_task_pick(isa);
     sm_task_pick(isa);
@@ -178,6 +179,9 @@ static PyMethodDef methods[] = {
      "packed: u[p] as packed_conv packs an (OC, C, 1, 1) filter"},
     {"packed_fc", py_packed_fc, METH_VARARGS,
      "packed_fc(x (M,K), packed w, bias (N)|None, out (M,N), (M,K,N), act, (a0,a1,a2)): act(x @ w + bias)"},
+    {"packed_gemv", py_packed_gemv, METH_VARARGS,
+     "packed_gemv(x (M,K), packed w, bias (N)|None, out (M,N), (M,K,N), act, (a0,a1,a2)): packed_fc's result, "
+     "row by row as matrix-vector products (few rows)"},
     {"winograd_pass_tiles", py_winograd_pass_tiles, METH_VARARGS,
      "winograd_pass_tiles(n, oh, ow): the tile columns of winograd_conv3x3's widest pass over that batch"},
     {"packed_conv", py_packed_conv, METH_VARARGS,
