@@ -1078,3 +1078,23 @@ def test_packed_weights_start_on_a_cache_line():
     first = wp.reshape(k, 48)  # one panel: 40 rows padded to 48, laid out (K, rows)
     assert wp.size == k * 48 and np.array_equal(first[:, :40], w.transpose(0, 2, 3, 1).reshape(40, -1).T)
     assert not first[:, 40:].any()
+
+
+# The short-map form (native_src/depthwise_short.c: at most KH + 1 output rows, rows 16 and more wide, column stride
+# 1; here all wider than 64, where AVX-512's row-vector form stops): only the kernel rows inside the image, each row's taps as unit-stride runs of a row padded with zeros. PP-OCR's
+# classifier's shapes (5x5 on 2x96 and 3x96, row stride 2), the 3x3 / 5x5 fused loops and the per-tap one (7x1, 2x4,
+# column dilation), asymmetric and large padding (whole output rows in it: zeros, then bias), a multiplier and a
+# batch, activations; against the NumPy kernel and float64 maths with the form on and off.
+@pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
+@pytest.mark.parametrize("xs,mult,k,s,pads,dil", [
+    ((1, 20, 2, 96), 1, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)), ((1, 9, 3, 96), 1, (5, 5), (2, 1), (2, 2, 2, 2), (1, 1)),
+    ((2, 3, 3, 70), 2, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), ((1, 4, 2, 65), 1, (7, 1), (1, 1), (3, 3, 0, 0), (1, 1)),
+    ((1, 4, 3, 80), 1, (2, 4), (1, 1), (0, 1, 2, 1), (1, 1)), ((1, 3, 4, 90), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 2)),
+    ((1, 2, 2, 70), 1, (3, 5), (1, 1), (4, 0, 2, 2), (1, 1))])
+def test_depthwise_short_map_form(xs, mult, k, s, pads, dil, act):
+    c = xs[1]
+    x, w, b = rand(*xs, seed=31, scale=3.0), rand(c * mult, 1, *k, seed=32), rand(c * mult, seed=33)
+    attrs = dict(strides=list(s), paddings=list(pads), dilations=list(dil), groups=c)
+    for on in (True, False):
+        with depthwise_rows(on):
+            check_depthwise(x, w, b, attrs, act, pads, f"{xs} x{mult} k{k} s{s} {pads} d{dil} {act} rows={on}")

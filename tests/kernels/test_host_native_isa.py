@@ -129,13 +129,15 @@ CASES = {
     # the channel-blocked form: 3x3 on 7x7 (a partial block of 16 channels), 5x5 stride 2 to 7x7
     "depthwise 3x3 7x7": lambda: _dw(20, 7, 7, 1, RELU6),
     "depthwise 5x5 stride 2": lambda: _dw(16, 13, 14, 2, HSWISH, k=5),
+    # the short-map form (depthwise_short.c): 5x5 on 2 rows 70 wide, the kernel rows in the padding left out
+    "depthwise 5x5 short": lambda: _dw(6, 2, 70, 1, RELU6, k=5),
     # direct_conv: a 3x3 / 2 stem (a partial last vector of columns), a 7x7 / 2 one
     "direct 3x3 stride 2": lambda: _direct(3, 19, 37, 16, 3, 2, 1, HSWISH),
     "direct 7x7 stride 2": lambda: _direct(3, 21, 22, 32, 7, 2, 3, RELU6),
 }
 # the cases only AVX-512 and AVX2 compute in one order (NEON runs the planar depthwise forms)
 X86_ONLY = {"depthwise 3x3", "depthwise 3x3 stride 2", "depthwise 3x3 stride 2 wide", "depthwise 3x3 7x7",
-            "depthwise 5x5 stride 2", "direct 3x3 stride 2", "direct 7x7 stride 2"}
+            "depthwise 5x5 stride 2", "depthwise 5x5 short", "direct 3x3 stride 2", "direct 7x7 stride 2"}
 # name -> the SHA-256 of its output's bytes with AVX-512
 DIGESTS = {
     'packed 3x3': '825f6015c5c97fa92ffceaf6f26e39bc09b176590fc6d47f7dbc131672a3e6f2',
@@ -150,6 +152,7 @@ DIGESTS = {
     'depthwise 3x3 stride 2 wide': '1ef1b64c3b60ed45f6c1dc57a409b1835b7e4c15f8275f3de798bdad1caf463a',
     'depthwise 3x3 7x7': '07d647123280243a6020ded51e0d3856589f2a11e3759ef30318fb6b8e4b8b5a',
     'depthwise 5x5 stride 2': '1bb3db4074486c020a42a440d5ca7394efcee244cf0d2a51996851b083f53593',
+    'depthwise 5x5 short': 'bf954be68425774d422c795ff472e8702120894d06ae46c5e2b8539e69a40858',
     'direct 3x3 stride 2': 'c16a90af47591cc96c3401ff631a2ee48282b449e22ff1be0312da71b6377cad',
     'direct 7x7 stride 2': '12c218a040e8f9aadfa217fa8d2109cb720e803111ecf18bf8baa068697dd08d',
 }

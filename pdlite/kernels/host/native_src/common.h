@@ -35,6 +35,7 @@
  *   common.h        build macros, ISA dispatch (PD_VERSIONS), the pool's interface, activations, shared helpers
  *   threadpool.c    the pthread pool (parallel_for)
  *   depthwise.c     depthwise_conv2d          activation.c    bias_act, add_act, mul_rows
+ *   depthwise_short.c  its form for maps of few rows (depthwise.h: the arguments its forms share)
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
  *   packed_gemm.c   packed_conv, packed_fc    direct_conv.c   direct_conv
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
@@ -566,6 +567,7 @@ PD_HIDDEN void dw_task_pick(int isa);
 PD_HIDDEN void dw3_task_pick(int isa);
 PD_HIDDEN void dws2_task_pick(int isa);
 PD_HIDDEN void dwb_task_pick(int isa);
+PD_HIDDEN void dws_task_pick(int isa);
 PD_HIDDEN void ba_task_pick(int isa);
 PD_HIDDEN void aa_task_pick(int isa);
 PD_HIDDEN void mr_task_pick(int isa);

@@ -6,12 +6,7 @@
 /* depthwise conv2d                                                                                 */
 /* ------------------------------------------------------------------------------------------------ */
 
-typedef struct {
-    const float *x, *w, *bias;
-    float *out;
-    isz N, C, H, W, OC, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
-    act_t act;
-} dw_args;
+#include "depthwise.h" /* dw_args, the short-map form (depthwise_short.c) */
 
 #define PF_ROWS 8 /* input rows ahead to prefetch: at batch 4 MobileNet's 112x112 maps come from memory, not cache */
 /* stride 2 x 2: the four phase planes (row phase pr, column phase pc) of the padded image in one pass over
@@ -848,6 +843,8 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS;
         if (dwr_applies(&a) || dwr8_applies(&a)) {
             parallel_for(g_avx512 ? dwr_task : dwr8_task, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
+        } else if (dws_applies(&a)) {
+            parallel_for(dws_run, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
         } else if (dwb_applies(&a)) {
             const isz items = a.N * ((a.OC + 15) / 16);
             parallel_for(dwb_task, &a, items, grain_for(items, 4));

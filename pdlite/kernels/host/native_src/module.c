@@ -26,6 +26,7 @@ static void pick_isa(void) {
     dw3_task_pick(isa);
     dws2_task_pick(isa);
     dwb_task_pick(isa);
+    dws_task_pick(isa);
     g_shuffles16 = isa == PD_ISA_AVX512;
     g_avx512 = isa == PD_ISA_AVX512;
     g_avx2_tiles = isa == PD_ISA_AVX2;

@@ -1,0 +1,16 @@
+/* pdlite native host kernels: the depthwise conv's arguments, shared by its forms (depthwise.c, depthwise_short.c) */
+#ifndef PD_NATIVE_DEPTHWISE_H
+#define PD_NATIVE_DEPTHWISE_H
+#include "common.h"
+
+typedef struct {
+    const float *x, *w, *bias;
+    float *out;
+    isz N, C, H, W, OC, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+    act_t act;
+} dw_args;
+
+/* the short-map form (depthwise_short.c): whether it takes the conv, and its task over planes [begin, end) */
+PD_HIDDEN int dws_applies(const dw_args *a);
+PD_HIDDEN void dws_run(void *vctx, isz begin, isz end);
+#endif /* PD_NATIVE_DEPTHWISE_H */
