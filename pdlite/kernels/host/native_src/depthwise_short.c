@@ -8,9 +8,10 @@
  * each output row computed from the kernel rows that fall inside the image only, one pass over the row per kernel
  * row, its taps in registers (vectorised along the row by the compiler: 16 floats a step with AVX-512, 8 with AVX2).
  * Column stride 1 only (the strided column taps would be gathers).
- * Sums: per output, one multiply-add per tap in range, kernel rows then columns ascending, from the first one
- * (a product) on; the taps in the padding, which the other forms add as products with zeros, are left out. The same
- * expressions on every ISA (FMA contracted where there is one): AVX-512 and AVX2 give the same bits. */
+ * Sums: per output, from 0, one multiply-add per tap in range, kernel rows then columns ascending, as the
+ * channel-blocked form's general loop (depthwise.c dwb), which adds the taps in the padding as products with zeros:
+ * with finite weights the same sums. The same expressions on every ISA (FMA contracted where there is one): AVX-512
+ * and AVX2 give the same bits. */
 #include "depthwise.h"
 
 #define DWS_MAX_ROW_FLOATS 65536 /* the padded rows of one plane (256 KiB) */
@@ -26,60 +27,32 @@ PD_HIDDEN int dws_applies(const dw_args *a) {
     return g_dwr_on && a->SW == 1 && a->OW >= 16 && a->OH <= a->KH + 1 && a->H * wp <= DWS_MAX_ROW_FLOATS;
 }
 
-/* o[q] (= | +=) sum_j k[j] * s[q + j*dw] for q < n, one multiply-add per tap, j ascending; `first`: o starts with
- * the first product (else with its value) */
-PD_INLINE void dws_row(float *restrict o, const float *restrict s, const float *restrict k, isz kw, isz dw, isz n,
-                       int first) {
+/* o[q] += sum_j k[j] * s[q + j*dw] for q < n, one multiply-add per tap, j ascending */
+PD_INLINE void dws_row(float *restrict o, const float *restrict s, const float *restrict k, isz kw, isz dw, isz n) {
     if (kw == 5 && dw == 1) {
         const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4];
-        if (first) {
-            PD_SIMD for (isz q = 0; q < n; q++) {
-                float v = k0 * s[q];
-                v += k1 * s[q + 1];
-                v += k2 * s[q + 2];
-                v += k3 * s[q + 3];
-                v += k4 * s[q + 4];
-                o[q] = v;
-            }
-        } else {
-            PD_SIMD for (isz q = 0; q < n; q++) {
-                float v = o[q];
-                v += k0 * s[q];
-                v += k1 * s[q + 1];
-                v += k2 * s[q + 2];
-                v += k3 * s[q + 3];
-                v += k4 * s[q + 4];
-                o[q] = v;
-            }
+        PD_SIMD for (isz q = 0; q < n; q++) {
+            float v = o[q];
+            v += k0 * s[q];
+            v += k1 * s[q + 1];
+            v += k2 * s[q + 2];
+            v += k3 * s[q + 3];
+            v += k4 * s[q + 4];
+            o[q] = v;
         }
-        return;
-    }
-    if (kw == 3 && dw == 1) {
+    } else if (kw == 3 && dw == 1) {
         const float k0 = k[0], k1 = k[1], k2 = k[2];
-        if (first) {
-            PD_SIMD for (isz q = 0; q < n; q++) {
-                float v = k0 * s[q];
-                v += k1 * s[q + 1];
-                v += k2 * s[q + 2];
-                o[q] = v;
-            }
-        } else {
-            PD_SIMD for (isz q = 0; q < n; q++) {
-                float v = o[q];
-                v += k0 * s[q];
-                v += k1 * s[q + 1];
-                v += k2 * s[q + 2];
-                o[q] = v;
-            }
+        PD_SIMD for (isz q = 0; q < n; q++) {
+            float v = o[q];
+            v += k0 * s[q];
+            v += k1 * s[q + 1];
+            v += k2 * s[q + 2];
+            o[q] = v;
         }
-        return;
-    }
-    for (isz j = 0; j < kw; j++) { /* other kernels: a pass per tap (the same operations in the same order) */
-        const float kj = k[j];
-        const float *restrict sj = s + j * dw;
-        if (first && j == 0) {
-            PD_SIMD for (isz q = 0; q < n; q++) o[q] = kj * sj[q];
-        } else {
+    } else {
+        for (isz j = 0; j < kw; j++) { /* other kernels: a pass per tap (the same operations in the same order) */
+            const float kj = k[j];
+            const float *restrict sj = s + j * dw;
             PD_SIMD for (isz q = 0; q < n; q++) o[q] += kj * sj[q];
         }
     }
@@ -103,14 +76,12 @@ PD_INLINE void dws_task_impl(void *vctx, isz begin, isz end) {
         const float b = a->bias ? a->bias[oc] : 0.0f;
         for (isz oy = 0; oy < OH; oy++) {
             float *o = a->out + p * OH * OW + oy * OW;
-            int first = 1;
+            memset(o, 0, (size_t)OW * sizeof(float));
             for (isz i = 0; i < KH; i++) {
                 const isz iy = oy * a->SH - a->PT + i * a->DH;
                 if (iy < 0 || iy >= H) continue; /* a kernel row in the padding: its taps add nothing */
-                dws_row(o, rows + iy * WP, k + i * KW, KW, a->DW, OW, first);
-                first = 0;
+                dws_row(o, rows + iy * WP, k + i * KW, KW, a->DW, OW);
             }
-            if (first) memset(o, 0, (size_t)OW * sizeof(float));
             bias_act_copy(o, o, OW, b, a->bias != NULL, &a->act);
         }
     }
