@@ -149,7 +149,9 @@ def test_packed_conv_checks_buffers():
 
 @pytest.mark.parametrize("xs,ws,attrs,form", [
     ((1, 384, 14, 14), (64, 384, 1, 1), {}, "wide"),  # 1x1 on 14x14: tiles of 48 columns 82% full, read in place
-    ((1, 96, 14, 14), (576, 96, 1, 1), {}, None),  # ... a short reduction on 5 tiles: the BLAS splits it better
+    ((1, 96, 14, 14), (576, 96, 1, 1), {}, "wide"),  # ... a short reduction on 5 tiles
+    ((1, 32, 2, 96), (200, 32, 1, 1), {}, "wide"),  # ... on 4 (PP-OCR cls's 2x96 maps)
+    ((1, 32, 2, 96), (16, 32, 1, 1), {}, None),  # ... 16 outputs: the BLAS
     ((4, 96, 14, 14), (576, 96, 1, 1), {}, "wide"),  # ... on 20 tiles (batch 4)
     ((1, 512, 14, 14), (512, 512, 1, 1), {}, "small"),  # large: the small form's 64-channel panels are full
     ((4, 960, 7, 7), (160, 960, 1, 1), {}, "small"),  # 7x7: tiles of 48 columns half empty
