@@ -125,3 +125,15 @@ def test_conv_1x1_on_1x1_maps(monkeypatch, batch):
     got = run_kernel("conv2d", ins, {}, "Output", True)
     assert bool(calls) == (batch <= native.GEMV_MAX_ROWS)
     check(got, run_kernel("conv2d", ins, {}, "Output", False).astype(np.float64), f"1x1 conv on 1x1, batch {batch}")
+
+
+@pytest.mark.parametrize("pads,strides", [([0, 0, 1, 0], [1, 2]), ([1, 0, 0, 0], [2, 1])])
+def test_conv_1x1_on_padded_1x1_maps(pads, strides):
+    """A 1x1 conv of a 1x1 map whose one output reads the padding is not the matrix-vector product (rows_plan takes
+    unpadded maps only): bias alone there, as the NumPy kernel gives (hypothesis found this in
+    test_host_conv.py's random geometries)."""
+    x, w, b = rand(1, 3, 1, 1, seed=10), rand(4, 3, 1, 1, seed=11), rand(4, seed=12)
+    ins, attrs = {"Input": x, "Filter": w, "Bias": b}, {"paddings": pads, "strides": strides}
+    got = run_kernel("conv2d", ins, attrs, "Output", True)
+    ref = run_kernel("conv2d", ins, attrs, "Output", False)
+    check(got, ref.astype(np.float64), f"1x1 conv on a padded 1x1 map {pads} {strides}")

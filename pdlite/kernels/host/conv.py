@@ -358,7 +358,8 @@ class Conv2d(Kernel):
             return None if residual else native.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw),
                                                                (g.sh, g.sw), (g.dh, g.dw), pads, act)
         if (kind == "mm" and g.kh == g.kw == g.oh == g.ow == 1 and x_shape[2:] == (1, 1) and not residual
-                and native.gemm_available()):  # 1x1 maps (a squeeze-and-excitation's): one product for the batch
+                and g.pads == (0, 0, 0, 0) and native.gemm_available()):
+            # 1x1 maps (a squeeze-and-excitation's) read in full (no padding): one product for the batch
             return native.rows_plan(w.reshape(g.oc, g.c), bias, g.n, act)
         if kind == "mm" and not residual and native.direct_conv_applies(g.oc, g.c, g.kh, g.kw, g.sw):
             wd = self._direct.get(w_src, lambda f: native.direct_conv_weights(w.reshape(g.oc, g.c, g.kh, g.kw)))
