@@ -55,6 +55,7 @@ MARGIN = 1.05  # a device must beat the host by this factor (model and realized 
 EXPLORE_SHARE = 0.1  # exploration costs at most this share of the stream's time so far (over this model's runs)
 FIRST_GUESS = 5.0  # an untried candidate's first call, guessed as this many times the stream's mean call ...
 FIRST_GUESS_MS = 500.0  # ... or at least this (building a device and its first compile), or what it cost last time
+FIRST_PER_HOST = 25.0  # ... or less for a small model: this many times the host's first call (its plan and run)
 REFRESH_EXTRA = 0.5  # a candidate is measured again only on a call its model prices within this share over the best
 WINDOW = 24  # samples per kind kept (recent ones: costs move when a device's caches warm up)
 REFRESH_CALLS = 16  # a candidate not run for this many calls is measured again (then twice that, ...)
@@ -400,7 +401,7 @@ class OnlinePolicy:
                 if c.prior_first_ms is not None:  # this model's own first call, measured before
                     guess = c.prior_first_ms
                 else:
-                    guess = max(FIRST_GUESS * self.mean_call_ms(), self.first_ms_seen.get(c.name, FIRST_GUESS_MS))
+                    guess = max(FIRST_GUESS * self.mean_call_ms(), self.first_ms_seen.get(c.name, self._first_guess()))
                 tries.append((guess - est[best], c.name, lasting))
             elif c.name in est:
                 extra = est[c.name] - est[best]
@@ -412,6 +413,13 @@ class OnlinePolicy:
                     tries.append((extra, c.name, budget))
         fits = [(max(extra, 0.0), n) for extra, n, limit in tries if max(extra, 0.0) <= limit]  # the cheapest first
         return min(fits)[1] if fits else None
+
+    def _first_guess(self) -> float:
+        """An untried device's first call (its build, conversion and compile) when nothing measured it on any model:
+        FIRST_GUESS_MS, less for a model whose host's first call is small (ERNIE-like encoder: 2 ms on the host, 25-60
+        ms a device's first call; a floor of 500 ms kept a 1000-call stream on the host, 5x slower than a device)."""
+        h = self.cands[self.host]
+        return FIRST_GUESS_MS if h.first is None else min(FIRST_GUESS_MS, FIRST_PER_HOST * h.first[0])
 
     def expected_repeats(self) -> float:
         """How many more calls a signature the stream has seen is expected to get: the calls still expected (as

@@ -120,6 +120,24 @@ def test_a_short_stream_stays_on_the_host():
     assert trace == ["host"] * 3 and pol.explore_ms == 0.0
 
 
+
+def test_a_small_models_long_stream_tries_a_device_early():
+    """A small model (ERNIE-like: 2 ms the host's first call, 1.4 ms a call after) on a long stream, and a device
+    that compiles once (60 ms) and then runs at 0.3 ms. Nothing is known about the device's first call: it is
+    guessed from the host's first call (25x, under the 500 ms floor for large models), so it is tried within the
+    first few hundred calls and the stream ends well under the host alone; 40 calls stay on the host."""
+    def host(s, new, first):
+        return 2.0 if first else 1.4
+
+    def dev(s, new, first):
+        return 60.0 if first else 0.3
+
+    stream = [10 + i % 12 for i in range(1000)]
+    total, trace, _ = simulate({"host": host, "dev": dev}, stream)
+    assert "dev" in trace[:400] and total < 0.6 * alone(host, stream), (trace.index("dev"), total)
+    _, trace, _ = simulate({"host": host, "dev": dev}, stream[:40])
+    assert trace == ["host"] * 40, trace
+
 def test_realized_costs_overrule_a_wrong_model():
     """The device's model (medians) says fast: most of its calls take 50 ms against the host's 100. But one call
     in three costs it 300 ms (say, a shape cache that evicts and compiles again): over its calls it is slower than
