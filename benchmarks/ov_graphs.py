@@ -13,7 +13,7 @@ dynamic dims symbolic) against a reference ONNX file of the same network (e.g. R
 `newshape`: the ERNIE-like classifier (or --model-dir) converted by pdlite, cut after each LayerNormalization
 (embeddings, each encoder layer's attention and feed-forward halves) and whole; per cut, raw OpenVINO (f32, no
 snippets, as pdlite compiles dynamic models) runs 12 new sequence lengths and the same again on fresh compiled
-models (--rounds), interleaved over cuts: the new-shape cost per shape and what each part adds to it.
+models (--rounds), rounds interleaved over cuts: the new-shape cost per shape and what each part adds.
 `attention`: one self-attention block in the form pdlite converts it and in two others (one 5-D transpose for
 Q, K and V; OpenVINO's own ScaledDotProductAttention op): what a new length costs each (the same outputs).
 `versions`: one ONNX file (RapidOCR's rec) under this Python's OpenVINO and another Python's (RapidOCR's venv
@@ -171,6 +171,30 @@ def cut(data: bytes, out: str) -> bytes:
     return m.SerializeToString()
 
 
+def interleaved(core: Any, models: dict[str, Any], cfg: dict[str, Any], rounds: int,
+                feed: Any) -> dict[str, tuple[float, float]]:
+    """Per model, seconds of the 12 new lengths and of the same again: each round compiles every model afresh
+    and runs each one's stream (a first call at length 32, the new lengths, the same again) in turn, rounds
+    interleaving the models (a stream is not interleaved call by call with other models: the other models'
+    calls in between made a new length cost 2-3x more, cold code and caches); per call, the median over
+    rounds, summed. `feed(request, length)`: the inputs."""
+    times: dict[str, tuple[list, list]] = {k: ([], []) for k in models}
+    for _ in range(rounds):
+        for k, m in models.items():
+            r = core.compile_model(m, "CPU", cfg).create_infer_request()
+            r.infer(feed(r, 32))
+            for store in times[k]:
+                calls = []
+                for n in LENGTHS:
+                    f = feed(r, n)
+                    t0 = time.perf_counter()
+                    r.infer(f)
+                    calls.append(time.perf_counter() - t0)
+                store.append(calls)
+    return {k: (sum(statistics.median(c) for c in zip(*t[0])), sum(statistics.median(c) for c in zip(*t[1])))
+            for k, t in times.items()}
+
+
 def newshape(args: argparse.Namespace) -> None:
     import onnx
     import openvino as ov
@@ -185,28 +209,16 @@ def newshape(args: argparse.Namespace) -> None:
     core = ov.Core()
     cfg = ov_config("f32", args.threads, snippets=False)
     read = {k: core.read_model(m, b"") for k, m in models.items()}
-    times: dict[str, tuple[list, list]] = {k: ([], []) for k in models}
-    for _ in range(args.rounds):
-        for k, m in read.items():
-            req = core.compile_model(m, "CPU", cfg).create_infer_request()
-            names = {i.get_any_name() for i in req.model_inputs}
-            req.infer({n: v for n, v in feeds(32).items() if n in names})
-            for store in times[k]:
-                calls = []
-                for n in LENGTHS:
-                    f = {n_: v for n_, v in feeds(n).items() if n_ in names}
-                    t0 = time.perf_counter()
-                    req.infer(f)
-                    calls.append(time.perf_counter() - t0)
-                store.append(calls)
+    passes = interleaved(core, read, cfg, args.rounds, lambda req, n: {
+        k: v for k, v in feeds(n).items() if k in {i.get_any_name() for i in req.model_inputs}})
     print(f"{args.model_dir}: raw OpenVINO {ov.__version__}, f32, snippets off, {args.threads} threads, "
-          f"{args.rounds} fresh compiled models per cut; per call, the median over them")
+          f"{args.rounds} rounds of fresh compiled models, interleaved over cuts; per call, the median")
     print("| cut after | nodes | 12 new lengths (ms) | same again (ms) | new / again | per new shape (us) | "
           "step (us) |")
     print("|---|---|---|---|---|---|---|")
     prev = 0.0
     for k, m in models.items():
-        new, again = (sum(statistics.median(c) for c in zip(*s)) for s in times[k])
+        new, again = passes[k]
         per = (new - again) / len(LENGTHS) * 1e6
         print(f"| {k} | {len(onnx.load_from_string(m).graph.node)} | {new * 1e3:.2f} | {again * 1e3:.2f} | "
               f"{new / again:.2f}x | {per:.0f} | {per - prev:+.0f} |")
@@ -270,20 +282,11 @@ def attention(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(0)
     xs = {n: rng.standard_normal((1, n, 192)).astype(np.float32) for n in [32, *LENGTHS]}
     ref = core.compile_model(forms["paddle"], "CPU", cfg).create_infer_request().infer([xs[32]])[0]
-    times: dict[str, tuple[list, list]] = {k: ([], []) for k in forms}
-    for _ in range(args.rounds):
-        for k, m in forms.items():
-            req = core.compile_model(m, "CPU", cfg).create_infer_request()
-            got = req.infer([xs[32]])[0]
-            if float(np.max(np.abs(got - ref))) > 1e-5 * float(np.max(np.abs(ref))):
-                raise SystemExit(f"attention form {k} differs from the paddle form")
-            for store in times[k]:
-                calls = []
-                for n in LENGTHS:
-                    t0 = time.perf_counter()
-                    req.infer([xs[n]])
-                    calls.append(time.perf_counter() - t0)
-                store.append(calls)
+    for k, m in forms.items():
+        got = core.compile_model(m, "CPU", cfg).create_infer_request().infer([xs[32]])[0]
+        if float(np.max(np.abs(got - ref))) > 1e-5 * float(np.max(np.abs(ref))):
+            raise SystemExit(f"attention form {k} differs from the paddle form")
+    passes = interleaved(core, forms, cfg, args.rounds, lambda req, n: [xs[n]])
     print(f"one attention block, raw OpenVINO {ov.__version__}, f32, snippets off, {args.threads} threads")
     print("| form | compiled nodes | 12 new lengths (ms) | same again (ms) | per new shape (us) |")
     print("|---|---|---|---|---|")
@@ -291,7 +294,7 @@ def attention(args: argparse.Namespace) -> None:
         types = collections.Counter(op.get_rt_info()["layerType"].astype(str) for op in
                                     core.compile_model(m, "CPU", cfg).get_runtime_model().get_ordered_ops())
         shown = ", ".join(f"{t} {c}" for t, c in types.most_common() if t not in ("Const", "Input", "Output"))
-        new, again = (sum(statistics.median(c) for c in zip(*s)) for s in times[k])
+        new, again = passes[k]
         print(f"| {k} | {shown} | {new * 1e3:.2f} | {again * 1e3:.2f} | {(new - again) / len(LENGTHS) * 1e6:.0f} |")
 
 
