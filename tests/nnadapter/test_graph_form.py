@@ -3,7 +3,7 @@
 OpenVINO's CPU plugin prepares each node of a model with dynamic dims again for every input shape it has not
 run (docs/nnadapter.md, "What a new shape costs"), so the converted graph must not add nodes to that work: on
 the ERNIE-like encoder (batch and length open) every linear layer compiles to a FullyConnected (weights
-constant), the only MatMuls are the attention's two per layer, the only shape computation is the position ids'
+constant), the only MatMuls are (at most) the attention's two per layer, the only shape computation is the position ids'
 length (one ShapeOf; every Reshape target a constant with 0 / -1), and the model is one OpenVINO 2024.0's ONNX
 frontend reads too (no Reshape to the empty shape). Outputs at three lengths match the host within 1e-4.
 """
@@ -68,5 +68,5 @@ def test_ernie_like_compiles_to_fully_connected_and_attention_matmuls_only(monke
                                 for op in compiled.get_runtime_model().get_ordered_ops())
     layers = 2  # encoder layers of the fixture (README.txt): 4 linear layers each, pooler and classifier
     assert types["FullyConnected"] == 4 * layers + 2, types
-    assert types["MatMul"] == 2 * layers, types
+    assert types["MatMul"] <= 2 * layers, types  # the attention's (fewer if OpenVINO fuses attention)
     assert types["ShapeOf"] <= 1 and types["Concatenation"] == 0, types
