@@ -215,3 +215,33 @@ def test_openvino_snippets_only_in_models_for_one_shape(tmp_path) -> None:
     assert drv.cache_token({}) != drv.cache_token({"INTEL_OPENVINO_SNIPPETS": "all"})
     with pytest.raises(ConfigError, match="INTEL_OPENVINO_SNIPPETS='sometimes'"):
         drv.build(dynamic, {"INTEL_OPENVINO_SNIPPETS": "sometimes"})
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+@pytest.mark.parametrize("largest", [0, 1])
+def test_top_k_ties_keep_index_order_with_dynamic_dims(device: str, largest: int) -> None:
+    """ONNX TopK orders equal values by index (as Paddle's top_k and the host's stable sort) on every device,
+    in a model with dynamic dims too: OpenVINO's ONNX frontend makes its TopK unstable and its CPU plugin then
+    ordered ties arbitrarily there (intel_openvino's build makes every TopK stable)."""
+    need(device)
+    from onnx import TensorProto, helper
+
+    from pdlite.nnadapter.registry import get_driver
+    from pdlite.registries import load_registries
+
+    g = helper.make_graph(
+        [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1, largest=largest, sorted=1)], "topk",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3, "n"])],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+        [helper.make_tensor("k", TensorProto.INT64, [1], [4])])
+    load_registries()
+    drv = get_driver(device)()
+    model = drv.build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), {})
+    rng = np.random.default_rng(37)
+    for shape in ((3, 3, 9), (2, 3, 12), (1, 3, 7)):
+        x = np.round(rng.uniform(-3, 3, shape)).astype(np.float32)  # 7 distinct values: many ties
+        order = np.argsort(x if not largest else -x, axis=-1, kind="stable")[..., :4]
+        v, i = drv.run(model, [x])
+        assert np.array_equal(i, order), (shape, i, order)
+        assert np.array_equal(v, np.take_along_axis(x, order, axis=-1))

@@ -13,7 +13,8 @@ Context properties (one `KEY=VALUE;...` string, see CxxConfig.set_nnadapter_cont
   12 new lengths at 3.3x the cost of the same lengths again with snippets, 1.6x without, and the same lengths
   again ~10% slower without. `static` compiles the models for all shapes (dynamic dims) without snippets and
   those for one shape (a hot signature's, per-shape ones) with them; `all` is OpenVINO's default everywhere.
-The model cache holds OpenVINO's exported compiled model (`CompiledModel.export_model`).
+The model cache holds OpenVINO's exported compiled model (`CompiledModel.export_model`). Every TopK is made
+stable before compiling (`stable_top_k`: ties in index order, as ONNX and Paddle define it).
 
 Running: each compiled model keeps one infer request. An input array is bound to the request as a shared
 (zero-copy) tensor and stays bound while the next run passes the same array object (the request then runs
@@ -93,6 +94,17 @@ def onnx_inputs(model: bytes) -> tuple[list[str], bool]:
     return [i.name for i in inputs], dynamic
 
 
+def stable_top_k(model: Any) -> Any:
+    """`model` (an openvino.Model read from ONNX) with every TopK stable, as ONNX's TopK is (equal values keep
+    their index order, as Paddle's and the host's top_k): OpenVINO's ONNX frontend makes TopK-11 with
+    stable=False, and its CPU plugin then orders ties arbitrarily in models with dynamic dims (the indices
+    differed from the host's on rounded inputs; static models happened to keep the order)."""
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "TopK" and op.get_attributes().get("stable") is False:
+            op.set_attribute("stable", True)
+    return model
+
+
 @register_driver("intel_openvino")
 class OpenVINODriver(Driver):
     packages = ("openvino",)
@@ -143,7 +155,7 @@ class OpenVINODriver(Driver):
         return mode
 
     def cache_token(self, props: Mapping[str, str]) -> str:
-        return f"snippets={self.snippets(props)}"
+        return f"snippets={self.snippets(props)};topk=stable"
 
     def build(self, model: bytes, props: Mapping[str, str], cache_path: str | None = None) -> OpenVINOModel:
         device, cfg = self.config(props)
@@ -154,7 +166,7 @@ class OpenVINODriver(Driver):
         if cache_path and os.path.isfile(cache_path):
             with open(cache_path, "rb") as f:
                 return OpenVINOModel(self._core.import_model(f.read(), device, cfg), self._ov.Tensor, names)
-        compiled = self._core.compile_model(self._core.read_model(model), device, cfg)
+        compiled = self._core.compile_model(stable_top_k(self._core.read_model(model)), device, cfg)
         if cache_path:
             blob = compiled.export_model()
             write_atomic(cache_path, blob.getvalue() if hasattr(blob, "getvalue") else bytes(blob))
