@@ -366,6 +366,39 @@ def test_converter_for_all_shapes(case: Case) -> None:
                          f"{next(iter(c.feeds.values())).shape[:1]}) output {name}")
 
 
+@pytest.fixture(scope="module")
+def openvino_driver():
+    pytest.importorskip("openvino", reason="needs pip install pdlite[openvino]")
+    from pdlite.nnadapter.registry import get_driver
+
+    load_registries()
+    return get_driver("intel_openvino")()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_converter_on_openvino(case: Case, openvino_driver) -> None:
+    """The model OpenVINO gets from the subgraph kernel (every dim open where the converters allow it, else the
+    case's shapes), built and run by the intel_openvino driver, gives the host's outputs (floats within 1e-4 *
+    max(1, max|host|), the fp32 device tolerance; integers exactly): OpenVINO's importer and kernels keep the
+    ONNX semantics the converters rely on (they did not for TopK's tie order with open dims)."""
+    from pdlite.nnadapter.registry import ConversionError
+
+    scope = host_run(case)
+    try:
+        model = onnx_model_all_shapes(case, scope) if case.dynamic else onnx_model(case, scope)
+    except ConversionError:
+        model = onnx_model(case, scope)
+    graph = model.graph
+    inits = {t.name for t in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in inits]
+    built = openvino_driver.build(model.SerializeToString(), {"INTEL_OPENVINO_INFERENCE_NUM_THREADS": "1"})
+    got = openvino_driver.run(built, [case.feeds[n] for n in names])
+    for name, g in zip(case.outputs, got):
+        ref = np.asarray(scope[name])
+        assert_match(g, ref, 1e-4,
+                     f"{case.id} (OpenVINO) output {name}")
+
+
 def test_no_reshape_to_the_empty_shape() -> None:
     """No converter emits Reshape with an empty shape pattern (to a 0-D tensor; Squeeze or a 0-D initializer
     instead): valid ONNX, but OpenVINO 2024.0's ONNX frontend, which pdlite[openvino] allows, rejects the model
