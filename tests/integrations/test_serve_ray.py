@@ -174,6 +174,8 @@ def test_ocr_and_overload(url):
     assert code == 200
     got = outputs(answer)
     assert_bits(got["boxes"], want["boxes"])
+    assert got["scores"].dtype == np.float32
+    assert_bits(got["scores"], want["scores"])  # JSON numbers: a float32 widened to a double parses back exactly
     assert list(got["texts"]) == [t.decode() for t in want["texts"]]
     # max_ongoing_requests=1, max_queued_requests=1: of eight at once, Ray Serve drops some with 503
     with ThreadPoolExecutor(8) as ex:
