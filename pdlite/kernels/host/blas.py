@@ -45,8 +45,7 @@ def _numpy_linked() -> str | None:
         fn = getattr(handle, name, None)
         info = _DlInfo()
         if fn is not None and dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
-            path = os.path.realpath(os.fsdecode(info.dli_fname))
-            return path if "openblas" in os.path.basename(path).lower() else None
+            return os.path.realpath(os.fsdecode(info.dli_fname))  # OpenBLAS whatever its file's name (libblas.so.3)
     return None
 
 
