@@ -99,6 +99,37 @@ def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None,
     return out
 
 
+def dw_weights(w8: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Depthwise int8 weights (C, 1, KH, KW) as qdwconv reads them: (C, KH*KW) int8 and comp[c] = 128 * sum W8[c]
+    (the + 128 of its byte planes, taken back in the epilogue)."""
+    w = np.ascontiguousarray(np.asarray(w8, np.int8).reshape(w8.shape[0], -1))
+    return w, (128 * w.sum(axis=1, dtype=np.int64)).astype(np.int32)
+
+
+def qdwconv(x: np.ndarray, w8: np.ndarray, comp: np.ndarray, mul: np.ndarray, bias: np.ndarray | None, oh: int,
+            ow: int, kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
+            pads: tuple[int, int], qp: QParam, act: native.Act = native.NO_ACT, residual: np.ndarray | None = None,
+            out_q: tuple | None = None, chain: np.ndarray | None = None) -> np.ndarray:
+    """The int8 depthwise conv (groups = channels, one filter each) of NCHW float32 x, weights and comp from
+    dw_weights: qconv's quantization, exact int32 sums and epilogue per channel; (N, C, oh, ow)."""
+    n, c, h, w = x.shape
+    out = native.empty_aligned((n, c, oh, ow))
+    native._ext.qdwconv(native._f32(x, "qdwconv"), w8, comp, mul, bias, out,
+                        (n, c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+                         pads[0], pads[1]), tuple(qp), act[0], act[1], residual, out_q, chain)
+    return out
+
+
+def reference_dw_sums(x: np.ndarray, w8: np.ndarray, oh: int, ow: int, kernel: tuple[int, int],
+                      strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
+                      qp: QParam) -> np.ndarray:
+    """The exact integer sums (N, C, oh*ow) of the depthwise conv as int64 (w8 (C, KH*KW))."""
+    cols = im2col_int(quantize_int(x, qp), oh, ow, kernel, strides, dilations, pads).astype(np.int64)
+    n, c = x.shape[:2]
+    cols = cols.reshape(n, c, kernel[0] * kernel[1], oh * ow)
+    return np.einsum("nckl,ck->ncl", cols, np.asarray(w8, np.int64).reshape(c, -1))
+
+
 # --- pointwise chains: per-element ops applied in one pass (native_src/qchain.c) ---------------------------------
 # A program is a flat list of floats, steps [code, count, count values]: CHAIN_ADD_C (a value per channel, axis 1),
 # CHAIN_SCALE (s, b, bias_after: the scale op), CHAIN_ACT (native.py's code and 3 params), CHAIN_QDQ (k, s,

@@ -197,6 +197,9 @@ static PyMethodDef methods[] = {
      "qconv(x, packed w, comp|None, mul, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k,s,rt), act, "
      "(a0,a1,a2)[, res|None[, trans[, ((k,s,rt), qmax)|None]]]): int8 conv / fc with exact int32 sums (trans: fc's "
      "(L, M) output; the last tuple: the outputs quantized then dequantized)"},
+    {"qdwconv", py_qdwconv, METH_VARARGS,
+     "qdwconv(x, w int8 (C,KH*KW), comp, mul, bias|None, out, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k,s,rt), act, "
+     "(a0,a1,a2)[, res|None[, ((k,s,rt), qmax)|None[, chain|None]]]): int8 depthwise conv, exact int32 sums"},
     {"qdq", py_qdq, METH_VARARGS, "qdq(x, out, n, (k,s,rt), qmax): quantize_linear then dequantize_linear"},
     {"qchain", py_qchain, METH_VARARGS, "qchain(x, out, (N,C,S), program float32): a pointwise chain per channel"},
     {"set_sgemm", py_set_sgemm, METH_VARARGS, "set_sgemm(address of cblas_sgemm, ilp64)"},

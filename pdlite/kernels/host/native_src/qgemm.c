@@ -423,6 +423,7 @@ PD_HIDDEN void q_task_pick(int isa) {
     q_pick(isa);
     q_pack_pick(isa);
     q_direct_pick(isa);
+    q_dw_pick(isa);
     q_chain_pick(isa);
     qdq_task_pick(isa);
 }

@@ -4,6 +4,7 @@
  *   qconv   int8 conv (one group: 1x1, im2col) and fc: the float input quantized as Paddle's quantize_linear into
  *           packed columns, exact int32 sums of int8 x int8 products (AVX512-VNNI, AVX2 vpmaddwd, plain C), then
  *           out = act(float(sum) * mul[m] + bias[m] (+ residual)) in float32
+ *   qdwconv int8 depthwise conv (qdepthwise.c): the same quantization, sums and epilogue per channel plane
  *   qdq     Paddle's quantize_linear then dequantize_linear of a float tensor in one pass
  *   qchain  a pointwise chain (adds of per-channel parameters, scales, activations, QDQ) in one pass (qchain.c); the
  *           int8 conv runs its output's chain in its epilogue
@@ -63,5 +64,7 @@ PD_HIDDEN PyObject *py_qgemm_info(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qpack_weights(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args); /* qdepthwise.c */
+PD_HIDDEN void q_dw_pick(int isa);
 
 #endif /* PD_NATIVE_QINT8_H */

@@ -1,0 +1,253 @@
+/* pdlite native host kernels: the int8 depthwise conv (see qint8.h, docs/quantization.md)
+ *
+ * out[n, c] = act(float(sum_t q(x)[n, c, tap t] * W8[c, t]) * mul[c] + bias[c] (+ res)), then the optional output
+ * QDQ and pointwise chain: the epilogue of qgemm.c (q_epilogue), one output row at a time. One channel per output
+ * channel (groups = C = M). Per (image, channel) plane: the float input is quantized as Paddle's quantize_linear
+ * into a padded plane of bytes q + 128 (the padding is code 0, byte 128), then the int32 sums of each output row:
+ *   vnni     vpdpbusd on words of 4 taps of one kernel row (bytes q + 128 of input columns ow SW + (4g + t) DW,
+ *            t = 0..3, weights [W8(i, 4g + t)], zero past KW): per 16 outputs one unaligned 64-byte load, a dword
+ *            permute and an in-lane byte shuffle build the words (strides and dilations with SW + DW <= 5), then
+ *            one vpdpbusd per (kernel row, group of 4 taps); 4 tiles of 16 outputs in flight;
+ *   others   plain loops over the output row per tap (the compiler's vectors at each target).
+ * The + 128 is taken back by comp[c] = 128 sum_t W8[c, t]. The sums are exact (|sum| <= taps 255 128 < 2^31 for
+ * taps < 2^16) and the same on every form.
+ */
+#include "qgemm.h"
+
+typedef uint8_t q_v16b __attribute__((vector_size(16)));
+
+typedef struct {
+    q_args a; /* M = C, L = OH OW; mul, bias, comp, res, out, act, oq, chain as qconv's; x the input */
+    const int8_t *w; /* (C, KH KW) */
+    isz Hp, Wp;      /* the padded plane's rows and row bytes */
+    int vnni;        /* the vnni form applies (strides, dilations) */
+} qdw_args;
+
+/* one plane (image n, channel c) quantized into p (Hp x Wp bytes, + 128, padding 128) */
+PD_INLINE void qdw_quantize_rt(const qdw_args *d, const float *x, uint8_t *p, const int rt) {
+    const conv_geo *g = &d->a.geo;
+    memset(p, 128, (size_t)(d->Hp * d->Wp));
+    for (isz y = 0; y < g->H; y++) {
+        const float *r = x + y * g->W;
+        uint8_t *o = p + (y + g->PT) * d->Wp + g->PL;
+        for (isz x0 = 0; x0 < g->W; x0 += 16) {
+            const isz cnt = g->W - x0 < 16 ? g->W - x0 : 16;
+            pd_v16 xv = {0};
+            if (cnt == 16)
+                memcpy(&xv, r + x0, sizeof xv);
+            else
+                for (isz k = 0; k < cnt; k++) xv[k] = r[x0 + k];
+            const q_v16b b = __builtin_convertvector(q_v16_rt(xv, &d->a.qp, rt) + 128, q_v16b);
+            if (cnt == 16)
+                memcpy(o + x0, &b, sizeof b);
+            else
+                for (isz k = 0; k < cnt; k++) o[x0 + k] = b[k];
+        }
+    }
+}
+
+/* the sums of output row oh of one plane, plain loops */
+PD_INLINE void qdw_row_loops(const qdw_args *d, const uint8_t *p, const int8_t *w, isz oh, int32_t *acc) {
+    const conv_geo *g = &d->a.geo;
+    const isz OW = g->OW, SW = g->SW;
+    memset(acc, 0, (size_t)OW * sizeof(int32_t));
+    for (isz i = 0; i < g->KH; i++) {
+        const uint8_t *row = p + (oh * g->SH + i * g->DH) * d->Wp;
+        for (isz j = 0; j < g->KW; j++) {
+            const int32_t wt = w[i * g->KW + j];
+            const uint8_t *r = row + j * g->DW;
+            if (SW == 1) {
+                PD_SIMD for (isz o = 0; o < OW; o++) acc[o] += (int32_t)r[o] * wt;
+            } else {
+                for (isz o = 0; o < OW; o++) acc[o] += (int32_t)r[o * SW] * wt;
+            }
+        }
+    }
+}
+
+#ifdef PD_X86_DISPATCH
+/* nv tiles of 16 outputs from output column ow0 of row oh (the vnni form; wv: the (row, group) weight words,
+ * idx / sh: the dword permute and byte shuffle building a tile's words from its 64 bytes) */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_tiles_vnni(const int nv, const qdw_args *d,
+                                                                                 const uint8_t *p, const int32_t *wv,
+                                                                                 isz G, isz oh, isz ow0, __m512i idx,
+                                                                                 __m512i sh, int32_t *acc) {
+    const conv_geo *g = &d->a.geo;
+    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
+    const isz step = 16 * g->SW;
+    for (isz i = 0; i < g->KH; i++) {
+        const uint8_t *row = p + (oh * g->SH + i * g->DH) * d->Wp + ow0 * g->SW;
+        for (isz gg = 0; gg < G; gg++) {
+            const uint8_t *r = row + 4 * gg * g->DW;
+            const __m512i wq = _mm512_set1_epi32(wv[i * G + gg]);
+#define QDW_STEP(t)                                                                                               \
+    if (nv > t) {                                                                                                  \
+        __m512i v = _mm512_loadu_si512((const void *)(r + t * step));                                             \
+        v = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(idx, v), sh);                                             \
+        c##t = _mm512_dpbusd_epi32(c##t, v, wq);                                                                   \
+    }
+            QDW_STEP(0) QDW_STEP(1) QDW_STEP(2) QDW_STEP(3)
+#undef QDW_STEP
+        }
+    }
+    _mm512_storeu_si512((void *)acc, c0);
+    if (nv > 1) _mm512_storeu_si512((void *)(acc + 16), c1);
+    if (nv > 2) _mm512_storeu_si512((void *)(acc + 32), c2);
+    if (nv > 3) _mm512_storeu_si512((void *)(acc + 48), c3);
+}
+
+/* planes [begin, end) in the vnni form */
+PD_TARGET_VNNI static void qdw_task_vnni(void *ctx, isz begin, isz end) {
+    const qdw_args *d = (const qdw_args *)ctx;
+    const conv_geo *g = &d->a.geo;
+    const isz G = (g->KW + 3) / 4, OW = g->OW, ld = (OW + 63) / 64 * 64;
+    uint8_t *p = (uint8_t *)pd_scratch((size_t)(d->Hp * d->Wp + 256));
+    int32_t *acc = (int32_t *)pd_scratch((size_t)ld * sizeof(int32_t));
+    int32_t *wv = (int32_t *)pd_scratch((size_t)(g->KH * G) * sizeof(int32_t));
+    if (p && acc && wv) {
+        int32_t pi[16];
+        int8_t si[64];
+        for (int L = 0; L < 4; L++)
+            for (int u = 0; u < 4; u++) {
+                pi[L * 4 + u] = (int32_t)(L * g->SW + u);
+                for (int t = 0; t < 4; t++) si[L * 16 + u * 4 + t] = (int8_t)(u * g->SW + t * g->DW);
+            }
+        const __m512i idx = _mm512_loadu_si512((const void *)pi), sh = _mm512_loadu_si512((const void *)si);
+        q_args a = d->a;
+        for (isz pl = begin; pl < end; pl++) {
+            const isz c = pl % g->C;
+            a.img = pl / g->C;
+            const int8_t *w = d->w + c * g->KH * g->KW;
+            for (isz i = 0; i < g->KH; i++)
+                for (isz gg = 0; gg < G; gg++) {
+                    uint32_t word = 0;
+                    for (int t = 0; t < 4; t++)
+                        if (4 * gg + t < g->KW) word |= (uint32_t)(uint8_t)w[i * g->KW + 4 * gg + t] << (8 * t);
+                    wv[i * G + gg] = (int32_t)word;
+                }
+            const float *x = a.x + pl * g->H * g->W;
+            if (a.qp.rt == 0)
+                qdw_quantize_rt(d, x, p, 0);
+            else
+                qdw_quantize_rt(d, x, p, 1);
+            for (isz oh = 0; oh < g->OH; oh++) {
+                isz ow0 = 0;
+                for (; ow0 + 48 < OW; ow0 += 64) qdw_tiles_vnni(4, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
+                const isz left = OW - ow0;
+                if (left > 32)
+                    qdw_tiles_vnni(3, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
+                else if (left > 16)
+                    qdw_tiles_vnni(2, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
+                else if (left > 0)
+                    qdw_tiles_vnni(1, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
+                q_epilogue(&a, acc, ld, 1, c, oh * OW, OW);
+            }
+        }
+    }
+    free(p);
+    free(acc);
+    free(wv);
+}
+#endif
+
+/* planes [begin, end) in plain loops */
+PD_INLINE void qdw_task_impl(void *ctx, isz begin, isz end) {
+    const qdw_args *d = (const qdw_args *)ctx;
+    const conv_geo *g = &d->a.geo;
+    uint8_t *p = (uint8_t *)pd_scratch((size_t)(d->Hp * d->Wp + 256));
+    int32_t *acc = (int32_t *)pd_scratch((size_t)g->OW * sizeof(int32_t));
+    if (p && acc) {
+        q_args a = d->a;
+        for (isz pl = begin; pl < end; pl++) {
+            const isz c = pl % g->C;
+            a.img = pl / g->C;
+            const float *x = a.x + pl * g->H * g->W;
+            if (a.qp.rt == 0)
+                qdw_quantize_rt(d, x, p, 0);
+            else
+                qdw_quantize_rt(d, x, p, 1);
+            for (isz oh = 0; oh < g->OH; oh++) {
+                qdw_row_loops(d, p, d->w + c * g->KH * g->KW, oh, acc);
+                q_epilogue_loops(&a, acc, g->OW, 1, c, oh * g->OW, g->OW);
+            }
+        }
+    }
+    free(p);
+    free(acc);
+}
+PD_VERSIONS(qdw_task)
+
+PD_HIDDEN void q_dw_pick(int isa) { qdw_task_pick(isa); }
+
+/* qdwconv(x, w int8 (C, KH KW), comp int32 (C), mul, bias|None, out, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL),
+ *         (k, s, rt), act, (a0,a1,a2), res|None, ((k,s,rt), qmax)|None, chain|None) */
+PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
+    (void)self;
+    const unsigned fail0 = pd_failures();
+    PyObject *xo, *wo, *co, *mo, *bo, *oo, *ap, *ro = Py_None, *qo = Py_None, *cho = Py_None;
+    qdw_args d;
+    memset(&d, 0, sizeof d);
+    q_args *a = &d.a;
+    conv_geo *g = &a->geo;
+    int act;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnn)(ffi)iO|OOO", &xo, &wo, &co, &mo, &bo, &oo, &a->N, &g->C,
+                          &g->H, &g->W, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT,
+                          &g->PL, &a->qp.k, &a->qp.s, &a->qp.rt, &act, &ap, &ro, &qo, &cho))
+        return NULL;
+    if (qo != Py_None) {
+        if (!PyArg_ParseTuple(qo, "(ffi)f", &a->oq.qp.k, &a->oq.qp.s, &a->oq.qp.rt, &a->oq.qmax)) return NULL;
+        a->oq.on = 1;
+    }
+    if (a->N < 0 || g->C <= 0 || g->H <= 0 || g->W <= 0 || g->OH <= 0 || g->OW <= 0 || g->KH <= 0 || g->KW <= 0 ||
+        g->SH <= 0 || g->SW <= 0 || g->DH <= 0 || g->DW <= 0 || g->PT < 0 || g->PL < 0 ||
+        g->KH * g->KW >= (isz)1 << 16) {
+        PyErr_SetString(PyExc_ValueError, "qdwconv: bad geometry");
+        return NULL;
+    }
+    if (parse_act(act, ap, &a->act) < 0) return NULL;
+    a->M = g->C;
+    a->L = g->OH * g->OW;
+    {
+        const isz hn = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1, wn = (g->OW - 1) * g->SW + (g->KW - 1) * g->DW + 1;
+        d.Hp = hn > g->H + g->PT ? hn : g->H + g->PT;
+        d.Wp = wn > g->W + g->PL ? wn : g->W + g->PL;
+        /* the vnni tiles read 64 bytes from each tile's first column: room for the last tile past the row */
+        d.Wp += 16 * g->SW + 4 * g->DW;
+    }
+    d.vnni = g->SW + g->DW <= 5 && g->SW <= 4;
+    q_bufs bs = {0};
+    a->x = (const float *)qbufs_take(&bs, xo, 0, a->N * g->C * g->H * g->W * 4, "qdwconv input");
+    d.w = (const int8_t *)qbufs_take(&bs, wo, 0, g->C * g->KH * g->KW, "qdwconv int8 weights");
+    a->comp = (const int32_t *)qbufs_take(&bs, co, 0, g->C * 4, "qdwconv comp");
+    a->mul = (const float *)qbufs_take(&bs, mo, 0, g->C * 4, "qdwconv multipliers");
+    a->bias = bo == Py_None ? NULL : (const float *)qbufs_take(&bs, bo, 0, g->C * 4, "qdwconv bias");
+    a->out = (float *)qbufs_take(&bs, oo, 1, a->N * a->M * a->L * 4, "qdwconv output");
+    a->res = ro == Py_None ? NULL : (const float *)qbufs_take(&bs, ro, 0, a->N * a->M * a->L * 4, "qdwconv residual");
+    if (bs.failed) return NULL;
+    q_chain chain;
+    Py_buffer chv = {0};
+    if (cho != Py_None) {
+        if (PyObject_GetBuffer(cho, &chv, PyBUF_SIMPLE) != 0) {
+            qbufs_release(&bs);
+            return NULL;
+        }
+        if (chv.len % 4 != 0 || q_chain_parse((const float *)chv.buf, chv.len / 4, a->M, &chain) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "qdwconv: the chain must be float32");
+            PyBuffer_Release(&chv);
+            qbufs_release(&bs);
+            return NULL;
+        }
+        a->chain = &chain;
+    }
+    const isz planes = a->N * g->C;
+    pd_task task = qdw_task;
+#ifdef PD_X86_DISPATCH
+    if (g_qisa == Q_VNNI && d.vnni) task = qdw_task_vnni;
+#endif
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(task, &d, planes, a->N * a->M * a->L < PD_ONE_THREAD_FLOATS ? planes : grain_for(planes, 4));
+    Py_END_ALLOW_THREADS;
+    qbufs_release(&bs);
+    if (a->chain) PyBuffer_Release(&chv);
+    return pd_done(fail0);
+}
