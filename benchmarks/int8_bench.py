@@ -28,12 +28,13 @@ times (CPU time of each kernel call, 1 thread, in this process): fp32 conv again
 input and filter shape.
 
 Usage: python benchmarks/int8_bench.py [--models mobilenet_v1 ...] [--devices host intel_openvino onnxruntime]
-       [--host-isas avx512 avx2] [--layers]
+       [--host-isas avx512 avx2] [--layers] [--depthwise]
 Prints Markdown tables (for BENCHMARKS.md).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import subprocess
@@ -168,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host-isas", nargs="*", default=["avx512", "avx2"],
                     help="instruction sets the host cells force (PDLITE_NATIVE_ISA): avx512, avx2, baseline")
     ap.add_argument("--layers", action="store_true", help="also print the host's per-conv fp32 / int8 times")
+    ap.add_argument("--depthwise", action="store_true", help="also print, per depthwise conv shape of each model, the "
+                    "fp32 depthwise kernel against the int8 one (qdwconv), CPU time, 1 thread, this process's ISA")
     ap.add_argument("--cpu-time", action="store_true", help="also print whole-model host times as CPU time of the "
                     "calling thread (1 thread; robust on a loaded machine), per --host-isas, alternated run by run")
     ap.add_argument("--in-process", action="store_true", help="time both predictors in this process (A B A B "
@@ -224,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         for model in args.models:
             tag = hashlib.sha256(args.ops.encode()).hexdigest()[:8]
             layer_table(model, Path(args.work) / f"{model}_{args.quantizer}_{tag}")
+    if args.depthwise:
+        for model in args.models:
+            depthwise_table(model, args.rounds)
     return 0
 
 
@@ -311,6 +317,46 @@ def layer_table(model: str, q: Path) -> None:
               f"{'-' if t8 is None else f'{t8:.3f}'} | {ratio} |")
     print(f"| all | | | {sum(f32.values()):.3f} | {sum(i8.values()):.3f} | "
           f"{sum(f32.values()) / max(sum(i8.values()), 1e-9):.2f}x |")
+
+
+def depthwise_table(model: str, rounds: int) -> None:
+    """The fp32 depthwise kernel against the int8 one (quant_native.qdwconv: the float input quantized per plane,
+    exact int32 sums, the epilogue with relu and an output QDQ as in the int8 programs) on each depthwise conv shape
+    of the model (same padding k // 2), random data, CPU time per call, 1 thread, medians of rounds x 10 alternated
+    calls."""
+    from pdlite.kernels.host import native
+    from pdlite.kernels.host import quant_native as qn
+
+    x = np.load(SHARED / model / "case.npz")["in:x"]
+    shapes = [k for k in conv_times(SHARED / model, x, False, runs=1) if k[1][1] == 1 and k[0][1] == k[1][0] > 1]
+    native._ext.set_num_threads(1)
+    relu = native.activation("relu", {})
+    rng = np.random.default_rng(0)
+    print(f"\n{model}: depthwise convs, fp32 kernel vs int8 qdwconv (ms, CPU time, 1 thread, int8 {qn.int8_isa()})\n")
+    print("| input | kernel, stride | fp32 ms | int8 ms | fp32 / int8 |")
+    print("|---|---|---|---|---|")
+    tot = [0.0, 0.0]
+    for (n, c, h, w), (_, _, k, _), st in shapes:
+        s, p = int(st[0]), k // 2
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        xi = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        w8 = rng.integers(-127, 128, (c, 1, k, k)).astype(np.int8)
+        wq, comp = qn.dw_weights(w8)
+        wf, b, mul = w8.reshape(c, -1).astype(np.float32), np.zeros(c, np.float32), np.full(c, 1e-3, np.float32)
+        geo, qp, oq = ((k, k), (s, s), (1, 1), (p, p)), qn.QParam.of(2.5, 0), qn.out_qdq(0.5, 0)
+        calls = (functools.partial(native.depthwise_conv2d, xi, wf, b, c, oh, ow, *geo, relu),
+                 functools.partial(qn.qdwconv, xi, wq, comp, mul, b, oh, ow, *geo, qp, relu, None, oq))
+        ts: tuple[list[float], list[float]] = ([], [])
+        for _ in range(rounds * 10):
+            for i, f in enumerate(calls):
+                t = time.thread_time()
+                f()
+                ts[i].append((time.thread_time() - t) * 1e3)
+        f_ms, q_ms = float(np.median(ts[0])), float(np.median(ts[1]))
+        tot[0] += f_ms
+        tot[1] += q_ms
+        print(f"| {[n, c, h, w]} | {k}x{k} / {s} | {f_ms:.3f} | {q_ms:.3f} | {f_ms / q_ms:.2f}x |")
+    print(f"| all | | {tot[0]:.3f} | {tot[1]:.3f} | {tot[0] / max(tot[1], 1e-9):.2f}x |")
 
 
 def len_note(args: argparse.Namespace) -> str:

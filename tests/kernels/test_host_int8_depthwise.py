@@ -1,0 +1,154 @@
+"""The native int8 depthwise conv (native_src/qdepthwise.c via quant_native.qdwconv) against NumPy in int64.
+
+Integer sums: EXACT equality with the int64 reference (multiplier 1, no bias: the float32 outputs hold the sums
+exactly) over kernel sizes 3 / 5 / 7, strides 1-3, dilations, padding, odd widths (tiles of 16 and 64 outputs and
+their tails), both round types, batches; on every instruction set this CPU runs (vnni / avx2 / baseline, forced in a
+subprocess through PDLITE_NATIVE_ISA; the vnni form covers strides and dilations with SW + DW <= 5, the others run
+in plain loops there too). Epilogue (scales, bias, residual, activations, output QDQ, pointwise chain): qconv's, so
+the same checks as tests/kernels/test_host_int8.py.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdlite.kernels.host import native
+from pdlite.kernels.host import quant_native as qn
+from pdlite.kernels.host.conv import numpy_act_inplace
+from pdlite.kernels.host.quant import dequantize, quantize
+from tests.kernels.test_host_int8 import FORCE, ISA_FLAGS, _chain_program, _cpu_flags
+
+pytestmark = pytest.mark.skipif(not qn.available(), reason="native int8 kernels unavailable in this build "
+                                "(python setup.py build_ext --inplace compiles them)")
+
+# (N, C, H, W, K, S, D, P, round_type)
+CASES = [
+    (1, 5, 13, 37, 3, 1, 1, 1, 0),  # 3x3 same, a tile of 16 and a tail
+    (2, 3, 20, 70, 3, 2, 1, 1, 1),  # stride 2, batch, round_type 1
+    (1, 4, 9, 9, 5, 1, 1, 2, 0),  # 5x5 (two words per kernel row)
+    (1, 3, 17, 130, 5, 2, 1, 2, 0),  # 5x5 stride 2, 65 outputs a row (4 tiles and one)
+    (1, 3, 11, 21, 3, 1, 2, 2, 1),  # dilation 2
+    (1, 2, 7, 7, 7, 3, 1, 3, 0),  # 7x7 stride 3: the plain loops on every ISA (SW + DW > 5)
+    (1, 3, 12, 12, 3, 3, 3, 1, 0),  # stride 3, dilation 3: plain loops
+    (1, 6, 64, 64, 3, 1, 1, 0, 0),  # no padding, 62 outputs a row
+]
+
+
+def _geo(case: tuple) -> tuple[int, int, tuple]:
+    n, c, h, w, k, s, d, p, rt = case
+    oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    ow = (w + 2 * p - d * (k - 1) - 1) // s + 1
+    return oh, ow, ((k, k), (s, s), (d, d), (p, p))
+
+
+def _data(case: tuple, seed: int) -> tuple[np.ndarray, np.ndarray, qn.QParam]:
+    n, c, h, w, k = case[:5]
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, c, h, w)) * 2).astype(np.float32)
+    x.flat[::7] = 1.5 * 3.0 / 127  # exact ties of the grid
+    x.flat[3] = 40.0  # clamped
+    w8 = rng.integers(-128, 128, (c, 1, k, k)).astype(np.int8)
+    return x, w8, qn.QParam.of(3.0, case[8])
+
+
+def _sums(case: tuple, seed: int) -> np.ndarray:
+    x, w8, qp = _data(case, seed)
+    oh, ow, geo = _geo(case)
+    w, comp = qn.dw_weights(w8)
+    return qn.qdwconv(x, w, comp, np.ones(w.shape[0], np.float32), None, oh, ow, *geo, qp)
+
+
+def _reference(case: tuple, seed: int) -> np.ndarray:
+    x, w8, qp = _data(case, seed)
+    oh, ow, geo = _geo(case)
+    ref = qn.reference_dw_sums(x, qn.dw_weights(w8)[0], oh, ow, *geo, qp)
+    assert np.abs(ref).max() < 2**24
+    return ref.reshape(x.shape[0], x.shape[1], oh, ow)
+
+
+@pytest.mark.parametrize("i", range(len(CASES)))
+def test_depthwise_sums_exact(i: int) -> None:
+    np.testing.assert_array_equal(_sums(CASES[i], i).astype(np.int64), _reference(CASES[i], i))
+
+
+_CHILD = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[2])
+from tests.kernels import test_host_int8_depthwise as t
+from pdlite.kernels.host import quant_native as qn
+np.savez(sys.argv[1], isa=qn.int8_isa(), **{f"dw{i}": t._sums(c, i) for i, c in enumerate(t.CASES)})
+"""
+
+
+@pytest.mark.parametrize("isa", sorted(FORCE))
+def test_every_int8_isa_gives_the_exact_depthwise_sums(isa: str, tmp_path: Path) -> None:
+    flags = _cpu_flags()
+    if flags is None or "avx2" not in flags and isa != "baseline":
+        pytest.skip("the OS reports no x86 SIMD flags here")
+    if not ISA_FLAGS[isa] <= flags:
+        pytest.skip(f"this CPU cannot run the {isa} int8 kernels (lacks {sorted(ISA_FLAGS[isa] - flags)})")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PDLITE_NATIVE_ISA": FORCE[isa]}
+    subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "o.npz"), str(root)], env=env, check=True)
+    z = np.load(tmp_path / "o.npz")
+    assert str(z["isa"]) == isa, f"forced {isa}, the kernels ran {z['isa']}"
+    for i, c in enumerate(CASES):
+        np.testing.assert_array_equal(z[f"dw{i}"].astype(np.int64), _reference(c, i), err_msg=f"{isa} {c}")
+
+
+@pytest.mark.parametrize("act", ["", "relu6", "hard_swish"])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("out_q", [False, True])
+def test_depthwise_epilogue(act: str, residual: bool, out_q: bool) -> None:
+    case = CASES[3]
+    x, w8, qp = _data(case, 3)
+    oh, ow, geo = _geo(case)
+    c = x.shape[1]
+    rng = np.random.default_rng(4)
+    mul = (rng.uniform(0.5, 2.0, c) * 1e-3).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    res = rng.standard_normal((x.shape[0], c, oh, ow)).astype(np.float32) if residual else None
+    defaults = {"relu6": {"threshold": 6.0}, "hard_swish": {"offset": 3.0, "threshold": 6.0, "scale": 6.0}}
+    code = native.activation(act, defaults.get(act, {}))
+    oq = qn.out_qdq(0.8, 0) if out_q else None
+    w, comp = qn.dw_weights(w8)
+    got = qn.qdwconv(x, w, comp, mul, bias, oh, ow, *geo, qp, code, res, oq)
+    sums = qn.reference_dw_sums(x, w, oh, ow, *geo, qp).astype(np.float32).reshape(got.shape)
+    ref = sums * mul.reshape(1, -1, 1, 1) + bias.reshape(1, -1, 1, 1)
+    if res is not None:
+        ref += res
+    numpy_act_inplace(ref, code)
+    if out_q:  # where float rounding of the epilogue moves a value across a rounding edge: one step of 0.8 / 127
+        ref = dequantize(quantize(ref, np.float32(0.8), 127, 0), np.float32(0.8), 127)
+        step = np.float32(0.8) / 127
+        assert np.abs(got - ref).max() <= step * 1.001 and np.mean(got != ref) < 1e-3
+    else:
+        np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+
+
+def test_depthwise_chain_in_the_epilogue_equals_the_chain_after_it() -> None:
+    case = CASES[0]
+    x, w8, qp = _data(case, 5)
+    oh, ow, geo = _geo(case)
+    rng = np.random.default_rng(6)
+    mul = (rng.uniform(0.5, 2.0, x.shape[1]) * 1e-3).astype(np.float32)
+    prog = _chain_program(rng, x.shape[1])
+    w, comp = qn.dw_weights(w8)
+    plain = qn.qdwconv(x, w, comp, mul, None, oh, ow, *geo, qp, out_q=qn.out_qdq(0.8, 0))
+    got = qn.qdwconv(x, w, comp, mul, None, oh, ow, *geo, qp, out_q=qn.out_qdq(0.8, 0), chain=prog)
+    np.testing.assert_array_equal(got, qn.chain_numpy(plain, prog))
+
+
+def test_depthwise_bad_buffers_are_refused() -> None:
+    x, w8, qp = _data(CASES[0], 0)
+    oh, ow, geo = _geo(CASES[0])
+    w, comp = qn.dw_weights(w8)
+    with pytest.raises(ValueError, match="qdwconv int8 weights"):
+        qn.qdwconv(x, np.ascontiguousarray(w[:, :4]), comp, np.ones(5, np.float32), None, oh, ow, *geo, qp)
+    with pytest.raises(ValueError, match="qdwconv multipliers"):
+        qn.qdwconv(x, w, comp, np.ones(4, np.float32), None, oh, ow, *geo, qp)
