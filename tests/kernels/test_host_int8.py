@@ -38,10 +38,12 @@ CASES = [
     (1, 5, 9, 30, 10, 3, 5, 1, 1, 2, 3, 0, 4, 1),  # dilations 2 x 3, padding only at the left, C odd
     (1, 96, 19, 21, 24, 3, 3, 1, 1, 1, 1, 1, 1, 0),  # wide reduction, rows not a tile multiple
     (1, 6, 17, 19, 9, 3, 3, 3, 2, 2, 1, 1, 2, 0),  # strides 3 x 2 with dilation 2 in height
+    (2, 130, 1, 1, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0),  # 1x1 map (one column: vnni's GEMV form), odd group count
+    (1, 64, 1, 1, 9, 1, 1, 1, 1, 1, 1, 0, 0, 1),  # 1x1 map, 16 groups (its unrolled loop twice)
 ]
 # all but the 1x1 stride-1 convs also run in qconv's direct form (weights packed with conv=(C, KH, KW))
 DIRECT = [i for i, c in enumerate(CASES) if c[5] * c[6] > 1]  # (also where direct_form would not pick it)
-FC_CASES = [(1, 37, 10), (5, 64, 100), (3, 3, 1)]  # (rows, K, N)
+FC_CASES = [(1, 37, 10), (5, 64, 100), (3, 3, 1), (1, 1000, 17)]  # (rows, K, N); one row: vnni's GEMV form
 ISA_FLAGS = {"vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx2": {"avx2", "fma"},
              "baseline": set()}
 FORCE = {"vnni": "avx512", "avx2": "avx2", "baseline": "baseline"}
@@ -164,9 +166,10 @@ def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("act", ["", "relu", "relu6", "hard_swish", "hard_sigmoid"])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("out_q", [False, True])
-@pytest.mark.parametrize("direct", [False, True])
-def test_conv_epilogue(act: str, residual: bool, out_q: bool, direct: bool) -> None:
-    case = CASES[1]
+@pytest.mark.parametrize("form", ["columns", "direct", "one column"])
+def test_conv_epilogue(act: str, residual: bool, out_q: bool, form: str) -> None:
+    case = CASES[11] if form == "one column" else CASES[1]  # (one column: vnni's GEMV form, 1x1 on a 1x1 map)
+    direct = form == "direct"
     x, w8, qp = _data(case, 3)
     oh, ow = _geo(case)
     rng = np.random.default_rng(4)
@@ -176,7 +179,7 @@ def test_conv_epilogue(act: str, residual: bool, out_q: bool, direct: bool) -> N
     defaults = {"relu6": {"threshold": 6.0}, "hard_swish": {"offset": 3.0, "threshold": 6.0, "scale": 6.0},
                 "hard_sigmoid": {"slope": 0.2, "offset": 0.5}}
     code = native.activation(act, defaults.get(act, {}))
-    k = ((3, 3), (1, 1), (1, 1), (1, 1))
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
     oq = qn.out_qdq(0.8, 0) if out_q else None
     qw = qn.pack_weights(w8, (case[1], 3, 3) if direct else None)
     got = qn.qconv(x, qw, mul, bias, w8.shape[0], oh, ow, *k, qp, code, res, oq)
@@ -232,7 +235,7 @@ def test_pointwise_chain_is_the_ops_one_by_one_bit_for_bit() -> None:
         qn.qchain(np.asarray(x[:, :4], order="C"), prog)
 
 
-@pytest.mark.parametrize("i", [0, 1])
+@pytest.mark.parametrize("i", [0, 1, 11])
 def test_conv_chain_in_the_epilogue_equals_the_chain_after_it(i: int) -> None:
     case = CASES[i]
     x, w8, qp = _data(case, 5)

@@ -184,6 +184,89 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_tile_vnni_nv(
     q_epilogue(a, &out[0][0], 48, mrows, m0, q0, nt);
 }
 
+/* one column (L = 1: convs of 1x1 maps, fc of one row): the lanes run over the block's 8 rows and two reduction
+ * groups instead of 48 columns (the register tile would compute 47 columns for nothing). A 64-byte load of the packed
+ * weights holds groups g and g + 1 of the block ([g][8 rows][4]), read against [x word g] x 8, [x word g + 1] x 8;
+ * the two halves are added at the end. The same int32 sums. */
+PD_TARGET_VNNI static void q_gemv_vnni(const q_args *a, isz mb) {
+    const isz ng = a->kgroups;
+    const uint32_t *xp = (const uint32_t *)a->xp; /* group g's word: xp[g] (q_gemv_pack) */
+    const int32_t *wb = (const int32_t *)a->wp + mb * ng * 8;
+    const __m512i lo = _mm512_setzero_si512();
+    __m512i c0 = lo, c1 = lo, c2 = lo, c3 = lo;
+    isz g = 0;
+#define QG_STEP(c, gg)                                                                                            \
+    c = _mm512_dpbusd_epi32(c,                                                                                     \
+                            _mm512_inserti64x4(_mm512_set1_epi32((int)xp[gg]),                                     \
+                                               _mm256_set1_epi32((int)xp[(gg) + 1]), 1),                            \
+                            _mm512_loadu_si512((const void *)(wb + (gg) * 8)))
+    for (; g + 8 <= ng; g += 8) {
+        QG_STEP(c0, g);
+        QG_STEP(c1, g + 2);
+        QG_STEP(c2, g + 4);
+        QG_STEP(c3, g + 6);
+    }
+    for (; g + 2 <= ng; g += 2) QG_STEP(c0, g);
+#undef QG_STEP
+    if (g < ng) /* the last group alone (lanes 8..15 read nothing) */
+        c1 = _mm512_dpbusd_epi32(c1, _mm512_set1_epi32((int)xp[g]),
+                                 _mm512_maskz_loadu_epi32(0x00ff, (const void *)(wb + g * 8)));
+    const __m512i c = _mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3));
+    int32_t out[8];
+    _mm256_storeu_si256((__m256i *)out,
+                        _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1)));
+    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
+    /* the epilogue across the block's rows (the outputs of one column are consecutive, (M, 1) or fc's (1, M)): q_epilogue's
+     * operations per value, in its order */
+    const isz off = a->img * a->M + m0;
+    float *o = a->out + off;
+    pd_v16 f = {0}, mul = {0}, b = {0}, r = {0};
+    pd_v16i iv = {0};
+    for (isz m = 0; m < mrows; m++) {
+        iv[m] = out[m] - (a->comp ? a->comp[m0 + m] : 0);
+        mul[m] = a->mul[m0 + m];
+        b[m] = a->bias ? a->bias[m0 + m] : 0.0f;
+        r[m] = a->res ? a->res[off + m] : 0.0f;
+    }
+    f = __builtin_convertvector(iv, pd_v16) * mul + b;
+    if (a->res) f += r;
+    const int regs = act_in_regs(&a->act);
+    if (regs) {
+        bias_act_v16(&f, 0.0f, 0, &a->act);
+        if (a->oq.on) f = q_qdq_v16(f, &a->oq);
+    }
+    float t[16];
+    memcpy(t, &f, sizeof t);
+    if (!regs) {
+        bias_act_copy(t, t, mrows, 0.0f, 0, &a->act);
+        if (a->oq.on) q_qdq_row(t, t, mrows, &a->oq);
+    }
+    for (isz m = 0; m < mrows; m++) {
+        if (a->chain) q_chain_row(t + m, 1, m0 + m, a->chain);
+        o[m] = t[m];
+    }
+}
+
+/* the one column of the current image (K floats) quantized into a->xp as bytes q + 128: the words of 4 consecutive
+ * reduction steps are the bytes in place (past K: 128, read against zero weights) */
+PD_TARGET_VNNI static void q_gemv_pack(const q_args *a) {
+    const float *x = a->x + a->img * a->K;
+    uint8_t *o = (uint8_t *)a->xp;
+    for (isz k0 = 0; k0 < a->kgroups * 4; k0 += 16) {
+        const isz cnt = a->K - k0 < 16 ? (a->K > k0 ? a->K - k0 : 0) : 16;
+        pd_v16 xv = {0};
+        if (cnt == 16)
+            memcpy(&xv, x + k0, sizeof xv);
+        else
+            for (isz k = 0; k < cnt; k++) xv[k] = x[k0 + k];
+        const pd_v16i q = a->qp.rt == 0 ? q_v16_rt(xv, &a->qp, 0) : q_v16_rt(xv, &a->qp, 1);
+        uint8_t b[16] __attribute__((aligned(16)));
+        _mm_store_si128((__m128i *)b, _mm512_cvtepi32_epi8(_mm512_add_epi32((__m512i)q, _mm512_set1_epi32(128))));
+        const isz n = a->kgroups * 4 - k0 < 16 ? a->kgroups * 4 - k0 : 16;
+        memcpy(o + k0, b, (size_t)n);
+    }
+}
+
 PD_TARGET_VNNI static void q_tile_vnni(const q_args *a, isz tile, isz mb) {
     const isz left = a->L - tile * 48;
     if (left > 32)
@@ -204,6 +287,10 @@ static void q_gemm_task(void *ctx, isz begin, isz end) {
             continue;
         }
 #ifdef PD_X86_DISPATCH
+        if (a->gemv) {
+            q_gemv_vnni(a, mb);
+            continue;
+        }
         if (g_qisa == Q_VNNI) {
             q_tile_vnni(a, tile, mb);
             continue;
@@ -353,6 +440,9 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
         a.chain = &chain;
     }
     int ok = 1;
+    /* one column in place (a 1x1 conv of a 1x1 map, an fc of one row): vnni's GEMV form (q_gemv_vnni) */
+    const int gemv = a.gemv = g_qisa == Q_VNNI && a.L == 1 && a.pointwise && !a.direct;
+    (void)gemv;
     Py_BEGIN_ALLOW_THREADS;
     a.xp = pd_alloc64((size_t)(a.direct ? a.CG * a.P + a.f.nrt + a.Wq + (g->KW - 1) * g->DW + 16
                                         : a.tiles * a.kgroups * a.f.nrt) * 4);
@@ -364,6 +454,13 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     if (a.xp && (toff || !a.direct)) {
         /* (the last tile's vectors wholly past the map are not written: summed as they are, never stored) */
         for (a.img = 0; a.img < a.N; a.img++) {
+#ifdef PD_X86_DISPATCH
+            if (gemv) {
+                q_gemv_pack(&a);
+                parallel_for(q_gemm_task, &a, a.mblocks, grain_for(a.mblocks, 4));
+                continue;
+            }
+#endif
             if (a.direct)
                 q_direct_pack_image(&a);
             else

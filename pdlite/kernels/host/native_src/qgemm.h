@@ -24,6 +24,7 @@ typedef struct {
     isz N, M, K, L, kgroups, tiles, mblocks, img;
     int pointwise, trans; /* columns = the image itself; out is (L, M) (fc) instead of (M, L) */
     int direct;           /* the direct form: columns read in place from the quantized padded image (qdirect.c) */
+    int gemv;             /* one column (L = 1, pointwise) at vnni: q_gemv_vnni over the bytes of q_gemv_pack */
     const isz *toff;      /* direct form: each tap's word offset (q_tap_off) */
     isz Hq, Wq, Pq, P, CG, Lg; /* direct form: phase planes' height, width, words; words per channel group; channel
                                  * groups; the grid's columns OH * Wq */
