@@ -89,13 +89,17 @@ def out_qdq(s: float, round_type: int, qmax: int = QMAX) -> tuple:
 def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
           kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
           qp: QParam, act: native.Act = native.NO_ACT, residual: np.ndarray | None = None,
-          out_q: tuple | None = None, chain: np.ndarray | None = None) -> np.ndarray:
-    """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given, then the
-    pointwise `chain` (a program of CHAIN steps, float32) if given: (N, m, oh, ow); `pads` = (top, left)."""
+          out_q: tuple | None = None, chain: np.ndarray | None = None,
+          late: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given, then with
+    `late` = (y, x program, y program): x_program(that) + y_program(y) (an add of two quantized tensors folded into
+    the conv, y of the output's shape), then the pointwise `chain` (a program of CHAIN steps, float32) if given:
+    (N, m, oh, ow); `pads` = (top, left)."""
     out = native.empty_aligned((x.shape[0], m, oh, ow))
+    extra = () if late is None else (native._f32(late[0], "qconv"), np.asarray(late[1], F32), np.asarray(late[2], F32))
     native._ext.qconv(native._f32(x, "qconv"), qw.packed, qw.comp, mul, bias, out,
                       (*x.shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-                       pads[0], pads[1]), tuple(qp), act[0], act[1], residual, False, out_q, qw.direct, chain)
+                       pads[0], pads[1]), tuple(qp), act[0], act[1], residual, False, out_q, qw.direct, chain, *extra)
     return out
 
 

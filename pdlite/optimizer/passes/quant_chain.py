@@ -164,6 +164,44 @@ def _binary_adds(graph: Graph, ctx: PassContext, fetched: set[str]) -> int:
     return done
 
 
+def _late_conv(v: Node, fetched: set[str]) -> Node | None:
+    """The quantized_conv2d writing v whose epilogue can take an add after it: v read by one op, not fetched, the conv
+    without post_ops nor a late residual."""
+    prod = v.inputs[0] if v.inputs else None
+    if (prod is None or prod.op is None or prod.op.type != "quantized_conv2d" or prod.op.attrs.get("post_ops")
+            or prod.op.inputs.get("LateResidual") or len(v.outputs) != 1 or v.name in fetched):
+        return None
+    return prod
+
+
+def _adds_into_convs(graph: Graph, fetched: set[str]) -> int:
+    """pointwise_chain(X, Y) whose X (or Y: float addition commutes, bit for bit) is written by a quantized_conv2d
+    (_late_conv) -> that conv with LateResidual = the other side and x_ops / y_ops / post_ops: the conv's epilogue
+    runs x_ops on its outputs, adds y_ops(Y), then post_ops (the same operations in the same order)."""
+    done = 0
+    for op in graph.topological_order():
+        if op not in graph or op.op is None or op.op.type != "pointwise_chain" or not op.op.inputs.get("Y"):
+            continue
+        x, y = input_node(op, op.op.input("X")), input_node(op, op.op.input("Y"))
+        a = op.op.attrs
+        sides = [(x, y, a["x_ops"], a["y_ops"]), (y, x, a["y_ops"], a["x_ops"])]
+        for mine, other, my_ops, other_ops in sides:
+            conv = _late_conv(mine, fetched)
+            if conv is None or _shape(mine) != _shape(other) or not _channels(mine):
+                continue
+            out = op.outputs[0]
+            graph.remove_op(op, orphan_outputs=True)
+            graph.replace_output(conv, mine, out)
+            if mine in graph and not mine.inputs and not mine.outputs:
+                graph.remove_var(mine)
+            conv.op.inputs["LateResidual"] = [other.name]
+            graph.link(other, conv)
+            conv.op.attrs.update(x_ops=list(my_ops), y_ops=list(other_ops), post_ops=list(a["post_ops"]))
+            done += 1
+            break
+    return done
+
+
 @register_pass("quant_pointwise_chain_pass")
 class QuantPointwiseChain(Pass):
     def apply(self, graph: Graph, ctx: PassContext) -> bool:
@@ -199,5 +237,7 @@ class QuantPointwiseChain(Pass):
                 desc = OpDesc("pointwise_chain", {"X": [x0.name]}, {"Out": [last.name]}, {"post_ops": prog})
                 graph.replace_ops(ops, desc, [x0], [last])
                 chains += 1
-        ctx.meta.setdefault("pass_stats", {})[self.name] = {"adds": adds, "folded": folded, "chains": chains}
-        return adds + folded + chains > 0
+        late = _adds_into_convs(graph, fetched)
+        ctx.meta.setdefault("pass_stats", {})[self.name] = {"adds": adds, "folded": folded, "chains": chains,
+                                                            "adds_into_convs": late}
+        return adds + folded + chains + late > 0
