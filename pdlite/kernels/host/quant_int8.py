@@ -112,6 +112,8 @@ class QuantizedConv2d(_Int8Kernel):
     def __init__(self, op: Any) -> None:
         super().__init__(op)
         self._geo: dict[tuple[int, ...], ConvGeometry] = {}
+        self._plans: dict[tuple[int, ...], Any] = {}  # input shape -> quant_native.qconv_plan (for self._packed)
+        self._plans_of: Any = None
 
     def matrix(self, w: np.ndarray) -> np.ndarray:
         return np.asarray(w.reshape(w.shape[0], -1), dtype=np.int8, order="C")
@@ -120,9 +122,31 @@ class QuantizedConv2d(_Int8Kernel):
         strides = tuple(int(v) for v in self.attrs["strides"])
         return tuple(w_shape[1:]) if qn.direct_form(tuple(w_shape[2:]), strides, w_shape[1]) else None
 
+    def _plan(self, x: np.ndarray, w_shape: tuple[int, ...]) -> Any:
+        """The bound native call for inputs of x's shape (None for an empty batch)."""
+        if self._plans_of is not self._packed:
+            self._plans, self._plans_of = {}, self._packed
+        plan = self._plans.get(x.shape)
+        if plan is None:
+            g = conv2d_geometry(self.attrs, x.shape, w_shape)
+            if g.n == 0:
+                return None
+            late = (self.x_ops, self.y_ops) if self.op.inputs.get("LateResidual") else None
+            plan = self._plans[x.shape] = qn.qconv_plan(
+                x.shape, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
+                (g.dh, g.dw), (g.pads[0], g.pads[2]), self.qp, self.act, self.out_q, self.chain, late)
+        return plan
+
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        x = np.asarray(ins["Input"][0], dtype=F32, order="C")
+        x = ins["Input"][0]
         self._weights(ins)
+        if self._packed is not None and type(x) is np.ndarray and x.dtype == F32 and x.flags.c_contiguous:
+            plan = self._plan(x, ins["Filter"][0].shape)
+            if plan is not None:
+                r, r2 = ins.get("ResidualData"), ins.get("LateResidual")
+                return {"Output": [plan(x, np.asarray(r[0], dtype=F32, order="C") if r else None,
+                                        np.asarray(r2[0], dtype=F32, order="C") if r2 else None)]}
+        x = np.asarray(x, dtype=F32, order="C")
         g = self._geo.get(x.shape)
         if g is None:
             g = self._geo[x.shape] = conv2d_geometry(self.attrs, x.shape, ins["Filter"][0].shape)
