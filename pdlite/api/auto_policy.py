@@ -109,6 +109,7 @@ class Candidate:
     prior_bought: tuple[float, float, float] | None = None
     first_host_new: bool = True  # its first call's signature was new to the host then
     first_call: int = -1  # the stream's call its first call here was (reports: when it was tried)
+    run_count: int = 0  # its calls here after its first (`runs` keeps the recent ones)
 
     def _memo(self, what: str, fn: Any) -> Any:
         """fn() cached until the samples or priors change (a call's pick reads them several times)."""
@@ -292,9 +293,11 @@ class OnlinePolicy:
         calls of that process's stream."""
         h = self.cands[self.host]
         if c.loaded and c.first is not None and h.known():
-            spent = c.first[0] + sum(ms for ms, _, _ in c.runs)
-            host = (h.estimate(c.first[1], c.first_host_new) or 0.0) + sum(h.estimate(s, hn) or 0.0
-                                                                          for _, s, hn in c.runs)
+            spent, host = c.first[0], h.estimate(c.first[1], c.first_host_new) or 0.0
+            if c.runs:  # the recent runs stand for all of them (a long stream's load is spread over all its calls)
+                scale = c.run_count / len(c.runs)
+                spent += scale * sum(ms for ms, _, _ in c.runs)
+                host += scale * sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
             return (spent, host, float(self.calls)) if host > 0 else None
         return c.prior_bought
 
@@ -475,7 +478,9 @@ class OnlinePolicy:
         elif sig in c.sigs:
             c.seen.append((ms, size))
             c.runs.append((ms, size, sig not in h.sigs))
+            c.run_count += 1
         else:
+            c.run_count += 1
             c.new.append((ms, size))
             # an explored new signature: its cost over the best's then is exploration, not the device's record
             pending = self._pending[1] if self._pending is not None and self._pending[0] == name else ms

@@ -264,7 +264,7 @@ def test_the_ocr_rec_entry_of_session_44():
 
 
 
-def _ocr_process(priors, slower_after_load, calls=11):
+def _ocr_process(priors, slower_after_load, calls=11, load=150.0):
     """One `pdlite ocr` process's rec stream as auto sees it (11 calls, 10 new widths, ~77 ms a call on the host),
     with a model cache: the device compiled its model in an earlier process (467 ms) and loads it now (150 ms).
     Where it compiled, its calls cost 50 ms (+5 a new width); after a load each new width costs it
@@ -276,7 +276,7 @@ def _ocr_process(priors, slower_after_load, calls=11):
         return 70.0 / size * s + (7.0 if new else 0.0) + (30.0 if first else 0.0)
 
     def dev(s, new, first):
-        return 150.0 if first else 50.0 / size * s + (5.0 + slower_after_load if new else 0.0)
+        return load if first else 50.0 / size * s + (5.0 + slower_after_load if new else 0.0)
 
     pol = OnlinePolicy(["host", "dev"])
     pol.persistent = True
@@ -322,6 +322,10 @@ def test_a_purchase_that_did_not_pay_is_not_made_again():
     for _ in range(3):
         total, alone, trace, priors = _ocr_process(priors, 0.0)
         assert trace.count("dev") == 10 and total < alone / MARGIN, (trace, total, alone)
+    # a long stream repays a dear load over all its calls, not only over the recent ones the policy keeps
+    total, alone, trace, priors = _ocr_process(compiled, 0.0, calls=300, load=1500.0)
+    bought = priors["candidates"]["dev"]["bought"]
+    assert trace.count("dev") > 200 and total < alone and bought[0] * MARGIN < bought[1], (bought, total, alone)
 
 def test_a_device_dearer_on_new_shapes_gets_them_only_when_they_repeat():
     """A built device 0.67x the host on shapes it ran, but 60 ms dearer on a new one. Shapes that come back (12
