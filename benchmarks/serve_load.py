@@ -4,6 +4,8 @@ flight, nothing unbounded). Numbers: answered requests/s, p50 / p99 latency of t
 
     python benchmarks/serve_load.py sweep    [--seconds 4] [--concurrency 1,2,4,8,16] [--models cnn,ocr] [--device host]
     python benchmarks/serve_load.py batching [--seconds 5] [--rounds 3] [--concurrency 8] [--servers mlserver,ray]
+                                             [--model mnv3|alexnet|DIR] [--device host] [--warmup 1.5]
+                                             [--unbatched-configs 2x1] [--batch-configs 2x1]
     python benchmarks/serve_load.py overload [--seconds 10] [--clients 32]
     python benchmarks/serve_load.py soak     [--soak-minutes 10]
     python benchmarks/serve_load.py shutdown
@@ -18,8 +20,10 @@ sweep: MobileNetV3-small (tests/fixtures) and the OCR app (examples/images/sampl
   - `ray`, `ray+batch`: pdlite's Ray Serve deployment (REST with binary tensors), batching off / on (pdlite's
     batcher, max_batch_size 8, 2 ms) on a local Ray (num_cpus=2).
   Cells are interleaved by concurrency (every server once per concurrency level) to spread the noise.
-batching: the CNN at one concurrency (8): unbatched (2 clones x 1 thread) against pdlite's batching (and Ray
-  Serve's @serve.batch, MLServer's adaptive batching with --mlserver-adaptive), and a model that does nothing
+batching: the CNN (MobileNetV3-small, or AlexNet made once with paddle: benchmarks/bench_models.py) on --device at
+  one concurrency (8): unbatched (clones x threads) against pdlite's batching (and Ray Serve's @serve.batch,
+  MLServer's adaptive batching with --mlserver-adaptive), each MLServer config's answers first checked bit for bit
+  against the local predictor (rows of the same stacked batch), and a model that does nothing
   on each server (its own cost per request: the most any batching can gain); rounds interleaved, medians;
   server CPU per request (MLServer's processes, or all of Ray's: raylet, GCS, proxy, replicas, with their idle
   work) and the load generator's own CPU per request. Run one server at a time (--servers) for clean figures.
@@ -56,6 +60,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import bench_models  # noqa: E402
 
 from tests.integrations.serve_util import (  # noqa: E402
     CNN,
@@ -149,6 +155,15 @@ class Grpc:
             raw_input_contents=[x.tobytes()])
         self.grpc = grpc
         self.batches: list[int] = []  # parameters.batch_size of the answers that have one
+
+    def answer(self) -> tuple[int, np.ndarray]:
+        """One request: (its batch size, its first output as an array)."""
+        from mlserver.codecs import NumpyCodec
+        from mlserver.grpc.converters import ModelInferResponseConverter
+
+        r = ModelInferResponseConverter.to_types(self.stub.ModelInfer(self.req, timeout=120))
+        k = int((r.parameters.model_extra or {}).get("batch_size", 1)) if r.parameters else 1
+        return k, NumpyCodec.decode_output(r.outputs[0])
 
     def __call__(self) -> int:
         try:
@@ -338,22 +353,26 @@ def sweep(args: argparse.Namespace) -> None:
 
 
 def batching(args: argparse.Namespace) -> None:
-    """Unbatched against batched on the CNN at one concurrency, cells interleaved (every config once per round),
-    medians over the rounds; the ratio of the medians is the figure (the issue's bar: >= 1.5x at c=8)."""
+    """Unbatched against batched on the CNN (--model, on --device) at one concurrency, cells interleaved (every
+    config once per round), medians over the rounds; the ratio of the medians is the figure (the issue's bar:
+    >= 1.5x at c=8). First a check: every config's answers bit for bit against the local predictor."""
     x = cnn_input()
+    cnn, dev = bench_models.model_dir(args.model), {"device": args.device}
     c = 8 if "," in args.concurrency else int(args.concurrency)
     servers = args.servers.split(",")
     shapes = [tuple(int(v) for v in wt.split("x")) for wt in args.batch_configs.split(",")]
+    plain = [tuple(int(v) for v in wt.split("x")) for wt in args.unbatched_configs.split(",")]
     bat = {"max_batch_size": 8, "batch_wait_timeout_s": args.batch_wait}
     unb = {"workers": 2, "threads": 1}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "repo"
-        extra = {"max_queued": 64}
-        models: dict[str, dict[str, Any]] = {"mnv3": {"uri": CNN, "extra": {**extra, **unb}}}
+        extra = {"max_queued": 64, **dev}
+        models: dict[str, dict[str, Any]] = {f"mnv3u{w}{t}": {"uri": str(cnn), "extra": {**extra, "workers": w,
+                                                                                       "threads": t}} for w, t in plain}
         for w, t in shapes:
-            models[f"mnv3b{w}{t}"] = {"uri": CNN, "extra": {**extra, "workers": w, "threads": t, **bat}}
+            models[f"mnv3b{w}{t}"] = {"uri": str(cnn), "extra": {**extra, "workers": w, "threads": t, **bat}}
         if args.mlserver_adaptive:
-            models["mnv3a"] = {"uri": CNN, "extra": {**extra, **unb}, "max_batch_size": 8,
+            models["mnv3a"] = {"uri": str(cnn), "extra": {**extra, **unb}, "max_batch_size": 8,
                                "max_batch_time": args.batch_wait}
         ports = write_repository(folder, models)
         (folder / "null").mkdir()
@@ -363,7 +382,7 @@ def batching(args: argparse.Namespace) -> None:
         g = ports["grpc_port"]
         targets: list[tuple[str, str, Callable[[], int]]] = []
         if "mlserver" in servers:
-            targets += [("mlserver", "MLServer, unbatched 2x1", Grpc(g, "mnv3", "x", x))]
+            targets += [("mlserver", f"MLServer, unbatched {w}x{t}", Grpc(g, f"mnv3u{w}{t}", "x", x)) for w, t in plain]
             targets += [("mlserver", f"MLServer, pdlite batching 8, {w}x{t}", Grpc(g, f"mnv3b{w}{t}", "x", x))
                         for w, t in shapes]
             if args.mlserver_adaptive:
@@ -371,13 +390,15 @@ def batching(args: argparse.Namespace) -> None:
             targets += [("mlserver", "MLServer, a model that does nothing", Grpc(g, "null", "x", x))]
         ray_port = None
         if "ray" in servers:
-            apps = {"mnv3": {"model": CNN, **unb, "max_batch_size": 1}}
+            apps = {f"mnv3u{w}{t}": {"model": cnn, **dev, "workers": w, "threads": t, "max_batch_size": 1}
+                    for w, t in plain}
             for w, t in shapes:
-                apps[f"mnv3b{w}{t}"] = {"model": CNN, "workers": w, "threads": t, **bat}
-                apps[f"mnv3s{w}{t}"] = {"model": CNN, "workers": w, "threads": t, **bat, "batcher": "serve"}
+                apps[f"mnv3b{w}{t}"] = {"model": cnn, **dev, "workers": w, "threads": t, **bat}
+                apps[f"mnv3s{w}{t}"] = {"model": cnn, **dev, "workers": w, "threads": t, **bat, "batcher": "serve"}
             ray_port = start_ray({**apps, "null": null_ray_app()})
             rb, rh = v2_binary("x", x)
-            targets += [("ray", "Ray Serve, unbatched 2x1", Rest(ray_port, "/v2/models/mnv3/infer", rb, rh))]
+            targets += [("ray", f"Ray Serve, unbatched {w}x{t}", Rest(ray_port, f"/v2/models/mnv3u{w}{t}/infer", rb, rh))
+                        for w, t in plain]
             targets += [("ray", f"Ray Serve, pdlite batching 8, {w}x{t}",
                          Rest(ray_port, f"/v2/models/mnv3b{w}{t}/infer", rb, rh)) for w, t in shapes]
             targets += [("ray", f"Ray Serve, @serve.batch 8, {w}x{t}",
@@ -385,8 +406,9 @@ def batching(args: argparse.Namespace) -> None:
             targets += [("ray", "Ray Serve, a model that does nothing", Rest(ray_port, "/v2/models/null/infer", rb, rh))]
         try:
             with mlserver(folder, Path(tmp) / "mlserver.log") if "mlserver" in servers else nullcontext() as ml:
-                for _, _, call in targets:  # warm-up: first runs, connections
-                    load(call, c, 1.5)
+                for _, label, call in targets:  # warm-up: first runs, connections, a device's models per batch size
+                    warm_up(label, call, c, args.warmup)
+                check_bits(targets, c, cnn, args.device, x)
                 cells: dict[str, list[dict[str, Any]]] = {label: [] for _, label, _ in targets}
                 me = os.getpid()
                 for r in range(args.rounds):
@@ -403,16 +425,21 @@ def batching(args: argparse.Namespace) -> None:
         finally:
             if ray_port is not None:
                 stop_ray()
-    own = model_cpu_ms(x)
-    print(f"\nthe model alone (this process, 1 thread, CPU ms a sample): batch 1 {own[1]:.2f}, batch 8 {own[8]:.2f} "
-          f"({own[1] / own[8]:.2f}x), batches of 1..8 in turn {own[0]:.2f}")
+    own = bench_models.model_alone(cnn, args.device, x)
+    print(f"\nthe model alone (this process, {args.device}, 1 thread; ms a sample, wall / process CPU): batch 1 "
+          f"{own[1][0]:.2f} / {own[1][1]:.2f}, batch 8 {own[8][0]:.2f} / {own[8][1]:.2f} ({own[1][0] / own[8][0]:.2f}x "
+          f"/ {own[1][1] / own[8][1]:.2f}x), batches of 1..8 in turn {own[0][0]:.2f} / {own[0][1]:.2f}")
     med = {label: {k: statistics.median(v[k] for v in runs)
                    for k in ("rps", "p50", "p99", "client_ms", "server_ms", "batch")} for label, runs in cells.items()}
-    print(f"\nCNN (MobileNetV3-small, 1x3x224x224 FP32) at concurrency {c}: medians of {args.rounds} interleaved "
-          f"rounds of {args.seconds:.0f} s; clones x threads; batch wait {args.batch_wait * 1e3:.0f} ms")
+    print(f"\nCNN ({bench_models.label(args.model)}, 1x3x224x224 FP32, {args.device}) at concurrency {c}: "
+          f"medians of {args.rounds} interleaved rounds of {args.seconds:.0f} s; clones x threads; "
+          f"batch wait {args.batch_wait * 1e3:.0f} ms")
     print("| server, config | req/s | p50 ms | p99 ms | x unbatched | req/s per round | mean batch | server CPU ms/req "
           "| client CPU ms/req |\n|---|---|---|---|---|---|---|---|---|")
-    base = {srv: med[label]["rps"] for srv, label, _ in targets if "unbatched" in label}
+    base: dict[str, float] = {}  # each server's first unbatched config
+    for srv, label, _ in targets:
+        if "unbatched" in label:
+            base.setdefault(srv, med[label]["rps"])
     for srv, label, _ in targets:
         m = med[label]
         rounds = " ".join(f"{v['rps']:.0f}" for v in cells[label])
@@ -420,25 +447,23 @@ def batching(args: argparse.Namespace) -> None:
               f"{rounds} | {m['batch']:.1f} | {m['server_ms']:.1f} | {m['client_ms']:.2f} |", flush=True)
 
 
-def model_cpu_ms(x: np.ndarray) -> dict[int, float]:
-    """CPU ms a sample of the CNN alone on one thread: at batch 1, batch 8, and (key 0) batches of 1..8 in turn."""
-    from pdlite.integrations import predictor_from_path
+def warm_up(label: str, call: Callable[[], int], c: int, seconds: float) -> None:
+    """Load for SECONDS at a time until two passes in a row agree within 20% (at most 10): a device builds a
+    static model for each batch size that comes back (nnadapter's hot-shape promotion), in the request path."""
+    rates = [load(call, c, seconds)["rps"]]
+    while len(rates) < 10 and not (len(rates) >= 2 and 0.8 <= rates[-1] / max(rates[-2], 1e-9) <= 1.25):
+        rates.append(load(call, c, seconds)["rps"])
+    print(f"{label}: warm-up passes of {seconds:.0f} s, req/s " + " ".join(f"{r:.0f}" for r in rates), flush=True)
 
-    pred = predictor_from_path(CNN, threads=1)
-    name = pred.get_input_names()[0]
-    seqs = {1: [1] * 16, 8: [8] * 3, 0: [3, 1, 5, 8, 2, 6, 4, 7]}
-    for b in range(1, 9):
-        pred.predict({name: np.concatenate([x] * b)})
-    best = {}
-    for key, seq in seqs.items():
-        times = []
-        for _ in range(3):
-            t0 = time.thread_time()  # this thread's (the other threads: gRPC's, Ray's)
-            for b in seq:
-                pred.predict({name: np.concatenate([x] * b)})
-            times.append((time.thread_time() - t0) / sum(seq) * 1e3)
-        best[key] = min(times)
-    return best
+
+def check_bits(targets: list[tuple[str, str, Any]], c: int, cnn: Path, device: str, x: np.ndarray) -> None:
+    """C requests at once to each MLServer model config: answers against the local predictor, bit for bit."""
+    for srv, label, call in targets:
+        if srv == "mlserver" and "nothing" not in label and "adaptive" not in label:
+            threads = int(label.rsplit("x", 1)[1])
+            with ThreadPoolExecutor(c) as ex:
+                answers = list(ex.map(lambda f: f(), [call.answer] * c))
+            print(f"{label}: {bench_models.same_bits(answers, cnn, device, threads, x)}", flush=True)
 
 
 def overload(args: argparse.Namespace) -> None:
@@ -575,12 +600,15 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=4.0)
     p.add_argument("--concurrency", default="1,2,4,8,16")
     p.add_argument("--models", default="cnn,ocr")
-    p.add_argument("--device", default="host", help="pdlite's device for the CNN (host, onnxruntime, ...)")
+    p.add_argument("--device", default="host", help="pdlite's device for the CNN (host, intel_openvino, onnxruntime)")
+    p.add_argument("--model", default="mnv3", help="batching: the CNN, mnv3, alexnet (made once) or a model folder")
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3, help="batching: interleaved rounds (medians)")
     p.add_argument("--servers", default="mlserver,ray", help="batching: mlserver, ray or both")
     p.add_argument("--batch-wait", type=float, default=0.002, help="batching: the batch wait in seconds")
     p.add_argument("--batch-configs", default="2x1", help="batching: the batched servers' clones x threads")
+    p.add_argument("--unbatched-configs", default="2x1", help="batching: the unbatched ones' (the first: the base)")
+    p.add_argument("--warmup", type=float, default=1.5, help="batching: warm-up seconds per config (5+ on a device)")
     p.add_argument("--mlserver-adaptive", action="store_true", help="batching: also MLServer's own batching")
     p.add_argument("--soak-minutes", type=float, default=10.0)
     args = p.parse_args()
