@@ -20,8 +20,9 @@ a slow device: the realized costs overrule it. Across processes too: what a devi
 the host's model (`realized`) prices it when it is not built here, and a process whose device's first call loaded
 its compiled model (a purchase) caches what all its calls cost there, the load included (`bought`): one that was
 not faster than the host by MARGIN is not bought again by a stream not expected to be more than twice as long as
-that process's (the model misses costs a process pays around the measured calls, e.g. a loaded model's first run
-at each new shape).
+that process's, for the next BOUGHT_KEEP processes (then it is bought and judged again, and a second miss keeps it
+twice as long, ...) (the model misses costs a process pays around the measured calls, e.g. a loaded model's first
+run at each new shape).
 
 Exploration, bounded. Trying a candidate (its first call), measuring its `over` on a new signature, and trying
 one again after a while (the interval doubles each time) happen only while the exploration spent so far (what
@@ -66,6 +67,7 @@ SURPRISE = 1.5  # a call this many times dearer than its model said ends the reu
 PROBATION = 4  # the realized-cost rule judges a candidate once it ran this many calls (after its first)
 PRIOR_CALLS = 12  # an earlier stream's share of repeated signatures weighs as this many calls of this one
 LOAD_GUESS = 0.5  # a first call that loads the compiled model, before one was measured: this share of compiling it
+BOUGHT_KEEP = 8  # a purchase that did not pay is not made again for this many processes (then twice as many, ...)
 
 
 def _number(v: Any) -> float:
@@ -104,9 +106,9 @@ class Candidate:
     # have cost the host, and how many: (ms, host ms, calls); pooled with this process's until it ran PROBATION here
     prior_realized: tuple[float, float, float] | None = None
     # the last process whose first call of it loaded its compiled model (a purchase): what all its calls there cost,
-    # that first call included, what the host's model said they would have cost the host, and the calls that
-    # process's stream had: (ms, host ms, stream calls)
-    prior_bought: tuple[float, float, float] | None = None
+    # that first call included, what the host's model said they would have cost the host, the calls that process's
+    # stream had, the processes since, and how many processes a purchase that did not pay keeps it off
+    prior_bought: tuple[float, float, float, float, float] | None = None
     first_host_new: bool = True  # its first call's signature was new to the host then
     first_call: int = -1  # the stream's call its first call here was (reports: when it was tried)
     run_count: int = 0  # its calls here after its first (`runs` keeps the recent ones)
@@ -206,8 +208,9 @@ class Candidate:
         real, bought = s.get("realized"), s.get("bought")
         if isinstance(real, (list, tuple)) and len(real) == 3 and all(_number(v) > 0 for v in real):
             self.prior_realized = (_number(real[0]), _number(real[1]), _number(real[2]))
-        if isinstance(bought, (list, tuple)) and len(bought) == 3 and all(_number(v) > 0 for v in bought):
-            self.prior_bought = (_number(bought[0]), _number(bought[1]), _number(bought[2]))
+        if isinstance(bought, (list, tuple)) and len(bought) in (3, 5) and all(_number(v) > 0 for v in bought[:3]):
+            age, keep = (_number(bought[3]), _number(bought[4])) if len(bought) == 5 else (0.0, float(BOUGHT_KEEP))
+            self.prior_bought = (_number(bought[0]), _number(bought[1]), _number(bought[2]), age, keep)
         self.prior_first_ms = self.prior_compile_ms
         if self.files and on_disk(self.files):
             if self.prior_load_ms is not None:
@@ -287,19 +290,22 @@ class OnlinePolicy:
             spent, host, n = spent + w * ps, host + w * ph, n + w * pn
         return (spent, host, n) if spent > 0 and host > 0 else None
 
-    def bought(self, c: Candidate) -> tuple[float, float, float] | None:
+    def bought(self, c: Candidate) -> tuple[float, float, float, float, float] | None:
         """Whether buying `c` paid, the last time a process did (its first call loaded its compiled model): what all
-        its calls there cost, the load included, what the host's model says they would have cost the host, and the
-        calls of that process's stream."""
+        its calls there cost, the load included, what the host's model says they would have cost the host, the
+        calls of that process's stream, the processes since (this one counted), and for how many processes one
+        that did not pay keeps it off (twice the last's after a second miss)."""
         h = self.cands[self.host]
+        prior = c.prior_bought
         if c.loaded and c.first is not None and h.known():
             spent, host = c.first[0], h.estimate(c.first[1], c.first_host_new) or 0.0
             if c.runs:  # the recent runs stand for all of them (a long stream's load is spread over all its calls)
                 scale = c.run_count / len(c.runs)
                 spent += scale * sum(ms for ms, _, _ in c.runs)
                 host += scale * sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
-            return (spent, host, float(self.calls)) if host > 0 else None
-        return c.prior_bought
+            keep = 2 * prior[4] if prior is not None and prior[0] * MARGIN > prior[1] else float(BOUGHT_KEEP)
+            return (spent, host, float(self.calls), 0.0, keep) if host > 0 else None
+        return None if prior is None else (*prior[:3], prior[3] + 1, prior[4])
 
     def _as_realized(self, est: dict[str, float]) -> dict[str, float]:
         """A candidate not built here is priced at least as dear, against the host, as its calls really were in the
@@ -378,7 +384,8 @@ class OnlinePolicy:
                     or not mixed[c.name] * MARGIN < mixed[best]:
                 continue
             paid = self.bought(c)
-            if paid is not None and paid[0] * MARGIN > paid[1] and max(self.expected_calls, self.calls) <= 2 * paid[2]:
+            if paid is not None and paid[0] * MARGIN > paid[1] and max(self.expected_calls, self.calls) <= 2 * paid[2] \
+                    and paid[3] <= paid[4]:
                 continue  # the last process that bought it was slower than the host would have been: not again
             cost = max((c.prior_first_ms or 0.0) - est[c.name], 0.0)
             promise = (mixed[best] - mixed[c.name]) * horizon
