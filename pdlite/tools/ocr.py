@@ -3,10 +3,16 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import os
+import queue
 import sys
+import threading
 import time
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from pdlite.errors import InputError, PdliteError
 from pdlite.tools.common import (
@@ -19,6 +25,7 @@ from pdlite.tools.common import (
 )
 from pdlite.tools.progress import Progress
 
+DEFAULT_WORKERS = 1  # see docs/ocr.md: two workers x one thread did not beat one pipeline on two threads here
 IMAGE_EXTS = IMAGE_SUFFIXES  # the one list, shared with `pdlite batch`
 
 
@@ -35,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "when a device package is installed, else host")
     p.add_argument("--threads", type=int_at_least(1), default=None,
                    help=f"CPU threads (default: the CPUs this process may use, at most {MAX_DEFAULT_THREADS})")
+    p.add_argument("--workers", type=int_at_least(1), default=None,
+                   help="read this many images at once, each on its own clone of the pipeline (shared weights) "
+                        "with threads/workers threads; output in input order (default 1)")
     p.add_argument("--context", action="append", metavar="KEY=VALUE",
                    help="an NNAdapter context property for the devices (docs/nnadapter.md), repeatable; e.g. "
                         "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16 (OpenVINO in bfloat16 on CPUs with AMX or "
@@ -115,8 +125,10 @@ def main(args: argparse.Namespace) -> int:
         print(HOST_IGNORES_CONTEXT, file=sys.stderr)
     make = OCR.like_rapidocr if args.preset == "rapidocr" else OCR
     threads = args.threads if args.threads is not None else default_threads()
-    ocr = make(device=args.device, threads=threads, use_angle_cls=not args.no_cls, drop_score=args.drop_score,
-               context=context, lang=args.lang, **models, **tuning)
+    workers = max(1, min(args.workers or DEFAULT_WORKERS, len(paths)))
+    ocr = make(device=args.device, threads=max(1, threads // workers), use_angle_cls=not args.no_cls,
+               drop_score=args.drop_score, context=context, lang=args.lang, **models, **tuning)
+    pipelines = [ocr] + [ocr.clone() for _ in range(workers - 1)]
     t_load = time.perf_counter() - t0
     if args.draw:
         os.makedirs(args.draw, exist_ok=True)
@@ -124,24 +136,23 @@ def main(args: argparse.Namespace) -> int:
     many = len(paths) > 1
     # the progress bar shares no terminal with the text: shown when the text goes elsewhere (or is not printed)
     show_bar = many and (args.quiet or not sys.stdout.isatty())
-    t_images = 0.0
+    t_images = 0.0  # seconds spent reading the images, summed over the workers
     failed: list[tuple[str, str]] = []
     drawer = _Drawer(args.draw, args.font) if args.draw else None
     try:
+        t_start = time.perf_counter()
         with Progress(len(paths), "ocr", stream=sys.stderr if show_bar else io.StringIO()) as bar:
-            for path in paths:
-                t = time.perf_counter()
-                try:
-                    img, lines = _read(ocr, path)
-                except Exception as e:  # noqa: BLE001 -- one bad image (corrupt, huge, odd) does not stop the others
-                    msg = str(e) if isinstance(e, PdliteError) else f"{type(e).__name__}: {e}"
+            for path, img, lines, notes, msg, seconds in _read_all(pipelines, paths):
+                for note in notes:
+                    print(f"note: {note}", file=sys.stderr)
+                if msg is not None:
                     failed.append((path, msg))
                     print(f"error: {path}: {msg}", file=sys.stderr)
                     if jsonl:
                         jsonl.write(json.dumps({"image": path, "error": msg}, ensure_ascii=False) + "\n")
                     bar.update()
                     continue
-                t_images += time.perf_counter() - t
+                t_images += seconds
                 if not args.quiet:
                     if many:
                         print(f"== {path}")
@@ -156,11 +167,12 @@ def main(args: argparse.Namespace) -> int:
                 if args.device == "auto":  # where each network runs so far
                     bar.label = "ocr (" + ", ".join(f"{k} {d}" for k, d in ocr.devices().items()) + ")"
                 bar.update()
+        t_wall = time.perf_counter() - t_start
     finally:
         if jsonl:
             jsonl.close()
     if many or explicit_auto:
-        _report(ocr, len(paths) - len(failed), t_load, t_images)
+        _report(pipelines, len(paths) - len(failed), t_load, t_images, t_wall)
     if failed:
         print(f"{len(failed)} of {len(paths)} image(s) failed (the others were read):", file=sys.stderr)
         for path, msg in failed:
@@ -169,19 +181,61 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+_WARNINGS_LOCK = threading.Lock()  # warnings.catch_warnings changes process-wide state: one thread at a time
+
+
 def _read(ocr, path: str):
-    """The image and its lines; a note (a fully transparent image) goes to stderr."""
+    """(image, lines, notes, error message, seconds): one image read by one pipeline; notes (a fully transparent
+    image) and the error (one bad image does not stop the others) are printed by the caller, in input order."""
     import warnings
 
     from pdlite.apps.ocr import load_image
     from pdlite.apps.ocr.pipeline import OCRWarning
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", OCRWarning)
-        img = load_image(path)
-    for w in caught:
-        print(f"note: {w.message}", file=sys.stderr)
-    return img, ocr(img)
+    t = time.perf_counter()
+    try:
+        with _WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", OCRWarning)
+            img = load_image(path)
+        notes = [str(w.message) for w in caught]
+        return img, ocr(img), notes, None, time.perf_counter() - t
+    except Exception as e:  # noqa: BLE001 -- one bad image (corrupt, huge, odd) does not stop the others
+        msg = str(e) if isinstance(e, PdliteError) else f"{type(e).__name__}: {e}"
+        return None, [], [], msg, time.perf_counter() - t
+
+
+def _read_all(pipelines: list, paths: list[str]) -> Iterator[tuple]:
+    """(path, *_read's answer) per path, in input order. With several pipelines (clones of one) the images are
+    read on as many threads, each pipeline by one thread at a time, at most two images per pipeline ahead of the
+    one the caller takes next."""
+    if len(pipelines) == 1:
+        for path in paths:
+            yield (path, *_read(pipelines[0], path))
+        return
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    for p in pipelines:
+        free.put(p)
+
+    def job(path: str) -> tuple:
+        ocr = free.get()
+        try:
+            return (path, *_read(ocr, path))
+        finally:
+            free.put(ocr)
+
+    todo = iter(paths)
+    with ThreadPoolExecutor(len(pipelines), thread_name_prefix="pdlite-ocr") as pool:
+        pending = deque(pool.submit(job, p) for p in itertools.islice(todo, 2 * len(pipelines)))
+        try:
+            while pending:
+                done = pending.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(pool.submit(job, nxt))
+                yield done
+        finally:  # the caller stopped early (an interrupt, a failed write): no new images
+            for f in pending:
+                f.cancel()
 
 
 class _Drawer:
@@ -216,17 +270,21 @@ class _Drawer:
         buf.tofile(out)
 
 
-def _report(ocr, n: int, t_load: float, t_images: float) -> None:
-    """Per-stage timings on stderr (stdout stays the text)."""
+def _report(pipelines: list, n: int, t_load: float, t_images: float, t_wall: float) -> None:
+    """Per-stage timings on stderr (stdout stays the text), summed over the workers' pipelines; images/s from
+    the wall time when several workers read at once."""
     err = sys.stderr
+    ocr, workers = pipelines[0], len(pipelines)
     for stage, model in ocr.models().items():
         if model.choice is not None:
             print(f"{stage}: {model.choice.describe()}", file=err)
-    st = ocr.timings
+    st = {k: sum(p.timings[k] for p in pipelines) for k in ocr.timings}
     devices = ", ".join(f"{k} on {d}" for k, d in ocr.devices().items())
-    print(f"{n} image(s) in {t_images:.2f} s ({n / t_images if t_images else 0:.2f} images/s; {devices}; "
+    t = t_images if workers == 1 else t_wall
+    print(f"{n} image(s) in {t:.2f} s ({n / t if t else 0:.2f} images/s; {devices}; {workers} worker(s) x "
           f"{ocr.threads} thread(s)); models loaded in {t_load:.2f} s", file=err)
-    print("stage   total s  ms/image   runs on   (cls includes the perspective crops)", file=err)
+    summed = f", summed over the {workers} workers" if workers > 1 else ""
+    print(f"stage   total s  ms/image   runs on   (cls includes the perspective crops{summed})", file=err)
     models = ocr.models()
     for k in ("det", "cls", "rec"):
         where = models[k].placement() if k in models else "-"

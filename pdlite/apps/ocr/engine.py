@@ -4,6 +4,7 @@ new input shapes priced, exploration bounded to a share of the stream's time, so
 what it learnt cached per model content and threads under the user cache dir, so the next run starts there)."""
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,6 +78,15 @@ class Model:
         calls = sorted(c.calls.items(), key=lambda kv: -kv[1])
         ran = ", ".join(f"{d} {n}" for d, n in calls)
         return f"{c.device} (auto: {ran} calls)" if ran else c.device
+
+    def clone(self) -> Model:
+        """The same network on a clone of the predictor (shared program, kernels and weights, its own inputs and
+        outputs; with auto, what auto learnt is shared): clones run at the same time on other threads."""
+        new = copy.copy(self)
+        new.predictor = self.predictor.clone()
+        new._input = new.predictor.get_input(0)
+        new._output = new.predictor.get_output(0)
+        return new
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         self._input.from_numpy(x)

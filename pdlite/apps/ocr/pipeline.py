@@ -4,6 +4,7 @@ the shipped models, as PaddleOCR 3's OCR pipeline (paddlex/inference/pipelines/o
 folders (inference.yml)."""
 from __future__ import annotations
 
+import copy
 import os
 import time
 import warnings
@@ -174,6 +175,17 @@ def crop_minarea(img: np.ndarray, points: np.ndarray) -> np.ndarray:
     integer corners, ordered as DB orders them, warped upright."""
     box, _ = DBPostProcess.get_mini_boxes(np.asarray(points).astype(np.int32))
     return get_rotate_crop_image(img, np.array(box))
+
+
+def _rebound(stage: object, old: Model, new: Model) -> object:
+    """A shallow copy of a stage (recogniser, classifier, orientation) that runs `new` where it ran `old` (its
+    `run`, or its `classifier`'s)."""
+    out = copy.copy(stage)
+    if getattr(out, "run", None) is old:
+        out.run = new  # type: ignore[attr-defined]
+    if hasattr(out, "classifier"):
+        out.classifier = _rebound(out.classifier, old, new)  # type: ignore[attr-defined]
+    return out
 
 
 # PaddleOCR 3's pipeline defaults (paddlex/configs/pipelines/OCR.yaml, PaddleOCR 3's OCR pipeline) and 2.x's
@@ -365,6 +377,23 @@ class OCR:
         orientation model the boxes are in the turned page's coordinates (as PaddleOCR 3 gives them); the angle
         is `last_doc_angle`."""
         return self._run(load_image(image))
+
+    def clone(self) -> OCR:
+        """A pipeline over the same networks (each Model's predictor cloned: weights and prepared kernels shared,
+        nothing loaded again) with its own inputs, outputs and `timings`: clones read images at the same time on
+        other threads (`pdlite ocr --workers N`). Same settings, same results as this pipeline."""
+        new = copy.copy(self)
+        new.timings = {k: 0.0 for k in STAGES}
+        new.last_doc_angle = None
+        for attr, stage in (("det", None), ("rec_model", "text_recognizer"), ("cls_model", "text_classifier"),
+                            ("doc_model", "doc_orientation")):
+            model = getattr(self, attr, None)
+            if model is None:
+                continue
+            setattr(new, attr, model.clone())
+            if stage is not None:
+                setattr(new, stage, _rebound(getattr(self, stage), model, getattr(new, attr)))
+        return new
 
     def models(self) -> dict[str, Model]:
         """The networks in use by stage (doc, det, cls when a direction model runs, rec)."""
