@@ -151,7 +151,10 @@ class FusionScaleActivation(BasePlusActivation):
 
 
 FC_NATIVE_MIN = 1 << 16  # multiply-adds from which fc runs its product on the native thread pool
-FC_PACKED_MIN = 1 << 20  # multiply-adds (and 8 rows) from which it runs on the packed register tiles (AVX-512)
+# multiply-adds (and more rows than native.GEMV_MAX_ROWS) from which it runs on the packed register tiles (AVX-512,
+# AVX2): from 2^20 down to 2^18 for the transformer's (32 x 128) @ (128 x 128), one Zen 4 core, loaded: BLAS 13.3 us,
+# packed 7.3 (AVX2: 13.0 / 12.2); (32 x 64) @ (64 x 64), 2^17, AVX2 4.0 / 5.3 stays on the BLAS
+FC_PACKED_MIN = 1 << 18
 FC_GEMV_MIN = 1 << 12  # weights from which a few rows (native.GEMV_MAX_ROWS) run as native matrix-vector products
 
 
