@@ -534,6 +534,49 @@ PD_TARGET_AVX512 static inline __attribute__((always_inline)) void dwr_plane(con
     }
 }
 
+/* dwr_plane for 5x5 kernels without column dilation (nv a constant where inlined): the 25 weights broadcast once per
+ * plane and, the loops unrolled (input row s of a group of 4 output rows is kernel row s - r of output row r), every
+ * weight's index a constant, so each FMA takes its weight from a register (dwr_plane broadcasts one per FMA: load
+ * ports, not FMAs, bound it). The same products in the same order per output (kernel rows, then columns,
+ * ascending): the same bits. */
+PD_TARGET_AVX512 static inline __attribute__((always_inline)) void dwr5_plane(const dw_args *a, const float *src,
+                                                                              const float *wt, float *dst,
+                                                                              const dwr_ep ep,
+                                                                              const __mmask16 lm[16][4],
+                                                                              const __mmask16 sm[4], const int nv) {
+    const isz OH = a->OH, OW = a->OW, H = a->H, W = a->W, PT = a->PT;
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 w[25];
+    for (int t = 0; t < 25; t++) w[t] = _mm512_set1_ps(wt[t]);
+    for (isz oy0 = 0; oy0 < OH; oy0 += DWR_ROWS) {
+        const isz nr = OH - oy0 < DWR_ROWS ? OH - oy0 : DWR_ROWS;
+        __m512 acc[DWR_ROWS][4];
+        for (int r = 0; r < DWR_ROWS; r++)
+            for (int v = 0; v < nv; v++) acc[r][v] = zero;
+#pragma GCC unroll 8
+        for (int s = 0; s < DWR_ROWS + 4; s++) {
+            const isz iy = oy0 - PT + s;
+            if (iy < 0 || iy >= H) continue;
+            const float *row = src + iy * W - a->PL;
+#pragma GCC unroll 5
+            for (int kw = 0; kw < 5; kw++) {
+                __m512 x[4];
+                for (int v = 0; v < nv; v++) x[v] = _mm512_maskz_loadu_ps(lm[kw][v], row + kw + v * 16);
+#pragma GCC unroll 4
+                for (int r = 0; r < DWR_ROWS; r++) {
+                    const int kh = s - r;
+                    if (kh < 0 || kh >= 5 || r >= nr) continue;
+                    for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x[v], w[kh * 5 + kw], acc[r][v]);
+                }
+            }
+        }
+        for (int r = 0; r < DWR_ROWS; r++) {
+            if (r >= nr) break;
+            for (int v = 0; v < nv; v++) dwr_store(&ep, acc[r][v], dst + (oy0 + r) * OW + v * 16, sm[v]);
+        }
+    }
+}
+
 /* the 3x3 form's nine taps, one FMA each in this order (rows oy - 1, oy, oy + 1 in p, c, n; columns x - 1, x, x + 1),
  * on either vector width */
 #define DWR_TAPS9(mul, fma)                                                                                        \
@@ -656,6 +699,10 @@ PD_TARGET_AVX512 static void dwr_task(void *vctx, isz begin, isz end) {
                 for (isz v = 0; v < nv; v++)
                     dwr3_plane(a, src + v * 16, wt, dst + v * 16, ep, lm[0][v], lm[1][v], lm[2][v], sm[v], y0, y1);
             }
+        else if (KH == 5 && KW == 5 && a->DW == 1 && nv == 1) /* 14x14 maps and narrower (MobileNetV3's) */
+            dwr5_plane(a, src, wt, dst, ep, lm, sm, 1);
+        else if (KH == 5 && KW == 5 && a->DW == 1 && nv == 2)
+            dwr5_plane(a, src, wt, dst, ep, lm, sm, 2);
         else switch (nv) { /* a constant vector count: accumulators in registers */
         case 1: dwr_plane(a, src, wt, dst, ep, lm, sm, 1); break;
         case 2: dwr_plane(a, src, wt, dst, ep, lm, sm, 2); break;
