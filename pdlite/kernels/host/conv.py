@@ -330,11 +330,12 @@ class Conv2d(Kernel):
         0.26 against 0.36 ms (0.063 / 0.086), 576 -> 96 0.57 / 0.64, 96 -> 576 0.56 / 0.64, 64 -> 384 0.26 against
         0.29 on the BLAS path (its reduction is under 128), 256 -> 256 0.66 / 0.69; 512 -> 512 2.7 against 2.5 (0.89 /
         0.58), so it stays small; 3x3 convs on 14x14 maps are faster small (their columns gathered either way). A
-        reduction under 128 on fewer than 8 tiles (batch 1 on 14x14: 5; PP-OCR cls's 2x96 maps: 4) takes it too: it
-        had stayed on the BLAS path (one Xeon, 2 threads: 64 -> 384 at batch 1 0.042 against 0.057 ms), but on one
-        Zen 4 core, loaded (noisy), the BLAS took 24 us on 32 -> 200 on 2x96 (wide 14), 14 on 104 -> 32 (6.4), 76 on
-        40 -> 240 on 14x14 (33); whole models, one process, old and new rule alternated (benchmarks/isa_layers.py
-        is per op): PP-OCR cls 1 thread 0.72x the time, MobileNetV3-small 0.92x at 1 thread, 0.89x at 2."""
+        reduction under 128 on fewer than 8 tiles (batch 1 on 14x14: 5; PP-OCR cls's 2x96 maps: 4) takes it too at
+        AVX-512: it had stayed on the BLAS path (one Xeon, 2 threads: 64 -> 384 at batch 1 0.042 against 0.057 ms),
+        but on one Zen 4 core, loaded (noisy), the BLAS took 24 us on 32 -> 200 on 2x96 (wide 14), 14 on 104 -> 32
+        (6.4), 76 on 40 -> 240 on 14x14 (33); whole models, one process, old and new rule alternated: PP-OCR cls 1
+        thread 0.72x the time, MobileNetV3-small 0.92x at 1 thread, 0.89x at 2. At AVX2 (its 8-float sub-tiles) the
+        wide form was no faster there (40 -> 240 on 14x14 82 against 76 us): the BLAS keeps them."""
         if kind != "mm" or not native.packed_gemm_fast():
             return None
         depth = g.c * g.kh * g.kw
@@ -343,7 +344,8 @@ class Conv2d(Kernel):
             pointwise = g.kh == g.kw == 1 and g.sh == g.sw == 1 and g.pads == (0, 0, 0, 0)
             tile = native.FC_TILE  # the wide form's columns per tile (PW_NR), as packed fc's
             tiles = -(-size // tile)
-            if pointwise and size / (tiles * tile) >= 0.8 and g.oc * depth < 2**17 and g.oc >= 32:
+            if (pointwise and size / (tiles * tile) >= 0.8 and g.oc * depth < 2**17 and g.oc >= 32
+                    and (depth >= 128 or g.n * tiles >= 8 or native.isa() == "avx512")):
                 return "wide"
             return "small" if depth >= 128 and g.oc >= 32 else None
         return "wide" if g.oc >= 16 or depth >= 128 else None
