@@ -21,7 +21,8 @@ each in a fresh cache folder of its own (XDG_CACHE_HOME). pdlite-auto (and pdlit
 device, auto when a device package is installed) first sees --warm-runs unmeasured `pdlite ocr IMAGES` processes
 in its folder (what a user's next run knows: auto's choices and the compiled models those runs built);
 pdlite-auto-cold starts from an empty folder. A pdlite contender's name may end in +bf16 (OpenVINO's inference
-precision) and/or +recN (rec_batch_num N), e.g. pdlite-default+rec1.
+precision), +recN (rec_batch_num N) and/or +wN (N workers: `pdlite ocr --workers N`, clones of the pipeline reading
+images on N threads, --threads/N threads each), e.g. pdlite-default+rec1, pdlite-host+w2.
 
 Accuracy (from the warm-up pass) against ground_truth.json in the images folder: a predicted line belongs to the
 ground-truth line whose box contains its centre (several are joined left to right); "line acc" = exact text,
@@ -57,16 +58,23 @@ def make_engine(name: str, threads: int) -> Any:
         from pdlite.apps.ocr import OCR
         from pdlite.tools.common import default_device
 
-        # suffixes: +bf16 (or +f16, +f32): OpenVINO's precision; +recN: rec_batch_num N (PaddleOCR's 6 by default)
+        # suffixes: +bf16 (or +f16, +f32): OpenVINO's precision; +recN: rec_batch_num N (PaddleOCR's 6 by default);
+        # +wN: N workers (`pdlite ocr --workers N`: N clones of the pipeline on threads, threads/N threads each)
         device, *extras = name[len("pdlite-"):].replace("-cold", "").split("+")
         kwargs: dict[str, Any] = {}
+        workers = 1
         for extra in extras:
             if extra.startswith("rec") and extra[3:].isdigit():
                 kwargs["rec_batch_num"] = int(extra[3:])
+            elif extra.startswith("w") and extra[1:].isdigit():
+                workers = max(1, int(extra[1:]))
             else:
                 kwargs["context"] = {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": extra}
-        ocr = OCR(device=default_device() if device == "default" else device, threads=threads, **kwargs)
+        ocr = OCR(device=default_device() if device == "default" else device, threads=max(1, threads // workers),
+                  **kwargs)
         run = lambda img: [(ln.box, ln.text, ln.score) for ln in ocr(img)]  # noqa: E731
+        if workers > 1:
+            run.run_all = _workers_pass([ocr] + [ocr.clone() for _ in range(workers - 1)])
         run.where = lambda: "; ".join(f"{k} {m.placement()}" for k, m in ocr.models().items())
         run.instrument = lambda acc: ocr_stages.instrument_pdlite(ocr, acc)
         return run
@@ -80,6 +88,26 @@ def make_engine(name: str, threads: int) -> Any:
         return [([[int(v) for v in p] for p in b], t, float(s)) for b, t, s in (res or [])]
     run.instrument = lambda acc: ocr_stages.instrument_rapidocr(eng, acc)
     return run
+
+
+def _workers_pass(pipelines: list[Any]) -> Any:
+    """images -> results in input order, read by the pipelines (clones) on as many threads, as `pdlite ocr
+    --workers N` reads a folder (each pipeline used by one thread at a time)."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    for p in pipelines:
+        free.put(p)
+    pool = ThreadPoolExecutor(len(pipelines))
+
+    def one(img: Any) -> list:
+        ocr = free.get()
+        try:
+            return [(ln.box, ln.text, ln.score) for ln in ocr(img)]
+        finally:
+            free.put(ocr)
+    return lambda images: list(pool.map(one, images))
 
 
 def worker(name: str, threads: int, paths: list[str], stages: bool = False) -> None:
@@ -121,7 +149,7 @@ def worker(name: str, threads: int, paths: list[str], stages: bool = False) -> N
             wall = 0.0
             continue
         t0 = time.perf_counter()
-        results = [engine(img) for img in images]
+        results = engine.run_all(images) if hasattr(engine, "run_all") else [engine(img) for img in images]
         elapsed = time.perf_counter() - t0
         wall += elapsed
         send("done", [elapsed, results if cmd == "results" else None])
@@ -155,11 +183,12 @@ class Worker:
         self.proc.wait()
 
 
-def warm_up_auto(paths: list[str], threads: int, runs: int, env: dict[str, str]) -> None:
-    """`runs` unmeasured `pdlite ocr IMAGES --device auto` processes in the contender's cache folder."""
+def warm_up_auto(paths: list[str], threads: int, runs: int, env: dict[str, str], workers: int = 1) -> None:
+    """`runs` unmeasured `pdlite ocr IMAGES --device auto` processes in the contender's cache folder (with its
+    --workers: auto's cache keys on the threads each network runs with)."""
     for _ in range(runs):
         subprocess.run([sys.executable, "-m", "pdlite", "ocr", *paths, "--device", "auto", "--threads", str(threads),
-                        "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                        "--workers", str(workers), "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -255,8 +284,10 @@ def main() -> None:
             if name.startswith("pdlite-"):  # a cache folder of its own (compiled models, auto's choices)
                 env["XDG_CACHE_HOME"] = tempfile.mkdtemp(dir=tmp)
                 env.pop("PDLITE_NNADAPTER_MODEL_CACHE_DIR", None)
-                if name in AUTO:
-                    warm_up_auto(paths, args.threads, args.warm_runs, env)
+                base, *extras = name.split("+")
+                if base in AUTO:
+                    n = [int(e[1:]) for e in extras if e.startswith("w") and e[1:].isdigit()]
+                    warm_up_auto(paths, args.threads, args.warm_runs, env, n[-1] if n else 1)
             w = Worker(name, python, args.threads, paths_file, env, args.stages)
             status, info = w.recv()
             if status == "ready":
