@@ -6,9 +6,9 @@
  * runs at the speed W streams in (MobileNetV3's 576 -> 1024 fc: 2.4 MB, from L3; its SE convs 0.3 MB, from L2):
  * the BLAS's and packed_fc's GEMM forms (8-row panels of x, 7 of them zeros) spent 104 and ~110 us on that fc, 18 us
  * on each 576 -> 144 SE conv (~20 GB/s). Here per reduction step of a tile: its 48 weights as full-width loads
- * (3 of 16 floats with AVX-512, 6 of 8 otherwise), one broadcast of x[k], one FMA per vector into its own
- * accumulator; GV_NT tiles at once (two contiguous streams of W, 6 or 12 accumulators: independent chains that
- * hide the FMA latency).
+ * (3 of 16 floats with AVX-512, 6 of 8 with AVX2, 12 of 4 with NEON and the x86 baseline), one broadcast of x[k],
+ * one FMA per vector into its own accumulator; GV_NT tiles at once (two contiguous streams of W, 6, 12 or 24
+ * accumulators: independent chains that hide the FMA latency; one tile, 12, on SSE's 16 registers).
  * Sums: each output is one (fused, where the ISA has FMA) multiply-add per reduction step, k ascending, from 0, then
  * + bias, then the activation (bias_act_copy): packed_fc's operations in its order, so the same bits as packed_fc on
  * the same ISA (tests/kernels/test_host_gemv.py).
@@ -22,8 +22,10 @@
 #define GV_NT 2  /* tiles per pass */
 #define GV_PAR_FLOATS (1 << 16) /* weights from which the pool splits the tiles (256 KiB) */
 
-/* 8 floats: AVX2's vector (two per AVX-512 vector would leave half its width unused; with AVX-512 pd_v16 runs) */
+/* AVX2's vector of 8 floats, and 4 (SSE, NEON): GCC lowers a vector wider than the target's registers through the
+ * stack (aarch64, 8-float vectors: accumulators spilled, x[k] splatted through memory each step) */
 typedef float gv_v8 __attribute__((vector_size(32)));
+typedef float gv_v4 __attribute__((vector_size(16)));
 
 typedef struct {
     const float *x, *w, *bias;
@@ -72,7 +74,8 @@ PD_INLINE void gv_out(const gv_args *a, const float *t, isz m, isz n0) {
         }                                                                                                          \
     }
 GV_TILES(gv_tiles_v16, pd_v16, 16) /* AVX-512 */
-GV_TILES(gv_tiles_v8, gv_v8, 8)    /* AVX2, NEON (two registers a vector), the baseline */
+GV_TILES(gv_tiles_v8, gv_v8, 8)    /* AVX2 */
+GV_TILES(gv_tiles_v4, gv_v4, 4)    /* NEON (24 of its 32 registers accumulate), the x86 baseline */
 
 /* tiles [begin, end): GV_NT at a time, then the odd one */
 PD_INLINE void gv_task_impl(void *vctx, isz begin, isz end) {
@@ -81,9 +84,14 @@ PD_INLINE void gv_task_impl(void *vctx, isz begin, isz end) {
     if (g_avx512) {
         for (; t + GV_NT <= end; t += GV_NT) gv_tiles_v16(a, t, GV_NT);
         for (; t < end; t++) gv_tiles_v16(a, t, 1);
-    } else {
+    } else if (g_avx2_tiles) {
         for (; t + GV_NT <= end; t += GV_NT) gv_tiles_v8(a, t, GV_NT);
         for (; t < end; t++) gv_tiles_v8(a, t, 1);
+    } else {
+#if defined(__aarch64__)
+        for (; t + GV_NT <= end; t += GV_NT) gv_tiles_v4(a, t, GV_NT); /* 24 accumulators of NEON's 32 registers */
+#endif
+        for (; t < end; t++) gv_tiles_v4(a, t, 1); /* (SSE: 12 of its 16) */
     }
 }
 
