@@ -15,6 +15,7 @@ Without the native extension (or `host_native` False) the same integers come fro
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -175,7 +176,7 @@ class QuantizedFc(_Int8Kernel):
         self._weights(ins)
         k = int(self.attrs["in_num_col_dims"])
         lead = x.shape[:k]
-        x2 = np.asarray(x.reshape(int(np.prod(lead)), -1), order="C")
+        x2 = np.asarray(x.reshape(math.prod(lead), -1), order="C")
         n = self._w8.shape[0]
         if self._packed is not None and x2.shape[0] > 0:
             out = qn.qfc(x2, self._packed, self._mul, self._bias, self.qp, self.act, self.out_q)
