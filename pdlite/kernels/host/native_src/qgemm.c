@@ -184,6 +184,38 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_tile_vnni_nv(
     q_epilogue(a, &out[0][0], 48, mrows, m0, q0, nt);
 }
 
+/* the epilogue of one column's rows [m0, m0 + mrows) (sums in acc): the outputs are consecutive ((M, 1), or fc's
+ * (1, M)): q_epilogue's operations per value, in its order, across the rows */
+PD_INLINE void q_gemv_epilogue(const q_args *a, const int32_t *out, isz m0, isz mrows) {
+    const isz off = a->img * a->M + m0;
+    float *o = a->out + off;
+    pd_v16 f = {0}, mul = {0}, b = {0}, r = {0};
+    pd_v16i iv = {0};
+    for (isz m = 0; m < mrows; m++) {
+        iv[m] = out[m] - (a->comp ? a->comp[m0 + m] : 0);
+        mul[m] = a->mul[m0 + m];
+        b[m] = a->bias ? a->bias[m0 + m] : 0.0f;
+        r[m] = a->res ? a->res[off + m] : 0.0f;
+    }
+    f = __builtin_convertvector(iv, pd_v16) * mul + b;
+    if (a->res) f += r;
+    const int regs = act_in_regs(&a->act);
+    if (regs) {
+        bias_act_v16(&f, 0.0f, 0, &a->act);
+        if (a->oq.on) f = q_qdq_v16(f, &a->oq);
+    }
+    float t[16];
+    memcpy(t, &f, sizeof t);
+    if (!regs) {
+        bias_act_copy(t, t, mrows, 0.0f, 0, &a->act);
+        if (a->oq.on) q_qdq_row(t, t, mrows, &a->oq);
+    }
+    for (isz m = 0; m < mrows; m++) {
+        if (a->chain) q_chain_row(t + m, 1, m0 + m, a->chain);
+        o[m] = t[m];
+    }
+}
+
 /* one column (L = 1: convs of 1x1 maps, fc of one row): the lanes run over the block's 8 rows and two reduction
  * groups instead of 48 columns (the register tile would compute 47 columns for nothing). A 64-byte load of the packed
  * weights holds groups g and g + 1 of the block ([g][8 rows][4]), read against [x word g] x 8, [x word g + 1] x 8;
@@ -216,35 +248,7 @@ PD_TARGET_VNNI static void q_gemv_vnni(const q_args *a, isz mb) {
     _mm256_storeu_si256((__m256i *)out,
                         _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1)));
     const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
-    /* the epilogue across the block's rows (the outputs of one column are consecutive, (M, 1) or fc's (1, M)): q_epilogue's
-     * operations per value, in its order */
-    const isz off = a->img * a->M + m0;
-    float *o = a->out + off;
-    pd_v16 f = {0}, mul = {0}, b = {0}, r = {0};
-    pd_v16i iv = {0};
-    for (isz m = 0; m < mrows; m++) {
-        iv[m] = out[m] - (a->comp ? a->comp[m0 + m] : 0);
-        mul[m] = a->mul[m0 + m];
-        b[m] = a->bias ? a->bias[m0 + m] : 0.0f;
-        r[m] = a->res ? a->res[off + m] : 0.0f;
-    }
-    f = __builtin_convertvector(iv, pd_v16) * mul + b;
-    if (a->res) f += r;
-    const int regs = act_in_regs(&a->act);
-    if (regs) {
-        bias_act_v16(&f, 0.0f, 0, &a->act);
-        if (a->oq.on) f = q_qdq_v16(f, &a->oq);
-    }
-    float t[16];
-    memcpy(t, &f, sizeof t);
-    if (!regs) {
-        bias_act_copy(t, t, mrows, 0.0f, 0, &a->act);
-        if (a->oq.on) q_qdq_row(t, t, mrows, &a->oq);
-    }
-    for (isz m = 0; m < mrows; m++) {
-        if (a->chain) q_chain_row(t + m, 1, m0 + m, a->chain);
-        o[m] = t[m];
-    }
+    q_gemv_epilogue(a, out, m0, mrows);
 }
 
 /* the one column of the current image (K floats) quantized into a->xp as bytes q + 128: the words of 4 consecutive
@@ -264,6 +268,53 @@ PD_TARGET_VNNI static void q_gemv_pack(const q_args *a) {
         _mm_store_si128((__m128i *)b, _mm512_cvtepi32_epi8(_mm512_add_epi32((__m512i)q, _mm512_set1_epi32(128))));
         const isz n = a->kgroups * 4 - k0 < 16 ? a->kgroups * 4 - k0 : 16;
         memcpy(o + k0, b, (size_t)n);
+    }
+}
+
+/* the AVX2 form of one column: the packed weights' groups g and g + 1 of a block of 4 rows ([g][4 rows][2 int16]) in
+ * one ymm against [x pair g] x 4, [x pair g + 1] x 4 (vpmaddwd), the halves added at the end */
+PD_TARGET_AVX2 static void q_gemv_avx2(const q_args *a, isz mb) {
+    const isz ng = a->kgroups;
+    const int32_t *xp = (const int32_t *)a->xp; /* group g's int16 pair: xp[g] (q_gemv_pack_s16) */
+    const int32_t *wb = (const int32_t *)a->wp + mb * ng * 4;
+    __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0;
+    isz g = 0;
+#define QG2_STEP(c, gg)                                                                                           \
+    c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(xp[gg])), \
+                                                                       _mm_set1_epi32(xp[(gg) + 1]), 1),          \
+                                               _mm256_loadu_si256((const __m256i *)(wb + (gg) * 4))))
+    for (; g + 8 <= ng; g += 8) {
+        QG2_STEP(c0, g);
+        QG2_STEP(c1, g + 2);
+        QG2_STEP(c2, g + 4);
+        QG2_STEP(c3, g + 6);
+    }
+    for (; g + 2 <= ng; g += 2) QG2_STEP(c0, g);
+#undef QG2_STEP
+    const __m256i c = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    if (g < ng) /* the last group alone */
+        s4 = _mm_add_epi32(s4, _mm_madd_epi16(_mm_set1_epi32(xp[g]), _mm_loadu_si128((const __m128i *)(wb + g * 4))));
+    int32_t out[4];
+    _mm_storeu_si128((__m128i *)out, s4);
+    const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
+    q_gemv_epilogue(a, out, m0, mrows);
+}
+
+/* the AVX2 form's column: q as int16 (pairs of consecutive reduction steps are the words; past K: 0) */
+PD_TARGET_AVX2 static void q_gemv_pack_s16(const q_args *a) {
+    const float *x = a->x + a->img * a->K;
+    int16_t *o = (int16_t *)a->xp;
+    for (isz k0 = 0; k0 < a->kgroups * 2; k0 += 16) {
+        const isz cnt = a->K - k0 < 16 ? (a->K > k0 ? a->K - k0 : 0) : 16;
+        pd_v16 xv = {0};
+        if (cnt == 16)
+            memcpy(&xv, x + k0, sizeof xv);
+        else
+            for (isz k = 0; k < cnt; k++) xv[k] = x[k0 + k];
+        const pd_v16i q = a->qp.rt == 0 ? q_v16_rt(xv, &a->qp, 0) : q_v16_rt(xv, &a->qp, 1);
+        const isz n = a->kgroups * 2 - k0 < 16 ? a->kgroups * 2 - k0 : 16;
+        for (isz k = 0; k < n; k++) o[k0 + k] = (int16_t)q[k];
     }
 }
 
@@ -288,7 +339,10 @@ static void q_gemm_task(void *ctx, isz begin, isz end) {
         }
 #ifdef PD_X86_DISPATCH
         if (a->gemv) {
-            q_gemv_vnni(a, mb);
+            if (g_qisa == Q_VNNI)
+                q_gemv_vnni(a, mb);
+            else
+                q_gemv_avx2(a, mb);
             continue;
         }
         if (g_qisa == Q_VNNI) {
@@ -467,8 +521,8 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
         a.chain = &chain;
     }
     int ok = 1;
-    /* one column in place (a 1x1 conv of a 1x1 map, an fc of one row): vnni's GEMV form (q_gemv_vnni) */
-    const int gemv = a.gemv = g_qisa == Q_VNNI && a.L == 1 && a.pointwise && !a.direct && !a.res2;
+    /* one column in place (a 1x1 conv of a 1x1 map, an fc of one row): the GEMV forms (q_gemv_vnni, q_gemv_avx2) */
+    const int gemv = a.gemv = (g_qisa == Q_VNNI || g_qisa == Q_AVX2) && a.L == 1 && a.pointwise && !a.direct && !a.res2;
     (void)gemv;
     Py_BEGIN_ALLOW_THREADS;
     a.xp = pd_alloc64((size_t)(a.direct ? a.CG * a.P + a.f.nrt + a.Wq + (g->KW - 1) * g->DW + 16
@@ -483,7 +537,10 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
         for (a.img = 0; a.img < a.N; a.img++) {
 #ifdef PD_X86_DISPATCH
             if (gemv) {
-                q_gemv_pack(&a);
+                if (g_qisa == Q_VNNI)
+                    q_gemv_pack(&a);
+                else
+                    q_gemv_pack_s16(&a);
                 parallel_for(q_gemm_task, &a, a.mblocks, grain_for(a.mblocks, 4));
                 continue;
             }
