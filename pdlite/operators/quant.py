@@ -233,20 +233,17 @@ def _check_int8(ctx: ShapeContext, slot: str, n_out: int) -> None:
 
 
 @register_op("quantized_conv2d", inputs=["Input", "Filter", "WeightScale"], outputs=["Output"],
-             optional_inputs=["Bias", "ResidualData", "LateResidual"],
+             optional_inputs=["Bias", "ResidualData"],
              defaults={**_QOP_DEFAULTS, "strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
-                       "groups": 1, "dilations": [1, 1], "data_format": "NCHW", "post_ops": [], "x_ops": [],
-                       "y_ops": []})
+                       "groups": 1, "dilations": [1, 1], "data_format": "NCHW", "post_ops": []})
 def _quantized_conv2d_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
-    """act(int8 conv(quantize(Input), Filter) * scales + Bias (+ ResidualData)), its output QDQ, with LateResidual:
-    x_ops(that) + y_ops(LateResidual), then post_ops: conv2d's output shape."""
+    """act(int8 conv(quantize(Input), Filter) * scales + Bias (+ ResidualData)): conv2d's output shape."""
     _check_int8(ctx, "Filter", ctx.shape("Filter")[0])
     g = conv2d_geometry(ctx.attrs, ctx.shape("Input"), ctx.shape("Filter"), ctx.fail)
     ctx.require(g.groups == 1 and not g.channel_last, "only one group, NCHW")
     out = tuple(g.out_shape)
-    for slot in ("ResidualData", "LateResidual"):
-        if ctx.has(slot):
-            ctx.require(tuple(ctx.shape(slot)) == out, f"{slot} {list(ctx.shape(slot))} must be {list(out)}")
+    if ctx.has("ResidualData"):
+        ctx.require(ctx.shape("ResidualData") == out, f"ResidualData {list(ctx.shape('ResidualData'))} must be {out}")
     return {"Output": [out]}
 
 

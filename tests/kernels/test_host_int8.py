@@ -259,26 +259,3 @@ def test_pointwise_chain_of_a_sum_is_the_ops_one_by_one() -> None:
     np.testing.assert_array_equal(qn.qchain(x, prog, y, px, py), qn.chain_numpy(x, prog, y, px, py))
     np.testing.assert_array_equal(qn.qchain(x, prog, y, px, np.zeros(0, np.float32)),
                                   qn.chain_numpy(x, prog, y, px, []))
-
-
-@pytest.mark.parametrize("i", [0, 1, 11])
-def test_conv_late_residual_is_the_add_of_two_quantized_tensors_after_it(i: int) -> None:
-    """late = (y, x_ops, y_ops): the conv's output (after its QDQ) through x_ops plus y through y_ops, then the chain:
-    bit for bit the pointwise_chain of the conv's output and y (the add the pass folds into the conv)."""
-    case = CASES[i]
-    x, w8, qp = _data(case, 9)
-    oh, ow = _geo(case)
-    rng = np.random.default_rng(10)
-    mul = (rng.uniform(0.5, 2.0, w8.shape[0]) * 1e-3).astype(np.float32)
-    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
-    y = (rng.standard_normal((case[0], w8.shape[0], oh, ow)) * 2).astype(np.float32)
-    px, py = np.array(qn.chain_qdq(2.5, 0), np.float32), np.array(qn.chain_qdq(1.7, 1), np.float32)
-    post = np.array(qn.chain_act(native.activation("relu", {})), np.float32)
-    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if case[5] * case[6] > 1 else None)
-    plain = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0))
-    got = qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, out_q=qn.out_qdq(0.8, 0), chain=post,
-                   late=(y, px, py))
-    np.testing.assert_array_equal(got, qn.qchain(plain, post, y, px, py))
-    np.testing.assert_array_equal(got, qn.chain_numpy(plain, post, y, px, py))
-    with pytest.raises(ValueError, match="qconv late residual"):
-        qn.qconv(x, qw, mul, None, w8.shape[0], oh, ow, *k, qp, late=(y[:, :1].copy(), px, py))

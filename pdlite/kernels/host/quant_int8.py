@@ -1,7 +1,7 @@
 """Host kernels of the integer ops the optimizer's int8 passes make (pdlite/optimizer/passes/quant_int8.py).
 
 - `quantized_conv2d`: act(sum_k q(x) * W8 * (in_scale / qmax) * WeightScale[m] + Bias (+ ResidualData)), one group,
-  NCHW; then the output QDQ (`out_scale`), then with `LateResidual` y: x_ops(that) + y_ops(y), then `post_ops`. q(x) is Paddle's quantize_linear of the float input (round_type 0 or 1); the sums are exact int32
+  NCHW. q(x) is Paddle's quantize_linear of the float input (round_type 0 or 1); the sums are exact int32
   (native_src/qgemm.c: AVX512-VNNI, AVX2 or plain C, the same integers on each), then one float32 multiply-add.
 - `quantized_fc`: the same for Input flattened at in_num_col_dims times W (K, N).
 - `quantize_dequantize_linear`: quantize_linear then dequantize_linear in one pass, the same float32 bits as the two
@@ -55,8 +55,6 @@ class _Int8Kernel(Kernel):
         self.out_q = qn.out_qdq(out_s, int(self.attrs["out_round_type"])) if out_s > 0 else None
         post = self.attrs.get("post_ops") or []
         self.chain = np.asarray(post, F32) if len(post) else None
-        self.x_ops = np.asarray(self.attrs.get("x_ops") or [], F32)
-        self.y_ops = np.asarray(self.attrs.get("y_ops") or [], F32)
         self._src: Any = None
         self._packed: qn.QWeights | None = None
         self._w8: np.ndarray | None = None
@@ -93,7 +91,7 @@ class _Int8Kernel(Kernel):
         """(C, KH, KW) where the native kernel runs this op in qconv's direct form (quant_native.direct_form)."""
         return None
 
-    def _epilogue(self, out: np.ndarray, res: np.ndarray | None, late: np.ndarray | None = None) -> np.ndarray:
+    def _epilogue(self, out: np.ndarray, res: np.ndarray | None) -> np.ndarray:
         if res is not None:
             out += res
         if self.act[0]:
@@ -101,8 +99,6 @@ class _Int8Kernel(Kernel):
         if self.out_q is not None:
             s = F32(self.out_q[0][1])
             out = dequantize(quantize(out, s, qn.QMAX, self.out_q[0][2]), s, qn.QMAX)
-        if late is not None:
-            out = qn.chain_numpy(out, [], late, self.x_ops, self.y_ops)
         if self.chain is not None:
             out = qn.chain_numpy(out, self.chain)
         return out
@@ -132,10 +128,9 @@ class QuantizedConv2d(_Int8Kernel):
             g = conv2d_geometry(self.attrs, x.shape, w_shape)
             if g.n == 0:
                 return None
-            late = (self.x_ops, self.y_ops) if self.op.inputs.get("LateResidual") else None
             plan = self._plans[x.shape] = qn.qconv_plan(
                 x.shape, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
-                (g.dh, g.dw), (g.pads[0], g.pads[2]), self.qp, self.act, self.out_q, self.chain, late)
+                (g.dh, g.dw), (g.pads[0], g.pads[2]), self.qp, self.act, self.out_q, self.chain)
         return plan
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -144,24 +139,22 @@ class QuantizedConv2d(_Int8Kernel):
         if self._packed is not None and type(x) is np.ndarray and x.dtype == F32 and x.flags.c_contiguous:
             plan = self._plan(x, ins["Filter"][0].shape)
             if plan is not None:
-                r, r2 = ins.get("ResidualData"), ins.get("LateResidual")
-                return {"Output": [plan(x, np.asarray(r[0], dtype=F32, order="C") if r else None,
-                                        np.asarray(r2[0], dtype=F32, order="C") if r2 else None)]}
+                r = ins.get("ResidualData")
+                return {"Output": [plan(x, np.asarray(r[0], dtype=F32, order="C") if r else None)]}
         x = np.asarray(x, dtype=F32, order="C")
         g = self._geo.get(x.shape)
         if g is None:
             g = self._geo[x.shape] = conv2d_geometry(self.attrs, x.shape, ins["Filter"][0].shape)
-        r, r2 = ins.get("ResidualData"), ins.get("LateResidual")
+        r = ins.get("ResidualData")
         res = np.asarray(r[0], dtype=F32, order="C") if r else None
-        late = np.asarray(r2[0], dtype=F32, order="C") if r2 else None
         pads = (g.pads[0], g.pads[2])
         args = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)
         if self._packed is not None and g.n > 0:
             out = qn.qconv(x, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, *args, self.qp, self.act, res,
-                           self.out_q, self.chain, None if late is None else (late, self.x_ops, self.y_ops))
+                           self.out_q, self.chain)
             return {"Output": [out]}
         out = qn.qconv_numpy(x, self._w8, self._mul, self._bias, g.oh, g.ow, *args, self.qp)
-        return {"Output": [self._epilogue(out, res, late)]}
+        return {"Output": [self._epilogue(out, res)]}
 
 
 @register_kernel("quantized_fc", precision=PrecisionType.FP32, inputs={"W": ANY_IN})

@@ -89,37 +89,29 @@ def out_qdq(s: float, round_type: int, qmax: int = QMAX) -> tuple:
 def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
           kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
           qp: QParam, act: native.Act = native.NO_ACT, residual: np.ndarray | None = None,
-          out_q: tuple | None = None, chain: np.ndarray | None = None,
-          late: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given, then with
-    `late` = (y, x program, y program): x_program(that) + y_program(y) (an add of two quantized tensors folded into
-    the conv, y of the output's shape), then the pointwise `chain` (a program of CHAIN steps, float32) if given:
-    (N, m, oh, ow); `pads` = (top, left)."""
-    run = qconv_plan(x.shape, qw, mul, bias, m, oh, ow, kernel, strides, dilations, pads, qp, act, out_q, chain,
-                     None if late is None else (late[1], late[2]))
-    return run(native._f32(x, "qconv"), residual, None if late is None else native._f32(late[0], "qconv"))
+          out_q: tuple | None = None, chain: np.ndarray | None = None) -> np.ndarray:
+    """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given, then the
+    pointwise `chain` (a program of CHAIN steps, float32) if given: (N, m, oh, ow); `pads` = (top, left)."""
+    run = qconv_plan(x.shape, qw, mul, bias, m, oh, ow, kernel, strides, dilations, pads, qp, act, out_q, chain)
+    return run(native._f32(x, "qconv"), residual)
 
 
 def qconv_plan(x_shape: tuple[int, ...], qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, m: int, oh: int,
                ow: int, kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
                pads: tuple[int, int], qp: QParam, act: native.Act = native.NO_ACT, out_q: tuple | None = None,
-               chain: np.ndarray | None = None, late_programs: tuple[np.ndarray, np.ndarray] | None = None):
-    """qconv with everything but the tensors bound, for inputs of x_shape: (x, residual | None, late y | None) -> out
-    (C-contiguous float32 tensors; late y only with `late_programs` = (x program, y program))."""
+               chain: np.ndarray | None = None):
+    """qconv with everything but the tensors bound, for inputs of x_shape: (x, residual | None) -> out (C-contiguous
+    float32 tensors)."""
     shape = (x_shape[0], m, oh, ow)
     head = (qw.packed, qw.comp, mul, bias)
     mid = ((*x_shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0],
             pads[1]), tuple(qp), act[0], act[1])
     tail = (False, out_q, qw.direct, chain)
-    progs = () if late_programs is None else (np.asarray(late_programs[0], F32), np.asarray(late_programs[1], F32))
     ext, empty = native._ext.qconv, native.empty_aligned
 
-    def run(x: np.ndarray, residual: np.ndarray | None = None, late: np.ndarray | None = None) -> np.ndarray:
+    def run(x: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
         out = empty(shape)
-        if late is None:
-            ext(x, *head, out, *mid, residual, *tail)
-        else:
-            ext(x, *head, out, *mid, residual, *tail, late, *progs)
+        ext(x, *head, out, *mid, residual, *tail)
         return out
 
     return run

@@ -164,66 +164,6 @@ def _binary_adds(graph: Graph, ctx: PassContext, fetched: set[str]) -> int:
     return done
 
 
-def _late_conv(v: Node, fetched: set[str]) -> Node | None:
-    """The quantized_conv2d writing v whose epilogue can take an add after it: v read by one op, not fetched, the conv
-    without post_ops nor a late residual."""
-    prod = v.inputs[0] if v.inputs else None
-    if (prod is None or prod.op is None or prod.op.type != "quantized_conv2d" or prod.op.attrs.get("post_ops")
-            or prod.op.inputs.get("LateResidual") or len(v.outputs) != 1 or v.name in fetched):
-        return None
-    return prod
-
-
-def _sum_parts(op: Node) -> dict[str, list[float]] | None:
-    """x_ops, y_ops, post_ops of an add of two tensors: a pointwise_chain with Y, or an elementwise_add /
-    fusion_elementwise_add_activation of two non-parameter tensors of one shape (no QDQ sides: the float add the
-    fp32 program fuses into its conv, left over where the conv became int8), else None."""
-    t = op.op.type
-    if t == "pointwise_chain":
-        return dict(op.op.attrs) if op.op.inputs.get("Y") else None
-    if t not in ("elementwise_add", "fusion_elementwise_add_activation") or len(op.outputs) != 1:
-        return None
-    xs, ys = op.op.inputs.get("X", []), op.op.inputs.get("Y", [])
-    if len(xs) != 1 or len(ys) != 1 or xs[0] == ys[0] or int(op.op.attrs.get("axis", -1)) not in (-1, 0):
-        return None
-    x, y = input_node(op, xs[0]), input_node(op, ys[0])
-    if x.persistable or y.persistable or len(_shape(x)) < 2 or _shape(x) != _shape(y):
-        return None
-    post = _act_step(*split_activation(dict(op.op.attrs), "act_type")) if t != "elementwise_add" else []
-    return None if post is None else {"x_ops": [], "y_ops": [], "post_ops": post}
-
-
-def _adds_into_convs(graph: Graph, fetched: set[str]) -> int:
-    """An add of two tensors (_sum_parts) whose X (or Y: float addition commutes, bit for bit) is written by a
-    quantized_conv2d (_late_conv) -> that conv with LateResidual = the other side and x_ops / y_ops / post_ops: the
-    conv's epilogue runs x_ops on its outputs, adds y_ops(Y), then post_ops (the same operations in the same
-    order)."""
-    done = 0
-    for op in graph.topological_order():
-        if op not in graph or op.op is None:
-            continue
-        a = _sum_parts(op)
-        if a is None:
-            continue
-        x, y = input_node(op, op.op.input("X")), input_node(op, op.op.input("Y"))
-        sides = [(x, y, a["x_ops"], a["y_ops"]), (y, x, a["y_ops"], a["x_ops"])]
-        for mine, other, my_ops, other_ops in sides:
-            conv = _late_conv(mine, fetched)
-            if conv is None or _shape(mine) != _shape(other) or not _channels(mine):
-                continue
-            out = op.outputs[0]
-            graph.remove_op(op, orphan_outputs=True)
-            graph.replace_output(conv, mine, out)
-            if mine in graph and not mine.inputs and not mine.outputs:
-                graph.remove_var(mine)
-            conv.op.inputs["LateResidual"] = [other.name]
-            graph.link(other, conv)
-            conv.op.attrs.update(x_ops=list(my_ops), y_ops=list(other_ops), post_ops=list(a["post_ops"]))
-            done += 1
-            break
-    return done
-
-
 @register_pass("quant_pointwise_chain_pass")
 class QuantPointwiseChain(Pass):
     def apply(self, graph: Graph, ctx: PassContext) -> bool:
@@ -259,7 +199,5 @@ class QuantPointwiseChain(Pass):
                 desc = OpDesc("pointwise_chain", {"X": [x0.name]}, {"Out": [last.name]}, {"post_ops": prog})
                 graph.replace_ops(ops, desc, [x0], [last])
                 chains += 1
-        late = _adds_into_convs(graph, fetched)
-        ctx.meta.setdefault("pass_stats", {})[self.name] = {"adds": adds, "folded": folded, "chains": chains,
-                                                            "adds_into_convs": late}
-        return adds + folded + chains + late > 0
+        ctx.meta.setdefault("pass_stats", {})[self.name] = {"adds": adds, "folded": folded, "chains": chains}
+        return adds + folded + chains > 0

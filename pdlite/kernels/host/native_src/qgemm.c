@@ -425,17 +425,12 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     q_args a;
     memset(&a, 0, sizeof a);
     conv_geo *g = &a.geo;
-    PyObject *cho = Py_None, *r2o = Py_None, *xco = Py_None, *yco = Py_None;
+    PyObject *cho = Py_None;
     int act, trans = 0, direct = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpOpOOOO", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C,
-                          &g->H, &g->W, &a.M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT,
-                          &g->PL, &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo, &direct, &cho, &r2o, &xco,
-                          &yco))
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpOpO", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C, &g->H,
+                          &g->W, &a.M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT, &g->PL,
+                          &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo, &direct, &cho))
         return NULL;
-    if (r2o != Py_None && (trans || xco == Py_None || yco == Py_None)) {
-        PyErr_SetString(PyExc_ValueError, "qconv: a late residual needs the conv's (M, L) output and its two programs");
-        return NULL;
-    }
     if (qo != Py_None) {
         if (!PyArg_ParseTuple(qo, "(ffi)f", &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax)) return NULL;
         a.oq.on = 1;
@@ -481,30 +476,9 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     a.bias = bo == Py_None ? NULL : (const float *)qbufs_take(&bs, bo, 0, a.M * 4, "qconv bias");
     a.out = (float *)qbufs_take(&bs, oo, 1, a.N * a.M * a.L * 4, "qconv output");
     a.res = ro == Py_None ? NULL : (const float *)qbufs_take(&bs, ro, 0, a.N * a.M * a.L * 4, "qconv residual");
-    a.res2 = r2o == Py_None ? NULL
-                            : (const float *)qbufs_take(&bs, r2o, 0, a.N * a.M * a.L * 4, "qconv late residual");
     if (bs.failed) return NULL;
-    q_chain chain, xchain, ychain;
-    Py_buffer chv = {0}, xyv[2];
-    int nxy = 0;
-    if (a.res2) { /* (the programs' buffers: released at the end with the chain's) */
-        PyObject *po[2] = {xco, yco};
-        q_chain *pc[2] = {&xchain, &ychain};
-        for (int i = 0; i < 2; i++) {
-            if (PyObject_GetBuffer(po[i], &xyv[nxy], PyBUF_SIMPLE) != 0) break;
-            nxy++;
-            if (xyv[i].len % 4 != 0 || q_chain_parse((const float *)xyv[i].buf, xyv[i].len / 4, a.M, pc[i]) < 0) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "qconv: the chains must be float32");
-                break;
-            }
-        }
-        if (PyErr_Occurred()) {
-            while (nxy > 0) PyBuffer_Release(&xyv[--nxy]);
-            qbufs_release(&bs);
-            return NULL;
-        }
-        a.xchain = &xchain, a.ychain = &ychain;
-    }
+    q_chain chain;
+    Py_buffer chv = {0};
     if (cho != Py_None) {
         int bad = trans || PyObject_GetBuffer(cho, &chv, PyBUF_SIMPLE) != 0;
         if (trans) PyErr_SetString(PyExc_ValueError, "qconv: a pointwise chain needs the conv's (M, L) output");
@@ -514,7 +488,6 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
             bad = 1;
         }
         if (bad) {
-            while (nxy > 0) PyBuffer_Release(&xyv[--nxy]);
             qbufs_release(&bs);
             return NULL;
         }
@@ -522,7 +495,7 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     }
     int ok = 1;
     /* one column in place (a 1x1 conv of a 1x1 map, an fc of one row): the GEMV forms (q_gemv_vnni, q_gemv_avx2) */
-    const int gemv = a.gemv = (g_qisa == Q_VNNI || g_qisa == Q_AVX2) && a.L == 1 && a.pointwise && !a.direct && !a.res2;
+    const int gemv = a.gemv = (g_qisa == Q_VNNI || g_qisa == Q_AVX2) && a.L == 1 && a.pointwise && !a.direct;
     (void)gemv;
     Py_BEGIN_ALLOW_THREADS;
     a.xp = pd_alloc64((size_t)(a.direct ? a.CG * a.P + a.f.nrt + a.Wq + (g->KW - 1) * g->DW + 16
@@ -560,7 +533,6 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS;
     qbufs_release(&bs);
     if (a.chain) PyBuffer_Release(&chv);
-    while (nxy > 0) PyBuffer_Release(&xyv[--nxy]);
     if (!ok) return PyErr_NoMemory();
     return pd_done(fail0);
 }

@@ -32,9 +32,6 @@ typedef struct {
     q_param qp;
     q_out oq; /* the output's quantize -> dequantize (oq.on), Paddle's QDQ pair after the conv */
     const q_chain *chain; /* the pointwise ops after it (qchain.c), or NULL */
-    const float *res2;    /* a residual added after the output QDQ: o = xchain(o) + ychain(res2), then chain (an add of
-                           * two quantized tensors, pointwise_chain's x_ops / y_ops, folded into the conv), or NULL */
-    const q_chain *xchain, *ychain;
     act_t act;
     q_format f;
 } q_args;
@@ -95,19 +92,6 @@ PD_TARGET_AVX2 static inline __m256i q_avx2_q8(const float *r, isz q0, isz cnt, 
 /* --------------------------------------------------------------------------------------------------------------- */
 /* epilogue: int32 accumulators -> float outputs                                                                   */
 /* --------------------------------------------------------------------------------------------------------------- */
-
-/* o[0 .. n) (the outputs at offset off of channel mm, after the output QDQ) = xchain(o) + ychain(res2 there): the
- * operations of pointwise_chain's sum (qchain.c) in its order */
-PD_INLINE void q_late_residual(const q_args *a, float *o, isz off, isz n, isz mm) {
-    q_chain_row(o, n, mm, a->xchain);
-    for (isz j0 = 0; j0 < n; j0 += 64) {
-        const isz cnt = n - j0 < 64 ? n - j0 : 64;
-        float t[64];
-        memcpy(t, a->res2 + off + j0, (size_t)cnt * sizeof(float));
-        q_chain_row(t, cnt, mm, a->ychain);
-        for (isz j = 0; j < cnt; j++) o[j0 + j] = o[j0 + j] + t[j];
-    }
-}
 
 PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
     for (isz m = 0; m < mrows; m++) {
@@ -170,7 +154,6 @@ PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows
             bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
             if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
         }
-        if (a->res2) q_late_residual(a, o, off, ncols, mm);
         if (a->chain) q_chain_row(o, ncols, mm, a->chain);
     }
 }
@@ -198,7 +181,6 @@ PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz
         }
         if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
         if (a->oq.on) q_qdq_any(o, o, ncols, &a->oq);
-        if (a->res2) q_late_residual(a, o, off, ncols, mm);
         if (a->chain) q_chain_row(o, ncols, mm, a->chain);
     }
 }
