@@ -427,6 +427,8 @@ def batching(args: argparse.Namespace) -> None:
                         sizes = getattr(call, "batches", [])[seen:]
                         res["batch"] = statistics.mean(sizes) if sizes else float("nan")
                         cells[label].append(res)
+                if ml:  # a device keeps a static model per batch size in each config (AlexNet: GBs)
+                    print(f"mlserver's resident memory: {rss_kib(ml[1].pid) / 2**20:.1f} GiB", flush=True)
         finally:
             if ray_port is not None:
                 stop_ray()
