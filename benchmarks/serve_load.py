@@ -62,6 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import bench_models  # noqa: E402
+from proc_usage import cpu_s, descendants, rss_kib  # noqa: E402
 
 from tests.integrations.serve_util import (  # noqa: E402
     CNN,
@@ -504,43 +505,6 @@ def overload(args: argparse.Namespace) -> None:
         print(row("ray", "ocr", args.clients, r), flush=True)
     finally:
         stop_ray()
-
-
-def descendants(pid: int) -> list[int]:
-    """PID and its descendants."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        try:
-            for t in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (t / "children").read_text().split()]
-        except OSError:
-            pass
-    return found
-
-
-def cpu_s(pids: list[int]) -> float:
-    """User + system CPU seconds of PIDS so far."""
-    total = 0
-    for p in pids:
-        try:
-            total += sum(int(v) for v in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
-        except OSError:
-            pass
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kib(pid: int) -> int:
-    """Resident memory of PID and its descendants (KiB)."""
-    total = 0
-    for p in descendants(pid):
-        try:
-            total += sum(int(line.split()[1]) for line in Path(f"/proc/{p}/status").read_text().splitlines()
-                         if line.startswith("VmRSS:"))
-        except OSError:
-            pass
-    return total
 
 
 def soak(args: argparse.Namespace) -> None:
