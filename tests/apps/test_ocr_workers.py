@@ -89,3 +89,20 @@ def test_cli_workers_option_checked(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
         main(["ocr", str(IMAGES / "receipt.png"), "--workers", "0"])
     assert "--workers: must be >= 1" in capsys.readouterr().err
+
+
+def test_clone_of_a_paddleocr3_pipeline_with_orientation_models() -> None:
+    """PaddleOCR 3 folders (tests/fixtures/ocr/ppocrv5: a text-line orientation and a document orientation model):
+    each stage of the clone runs the clone's network, and the clone reads as the original (lines, page angle)."""
+    pytest.importorskip("yaml", reason="PaddleOCR 3 folders need pip install pdlite[ocr] (PyYAML)")
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "ocr" / "ppocrv5"
+    ocr = OCR(det_model_dir=fix / "det" / "pir", rec_model_dir=fix / "rec" / "pir",
+              textline_orientation_model_dir=fix / "textline" / "pir", doc_orientation_model_dir=fix / "doc" / "pir")
+    clone = ocr.clone()
+    assert list(clone.models()) == ["doc", "det", "cls", "rec"]
+    assert clone.text_classifier.classifier.run is clone.cls_model
+    assert clone.doc_orientation.classifier.run is clone.doc_model
+    assert ocr.text_classifier.classifier.run is ocr.cls_model and ocr.doc_orientation.classifier.run is ocr.doc_model
+    for name in ("receipt.png", "rotated.png"):
+        want = ocr(IMAGES / name)
+        assert clone(IMAGES / name) == want and clone.last_doc_angle == ocr.last_doc_angle, name
