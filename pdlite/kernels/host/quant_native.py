@@ -120,7 +120,7 @@ def qconv_plan(x_shape: tuple[int, ...], qw: QWeights, mul: np.ndarray, bias: np
 def dw_weights(w8: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Depthwise int8 weights (C, 1, KH, KW) as qdwconv reads them: (C, KH*KW) int8 and comp[c] = 128 * sum W8[c]
     (the + 128 of its byte planes, taken back in the epilogue)."""
-    w = np.ascontiguousarray(np.asarray(w8, np.int8).reshape(w8.shape[0], -1))
+    w = np.asarray(np.asarray(w8, np.int8).reshape(w8.shape[0], -1), order="C")
     return w, (128 * w.sum(axis=1, dtype=np.int64)).astype(np.int32)
 
 
