@@ -24,7 +24,7 @@ def native_sources(folder: Path) -> list[Path]:
 
 
 def source_hash(files: list[Path]) -> str:
-    """SHA-256 over (name, size, bytes) of each file in order; pdlite/kernels/host/native.py computes the same."""
+    """SHA-256 over (name, size, bytes) of each file in order; pdlite/kernels/host/native_build.py computes the same."""
     h = hashlib.sha256()
     for f in files:
         data = f.read_bytes()
@@ -39,7 +39,7 @@ def native_extension() -> list[Extension]:
         return []
     files = native_sources(NATIVE_DIR)
     # The hash of the sources it was built from is compiled in (the module's SOURCE_HASH): pdlite/kernels/host/
-    # native.py refuses a build whose sources differ from the native_src/ beside it (a stale in-place build).
+    # native_build.py refuses a build whose sources differ from the native_src/ beside it (a stale in-place build).
     digest = source_hash(files)
     return [
         Extension(

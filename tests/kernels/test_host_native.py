@@ -885,35 +885,37 @@ def _sources_sha256(folder) -> str:
 def test_the_extension_in_use_was_built_from_this_source():
     """A stale build (compiled from other sources) is never used: its SOURCE_HASH must be that of the
     native_src/ files beside native.py, all of them."""
-    from pdlite.kernels.host import _native
+    from pdlite.kernels.host import _native, native_build
 
     src = os.path.join(os.path.dirname(native.__file__), "native_src")
     if not os.path.isdir(src):
         pytest.skip("an installed pdlite without its C sources")
     assert len([f for f in os.listdir(src) if f.endswith(".c")]) > 1
-    assert _native.SOURCE_HASH == _sources_sha256(src) == native._source_hash()
+    assert _native.SOURCE_HASH == _sources_sha256(src) == native_build._source_hash()
 
 
 def test_the_source_hash_covers_every_file(tmp_path, monkeypatch):
-    """Changing any one source file (a header included) or adding one changes the hash native.py checks."""
+    """Changing any one source file (a header included) or adding one changes the hash native_build.py checks."""
     import shutil
+
+    from pdlite.kernels.host import native_build
 
     src = os.path.join(os.path.dirname(native.__file__), "native_src")
     if not os.path.isdir(src):
         pytest.skip("an installed pdlite without its C sources")
     copy = tmp_path / "native_src"
     shutil.copytree(src, copy)
-    monkeypatch.setattr(native, "_SOURCE_DIR", copy)
-    seen = {native._source_hash()}
+    monkeypatch.setattr(native_build, "_SOURCE_DIR", copy)
+    seen = {native_build._source_hash()}
     assert seen == {_sources_sha256(src)}
     for name in sorted(os.listdir(copy)):
         f = copy / name
         data = f.read_bytes()
         f.write_bytes(data + b"\n")
-        seen.add(native._source_hash())
+        seen.add(native_build._source_hash())
         f.write_bytes(data)
     (copy / "extra.c").write_bytes(b"")
-    seen.add(native._source_hash())
+    seen.add(native_build._source_hash())
     assert len(seen) == len(os.listdir(copy)) + 1
 
 

@@ -53,7 +53,9 @@ def test_missing_compiler_is_named(tmp_path):
 
 def test_doctor_line_says_what_failed_and_what_to_install(tmp_path, monkeypatch):
     rec = tmp_path / "_native_build.json"
-    monkeypatch.setattr(native, "BUILD_RECORD", rec)
+    from pdlite.kernels.host import native_build
+
+    monkeypatch.setattr(native_build, "BUILD_RECORD", rec)
     assert native.build_failure() is None  # no record: nothing failed
     rec.write_text(json.dumps({"status": "built"}))
     assert native.build_failure() is None
