@@ -185,20 +185,23 @@ def test_cnn_batched_bit_exact(server):
     x = np.random.default_rng(6).standard_normal((1, 3, 224, 224)).astype(np.float32)
     req = pb.ModelInferRequest(model_name="mnv3b", raw_input_contents=[x.tobytes()], inputs=[
         pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 3, 224, 224])])
-    with ThreadPoolExecutor(8) as ex:
-        answers = list(ex.map(lambda _: stub.ModelInfer(req, timeout=60), range(8)))
-    sizes = []
-    for res in answers:
-        k = res.parameters["batch_size"].int64_param
-        sizes.append(k)
-        got = np.frombuffer(res.raw_output_contents[0], np.float32).reshape(list(res.outputs[0].shape))
-        rows = run([np.concatenate([x] * k)])[0]
-        assert got.shape == (1, rows.shape[1])
-        ok = any(np.array_equal(got[0], r) for r in rows)
-        if not ok and kernels_changed():
-            pytest.skip(kernels_changed())
-        assert ok, (k, np.abs(rows - got).max())
-    assert max(sizes) > 1, sizes  # batching happened
+    sizes: list[int] = []
+    for _burst in range(3):  # on a loaded machine a burst's requests may each finish before the next arrives
+        with ThreadPoolExecutor(8) as ex:
+            answers = list(ex.map(lambda _: stub.ModelInfer(req, timeout=60), range(8)))
+        for res in answers:
+            k = res.parameters["batch_size"].int64_param
+            sizes.append(k)
+            got = np.frombuffer(res.raw_output_contents[0], np.float32).reshape(list(res.outputs[0].shape))
+            rows = run([np.concatenate([x] * k)])[0]
+            assert got.shape == (1, rows.shape[1])
+            ok = any(np.array_equal(got[0], r) for r in rows)
+            if not ok and kernels_changed():
+                pytest.skip(kernels_changed())
+            assert ok, (k, np.abs(rows - got).max())
+        if max(sizes) > 1:
+            break
+    assert max(sizes) > 1, sizes  # batching happened (in one of three bursts of 8 concurrent requests)
     with pytest.raises(grpc.RpcError) as e:  # refused before batching, naming the input
         stub.ModelInfer(pb.ModelInferRequest(model_name="mnv3b", raw_input_contents=[x[:, :, :100].tobytes()],
                                              inputs=[pb.ModelInferRequest.InferInputTensor(
