@@ -130,7 +130,7 @@ class OnlinePolicy:
         PROBATION."""
         h = self.cands[self.host]
         spent = host = 0.0
-        n = len(c.runs)
+        n: float = len(c.runs)  # calls here, plus earlier processes' weighted share below
         if n and h.known():
             spent = sum(ms for ms, _, _ in c.runs)
             host = sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
