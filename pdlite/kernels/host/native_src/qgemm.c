@@ -251,19 +251,24 @@ PD_TARGET_VNNI static void q_gemv_vnni(const q_args *a, isz mb) {
     q_gemv_epilogue(a, out, m0, mrows);
 }
 
+/* x[k0, k0 + 16) of a column of K floats quantized (past K: zeros' codes), for the one-column packs below */
+PD_INLINE pd_v16i q_gemv_col16(const float *x, isz K, isz k0, const q_param *qp) {
+    const isz cnt = K - k0 < 16 ? (K > k0 ? K - k0 : 0) : 16;
+    pd_v16 xv = {0};
+    if (cnt == 16)
+        memcpy(&xv, x + k0, sizeof xv);
+    else
+        for (isz k = 0; k < cnt; k++) xv[k] = x[k0 + k];
+    return q_v16(xv, qp);
+}
+
 /* the one column of the current image (K floats) quantized into a->xp as bytes q + 128: the words of 4 consecutive
  * reduction steps are the bytes in place (past K: 128, read against zero weights) */
 PD_TARGET_VNNI static void q_gemv_pack(const q_args *a) {
     const float *x = a->x + a->img * a->K;
     uint8_t *o = (uint8_t *)a->xp;
     for (isz k0 = 0; k0 < a->kgroups * 4; k0 += 16) {
-        const isz cnt = a->K - k0 < 16 ? (a->K > k0 ? a->K - k0 : 0) : 16;
-        pd_v16 xv = {0};
-        if (cnt == 16)
-            memcpy(&xv, x + k0, sizeof xv);
-        else
-            for (isz k = 0; k < cnt; k++) xv[k] = x[k0 + k];
-        const pd_v16i q = a->qp.rt == 0 ? q_v16_rt(xv, &a->qp, 0) : q_v16_rt(xv, &a->qp, 1);
+        const pd_v16i q = q_gemv_col16(x, a->K, k0, &a->qp);
         uint8_t b[16] __attribute__((aligned(16)));
         _mm_store_si128((__m128i *)b, _mm512_cvtepi32_epi8(_mm512_add_epi32((__m512i)q, _mm512_set1_epi32(128))));
         const isz n = a->kgroups * 4 - k0 < 16 ? a->kgroups * 4 - k0 : 16;
@@ -306,13 +311,7 @@ PD_TARGET_AVX2 static void q_gemv_pack_s16(const q_args *a) {
     const float *x = a->x + a->img * a->K;
     int16_t *o = (int16_t *)a->xp;
     for (isz k0 = 0; k0 < a->kgroups * 2; k0 += 16) {
-        const isz cnt = a->K - k0 < 16 ? (a->K > k0 ? a->K - k0 : 0) : 16;
-        pd_v16 xv = {0};
-        if (cnt == 16)
-            memcpy(&xv, x + k0, sizeof xv);
-        else
-            for (isz k = 0; k < cnt; k++) xv[k] = x[k0 + k];
-        const pd_v16i q = a->qp.rt == 0 ? q_v16_rt(xv, &a->qp, 0) : q_v16_rt(xv, &a->qp, 1);
+        const pd_v16i q = q_gemv_col16(x, a->K, k0, &a->qp);
         const isz n = a->kgroups * 2 - k0 < 16 ? a->kgroups * 2 - k0 : 16;
         for (isz k = 0; k < n; k++) o[k0 + k] = (int16_t)q[k];
     }
