@@ -142,8 +142,9 @@ def _cpu_flags() -> set[str] | None:
     return set(line.split(":", 1)[1].split()) if line else None
 
 
-@pytest.mark.parametrize("isa", sorted(FORCE))
-def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
+def run_forced_isa(isa: str, child: str, tmp_path: Path) -> np.lib.npyio.NpzFile:
+    """`child` (python -c, argv: the .npz to write, the repo root; it saves the kernels' isa as "isa") run with the
+    int8 kernels forced to `isa`; its .npz. Skips where the CPU (or the OS's report of it) cannot run `isa`."""
     flags = _cpu_flags()
     if flags is None or "avx2" not in flags and isa != "baseline":
         pytest.skip("the OS reports no x86 SIMD flags here")
@@ -151,9 +152,15 @@ def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
         pytest.skip(f"this CPU cannot run the {isa} int8 kernels (lacks {sorted(ISA_FLAGS[isa] - flags)})")
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PDLITE_NATIVE_ISA": FORCE[isa]}
-    subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "o.npz"), str(root)], env=env, check=True)
+    subprocess.run([sys.executable, "-c", child, str(tmp_path / "o.npz"), str(root)], env=env, check=True)
     z = np.load(tmp_path / "o.npz")
     assert str(z["isa"]) == isa, f"forced {isa}, the kernels ran {z['isa']}"
+    return z
+
+
+@pytest.mark.parametrize("isa", sorted(FORCE))
+def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
+    z = run_forced_isa(isa, _CHILD, tmp_path)
     for i, c in enumerate(CASES):
         np.testing.assert_array_equal(z[f"conv{i}"].astype(np.int64), _reference(c, i), err_msg=f"{isa} conv {c}")
     for i in DIRECT:

@@ -9,9 +9,6 @@ the same checks as tests/kernels/test_host_int8.py.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +18,7 @@ from pdlite.kernels.host import native
 from pdlite.kernels.host import quant_native as qn
 from pdlite.kernels.host.conv import numpy_act_inplace
 from pdlite.kernels.host.quant import dequantize, quantize
-from tests.kernels.test_host_int8 import FORCE, ISA_FLAGS, _chain_program, _cpu_flags
+from tests.kernels.test_host_int8 import FORCE, _chain_program, run_forced_isa
 
 pytestmark = pytest.mark.skipif(not qn.available(), reason="native int8 kernels unavailable in this build "
                                 "(python setup.py build_ext --inplace compiles them)")
@@ -87,16 +84,7 @@ np.savez(sys.argv[1], isa=qn.int8_isa(), **{f"dw{i}": t._sums(c, i) for i, c in 
 
 @pytest.mark.parametrize("isa", sorted(FORCE))
 def test_every_int8_isa_gives_the_exact_depthwise_sums(isa: str, tmp_path: Path) -> None:
-    flags = _cpu_flags()
-    if flags is None or "avx2" not in flags and isa != "baseline":
-        pytest.skip("the OS reports no x86 SIMD flags here")
-    if not ISA_FLAGS[isa] <= flags:
-        pytest.skip(f"this CPU cannot run the {isa} int8 kernels (lacks {sorted(ISA_FLAGS[isa] - flags)})")
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PDLITE_NATIVE_ISA": FORCE[isa]}
-    subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "o.npz"), str(root)], env=env, check=True)
-    z = np.load(tmp_path / "o.npz")
-    assert str(z["isa"]) == isa, f"forced {isa}, the kernels ran {z['isa']}"
+    z = run_forced_isa(isa, _CHILD, tmp_path)
     for i, c in enumerate(CASES):
         np.testing.assert_array_equal(z[f"dw{i}"].astype(np.int64), _reference(c, i), err_msg=f"{isa} {c}")
 
