@@ -132,13 +132,18 @@ class OnlinePolicy:
         spent = host = 0.0
         n: float = len(c.runs)  # calls here, plus earlier processes' weighted share below
         if n and h.known():
-            spent = sum(ms for ms, _, _ in c.runs)
-            host = sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
+            spent, host = self._runs_against_host(c)
         if n < PROBATION and c.prior_realized is not None:
             ps, ph, pn = c.prior_realized
             w = min(pn, PROBATION - n) / pn
             spent, host, n = spent + w * ps, host + w * ph, n + w * pn
         return (spent, host, n) if spent > 0 and host > 0 else None
+
+    def _runs_against_host(self, c: Candidate) -> tuple[float, float]:
+        """What `c`'s recent runs (after its first call) cost, and what the host's model says they would have cost
+        the host (ms)."""
+        h = self.cands[self.host]
+        return sum(ms for ms, _, _ in c.runs), sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
 
     def bought(self, c: Candidate) -> tuple[float, float, float, float, float] | None:
         """Whether buying `c` paid, the last time a process did (its first call loaded its compiled model): what all
@@ -151,8 +156,8 @@ class OnlinePolicy:
             spent, host = c.first[0], h.estimate(c.first[1], c.first_host_new) or 0.0
             if c.runs:  # the recent runs stand for all of them (a long stream's load is spread over all its calls)
                 scale = c.run_count / len(c.runs)
-                spent += scale * sum(ms for ms, _, _ in c.runs)
-                host += scale * sum(h.estimate(s, hn) or 0.0 for _, s, hn in c.runs)
+                runs, runs_host = self._runs_against_host(c)
+                spent, host = spent + scale * runs, host + scale * runs_host
             keep = 2 * prior[4] if prior is not None and prior[0] * MARGIN > prior[1] else float(BOUGHT_KEEP)
             return (spent, host, float(self.calls), 0.0, keep) if host > 0 else None
         return None if prior is None else (*prior[:3], prior[3] + 1, prior[4])
