@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pdlite.core.program import OpDesc
 from pdlite.core.registry import Registry
@@ -123,6 +123,28 @@ class Kernel:
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         raise NotImplementedError
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        """Optional: this op's run for inputs of exactly the shapes, dtypes and strides of `ins` (the values of a run
+        that has just succeeded) as one call, for the runtime's steady path (pdlite/runtime/steady.py); None: the
+        runtime calls `run` instead. Inputs of the slots in `fixed` are the program's parameters, the same objects on
+        every call: the callable may hold them (a conv's packed weights); the other inputs it reads through
+        `Bound.reads` on each call, and it must keep no reference to them. Its outputs are new arrays, as run's."""
+        return None
+
+
+class Bound(NamedTuple):
+    """A kernel's run bound to one set of input shapes (Kernel.bind): `fn(*values of reads)` returns the values of
+    `writes`, a single value when there is one, else a tuple in that order. reads / writes are (slot, index)."""
+
+    fn: Callable[..., Any]
+    reads: tuple[tuple[str, int], ...]
+    writes: tuple[tuple[str, int], ...]
+
+
+def bound(fn: Callable[..., Any], reads: Sequence[str] = ("X",), writes: Sequence[str] = ("Out",)) -> Bound:
+    """Bound(fn, ...) reading and writing the first value of each named slot."""
+    return Bound(fn, tuple((s, 0) for s in reads), tuple((s, 0) for s in writes))
 
 
 @dataclass

@@ -10,6 +10,9 @@ from pdlite.kernels.host import native
 from pdlite.kernels.registry import KernelContext
 from pdlite.runtime import instruction, memory, threads
 from pdlite.runtime.instruction import Instruction, describe
+from pdlite.runtime.steady import SteadyRunner
+
+OFF = (False, 0, "0", "false", "False", "off")  # an on/off option's off values
 
 # profiler hook: called with (instruction, seconds, outputs scope) after each instruction
 Hook = Callable[[Instruction, float, dict[str, Any]], None]
@@ -28,10 +31,16 @@ class RuntimeProgram:
         if native_gemm is None:
             native_gemm = native.use_native(ctx) and native.gemm_available()
         self.native_gemm = native_gemm
-        if ctx is None or ctx.option("host_retain_memory", True) not in (False, 0, "0", "false", "False", "off"):
+        if ctx is None or ctx.option("host_retain_memory", True) not in OFF:
             memory.retain_freed_memory()  # the next run reuses this run's freed activations (pdlite/runtime/memory.py)
+        # runs on feed shapes seen before take the steady path (pdlite/runtime/steady.py); option steady_path
+        self.steady = ctx is None or ctx.option("steady_path", True) not in OFF
+        self._params: dict[str, Any] = {}
+        self._steady: SteadyRunner | None = None
 
     def prepare(self, params: dict[str, Any]) -> None:
+        self._params = params
+        self._steady = None
         for inst in self.instructions:
             if not inst.prepared:
                 weights = {n: params[n] for n in inst.op.input_names() if n in params}
@@ -52,6 +61,12 @@ class RuntimeProgram:
             self._run_split(scope, pool)
             return
         if hook is None:
+            if self.steady:
+                runner = self._steady
+                if runner is None or runner.instructions is not self.instructions or runner.release is not self.release:
+                    runner = self._steady = SteadyRunner(self.instructions, self.release, self._params)
+                if runner.run(scope):
+                    return
             pop = scope.pop
             for inst, release in zip(self.instructions, self.release):
                 inst.run(scope)

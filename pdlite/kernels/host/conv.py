@@ -33,7 +33,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from pdlite.kernels.host import native
 from pdlite.kernels.host.activation import gelu_exact
-from pdlite.kernels.registry import Kernel, register_kernel, remember
+from pdlite.kernels.registry import Bound, Kernel, bound, register_kernel, remember
 from pdlite.operators.nn import ConvGeometry, conv2d_geometry, conv2d_transpose_geometry
 
 # Floats per operand in one chunk of a tap-wise reduction (256 KiB for float32): keeps the
@@ -390,6 +390,28 @@ class Conv2d(Kernel):
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         return {"Output": [self.compute(ins, native.NO_ACT)[0]]}
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        return self.bind_act(ins, fixed, native.NO_ACT)
+
+    def bind_act(self, ins: dict[str, list[Any]], fixed: frozenset[str], act: native.Act) -> Bound | None:
+        """The native plan compute() just ran for these inputs (Kernel.bind), reading Input (and ResidualData where
+        the plan's epilogue adds it); None where it ran none or its weights are not the program's parameters."""
+        b, res = ins.get("Bias"), ins.get("ResidualData")
+        if "Filter" not in fixed or (b and "Bias" not in fixed):
+            return None
+        x = ins["Input"][0]
+        p = self._plans.get(x.shape)
+        if (p is None or p[1] is not ins["Filter"][0] or p[2] is not (b[0] if b else None) or p[3] != act
+                or p[5] != bool(res) or x.dtype != np.float32 or not x.flags.c_contiguous):
+            return None
+        if not res:
+            return bound(p[4], ("Input",), ("Output",))
+        plan, r = p[4], res[0]
+        if (plan.in_epilogue and type(r) is np.ndarray and r.dtype == np.float32 and r.flags.c_contiguous
+                and r.shape == plan.out_shape):
+            return bound(plan.run, ("Input", "ResidualData"), ("Output",))
+        return None
 
     def _with_residual(self, plan: _ResidualPlan, x: np.ndarray, r: Any,
                        act: native.Act) -> tuple[np.ndarray, bool] | None:

@@ -16,7 +16,7 @@ from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, DataLayoutType, Precisi
 from pdlite.errors import PdliteError
 from pdlite.kernels.host import native
 from pdlite.kernels.host.conv import Conv2d, Conv2dTranspose, epilogue
-from pdlite.kernels.registry import Kernel, kernels_for, register_kernel
+from pdlite.kernels.registry import Bound, Kernel, kernels_for, register_kernel
 from pdlite.operators.fused import CONV_TYPES, FUSED_ELEMENTWISE, base_desc, split_activation
 from pdlite.operators.registry import OPS
 
@@ -106,6 +106,11 @@ class FusedConv2d(BasePlusActivation):
             raise PdliteError(f"fused_conv2d ({self.op.output('Output')!r}): conv_type must be one of "
                               f"{list(CONV_TYPES)}, got {conv!r}")
         return conv
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        if self.fused_act is None or not isinstance(self.base, Conv2d):
+            return None
+        return self.base.bind_act(ins, fixed, self.fused_act)
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         if self.fused_act is None:

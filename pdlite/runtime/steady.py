@@ -1,0 +1,270 @@
+"""The steady path: a runtime program's run on feed shapes it has run before, as a flat list of bound calls.
+
+`Instruction.run` pays a few microseconds per op in Python on every run: it gathers its inputs into a dict of lists,
+keys its shape-inference cache on their shapes, tests whether that entry was checked, calls the kernel (which builds
+dicts of its own and looks up its per-shape plan) and stores the outputs. On a small model that is a quarter of
+the run (MobileNetV3-small: 74 instructions). Once a program has run a set of feed shapes, those costs buy nothing
+on a later run of the same shapes: every instruction whose kernel outputs matched shape inference (the
+instruction's checked mark) sees the same input shapes, dtypes and strides again, so its kernel takes the same
+path and writes outputs of the same layout.
+
+`SteadyRunner` records, on the second run of a feed key (each non-parameter input the program reads before writing
+it: shape, strides and dtype), one step per instruction:
+- bound: the kernel's `bind(ins, fixed)` (pdlite/kernels/registry.py) returned one call for these shapes, e.g. a
+  conv's native plan: the step is `scope[out] = fn(scope[x])`;
+- generic: a checked instruction whose kernel does not bind: `kernel.run` on the inputs, outputs stored, with no
+  shape key and no check;
+- re-checked: an instruction that is not marked checked (value-dependent shape inference such as reshape2 with a
+  ShapeTensor, no shape inference, control flow, subgraph and delegate instructions, non-array inputs): it runs
+  through `Instruction.run` as on the normal path, and its outputs' shapes, strides and dtypes are compared with the
+  recorded ones; a difference ends the steady run there and the rest runs on the normal path. An instruction whose
+  outputs are not arrays ends the recorded list (the rest always runs normally).
+Later runs with that key run the list, the memory plan's releases included. Parameters a bound call holds are
+checked by identity on each run (a changed one records the list again). A step that raises is run again through
+`Instruction.run`, so errors name the op as usual. The plans of the last RECENT_SHAPES keys are kept.
+
+The normal path stays for hooks (profilers), the split-thread mode and feeds that are not NumPy arrays; the config
+option `steady_path` (default on) turns this path off, for comparisons and debugging. Results are the same bits:
+the same kernels run on the same inputs (tests/core/test_steady_path.py runs the models both ways).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from operator import is_
+from typing import Any
+
+import numpy as np
+
+from pdlite.kernels.registry import RECENT_SHAPES, Bound, remember
+from pdlite.runtime.instruction import Instruction, _shapes_key
+
+Step = Callable[[dict[str, Any]], None]
+Hook = Callable[[Any, float, dict[str, Any]], None]
+
+
+class _Diverged(Exception):
+    """A re-checked instruction's outputs differ from the recorded ones: the rest of the run is the normal path's."""
+
+
+class SteadyPlan:
+    """The recorded steps of one feed key: (step, release) for instructions [0, len(steps)), the rest normal."""
+
+    def __init__(self, steps: list[tuple[Step, tuple[str, ...]]], kinds: list[str],
+                 constants: list[tuple[str, Any]]) -> None:
+        self.steps = steps
+        self.kinds = kinds  # per step: "bound", "generic" or "checked" (tests, reports)
+        self.const_names = [n for n, _ in constants]  # parameters held by bound calls: the same objects each run
+        self.const_values = [v for _, v in constants]
+
+    def counts(self) -> dict[str, int]:
+        return {k: self.kinds.count(k) for k in ("bound", "generic", "checked")}
+
+
+class SteadyRunner:
+    """Steady plans of one runtime program's instruction list (rebuilt by the program when that list is replaced)."""
+
+    def __init__(self, instructions: Sequence[Any], release: Sequence[tuple[str, ...]],
+                 params: Mapping[str, Any]) -> None:
+        self.instructions = instructions
+        self.release = release
+        written: set[str] = set()
+        external: dict[str, None] = {}
+        for inst in instructions:
+            for n in inst.op.input_names():
+                if n not in written:
+                    external.setdefault(n)
+            written.update(inst.op.output_names())
+        # parameters: prepared values of names no instruction writes; the key covers the other inputs
+        self.params = {n: params[n] for n in external if n in params and n not in written}
+        self.feeds = [n for n in external if n not in self.params]
+        self.plans: dict[tuple, SteadyPlan] = {}
+        self._seen: dict[tuple, None] = {}  # keys run once: recorded on their second run
+
+    def key(self, scope: dict[str, Any]) -> tuple | None:
+        """Shape, strides and dtype of each feed; None when one is missing or not a NumPy array."""
+        k = []
+        for n in self.feeds:
+            v = scope.get(n)
+            if type(v) is not np.ndarray:
+                return None
+            k.append((v.shape, v.strides, v.dtype))
+        return tuple(k)
+
+    def run(self, scope: dict[str, Any]) -> bool:
+        """Run the program on `scope`; False (nothing run) when the feeds give no key."""
+        key = self.key(scope)
+        if key is None:
+            return False
+        plan = self.plans.get(key)
+        if plan is not None and plan.const_names:
+            if not all(map(is_, map(scope.get, plan.const_names), plan.const_values)):
+                plan = None  # a parameter changed: record again
+        if plan is None:
+            if key in self._seen:
+                self.plans.pop(key, None)
+                remember(self.plans, key, self._record(scope))
+            else:
+                remember(self._seen, key, None, 4 * RECENT_SHAPES)
+                self._run_normal(scope, 0)
+            return True
+        steps = plan.steps
+        pop = scope.pop
+        i = 0
+        try:
+            for i, (step, release) in enumerate(steps):  # noqa: B007 - i names the step that raised
+                step(scope)
+                for name in release:
+                    pop(name, None)
+        except _Diverged:
+            self._finish(scope, i)
+        except Exception:
+            self.instructions[i].run(scope)  # raises the usual error, naming the op
+            self._finish(scope, i)
+        else:
+            if len(steps) < len(self.instructions):
+                self._run_normal(scope, len(steps))
+        return True
+
+    def _finish(self, scope: dict[str, Any], i: int) -> None:
+        """After instruction i ran (outside its step): its releases, then the rest on the normal path."""
+        for name in self.release[i]:
+            scope.pop(name, None)
+        self._run_normal(scope, i + 1)
+
+    def _run_normal(self, scope: dict[str, Any], start: int) -> None:
+        pop = scope.pop
+        for inst, release in zip(self.instructions[start:], self.release[start:]):
+            inst.run(scope)
+            for name in release:
+                pop(name, None)
+
+    def _record(self, scope: dict[str, Any]) -> SteadyPlan:
+        """A normal run that records each instruction's step while its inputs are at hand."""
+        steps: list[tuple[Step, tuple[str, ...]]] = []
+        kinds: list[str] = []
+        constants: dict[str, Any] = {}
+        pop = scope.pop
+        building = True
+        for inst, release in zip(self.instructions, self.release):
+            ins = None
+            if building and type(inst) is Instruction:
+                ins = {slot: [scope.get(n) for n in names] for slot, names in inst._in_slots}
+            inst.run(scope)
+            if building:
+                made = self._steady_step(inst, ins, scope, constants) if ins is not None else None
+                if made is None:
+                    made = _checked_step(inst, scope)
+                if made is None:
+                    building = False  # outputs that are not arrays: the rest runs normally
+                else:
+                    steps.append((made[0], release))
+                    kinds.append(made[1])
+            for name in release:
+                pop(name, None)
+        return SteadyPlan(steps, kinds, list(constants.items()))
+
+    def _steady_step(self, inst: Instruction, ins: dict[str, list[Any]], scope: dict[str, Any],
+                     constants: dict[str, Any]) -> tuple[Step, str] | None:
+        """A bound or generic step for an instruction run on inputs `ins` whose outputs are checked, else None."""
+        c = inst._shape_cache
+        if inst.opdef.infer_shape is None or c is None or c is not inst._checked or c[2]:
+            return None
+        if any(type(v) is not np.ndarray for vals in ins.values() for v in vals) or c[0] != _shapes_key(ins):
+            return None
+        shapes = c[1] or {}
+        for slot, names in inst._out_slots.items():
+            want = shapes.get(slot)
+            if want is None or len(want) < len(names) or any(type(scope.get(n)) is not np.ndarray for n in names):
+                return None
+        slots = dict(inst._in_slots)
+        fixed = frozenset(s for s, names in slots.items()
+                          if all(n in self.params and scope.get(n) is self.params[n] for n in names))
+        try:
+            b = inst.kernel.bind(ins, fixed)
+        except Exception:  # noqa: BLE001 - a kernel that cannot bind runs through its run()
+            b = None
+        step = _bound_step(b, slots, inst._out_slots) if b is not None else None
+        if step is None:
+            return _generic_step(inst), "generic"
+        assert b is not None
+        read = {s for s, _ in b.reads}
+        for s in fixed - read:  # held by the bound call: checked by identity on each run
+            for n in slots[s]:
+                constants[n] = self.params[n]
+        return step, "bound"
+
+
+def _bound_step(b: Bound, ins: Mapping[str, list[str]], outs: Mapping[str, list[str]]) -> Step | None:
+    """`scope[writes] = b.fn(*scope[reads])` with the slots resolved to variable names (None if one is unknown)."""
+    try:
+        rd = [ins[s][i] for s, i in b.reads]
+        wr = [outs[s][i] for s, i in b.writes]
+    except (KeyError, IndexError):
+        return None
+    fn = b.fn
+    if len(wr) != 1:
+        def step_n(scope: dict[str, Any]) -> None:
+            for n, v in zip(wr, fn(*[scope[r] for r in rd])):
+                scope[n] = v
+
+        return step_n
+    o = wr[0]
+    if len(rd) == 1:
+        a = rd[0]
+
+        def step_1(scope: dict[str, Any]) -> None:
+            scope[o] = fn(scope[a])
+
+        return step_1
+    if len(rd) == 2:
+        a, b2 = rd
+
+        def step_2(scope: dict[str, Any]) -> None:
+            scope[o] = fn(scope[a], scope[b2])
+
+        return step_2
+
+    def step(scope: dict[str, Any]) -> None:
+        scope[o] = fn(*[scope[r] for r in rd])
+
+    return step
+
+
+def _generic_step(inst: Instruction) -> Step:
+    """The kernel's run on the instruction's inputs, its outputs stored (Instruction._run_checked without the shape
+    key and the dict of inputs' checks)."""
+    run = inst.kernel.run
+    in_slots = inst._in_slots
+    out_slots = inst._out_slots
+
+    def step(scope: dict[str, Any]) -> None:
+        outs = run({slot: [scope[n] for n in names] for slot, names in in_slots})
+        for slot, vals in outs.items():
+            names = out_slots.get(slot)
+            if names:
+                for n, v in zip(names, vals):
+                    scope[n] = v
+
+    return step
+
+
+def _checked_step(inst: Any, scope: dict[str, Any]) -> tuple[Step, str] | None:
+    """A step running `inst` as the normal path does, then comparing its outputs with this run's; None when an
+    output is not a NumPy array."""
+    names = inst.op.output_names()
+    sigs = []
+    for n in names:
+        v = scope.get(n)
+        if type(v) is not np.ndarray:
+            return None
+        sigs.append((n, v.shape, v.strides, v.dtype))
+    run = inst.run
+
+    def step(scope: dict[str, Any]) -> None:
+        run(scope)
+        for n, shape, strides, dtype in sigs:
+            v = scope.get(n)
+            if type(v) is not np.ndarray or v.shape != shape or v.strides != strides or v.dtype != dtype:
+                raise _Diverged
+
+    return step, "checked"

@@ -1,0 +1,209 @@
+"""The runtime's steady path (pdlite/runtime/steady.py): a run on feed shapes seen before runs the recorded steps,
+with results bit-identical to the normal path (option steady_path off), re-checked where shapes depend on values,
+on the normal path where feed shapes change, and with errors that still name the op."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pdlite.kernels.host  # noqa: F401  (registers the host kernels)
+import pdlite.operators  # noqa: F401  (registers the ops)
+from pdlite.api.config import CxxConfig
+from pdlite.api.predictor import create_paddle_predictor
+from pdlite.core.program import OpDesc
+from pdlite.core.types import TargetType
+from pdlite.errors import KernelError
+from pdlite.kernels.registry import kernels_for
+from pdlite.runtime.build import build_runtime
+from pdlite.runtime.runtime_program import RuntimeProgram
+from tests.conftest import LEGACY_MODELS, PIR_MODELS, find_model, skip_reason
+
+CONFORMANCE = Path(__file__).resolve().parents[1] / "fixtures" / "conformance"
+
+
+def _predictor(d: Path, steady: bool, **options: object):
+    cfg = CxxConfig()
+    cfg.set_model_dir(str(d))
+    cfg.set_option("steady_path", steady)
+    for k, v in options.items():
+        cfg.set_option(k, v)
+    return create_paddle_predictor(cfg)
+
+
+def _feeds(d: Path) -> dict[str, np.ndarray]:
+    z = np.load(d / "case.npz")
+    return {k[3:]: z[k] for k in z.files if k.startswith("in:")}
+
+
+def _plan(pred):
+    runner = pred.runtime_program._steady
+    return None if runner is None else runner.plans
+
+
+def _run(pred, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.array(o, copy=True) for o in pred.predict({k: v.copy() for k, v in feeds.items()})]
+
+
+def _assert_same(a: list[np.ndarray], b: list[np.ndarray], what: str) -> None:
+    assert len(a) == len(b), what
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert x.dtype == y.dtype and x.shape == y.shape, f"{what}: output {i} {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
+        assert np.array_equal(x, y, equal_nan=True), f"{what}: output {i} differs (max {np.max(np.abs(x - y))})"
+
+
+@pytest.mark.parametrize("name", LEGACY_MODELS + PIR_MODELS)
+def test_models_steady_equals_normal(name: str) -> None:
+    """Every shared model: the third run (the first on the recorded steps) and a fourth give the normal path's bits,
+    and most instructions run as bound or generic steps."""
+    d = find_model(name)
+    if d is None:
+        pytest.skip(skip_reason(name))
+    feeds = _feeds(d)
+    ref = _run(_predictor(d, False), feeds)
+    pred = _predictor(d, True)
+    for i in range(4):
+        _assert_same(_run(pred, feeds), ref, f"{name} run {i + 1}")
+    plans = _plan(pred)
+    assert plans is not None and len(plans) == 1, "the steady path recorded no plan"
+    plan = next(iter(plans.values()))
+    counts = plan.counts()
+    n = len(pred.runtime_program.instructions)
+    assert len(plan.steps) == n and counts["checked"] <= 2, counts
+    assert counts["bound"] + counts["generic"] >= n - 2, counts
+
+
+CONFORMANCE_MODELS = sorted(p.name for p in CONFORMANCE.iterdir() if (p / "case.npz").is_file()) \
+    if CONFORMANCE.is_dir() else []
+
+
+@pytest.mark.skipif(not CONFORMANCE_MODELS, reason=f"no conformance models in {CONFORMANCE}")
+def test_conformance_programs_steady_equals_normal() -> None:
+    """The op suite's programs (tests/fixtures/conformance, control flow and tensor arrays included): the steady
+    runs give the normal path's bits."""
+    bad = []
+    for name in CONFORMANCE_MODELS:
+        d = CONFORMANCE / name
+        feeds = _feeds(d)
+        try:
+            ref = _run(_predictor(d, False), feeds)
+        except Exception:  # noqa: BLE001 - a model the normal path cannot run is not this test's concern
+            continue
+        pred = _predictor(d, True)
+        try:
+            for i in range(3):
+                _assert_same(_run(pred, feeds), ref, f"{name} run {i + 1}")
+        except AssertionError as e:
+            bad.append(str(e))
+    assert not bad, "\n".join(bad)
+
+
+def test_feed_shapes_change_between_runs() -> None:
+    """Alternating feed shapes: each set is recorded on its second run and later runs pick their plan; every run
+    equals a normal-path predictor's on the same shapes."""
+    name = "ppocr_det_v4"
+    d = find_model(name)
+    if d is None:
+        pytest.skip(skip_reason(name))
+    x = _feeds(d)["x"]
+    normal, steady = _predictor(d, False), _predictor(d, True)
+    shapes = [(320, 320), (256, 320), (320, 320), (256, 320), (320, 256), (320, 320), (256, 320), (320, 256)] * 2
+    for i, (h, w) in enumerate(shapes):
+        feeds = {"x": np.ascontiguousarray(x[:, :, :h, :w])}
+        _assert_same(_run(steady, feeds), _run(normal, feeds), f"run {i} {h}x{w}")
+    assert len(_plan(steady)) == 3
+
+
+def _host_kernel(op_type: str):
+    return next(kd for kd in kernels_for(op_type) if kd.key.target == TargetType.Host)
+
+
+def _program(ops: list[OpDesc]) -> RuntimeProgram:
+    return build_runtime([(op, _host_kernel(op.type), None) for op in ops])
+
+
+def test_value_dependent_reshape_is_rechecked() -> None:
+    """reshape2 whose target shape is a feed's value: the same feed shapes with another value diverge at the
+    reshape (re-checked each run), and the pool after it (a bound native call per input shape) runs on the normal
+    path with the new shape."""
+    rt = _program([
+        OpDesc("reshape2", {"X": ["x"], "Shape": ["s"]}, {"Out": ["y"]}, {"shape": []}),
+        OpDesc("pool2d", {"X": ["y"]}, {"Out": ["z"]}, {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2],
+                                                        "paddings": [0, 0]}),
+        OpDesc("relu", {"X": ["z"]}, {"Out": ["out"]}, {}),
+    ])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 512)).astype(np.float32)
+
+    def expect(shape: list[int]) -> np.ndarray:
+        y = x.reshape(shape)
+        n, c, h, w = y.shape
+        return np.maximum(y.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5)), 0)
+
+    for i, shape in enumerate([[1, 2, 16, 16]] * 3 + [[1, 8, 8, 8], [1, 2, 16, 16], [1, 32, 4, 4]] * 2):
+        scope = {"x": x, "s": np.array(shape, np.int32)}
+        rt.run(scope)
+        np.testing.assert_array_equal(scope["out"], expect(shape), err_msg=f"run {i} shape {shape}")
+    plan = next(iter(rt._steady.plans.values()))
+    assert plan.kinds[0] == "checked" and plan.kinds[1] in ("bound", "generic")
+
+
+def test_errors_on_the_steady_path_name_the_op() -> None:
+    """A kernel error on the steady path (integer division by zero: same shapes, other values) is the normal path's
+    message, naming the op."""
+    rt = _program([OpDesc("elementwise_div", {"X": ["x"], "Y": ["y"]}, {"Out": ["q"]}, {"axis": -1}),
+                   OpDesc("scale", {"X": ["q"]}, {"Out": ["out"]}, {"scale": 2.0})])
+    x = np.array([7, -7, 9], np.int32)
+    for _ in range(3):
+        scope = {"x": x, "y": np.array([2, 2, 3], np.int32)}
+        rt.run(scope)
+        np.testing.assert_array_equal(scope["out"], [6, -6, 6])
+    assert rt._steady.plans
+    with pytest.raises(KernelError, match=r"elementwise_div.*division by zero"):
+        rt.run({"x": x, "y": np.array([2, 0, 3], np.int32)})
+    with pytest.raises(KernelError, match=r"op relu\(out\): input X='x' has no value"):
+        rt2 = _program([OpDesc("relu", {"X": ["x"]}, {"Out": ["out"]}, {})])
+        for _ in range(3):
+            rt2.run({"x": np.ones(3, np.float32)})
+        rt2.run({})
+
+
+def test_option_off_and_hooks_use_the_normal_path() -> None:
+    """steady_path off records nothing; a hook (the profiler) sees every instruction on every run."""
+    d = find_model("mobilenet_v3_small")
+    assert d is not None
+    feeds = _feeds(d)
+    off = _predictor(d, False)
+    for _ in range(3):
+        _run(off, feeds)
+    assert not off.runtime_program.steady and _plan(off) is None
+    prof = _predictor(d, True, profile=True)
+    for _ in range(3):
+        _run(prof, feeds)
+    n = len(prof.runtime_program.instructions)
+    assert sum(len(r.times) for r in prof.profiler.records.values()) == 3 * n
+
+
+def test_a_changed_parameter_is_noticed() -> None:
+    """A parameter a bound call holds, replaced by another object between runs: the plan is recorded again and the
+    new weights are used (as the normal path's kernels notice a new Filter)."""
+    d = find_model("mobilenet_v3_small")
+    assert d is not None
+    feeds = _feeds(d)
+    pred = _predictor(d, True)
+    for _ in range(3):
+        _run(pred, feeds)
+    rt = pred.runtime_program
+    plan = next(iter(rt._steady.plans.values()))
+    assert plan.const_names, "no parameter is held by a bound call"
+    name = plan.const_names[0]
+    old = pred._params[name]
+    pred._params[name] = old * np.float32(0.5)
+    try:
+        got = _run(pred, feeds)
+        ref = _predictor(d, False)
+        ref._params[name] = pred._params[name]
+        _assert_same(got, _run(ref, feeds), "after a parameter change")
+    finally:
+        pred._params[name] = old
