@@ -64,6 +64,7 @@ sys.path.insert(0, str(REPO))
 import bench_models  # noqa: E402
 from proc_usage import cpu_s, descendants, rss_kib  # noqa: E402
 
+from pdlite.integrations.batching import DEFAULT_BATCH_WAIT_S  # noqa: E402
 from tests.integrations.serve_util import (  # noqa: E402
     CNN,
     IMAGE,
@@ -246,7 +247,7 @@ def mlserver_repo(folder: Path, onnx: Path | None, device: str = "host") -> dict
     models: dict[str, dict[str, Any]] = {
         "mnv3": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64, "device": device}},
         "mnv3b": {"uri": CNN, "extra": {"workers": 2, "max_queued": 64, "device": device, "max_batch_size": 8,
-                                        "batch_wait_timeout_s": 0.002}},
+                                        "batch_wait_timeout_s": DEFAULT_BATCH_WAIT_S}},
         "ocr": {"extra": {"app": "ocr", "workers": 2, "max_queued": 64}},
     }
     ports = write_repository(folder, models)
@@ -326,7 +327,7 @@ def sweep(args: argparse.Namespace) -> None:
         with_peer_path()
         dev = {"model": CNN, "workers": 2, "device": args.device}
         ray_port = start_ray({"mnv3": {**dev, "max_batch_size": 1},
-                              "mnv3b": {**dev, "max_batch_size": 8, "batch_wait_timeout_s": 0.002},
+                              "mnv3b": {**dev, "max_batch_size": 8, "batch_wait_timeout_s": DEFAULT_BATCH_WAIT_S},
                               "ocr": {"app": "ocr", "workers": 2}})
         try:
             with mlserver(folder, Path(tmp) / "mlserver.log"):
@@ -584,7 +585,7 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3, help="batching: interleaved rounds (medians)")
     p.add_argument("--servers", default="mlserver,ray", help="batching: mlserver, ray or both")
-    p.add_argument("--batch-wait", type=float, default=0.002, help="batching: the batch wait in seconds")
+    p.add_argument("--batch-wait", type=float, default=DEFAULT_BATCH_WAIT_S, help="batching: the batch wait in seconds")
     p.add_argument("--batch-configs", default="2x1", help="batching: the batched servers' clones x threads")
     p.add_argument("--unbatched-configs", default="2x1", help="batching: the unbatched ones' (the first: the base)")
     p.add_argument("--warmup", type=float, default=1.5, help="batching: warm-up seconds per config (5+ on a device)")

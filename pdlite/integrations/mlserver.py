@@ -17,7 +17,7 @@ and `mlserver start <folder>` serves it on http://HOST:8080/v2/models/mnv3/infer
     one is answered 503 at once (MLServer has no queue bound of its own);
   - `max_request_bytes`: a request's tensors in all (64 MiB); larger ones are answered 413;
   (over gRPC: 503 is UNAVAILABLE, 413 RESOURCE_EXHAUSTED, 400 INVALID_ARGUMENT; see GRPC_CODES)
-  - `max_batch_size` (1: off), `batch_wait_timeout_s` (0.002): pdlite's dynamic batching (see below);
+  - `max_batch_size` (1: off), `batch_wait_timeout_s` (0.01): pdlite's dynamic batching (see below);
   - `app`: "ocr" serves the OCR app (no uri): input `image`, BYTES [1], one encoded image (base64 in JSON,
     raw bytes in gRPC); outputs `boxes` INT32 [n, 4, 2], `scores` FP32 [n], `texts` BYTES [n] and `lines`
     BYTES [1] (the same as one JSON string);
@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from pdlite.errors import InputError, MissingDependencyError, PdliteError
-from pdlite.integrations.batching import Batcher
+from pdlite.integrations.batching import DEFAULT_BATCH_WAIT_S, Batcher
 from pdlite.integrations.serving import (
     OCR_INPUT,
     V2_DATATYPES,
@@ -192,7 +192,7 @@ class PdliteRuntime(MLModel):
         if batch > 1:
             try:
                 self._batcher = Batcher(self._run, max_batch_size=batch, concurrent=workers,
-                                        wait_s=float(extra.get("batch_wait_timeout_s", 0.002)),
+                                        wait_s=float(extra.get("batch_wait_timeout_s", DEFAULT_BATCH_WAIT_S)),
                                         retry_alone=(RequestError, InputError), arriving=self._arriving)
             except PdliteError as e:
                 raise MLServerError(f"model {self.name!r}: {e}", 422) from None

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from pdlite.errors import ConfigError, MissingDependencyError
-from pdlite.integrations.batching import Batcher, signature, split, stack
+from pdlite.integrations.batching import DEFAULT_BATCH_WAIT_S, Batcher, signature, split, stack
 from pdlite.integrations.serving import (
     DEFAULT_MAX_REQUEST_BYTES,
     RequestError,
@@ -62,7 +62,7 @@ class PdliteServer:
 
     def __init__(self, model: str | os.PathLike | None = None, *, app: str | None = None, name: str = "model",
                  device: str = "host", threads: int = 1, workers: int = 2, max_batch_size: int = 8,
-                 batch_wait_timeout_s: float = 0.005, batcher: str = "pdlite",
+                 batch_wait_timeout_s: float = DEFAULT_BATCH_WAIT_S, batcher: str = "pdlite",
                  options: Mapping[str, Any] | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         if batcher not in ("pdlite", "serve"):
             raise ConfigError(f"batcher {batcher!r}: expected 'pdlite' (batches fill while the clones are busy) or "

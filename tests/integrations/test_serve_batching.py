@@ -98,3 +98,43 @@ def test_no_wait_when_nothing_is_on_its_way():
     (outs, k), = run_all(b, [np.ones((1, 2), np.float32)])
     assert k == 1 and time.perf_counter() - t0 < 2.0
     np.testing.assert_array_equal(outs["y"], np.full((1, 2), 2, np.float32))
+
+
+async def closed_loop(batcher: Batcher, clients: int, requests: int, think: float = 0.0) -> list[float]:
+    """CLIENTS each send REQUESTS one after another (client i pauses i x THINK before each resend, as answers and
+    new requests take their time over a network); each request's latency in seconds."""
+    async def client(i: int) -> list[float]:
+        loop, lat = asyncio.get_running_loop(), []
+        for r in range(requests):
+            if r:
+                await asyncio.sleep(i * think)
+            t0 = loop.time()
+            outs, _ = await batcher({"x": np.full((1, 2), i, np.float32)})
+            lat.append(loop.time() - t0)
+            np.testing.assert_array_equal(outs["y"], np.full((1, 2), 2 * i, np.float32))
+        return lat
+
+    return sum(await asyncio.gather(*(client(i) for i in range(clients))), [])
+
+
+def test_a_freed_slot_waits_for_the_clients_just_answered():
+    """Eight closed-loop clients whose next requests come back over 0-14 ms, one slot: the batches stay 8 (they
+    alternated between the queued and the answered part before), and nothing is on its way by `arriving`."""
+    b = Batcher(FakeModel(delay=0.02), max_batch_size=8, wait_s=0.1, arriving=lambda: 0)
+    asyncio.run(closed_loop(b, clients=8, requests=6, think=0.002))
+    assert b.sizes == [8] * 6
+
+
+def test_one_client_never_waits_and_gone_clients_cost_one_wait():
+    """A lone client's requests run at once; after eight clients leave but one, at most one batch waits wait_s."""
+    wait = 0.3
+    alone = Batcher(FakeModel(delay=0.0), max_batch_size=8, wait_s=wait, arriving=lambda: 0)
+    assert max(asyncio.run(closed_loop(alone, clients=1, requests=5))) < wait
+    b = Batcher(FakeModel(delay=0.0), max_batch_size=8, wait_s=wait, arriving=lambda: 0)
+
+    async def leave():
+        await closed_loop(b, clients=8, requests=1)  # the peak: 8 at once
+        return await closed_loop(b, clients=1, requests=5)
+    lat = asyncio.run(leave())
+    assert sum(t >= wait * 0.9 for t in lat) <= 1 and sum(lat) < 2 * wait
+    assert b.sizes[-5:] == [1] * 5
