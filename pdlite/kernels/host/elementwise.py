@@ -14,8 +14,8 @@ import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION
 from pdlite.errors import KernelError
-from pdlite.kernels.host import native
-from pdlite.kernels.registry import Kernel, register_kernel
+from pdlite.kernels.host import native, native_plans
+from pdlite.kernels.registry import Bound, Kernel, bound, register_kernel
 from pdlite.operators.elementwise import BINARY_OPS, aligned_shapes
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -104,6 +104,30 @@ class ElementwiseKernel(Kernel):
         if not isinstance(out, np.ndarray) or out.dtype != x.dtype:
             out = np.asarray(out).astype(x.dtype, copy=False)
         return {"Out": [out]}
+
+    def bind(self, ins: dict[str, list[np.ndarray]], fixed: frozenset[str]) -> Bound | None:
+        """run()'s computation for these shapes: the native add or gate product, else f on the broadcast views
+        (not the integer divisions: their check of Y's values stays in run)."""
+        x0, y0 = ins["X"][0], ins["Y"][0]
+        if self.name == "elementwise_add" and native.add_act_applies(x0, y0) and native.use_native(self.context):
+            return bound(native_plans.add_act_plan(x0.shape, native.NO_ACT), ("X", "Y"))
+        if self.name == "elementwise_mul" and native.use_native(self.context):
+            plan = native_plans.mul_gates_plan(x0, y0)
+            if plan is not None:
+                return bound(plan, ("X", "Y"))
+        if self.name in _INT_DIVISIONS:
+            return None
+        x, y = broadcast_operands(x0, y0, int(self.attrs["axis"]))
+        fn, dt = self.fn, x0.dtype
+        xs, ys = (x.shape if x.shape != x0.shape else None), (y.shape if y.shape != y0.shape else None)
+
+        def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            out = fn(x if xs is None else x.reshape(xs), y if ys is None else y.reshape(ys))
+            if not isinstance(out, np.ndarray) or out.dtype != dt:
+                out = np.asarray(out).astype(dt, copy=False)
+            return out
+
+        return bound(run, ("X", "Y"))
 
 
 def _make(op_type: str) -> type[ElementwiseKernel]:

@@ -14,9 +14,9 @@ import numpy as np
 from pdlite.core.program import OpDesc
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, DataLayoutType, PrecisionType, TargetType
 from pdlite.errors import PdliteError
-from pdlite.kernels.host import native
+from pdlite.kernels.host import native, native_plans
 from pdlite.kernels.host.conv import Conv2d, Conv2dTranspose, epilogue
-from pdlite.kernels.registry import Bound, Kernel, kernels_for, register_kernel
+from pdlite.kernels.registry import Bound, Kernel, bound, kernels_for, register_kernel
 from pdlite.operators.fused import CONV_TYPES, FUSED_ELEMENTWISE, base_desc, split_activation
 from pdlite.operators.registry import OPS
 
@@ -135,6 +135,12 @@ class FusionElementwiseActivation(BasePlusActivation):
     def base_type(self) -> str:
         return FUSED_ELEMENTWISE[self.op.type]
 
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        x, y = ins["X"][0], ins["Y"][0]
+        if self.native_add and native.add_act_applies(x, y) and native.use_native(self.context):
+            return bound(native_plans.add_act_plan(x.shape, self.inplace_act or native.NO_ACT), ("X", "Y"))
+        return None
+
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         if self.native_add:
             out = native.add_act_or_none(ins["X"][0], ins["Y"][0], self.context, self.inplace_act or native.NO_ACT)
@@ -193,25 +199,58 @@ class FC(Kernel):
             c = self._packed = (w, native.pack_fc_weights(w))
         return c[1]
 
-    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        x, w = ins["Input"][0], ins["W"][0]
-        lead = x.shape[:self.k]
-        x2 = x.reshape(-1, w.shape[0]) if x.size else x.reshape(int(np.prod(lead)), -1)
-        bias = ins.get("Bias")
+    def _form(self, x2: np.ndarray, w: Any) -> str | None:
+        """Which native product runs x2 @ w: "gemv", "packed", "gemm", or None (NumPy's matmul)."""
         if self._native is None:
             self._native = native.use_native(self.context)
         m, k = x2.shape
         gemv = 0 < m <= native.GEMV_MAX_ROWS and k * w.shape[1] >= FC_GEMV_MIN
-        if (self._native and x2.dtype == np.float32 and w.dtype == np.float32 and w.ndim == 2
+        if not (self._native and x2.dtype == np.float32 and w.dtype == np.float32 and w.ndim == 2
                 and (gemv or m * k * w.shape[1] >= FC_NATIVE_MIN and native.gemm_available())
                 and x2.flags.c_contiguous and w.flags.c_contiguous and (self.fused_act is not None or self.act is None)):
+            return None
+        if gemv:  # matrix-vector products over W packed once (MobileNetV3's batch-1 576 -> 1024: 104 -> ~30 us)
+            return "gemv"
+        # the packed conv's register tiles: the transformer's (128 x 128) @ (128 x 512) 0.82x the BLAS's time,
+        # (32 x 128) @ (128 x 512) 0.66x (one Xeon core, alone); smaller products stay on the BLAS
+        return "packed" if m * k * w.shape[1] >= FC_PACKED_MIN and native.packed_gemm_fast() else "gemm"
+
+    @staticmethod
+    def _rows(x: np.ndarray, w: Any, lead: tuple[int, ...]) -> np.ndarray:
+        return x.reshape(-1, w.shape[0]) if x.size else x.reshape(int(np.prod(lead)), -1)
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        """The native product run() makes for these shapes, W (packed) and Bias held (Kernel.bind)."""
+        x, w, bias = ins["Input"][0], ins["W"][0], ins.get("Bias")
+        if "W" not in fixed or (bias and "Bias" not in fixed):
+            return None
+        lead = x.shape[:self.k]
+        x2 = self._rows(x, w, lead)
+        form = self._form(x2, w)
+        if form is None:
+            return None
+        (m, k), n = x2.shape, w.shape[1]
+        plan = native_plans.fc_plan(form, m, k, n, w if form == "gemm" else self._packed_w(w),
+                                    self._bias_f32(bias[0]) if bias else None, self.fused_act or native.NO_ACT)
+        out_shape = (*lead, n)
+
+        def run(x: np.ndarray) -> np.ndarray:
+            return plan(x.reshape(m, k)).reshape(out_shape)
+
+        return bound(run, ("Input",))
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x, w = ins["Input"][0], ins["W"][0]
+        lead = x.shape[:self.k]
+        x2 = self._rows(x, w, lead)
+        bias = ins.get("Bias")
+        form = self._form(x2, w)
+        if form is not None:
             # on the native pool (blocks of W's columns or of the rows), bias and activation in each block
             b = self._bias_f32(bias[0]) if bias else None
-            if gemv:  # matrix-vector products over W packed once (MobileNetV3's batch-1 576 -> 1024: 104 -> ~30 us)
+            if form == "gemv":
                 out = native.packed_gemv(x2, self._packed_w(w), w.shape[1], b, self.fused_act or native.NO_ACT)
-            elif m * k * w.shape[1] >= FC_PACKED_MIN and native.packed_gemm_fast():
-                # the packed conv's register tiles: the transformer's (128 x 128) @ (128 x 512) 0.82x the BLAS's
-                # time, (32 x 128) @ (128 x 512) 0.66x (one Xeon core, alone); smaller products stay on the BLAS
+            elif form == "packed":
                 out = native.packed_fc(x2, self._packed_w(w), w.shape[1], b, self.fused_act or native.NO_ACT)
             else:
                 out = native.fc_gemm(x2, w, b, self.fused_act or native.NO_ACT)

@@ -7,14 +7,16 @@ twice: FP32/NCHW and Any/Any.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION
 from pdlite.errors import KernelError
-from pdlite.kernels.host import native
+from pdlite.kernels.host import native, native_plans
 from pdlite.kernels.host.tensor import ANY, Ins, Outs
-from pdlite.kernels.registry import Kernel, register_kernel
+from pdlite.kernels.registry import Bound, Kernel, bound, register_kernel
 from pdlite.operators import math as M
 from pdlite.operators.tensor import ShapeError, norm_axis
 
@@ -53,6 +55,15 @@ class MatmulV2(Kernel):
             return {"Out": [matmul(x, y)]}
         except ValueError as e:
             raise _operands_error("matmul_v2", x0, y0, e) from None
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        tx = bool(self.attrs["trans_x"]) and ins["X"][0].ndim > 1
+        ty = bool(self.attrs["trans_y"]) and ins["Y"][0].ndim > 1
+
+        def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return matmul(np.swapaxes(x, -1, -2) if tx else x, np.swapaxes(y, -1, -2) if ty else y)
+
+        return bound(run, ("X", "Y"))
 
 
 @register_kernel("matmul")
@@ -109,6 +120,13 @@ class Softmax(Kernel):
         e *= np.reciprocal(s, out=s)
         return {"Out": [e]}
 
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        x = ins["X"][0]
+        if (x.ndim and norm_axis(int(self.attrs["axis"]), x.ndim) == x.ndim - 1 and x.dtype == np.float32
+                and x.flags.c_contiguous and x.size and native.use_native(self.context)):
+            return bound(native_plans.softmax_plan(x.shape))
+        return None
+
 
 @register_kernel("log_softmax")
 class LogSoftmax(Kernel):
@@ -133,13 +151,17 @@ class Scale(Kernel):
     For integer X, scale and bias are first converted to X's dtype (truncated), as Paddle does.
     """
 
-    def run(self, ins: Ins) -> Outs:
-        x = np.asarray(ins["X"][0])
+    def _operands(self, x: np.ndarray, ins: Ins) -> tuple[Any, Any]:
+        """(scale, bias) in X's dtype."""
         st = ins.get("ScaleTensor") or []
         scale = np.asarray(st[0]).reshape(-1)[0] if st else self.attrs["scale"]
         bias = self.attrs["bias"]
         t = x.dtype.type
-        sc, b = (t(int(scale)), t(int(bias))) if x.dtype.kind in "iu" else (t(scale), t(bias))
+        return (t(int(scale)), t(int(bias))) if x.dtype.kind in "iu" else (t(scale), t(bias))
+
+    def run(self, ins: Ins) -> Outs:
+        x = np.asarray(ins["X"][0])
+        sc, b = self._operands(x, ins)
         if self.attrs["bias_after_scale"]:
             out = x * sc
             if b:
@@ -147,6 +169,28 @@ class Scale(Kernel):
         else:
             out = (x + b) * sc if b else x * sc
         return {"Out": [np.asarray(out, dtype=x.dtype)]}
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        x = ins["X"][0]
+        if ins.get("ScaleTensor"):
+            return None
+        sc, b = self._operands(x, ins)
+        dt, after = x.dtype, bool(self.attrs["bias_after_scale"])
+        if not b:
+            def run_scale(x: np.ndarray) -> np.ndarray:
+                return np.asarray(x * sc, dtype=dt)
+
+            return bound(run_scale)
+
+        def run(x: np.ndarray) -> np.ndarray:
+            if after:
+                out = x * sc
+                out += b
+            else:
+                out = (x + b) * sc
+            return np.asarray(out, dtype=dt)
+
+        return bound(run)
 
 
 @register_kernel("dropout", inputs={"Seed": ANY})

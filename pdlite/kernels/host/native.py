@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -194,6 +195,21 @@ def empty_aligned(shape: tuple[int, ...], min_floats: int = ALIGN_MIN_FLOATS) ->
     buf = np.empty(size + 15, dtype=F32)
     off = _ext.align_offset(buf)
     return buf[off:off + size].reshape(shape)
+
+
+def allocator(shape: tuple[int, ...], min_floats: int = ALIGN_MIN_FLOATS) -> Callable[[], np.ndarray]:
+    """A call returning empty_aligned(shape, min_floats), its size test made once (the bound calls' outputs)."""
+    size = math.prod(shape)
+    if size < min_floats or _ext is None:
+        return partial(np.empty, shape, F32)
+    n, offset = size + 15, _ext.align_offset
+
+    def alloc() -> np.ndarray:
+        buf = np.empty(n, dtype=F32)
+        off = offset(buf)
+        return buf[off:off + size].reshape(shape)
+
+    return alloc
 
 
 def aligned_copy(a: np.ndarray) -> np.ndarray:
@@ -404,16 +420,17 @@ def _bound(fn: Callable[..., Any], shape: tuple[int, ...], w: np.ndarray, bias: 
     """x -> fn(x, w, bias, out, *rest) into a new float32 `out` of `shape` (the native conv entries' order; large
     outputs 64-byte aligned: empty_aligned); `residual`: (x, r) -> fn(x, w, bias, out, *rest, r), r (C-contiguous
     float32 of `shape`) added to the output before the activation (fused_conv2d's ResidualData)."""
+    alloc = allocator(shape)
     if residual:
         def run_res(x: np.ndarray, r: np.ndarray) -> np.ndarray:
-            out = empty_aligned(shape)
+            out = alloc()
             fn(x, w, bias, out, *rest, r)
             return out
 
         return run_res
 
     def run(x: np.ndarray) -> np.ndarray:
-        out = empty_aligned(shape)
+        out = alloc()
         fn(x, w, bias, out, *rest)
         return out
 
@@ -441,9 +458,10 @@ def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], 
     dims, shape = (n, g, m, k, length), (n, g * m, oh, ow)
     gemm, i2c, code, params = _ext.conv_gemm, _ext.im2col, act[0], act[1]
     w, bias = _f32(w, "conv_gemm"), None if bias is None else _f32(bias, "conv_gemm")
+    alloc = allocator(shape)
     if im2col_args is None:
         def run(x: np.ndarray) -> np.ndarray:
-            out = empty_aligned(shape)
+            out = alloc()
             gemm(w, x, bias, out, dims, code, params)
             return out
 
@@ -455,7 +473,7 @@ def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], 
     def run_cols(x: np.ndarray) -> np.ndarray:
         cols = np.empty(cols_shape, dtype=F32)
         i2c(x, cols, geo)
-        out = empty_aligned(shape)
+        out = alloc()
         gemm(w, cols, bias, out, dims, code, params)
         return out
 
@@ -636,10 +654,10 @@ def pool_plan(x_shape: tuple[int, ...], oh: int, ow: int, kernel: tuple[int, int
     n, c, h, w = x_shape
     shape, fn = (n, c, oh, ow), _ext.pool2d
     geo = (n * c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1])
-    mx, ex = int(is_max), int(exclusive)
+    mx, ex, alloc = int(is_max), int(exclusive), allocator(shape)
 
     def run(x: np.ndarray) -> np.ndarray:
-        out = empty_aligned(shape)
+        out = alloc()
         fn(x, out, geo, mx, ex)
         return out
 

@@ -26,7 +26,7 @@ from pdlite.core.types import HOST, PrecisionType
 from pdlite.kernels.host import native
 from pdlite.kernels.host.conv import channel_chunk, flat_taps, from_nchw, to_nchw
 from pdlite.kernels.host.native import F32
-from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.kernels.registry import Bound, Kernel, TensorType, bound, register_kernel
 from pdlite.operators.nn import PoolGeometry, pool2d_geometry
 from pdlite.operators.pool import max_pool_with_index_geometry
 
@@ -150,6 +150,13 @@ class Pool2d(Kernel):
             with np.errstate(divide="ignore", invalid="ignore"):  # empty windows: Paddle's 0/0
                 out = _windows(x, g, is_max)
         return {"Out": [from_nchw(out, g.channel_last)]}
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        """The bound native call run() keeps for X's shape (Kernel.bind)."""
+        x, p = ins["X"][0], self._plan
+        if p is not None and p[0] == x.shape and x.dtype == F32 and x.flags.c_contiguous:
+            return bound(p[1])
+        return None
 
 
 def _bounds(i: int, size: int, out: int, k: int, s: int, p: int, adaptive: bool) -> tuple[int, int]:

@@ -8,13 +8,14 @@ are produced as empty arrays when the op has that slot.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST
 from pdlite.errors import KernelError
-from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.kernels.registry import Bound, Kernel, TensorType, bound, register_kernel
 from pdlite.operators import tensor as T
 
 ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
@@ -38,6 +39,25 @@ class ShapeKernel(Kernel):
 
     def _err(self, e: Exception, x: np.ndarray) -> KernelError:
         return KernelError(f"{self.op.type}: X {list(x.shape)} {x.dtype}: {e}")
+
+    def _bind_out(self, x: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> Bound:
+        """Kernel.bind's call for X shaped as x: Out = fn(X), with _out's XShape."""
+        if self.op.outputs.get("XShape"):
+            xs, dt = (0, *x.shape), x.dtype
+
+            def run_xs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                return fn(x), np.empty(xs, dtype=dt)
+
+            return bound(run_xs, ("X",), ("Out", "XShape"))
+        return bound(fn)
+
+    def _bind_reshape(self, x: np.ndarray, shape: tuple[int, ...]) -> Bound:
+        """_bind_out of Out = X reshaped to `shape` (a view)."""
+
+        def run(x: np.ndarray) -> np.ndarray:
+            return x.reshape(shape)
+
+        return self._bind_out(x, run)
 
 
 @any_kernel("reshape2", Shape=ANY, ShapeTensor=ANY)
@@ -63,6 +83,12 @@ class Reshape(ShapeKernel):
             self._last = (x.shape, shape)
         return self._out(x.reshape(shape), x)
 
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        if ins.get("Shape") or ins.get("ShapeTensor"):
+            return None
+        x = ins["X"][0]
+        return self._bind_reshape(x, T.reshape_shape(x.shape, T.reshape_target(self.attrs, ins)))
+
 
 @any_kernel("flatten_contiguous_range")
 class FlattenContiguousRange(ShapeKernel):
@@ -73,6 +99,11 @@ class FlattenContiguousRange(ShapeKernel):
         except T.ShapeError as e:
             raise self._err(e, x) from None
         return self._out(x.reshape(shape), x)
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        x = ins["X"][0]
+        return self._bind_reshape(x, T.flatten_range_shape(x.shape, int(self.attrs["start_axis"]),
+                                                           int(self.attrs["stop_axis"])))
 
 
 @any_kernel("flatten2")
@@ -99,6 +130,15 @@ class Transpose(ShapeKernel):
         except T.ShapeError as e:
             raise self._err(e, x) from None
         return self._out(np.asarray(np.transpose(x, perm), order="C"), x)
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        x = ins["X"][0]
+        perm = T.transpose_perm(self.attrs["axis"], x.ndim)
+
+        def run(x: np.ndarray) -> np.ndarray:
+            return np.asarray(np.transpose(x, perm), order="C")
+
+        return self._bind_out(x, run)
 
 
 @any_kernel("squeeze2")
@@ -166,6 +206,17 @@ class Split(Kernel):
         if not ins.get("AxisTensor") and not ins.get("SectionsTensorList"):
             self._cuts = (x.shape, cuts)
         return {"Out": [x[i] for i in cuts]}
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        x, c = ins["X"][0], self._cuts
+        if ins.get("AxisTensor") or ins.get("SectionsTensorList") or c is None or c[0] != x.shape:
+            return None
+        cuts = c[1]
+
+        def run(x: np.ndarray) -> tuple[np.ndarray, ...]:
+            return tuple([x[i] for i in cuts])
+
+        return Bound(run, (("X", 0),), tuple(("Out", j) for j in range(len(cuts))))
 
 
 @any_kernel("stack")
