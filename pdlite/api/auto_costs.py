@@ -134,7 +134,7 @@ class Candidate:
             # then sent rec to OpenVINO, slower per process than the host, never re-measuring the host's new shapes
             over = self.prior_over
         out: dict[str, Any] = {"unit": self.unit(), "over": over, "first_ms": compile_ms,
-                               "over_known": over_known, "calls": len(self.runs) + (self.first is not None)}
+                               "over_known": over_known, "calls": self.run_count + (self.first is not None)}
         if load_ms is not None:
             out["load_ms"] = load_ms
         if self.files:

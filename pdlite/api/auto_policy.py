@@ -360,6 +360,25 @@ class OnlinePolicy:
         self.elapsed_ms += ms + extra_ms
         self.current = name
 
+    def record_untimed(self, name: str, ms: float) -> None:
+        """A call that `name` ran on the signature the last decision is reused for, not timed (the runner times one
+        call in SAMPLE_EVERY once the decision settled): counted at `ms`, its estimate."""
+        c = self.cands[name]
+        c.run_count += 1
+        c.last_call = self.calls
+        self.calls += 1
+        self.elapsed_ms += ms
+
+    def settled(self, sig: Hashable, size: float, name: str) -> float | None:
+        """After a call `name` ran on `sig`: when the decision for `sig` is being reused (`pick`'s fast path) and
+        nothing waits on this call's outcome, `name`'s estimate for it (ms): the calls that repeat it need not be
+        timed, one in SAMPLE_EVERY is; else None."""
+        fast = self._fast
+        if fast is None or fast[0] != sig or fast[1] != name or self._pending is not None:
+            return None
+        c = self.cands[name]
+        return c.estimate(max(float(size), MIN_SIZE), False) if sig in c.sigs and c.seen else None
+
     def record_seen(self, name: str, size: float, ms: float, spent_ms: float | None = None) -> None:
         """A repeat of the call `name` just ran (same signature), timed: a seen-signature sample; exploration
         (`spent_ms`: what the repeats cost, when more than the one sample)."""

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pdlite.api import auto
-from pdlite.api.auto_online import _on_disk
+from pdlite.api.auto_online import SAMPLE_EVERY, _on_disk
 from pdlite.api.auto_policy import BOUGHT_KEEP, EXPLORE_SHARE, LOAD_GUESS, MARGIN, OnlinePolicy
 from pdlite.core.types import Place, PrecisionType, TargetType
 from pdlite.lite import CxxConfig, create_paddle_predictor
@@ -470,6 +470,49 @@ def test_predictor_auto_on_a_changing_stream_ends_on_the_right_device(device_cos
     assert choice.calls.get("onnxruntime", 0) >= 1, "the device was measured"
     assert not choice.refused
 
+
+
+@needs_ort
+def test_settled_calls_are_timed_one_in_sample_every_and_a_change_is_seen_at_once():
+    """Once the stream settled on a device for a signature, one call in SAMPLE_EVERY on it is timed and goes through
+    the policy, the others run straight on the device (outputs still the host's, every call counted). A new
+    signature is timed at once, and a device that turns slower than the host on the settled signature loses the
+    calls within a few samples (Must-have 3: never staying on a candidate slower than the host)."""
+    costs = {"host": lambda s, n, f: host_cost(s * 3, n, f), "onnxruntime": lambda s, n, f: dynamic(s * 3, n, f)}
+    pred = create_paddle_predictor(_cfg())
+    _script(pred, costs)
+    script, timed_sigs = pred._auto.timer, []
+
+    def timer(name, sig, fn):
+        if sig is not None:
+            timed_sigs.append(sig)
+        return script(name, sig, fn)
+
+    pred._auto.timer = timer
+    for _ in range(6):
+        for n in [5, 9, 13, 17, 21, 25, 29, 33]:
+            pred.predict(_ernie_feeds(n))
+    policy = pred._auto.policy
+    assert policy.current == "onnxruntime", pred.auto_choice.describe()
+    feeds = _ernie_feeds(21)
+    ref = _host_outputs(feeds)
+    calls, timed = policy.calls, len(timed_sigs)
+    for _ in range(80):
+        got = pred.predict(feeds)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-4 * float(np.max(np.abs(r))))
+    assert policy.calls - calls == 80 and sum(pred.auto_choice.calls.values()) == policy.calls
+    assert len(timed_sigs) - timed <= 80 // SAMPLE_EVERY + 2, len(timed_sigs) - timed
+    timed = len(timed_sigs)
+    pred.predict(_ernie_feeds(37))
+    assert len(timed_sigs) > timed and timed_sigs[-1] != timed_sigs[timed - 1], "a new signature is timed"
+    costs["onnxruntime"] = lambda s, n, f: 3.0 * host_cost(s * 3, False, False)  # the device turns slow
+    trace = []
+    for _ in range(6 * SAMPLE_EVERY):
+        pred.predict(feeds)
+        trace.append(policy.current)
+    assert trace[-SAMPLE_EVERY:] == ["host"] * SAMPLE_EVERY, trace
+    assert trace.count("onnxruntime") <= 3 * SAMPLE_EVERY, trace
 
 
 @needs_ort
