@@ -196,7 +196,11 @@ def test_a_changed_parameter_is_noticed() -> None:
         _run(pred, feeds)
     rt = pred.runtime_program
     plan = next(iter(rt._steady.plans.values()))
-    assert plan.const_names, "no parameter is held by a bound call"
+    if not plan.const_names:
+        from pdlite.kernels.host import native
+
+        assert not native.use_native(None), "no parameter is held by a bound call"
+        pytest.skip("on the NumPy kernels (--host-numpy) no bound call holds a parameter")
     name = plan.const_names[0]
     old = pred._params[name]
     pred._params[name] = old * np.float32(0.5)

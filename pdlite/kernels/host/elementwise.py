@@ -115,7 +115,7 @@ class ElementwiseKernel(Kernel):
             plan = native_plans.mul_gates_plan(x0, y0)
             if plan is not None:
                 return bound(plan, ("X", "Y"))
-        if self.name in _INT_DIVISIONS:
+        if self.name in _INT_DIVISIONS and _is_int(y0):
             return None
         x, y = broadcast_operands(x0, y0, int(self.attrs["axis"]))
         fn, dt = self.fn, x0.dtype
