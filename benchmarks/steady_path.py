@@ -1,0 +1,80 @@
+"""The runtime's steady path (pdlite/runtime/steady.py) against the normal path, in one process, interleaved.
+
+Two predictors of each model, option `steady_path` on and off, at each thread count; medians of `--rounds` x
+`--block` runs each, the order alternated every round; the outputs of both are compared bit for bit. The last
+column says how the recorded steps run: bound calls / kernel.run without checks / re-checked instructions.
+
+    python benchmarks/steady_path.py [--models mobilenet_v3_small,ppocr_cls_v2,...] [--threads 1,2] [--rounds 15]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare  # noqa: E402  (benchmarks/compare.py: find_model)
+
+MODELS = "mobilenet_v3_small,ppocr_cls_v2,transformer_encoder,mobilenet_v2,ppocr_det_v4"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=MODELS)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--block", type=int, default=20)
+    args = ap.parse_args()
+    from pdlite.lite import CxxConfig, create_paddle_predictor
+
+    print(f"median ms of {args.rounds} x {args.block} runs, batch 1, interleaved in one process")
+    print("| model | threads | normal path ms | steady path ms | steady / normal | same bits | steps bound / "
+          "generic / re-checked |")
+    print("|---|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        d = compare.find_model(name)
+        if d is None:
+            print(f"| {name} | (model not found) | | | | | |")
+            continue
+        case = np.load(d / "case.npz")
+        feeds = {k[3:]: case[k] for k in case.files if k.startswith("in:")}
+        for threads in (int(t) for t in args.threads.split(",")):
+            preds = {}
+            for steady in (False, True):
+                cfg = CxxConfig()
+                cfg.set_model_dir(str(d))
+                cfg.set_threads(threads)
+                cfg.set_option("steady_path", steady)
+                pred = create_paddle_predictor(cfg)
+                for k, v in feeds.items():
+                    pred.get_input_by_name(k).from_numpy(v)
+                for _ in range(5):
+                    pred.run()
+                preds[steady] = pred
+            outs = {s: [np.array(p.get_output(i).numpy()) for i in range(len(p.get_output_names()))]
+                    for s, p in preds.items()}
+            same = all(np.array_equal(a, b) for a, b in zip(outs[False], outs[True]))
+            runner = preds[True].runtime_program._steady
+            plan = next(iter(runner.plans.values()), None) if runner is not None else None
+            kinds = "/".join(str(v) for v in plan.counts().values()) if plan is not None else "-"
+            times: dict[bool, list[float]] = {False: [], True: []}
+            for r in range(args.rounds):
+                for steady in ((False, True) if r % 2 else (True, False)):
+                    pred = preds[steady]
+                    ts = []
+                    for _ in range(args.block):
+                        t0 = time.perf_counter()
+                        pred.run()
+                        ts.append(time.perf_counter() - t0)
+                    times[steady].append(float(np.median(ts)) * 1e3)
+            a, b = float(np.median(times[False])), float(np.median(times[True]))
+            print(f"| {name} | {threads} | {a:.3f} | {b:.3f} | {b / a:.2f} | {'yes' if same else 'NO'} | {kinds} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
