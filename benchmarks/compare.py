@@ -4,6 +4,10 @@ Contenders (each skipped with a note when its package is absent):
   pdlite-host           pdlite, host target (NumPy)
   pdlite-<device>       pdlite + an NNAdapter device (intel_openvino, onnxruntime)
   pdlite-auto           pdlite's `auto` device: the fastest of host and the devices, measured on this input
+                        (`choose_device`, what `pdlite run/bench --device auto` use; its measured predictor runs)
+  pdlite-auto-online    a predictor with set_nnadapter_device_names(["auto"]), as an API user gets it: the same
+                        measurement after its first calls (a cache of the worker's own), then every call through
+                        the online auto (pdlite/api/auto_online.py: settled calls, one in 8 timed)
   paddle-inference      Paddle Inference, IR optimisation + oneDNN on (the optimized configuration)
   onnxruntime           ONNX Runtime on the model exported by `pdlite export-onnx`
   openvino              OpenVINO reading the .pdmodel directly (fp32: INFERENCE_PRECISION_HINT f32)
@@ -102,6 +106,19 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
     if device:
         cfg.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={threads};"
                                              f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads}")
+    if device == "auto-online":  # a predictor's own auto, every call through it
+        import tempfile as _tf
+
+        os.environ["XDG_CACHE_HOME"] = _tf.mkdtemp(prefix="pdlite_cmp_cache_")  # measured here, not an old choice
+        cfg.set_nnadapter_device_names(["auto"])
+        pred = create_paddle_predictor(cfg)
+        for k, v in feeds.items():
+            pred.get_input_by_name(k).from_numpy(v)
+        for _ in range(20):  # the first calls: the host, then the fixed-shape measurement; then settled
+            pred.run()
+        text = " ".join(pred.auto_choice.describe().split())
+        NOTES.append(f"{d.name} b{len(next(iter(feeds.values())))} t{threads} (online): {text}")
+        return pred.run
     if device == "auto":  # what a user gets by default: measured on this input, the fastest kept
         from pdlite.api.auto import choose_device
 
@@ -308,9 +325,9 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=1,
                     help="worker processes per contender (a block in each per round): the same engine moves "
                          "15-30%% between processes on small models, and more processes average that out")
-    ap.add_argument("--devices", default="intel_openvino,onnxruntime,auto",
+    ap.add_argument("--devices", default="intel_openvino,onnxruntime,auto,auto-online",
                     help="pdlite NNAdapter devices to include (auto: pdlite's measured choice, the CLI default; "
-                         "none: the host target only)")
+                         "auto-online: a predictor's own auto, every call through it; none: the host target only)")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
     args = ap.parse_args()
     from pdlite.tools.doctor import cpu_info
@@ -355,8 +372,10 @@ def main() -> int:
                         print(f"  ({k} unavailable for {name} b{batch} t{threads}: {str(e)[:120]})", file=sys.stderr)
                 if not header_done:
                     cols = list(makers)
-                    print("| model | batch | threads | " + " | ".join(cols) + " | auto / best peer |")
-                    print("|---|---|---|" + "---|" * (len(cols) + 1))
+                    autos = [k for k in ("pdlite-auto", "pdlite-auto-online") if k in cols]
+                    print("| model | batch | threads | " + " | ".join(cols + [f"{k[len('pdlite-'):]} / best peer"
+                                                                        for k in autos]) + " |")
+                    print("|---|---|---|" + "---|" * (len(cols) + len(autos)))
                     header_done = True
                 per_round: dict[str, list[float | None]] = {}
                 try:
@@ -378,9 +397,11 @@ def main() -> int:
                         cells.append(f"{med[k]:.2f}")
                 peers = [k for k in ("paddle-inference", "onnxruntime", "openvino") if k in med]
                 best = min(peers, key=lambda k: med[k]) if peers else None
-                r = cell_ratio(med, per_round, "pdlite-auto", best, args.plain_ratios) if best else None
-                vs = f"{r:.2f}x" if r is not None else "n/a"
-                print(f"| {name} | {batch} | {threads} | " + " | ".join(cells) + f" | {vs} |", flush=True)
+                vs = []
+                for k in autos:
+                    r = cell_ratio(med, per_round, k, best, args.plain_ratios) if best else None
+                    vs.append(f"{r:.2f}x" if r is not None else "n/a")
+                print(f"| {name} | {batch} | {threads} | " + " | ".join(cells + vs) + " |", flush=True)
     for note in notes:
         print(f"\npdlite-auto, {note}", end="")
     print()
