@@ -19,18 +19,21 @@ it: shape, strides and dtype), one step per instruction:
   through `Instruction.run` as on the normal path, and its outputs' shapes, strides and dtypes are compared with the
   recorded ones; a difference ends the steady run there and the rest runs on the normal path. An instruction whose
   outputs are not arrays ends the recorded list (the rest always runs normally).
-Later runs with that key run the list, the memory plan's releases included. Parameters a bound call holds are
-checked by identity on each run (a changed one records the list again). A step that raises is run again through
-`Instruction.run`, so errors name the op as usual. The plans of the last RECENT_SHAPES keys are kept.
+Later runs with that key run the list, the memory plan's releases included. The program's parameters (the values
+`prepare` saw, under names no instruction writes) are checked by identity on each run (~3 us for a hundred): bound
+calls may hold them (a conv's packed weights), and generic steps would not see a new one's shape; a run with another
+parameter object takes the normal path. A step that raises is run again through `Instruction.run`, so errors name
+the op as usual. The plans of the last RECENT_SHAPES keys are kept.
 
-The normal path stays for hooks (profilers), the split-thread mode and feeds that are not NumPy arrays; the config
+The normal path stays for hooks (profilers), the split-thread mode, feeds that are not NumPy arrays and changed
+parameters; the config
 option `steady_path` (default on) turns this path off, for comparisons and debugging. Results are the same bits:
 the same kernels run on the same inputs (tests/core/test_steady_path.py runs the models both ways).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from operator import is_
+from operator import is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -49,12 +52,9 @@ class _Diverged(Exception):
 class SteadyPlan:
     """The recorded steps of one feed key: (step, release) for instructions [0, len(steps)), the rest normal."""
 
-    def __init__(self, steps: list[tuple[Step, tuple[str, ...]]], kinds: list[str],
-                 constants: list[tuple[str, Any]]) -> None:
+    def __init__(self, steps: list[tuple[Step, tuple[str, ...]]], kinds: list[str]) -> None:
         self.steps = steps
         self.kinds = kinds  # per step: "bound", "generic" or "checked" (tests, reports)
-        self.const_names = [n for n, _ in constants]  # parameters held by bound calls: the same objects each run
-        self.const_values = [v for _, v in constants]
 
     def counts(self) -> dict[str, int]:
         return {k: self.kinds.count(k) for k in ("bound", "generic", "checked")}
@@ -74,8 +74,11 @@ class SteadyRunner:
                 if n not in written:
                     external.setdefault(n)
             written.update(inst.op.output_names())
-        # parameters: prepared values of names no instruction writes; the key covers the other inputs
+        # parameters: prepared values of names no instruction writes, checked by identity on each run (a changed
+        # one takes the normal path); the key covers the other inputs
         self.params = {n: params[n] for n in external if n in params and n not in written}
+        self._param_values = tuple(self.params.values())
+        self._get_params = itemgetter(*self.params) if len(self.params) > 1 else None
         self.feeds = [n for n in external if n not in self.params]
         self.plans: dict[tuple, SteadyPlan] = {}
         self._seen: dict[tuple, None] = {}  # keys run once: recorded on their second run
@@ -90,18 +93,23 @@ class SteadyRunner:
             k.append((v.shape, v.strides, v.dtype))
         return tuple(k)
 
+    def same_params(self, scope: dict[str, Any]) -> bool:
+        """Whether `scope` holds the prepared parameters (the same objects)."""
+        try:
+            if self._get_params is not None:
+                return all(map(is_, self._get_params(scope), self._param_values))
+            return all(scope[n] is v for n, v in self.params.items())
+        except KeyError:
+            return False
+
     def run(self, scope: dict[str, Any]) -> bool:
-        """Run the program on `scope`; False (nothing run) when the feeds give no key."""
+        """Run the program on `scope`; False (nothing run) when the feeds give no key or a parameter changed."""
         key = self.key(scope)
-        if key is None:
+        if key is None or not self.same_params(scope):
             return False
         plan = self.plans.get(key)
-        if plan is not None and plan.const_names:
-            if not all(map(is_, map(scope.get, plan.const_names), plan.const_values)):
-                plan = None  # a parameter changed: record again
         if plan is None:
             if key in self._seen:
-                self.plans.pop(key, None)
                 remember(self.plans, key, self._record(scope))
             else:
                 remember(self._seen, key, None, 4 * RECENT_SHAPES)
@@ -142,7 +150,6 @@ class SteadyRunner:
         """A normal run that records each instruction's step while its inputs are at hand."""
         steps: list[tuple[Step, tuple[str, ...]]] = []
         kinds: list[str] = []
-        constants: dict[str, Any] = {}
         pop = scope.pop
         building = True
         for inst, release in zip(self.instructions, self.release):
@@ -151,7 +158,7 @@ class SteadyRunner:
                 ins = {slot: [scope.get(n) for n in names] for slot, names in inst._in_slots}
             inst.run(scope)
             if building:
-                made = self._steady_step(inst, ins, scope, constants) if ins is not None else None
+                made = self._steady_step(inst, ins, scope) if ins is not None else None
                 if made is None:
                     made = _checked_step(inst, scope)
                 if made is None:
@@ -161,10 +168,10 @@ class SteadyRunner:
                     kinds.append(made[1])
             for name in release:
                 pop(name, None)
-        return SteadyPlan(steps, kinds, list(constants.items()))
+        return SteadyPlan(steps, kinds)
 
-    def _steady_step(self, inst: Instruction, ins: dict[str, list[Any]], scope: dict[str, Any],
-                     constants: dict[str, Any]) -> tuple[Step, str] | None:
+    def _steady_step(self, inst: Instruction, ins: dict[str, list[Any]],
+                     scope: dict[str, Any]) -> tuple[Step, str] | None:
         """A bound or generic step for an instruction run on inputs `ins` whose outputs are checked, else None."""
         c = inst._shape_cache
         if inst.opdef.infer_shape is None or c is None or c is not inst._checked or c[2]:
@@ -177,8 +184,7 @@ class SteadyRunner:
             if want is None or len(want) < len(names) or any(type(scope.get(n)) is not np.ndarray for n in names):
                 return None
         slots = dict(inst._in_slots)
-        fixed = frozenset(s for s, names in slots.items()
-                          if all(n in self.params and scope.get(n) is self.params[n] for n in names))
+        fixed = frozenset(s for s, names in slots.items() if all(n in self.params for n in names))
         try:
             b = inst.kernel.bind(ins, fixed)
         except Exception:  # noqa: BLE001 - a kernel that cannot bind runs through its run()
@@ -186,11 +192,6 @@ class SteadyRunner:
         step = _bound_step(b, slots, inst._out_slots) if b is not None else None
         if step is None:
             return _generic_step(inst), "generic"
-        assert b is not None
-        read = {s for s, _ in b.reads}
-        for s in fixed - read:  # held by the bound call: checked by identity on each run
-            for n in slots[s]:
-                constants[n] = self.params[n]
         return step, "bound"
 
 
