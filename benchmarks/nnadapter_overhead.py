@@ -12,7 +12,11 @@ with the driver's run replaced by returning saved outputs, so only pdlite's work
 call is `predictor.run()` on inputs set before (as benchmarks/compare.py times it, and as the direct
 calls get their arrays); `--call predict` times `from_numpy` + `run` + `numpy()` instead.
 
-    python benchmarks/nnadapter_overhead.py [--models m1,m2] [--threads 2] [--seconds 2]
+`--devices auto`: a predictor with set_nnadapter_device_names(["auto"]) (its online auto, a cache of its own; warmed
+up until it settled) against pdlite on the device it chose: what `auto` costs per call beyond that device.
+`--profile N`: cProfile over N pdlite calls of each cell, the functions with the most own time (where a call goes).
+
+    python benchmarks/nnadapter_overhead.py [--models m1,m2] [--threads 2] [--seconds 2] [--devices d1,auto]
 """
 from __future__ import annotations
 
@@ -62,11 +66,12 @@ def feeds_for(d: Path, batch: int) -> dict[str, np.ndarray]:
 def pdlite_runner(d: Path, device: str, threads: int, call: str = "run") -> tuple[Callable[[dict], list], object]:
     cfg = CxxConfig()
     cfg.set_model_dir(str(d))
-    cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place()])
+    cfg.set_threads(threads)
+    if device != "auto":
+        cfg.set_valid_places([Place(TargetType.NNAdapter, PrecisionType.FP32), Place()])
     cfg.set_nnadapter_device_names([device])
-    key = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
-           "onnxruntime": "ONNXRUNTIME_INTRA_OP_NUM_THREADS"}[device]
-    cfg.set_nnadapter_context_properties(f"{key}={threads}")
+    cfg.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={threads};"
+                                         f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads}")
     pred = create_paddle_predictor(cfg)
     inputs = [pred.get_input_by_name(n) for n in pred.get_input_names()]
     outputs = [pred.get_output(i) for i in range(len(pred.get_output_names()))]
@@ -146,9 +151,42 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], seconds: float
     return 1e3 * statistics.median(ta), 1e3 * statistics.median(tb)
 
 
+def auto_runner(d: Path, threads: int, call: str, feeds: dict) -> tuple[Callable[[dict], list], object, str]:
+    """pdlite's online auto (a predictor on device "auto", a cache of its own), run until it settled; with the
+    device it chose."""
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="pdlite_overhead_cache_")
+    run, pred = pdlite_runner(d, "auto", threads, call)
+    for _ in range(40):  # the host's first calls, the fixed-shape measurement, then the calls on its choice
+        run(feeds)
+    return run, pred, pred.auto_choice.device  # type: ignore[attr-defined]
+
+
+def subgraph_kernels(pred: object) -> list:
+    """The subgraph kernels a pdlite call may run: the predictor's, and with auto its candidates'."""
+    preds = [pred] + list(getattr(getattr(pred, "_auto", None), "preds", {}).values())
+    return [getattr(i, "inner", i).kernel for p in preds for i in p.runtime_program.instructions  # type: ignore
+            if i.op.type == "subgraph"]
+
+
+def profile(run: Callable[[dict], list], feeds: dict, calls: int, top: int = 14) -> str:
+    """cProfile over `calls` pdlite calls: the functions with the most own time."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        run(feeds)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
 def python_overhead_us(run: Callable[[dict], list], pred: object, feeds: dict, calls: int = 300) -> float:
     """Median time of a pdlite call whose device work is replaced by returning saved outputs: pdlite's own cost."""
-    kernels = [i.kernel for i in pred.runtime_program.instructions if i.op.type == "subgraph"]  # type: ignore
+    kernels = [k for k in subgraph_kernels(pred) if k._driver is not None]
     for k in kernels:
         memo: dict[str, list] = {}
 
@@ -184,6 +222,7 @@ def main() -> int:
     ap.add_argument("--devices", default="intel_openvino,onnxruntime")
     ap.add_argument("--call", choices=("run", "predict"), default="run",
                     help="what a pdlite call is: run() on inputs set before, or from_numpy + run + numpy()")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N pdlite calls of each cell")
     args = ap.parse_args()
     devices = args.devices.split(",")
     rows = []
@@ -191,21 +230,40 @@ def main() -> int:
         for name in args.models.split(","):
             d = model_dir(name)
             for device in devices:
-                try:
-                    run, pred = pdlite_runner(d, device, args.threads, args.call)
-                    direct = (openvino_runner(d, args.threads, work) if device == "intel_openvino"
-                              else onnxruntime_runner(d, args.threads, work))
-                except Exception as e:  # report and go on
-                    rows.append((name, "-", device, f"n/a ({type(e).__name__}: {str(e)[:60]})", "", "", "", ""))
-                    continue
                 for batch in (1, 4):
                     feeds = feeds_for(d, batch)
+                    label = device
+                    try:
+                        if device == "auto":  # against pdlite on the device it chose (built afresh per batch)
+                            run, pred, chose = auto_runner(d, args.threads, args.call, feeds)
+                            if chose == "host":
+                                raise RuntimeError("auto chose the host here (no device to compare with)")
+                            direct, direct_pred = pdlite_runner(d, chose, args.threads, args.call)
+                            label = f"auto (vs pdlite on {chose}, its choice)"
+                        elif batch == 1:
+                            run, pred = pdlite_runner(d, device, args.threads, args.call)
+                            direct = (openvino_runner(d, args.threads, work) if device == "intel_openvino"
+                                      else onnxruntime_runner(d, args.threads, work))
+                    except Exception as e:  # report and go on
+                        rows.append((name, batch, device, f"n/a ({type(e).__name__}: {str(e)[:60]})", "", "", "",
+                                     ""))
+                        if device == "auto":
+                            continue
+                        break  # (the other devices' runners serve both batches)
                     err = max_rel(run(feeds), direct(feeds))
                     ours, theirs = interleaved(lambda f=feeds, r=run: r(f), lambda f=feeds, r=direct: r(f), args.seconds)
                     py_us = python_overhead_us(run, pred, feeds)
-                    rows.append((name, batch, device, f"{theirs:.3f}", f"{ours:.3f}", f"{ours / theirs:.3f}",
-                                 f"{py_us:.0f}", f"{err:.1e}"))
+                    if device == "auto":
+                        py_us_dev = python_overhead_us(direct, direct_pred, feeds)
+                        py = f"{py_us:.1f} ({py_us_dev:.1f} on {chose} alone)"
+                    else:
+                        py = f"{py_us:.1f}"
+                    rows.append((name, batch, label, f"{theirs:.3f}", f"{ours:.3f}", f"{ours / theirs:.3f}", py,
+                                 f"{err:.1e}"))
                     print(" | ".join(map(str, rows[-1])), file=sys.stderr, flush=True)
+                    if args.profile:
+                        print(f"\n{name} b{batch} {label}: cProfile over {args.profile} calls", file=sys.stderr)
+                        print(profile(run, feeds, args.profile), file=sys.stderr, flush=True)
     direct_name = {"intel_openvino": "OpenVINO on .pdmodel", "onnxruntime": "ORT on exported .onnx"}
     print(f"\nthreads={args.threads}, pdlite call: {args.call}, median of interleaved single calls, "
           f"~{args.seconds:g} s per cell\n")
@@ -213,7 +271,7 @@ def main() -> int:
           "| max rel. diff |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        dev = f"{r[2]} (vs {direct_name.get(r[2], '')})"
+        dev = f"{r[2]} (vs {direct_name[r[2]]})" if r[2] in direct_name else r[2]
         print(f"| {r[0]} | {r[1]} | {dev} | " + " | ".join(str(x) for x in r[3:]) + " |")
     return 0
 
