@@ -212,7 +212,7 @@ class SubgraphKernel(Kernel):
                     self._per_shape.move_to_end(key)
                 try:
                     if entry.patterns is not None and self._promote_after:
-                        outs = self._run_counted(key, entry, self._values(data), data)
+                        outs = self._run_counted(key, entry, None, data)
                     else:
                         outs = self._driver.run(entry.model, [np.asarray(a, order="C") for a in data])
                 except PdliteError:
@@ -297,9 +297,10 @@ class SubgraphKernel(Kernel):
         given = dict(zip(self.data_names, data))
         return [given[n] if n in given else self._params.get(n) for n in self.in_names]
 
-    def _run_counted(self, key: tuple, entry: _Compiled, vals: list[Any], data: list[Any]) -> list[Any]:
+    def _run_counted(self, key: tuple, entry: _Compiled, vals: list[Any] | None, data: list[Any]) -> list[Any]:
+        """A run of `key` on the dynamic model, counted towards its promotion (`vals` None: gathered only then)."""
         if self._earned(key):
-            outs = self._promote(key, vals, data)
+            outs = self._promote(key, self._values(data) if vals is None else vals, data)
             if outs is not None:
                 return outs
         t0 = time.perf_counter()
