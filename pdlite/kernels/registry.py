@@ -127,9 +127,11 @@ class Kernel:
     def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
         """Optional: this op's run for inputs of exactly the shapes, dtypes and strides of `ins` (the values of a run
         that has just succeeded) as one call, for the runtime's steady path (pdlite/runtime/steady.py); None: the
-        runtime calls `run` instead. Inputs of the slots in `fixed` are the program's parameters, the same objects on
-        every call: the callable may hold them (a conv's packed weights); the other inputs it reads through
-        `Bound.reads` on each call, and it must keep no reference to them. Its outputs are new arrays, as run's."""
+        runtime calls `run` instead. Inputs of the slots in `fixed` have the same values on every call (the program's
+        parameters, or values the feed shapes determine, such as a ShapeTensor computed from a shape op): the
+        callable may hold them or what follows from them (a conv's packed weights, a reshape's target); the other
+        inputs it reads through `Bound.reads` on each call, and it must keep no reference to them. Its outputs are
+        new arrays, as run's."""
         return None
 
 

@@ -14,6 +14,10 @@ it: shape, strides and dtype), one step per instruction:
   conv's native plan: the step is `scope[out] = fn(scope[x])`;
 - generic: a checked instruction whose kernel does not bind: `kernel.run` on the inputs, outputs stored, with no
   shape key and no check;
+- constant: an op whose outputs' values the key fixes (a shape op; shape arithmetic such as slice, concat or cast on
+  such values and parameters): a fresh copy of the recorded outputs. An instruction whose value-dependent shape
+  inference read only such values (reshape2 whose ShapeTensor is computed from a shape op) then binds like any
+  other, the values in its `fixed` slots;
 - re-checked: an instruction that is not marked checked (value-dependent shape inference such as reshape2 with a
   ShapeTensor, no shape inference, control flow, subgraph and delegate instructions, non-array inputs): it runs
   through `Instruction.run` as on the normal path, and its outputs' shapes, strides and dtypes are compared with the
@@ -39,9 +43,23 @@ from typing import Any
 import numpy as np
 
 from pdlite.kernels.registry import RECENT_SHAPES, Bound, remember
-from pdlite.runtime.instruction import Instruction, _shapes_key
+from pdlite.runtime.instruction import Instruction, _shapes_key, _value_key
 
 Step = Callable[[dict[str, Any]], None]
+
+# ops whose outputs' values follow from their inputs' shapes and their attributes alone
+SHAPE_VALUED = frozenset({"shape", "shape64", "size", "fill_any_like", "fill_zeros_like",
+                          "fill_constant_batch_size_like"})
+# deterministic ops of shape arithmetic: their outputs' values follow from their inputs' values and attributes
+SHAPE_ARITHMETIC = frozenset({
+    "slice", "strided_slice", "concat", "stack", "split", "gather", "cast", "scale", "assign", "assign_value",
+    "fill_constant", "range", "squeeze", "squeeze2", "unsqueeze", "unsqueeze2", "reshape", "reshape2",
+    "flatten_contiguous_range", "transpose2", "expand_v2", "tile", "reduce_prod", "reduce_sum", "reduce_max",
+    "reduce_min", "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "elementwise_floordiv",
+    "elementwise_mod", "elementwise_max", "elementwise_min", "equal", "not_equal", "less_than", "less_equal",
+    "greater_than", "greater_equal", "logical_and", "logical_or", "logical_not",
+})
+CONSTANT_MAX = 4096  # elements of an instruction's outputs up to which values fixed by the feed key are kept
 Hook = Callable[[Any, float, dict[str, Any]], None]
 
 
@@ -54,10 +72,10 @@ class SteadyPlan:
 
     def __init__(self, steps: list[tuple[Step, tuple[str, ...]]], kinds: list[str]) -> None:
         self.steps = steps
-        self.kinds = kinds  # per step: "bound", "generic" or "checked" (tests, reports)
+        self.kinds = kinds  # per step: "bound", "generic", "constant" or "checked" (tests, reports)
 
     def counts(self) -> dict[str, int]:
-        return {k: self.kinds.count(k) for k in ("bound", "generic", "checked")}
+        return {k: self.kinds.count(k) for k in ("bound", "generic", "constant", "checked")}
 
 
 class SteadyRunner:
@@ -152,13 +170,17 @@ class SteadyRunner:
         kinds: list[str] = []
         pop = scope.pop
         building = True
+        derived: set[str] = set()  # variables whose values this key fixes (constant steps' outputs)
         for inst, release in zip(self.instructions, self.release):
             ins = None
             if building and type(inst) is Instruction:
                 ins = {slot: [scope.get(n) for n in names] for slot, names in inst._in_slots}
             inst.run(scope)
             if building:
-                made = self._steady_step(inst, ins, scope) if ins is not None else None
+                derived.difference_update(inst.op.output_names())
+                made = None
+                if ins is not None and all(type(v) is np.ndarray for vals in ins.values() for v in vals):
+                    made = self._constant_step(inst, scope, derived) or self._steady_step(inst, ins, scope, derived)
                 if made is None:
                     made = _checked_step(inst, scope)
                 if made is None:
@@ -170,13 +192,41 @@ class SteadyRunner:
                 pop(name, None)
         return SteadyPlan(steps, kinds)
 
-    def _steady_step(self, inst: Instruction, ins: dict[str, list[Any]],
-                     scope: dict[str, Any]) -> tuple[Step, str] | None:
-        """A bound or generic step for an instruction run on inputs `ins` whose outputs are checked, else None."""
-        c = inst._shape_cache
-        if inst.opdef.infer_shape is None or c is None or c is not inst._checked or c[2]:
+    def _constant_step(self, inst: Instruction, scope: dict[str, Any], derived: set[str]) -> tuple[Step, str] | None:
+        """For an op whose outputs' values this key fixes (SHAPE_VALUED; SHAPE_ARITHMETIC on parameters and such
+        values: a shape computation such as shape -> slice -> reshape2's ShapeTensor), a step storing a fresh copy of
+        this run's small, C-contiguous outputs; None otherwise."""
+        t = inst.op.type
+        if t not in SHAPE_VALUED and not (t in SHAPE_ARITHMETIC and all(
+                n in derived or n in self.params for n in inst.op.input_names())):
             return None
-        if any(type(v) is not np.ndarray for vals in ins.values() for v in vals) or c[0] != _shapes_key(ins):
+        names = [n for ns in inst._out_slots.values() for n in ns]
+        vals = [scope.get(n) for n in names]
+        if not names or any(type(v) is not np.ndarray or not v.flags.c_contiguous for v in vals) \
+                or sum(v.size for v in vals) > CONSTANT_MAX:
+            return None
+        kept = [(n, v.copy()) for n, v in zip(names, vals)]
+        derived.update(names)
+
+        def step(scope: dict[str, Any]) -> None:
+            for n, v in kept:
+                scope[n] = v.copy()  # (a kernel's output is the run's own array)
+
+        return step, "constant"
+
+    def _steady_step(self, inst: Instruction, ins: dict[str, list[Any]], scope: dict[str, Any],
+                     derived: set[str]) -> tuple[Step, str] | None:
+        """A bound or generic step for an instruction run on inputs `ins` whose outputs are checked (or whose
+        value-dependent shape inference read only values this key fixes), else None."""
+        c = inst._shape_cache
+        if inst.opdef.infer_shape is None or c is None or c[0] != _shapes_key(ins):
+            return None
+        if c[2]:  # value-dependent inference: checked on this run; steady when what it read is fixed by the key
+            slots_in = dict(inst._in_slots)
+            fixed_names = derived.union(self.params)
+            if not all(slots_in[s][i] in fixed_names and _value_key(ins[s][i]) == k for s, i, k in c[2]):
+                return None
+        elif c is not inst._checked:
             return None
         shapes = c[1] or {}
         for slot, names in inst._out_slots.items():
@@ -184,7 +234,7 @@ class SteadyRunner:
             if want is None or len(want) < len(names) or any(type(scope.get(n)) is not np.ndarray for n in names):
                 return None
         slots = dict(inst._in_slots)
-        fixed = frozenset(s for s, names in slots.items() if all(n in self.params for n in names))
+        fixed = frozenset(s for s, names in slots.items() if all(n in self.params or n in derived for n in names))
         try:
             b = inst.kernel.bind(ins, fixed)
         except Exception:  # noqa: BLE001 - a kernel that cannot bind runs through its run()

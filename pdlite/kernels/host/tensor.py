@@ -84,7 +84,7 @@ class Reshape(ShapeKernel):
         return self._out(x.reshape(shape), x)
 
     def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
-        if ins.get("Shape") or ins.get("ShapeTensor"):
+        if any(ins.get(s) and s not in fixed for s in ("Shape", "ShapeTensor")):  # a target that may change
             return None
         x = ins["X"][0]
         return self._bind_reshape(x, T.reshape_shape(x.shape, T.reshape_target(self.attrs, ins)))
