@@ -2,7 +2,8 @@
 
 Two predictors of each model, option `steady_path` on and off, at each thread count; medians of `--rounds` x
 `--block` runs each, the order alternated every round; the outputs of both are compared bit for bit. The last
-column says how the recorded steps run: bound calls / kernel.run without checks / re-checked instructions.
+column says how the recorded steps run: bound calls / kernel.run without checks / constants of the feed key /
+re-checked instructions.
 
     python benchmarks/steady_path.py [--models mobilenet_v3_small,ppocr_cls_v2,...] [--threads 1,2] [--rounds 15]
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import compare  # noqa: E402  (benchmarks/compare.py: find_model)
+import compare  # noqa: E402  (benchmarks/compare.py: find_model, feeds_for)
 
 MODELS = "mobilenet_v3_small,ppocr_cls_v2,transformer_encoder,mobilenet_v2,ppocr_det_v4"
 
@@ -32,15 +33,14 @@ def main() -> int:
 
     print(f"median ms of {args.rounds} x {args.block} runs, batch 1, interleaved in one process")
     print("| model | threads | normal path ms | steady path ms | steady / normal | same bits | steps bound / "
-          "generic / re-checked |")
+          "generic / constant / re-checked |")
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         d = compare.find_model(name)
         if d is None:
             print(f"| {name} | (model not found) | | | | | |")
             continue
-        case = np.load(d / "case.npz")
-        feeds = {k[3:]: case[k] for k in case.files if k.startswith("in:")}
+        feeds = compare.feeds_for(d, 1)
         for threads in (int(t) for t in args.threads.split(",")):
             preds = {}
             for steady in (False, True):
