@@ -20,13 +20,18 @@ with `--block-ms` more until that much time has passed, a short pause between bl
 of all its timed runs.
 
 Ratios are paired by round: the median over rounds of (the contender's median in that round / the reference's
-median in the same round), the reference being paddle-inference (in the cells) or the best peer (the peer with
+median in the same round), the reference being paddle-inference (in the cells; `--ref`) or the best peer (the peer with
 the lowest median; "auto / best peer"). The machine's speed changes over a run (a 2-vCPU VM measured 1.5x
 slower at 2 threads for tens of seconds at a time, for every engine); a round's blocks are seconds apart and
 share the phase, so a paired ratio cancels it where a ratio of whole-cell medians credits it to whichever
 contender's blocks it hit. `--plain-ratios`: ratios of the cells' medians instead.
 
     python benchmarks/compare.py [--models a,b] [--batches 1,4] [--threads 1,2] [--rounds 4] [--block 3]
+
+pdlite on ONNX Runtime against ONNX Runtime alone, several processes each (a small model's time moves 10-20%
+from one process of the same engine to the next):
+
+    python benchmarks/compare.py --devices onnxruntime --peers onnxruntime --ref onnxruntime --no-host --procs 3
 """
 from __future__ import annotations
 
@@ -329,6 +334,10 @@ def main() -> int:
                     help="pdlite NNAdapter devices to include (auto: pdlite's measured choice, the CLI default; "
                          "auto-online: a predictor's own auto, every call through it; none: the host target only)")
     ap.add_argument("--no-peers", action="store_true", help="pdlite only")
+    ap.add_argument("--peers", default="paddle-inference,onnxruntime,openvino",
+                    help="the peers to include (e.g. onnxruntime alone, to set pdlite-onnxruntime against it)")
+    ap.add_argument("--no-host", action="store_true", help="leave pdlite-host out")
+    ap.add_argument("--ref", default="paddle-inference", help="the contender the cells' ratios are to")
     args = ap.parse_args()
     from pdlite.tools.doctor import cpu_info
 
@@ -343,7 +352,7 @@ def main() -> int:
     more = f" (or more, to fill {args.block_ms:g} ms)" if args.block_ms else ""
     print(f"median ms of {args.rounds} x {args.block}{more} runs per contender and process ({args.procs} process(es) "
           f"per contender), interleaved in blocks (each after {args.block_warmup} untimed), after {args.warmup} "
-          f"warm-ups; ratio = / paddle-inference, "
+          f"warm-ups; ratio = / {args.ref}, "
           + ("of the medians\n" if args.plain_ratios else "median over rounds of the same round's ratio\n"))
     header_done = False
     notes: list[str] = []
@@ -356,10 +365,11 @@ def main() -> int:
         onnx_path = None if args.no_peers else export_onnx(d, tmp / f"{name}.onnx")
         for batch in map(int, args.batches.split(",")):
             for threads in map(int, args.threads.split(",")):
-                makers = ["pdlite-host"] + [f"pdlite-{dev}" for dev in filter(None, args.devices.split(","))
-                                            if dev != "none"]
+                makers = ([] if args.no_host else ["pdlite-host"]) + [
+                    f"pdlite-{dev}" for dev in filter(None, args.devices.split(",")) if dev != "none"]
                 if not args.no_peers:
-                    makers += ["paddle-inference"] + (["onnxruntime"] if onnx_path is not None else []) + ["openvino"]
+                    makers += [k for k in filter(None, args.peers.split(","))
+                               if k != "onnxruntime" or onnx_path is not None]
                 workers: dict[str, list[subprocess.Popen]] = {}
                 for k in makers:
                     try:
@@ -387,8 +397,7 @@ def main() -> int:
                             w.kill()
                 cells = []
                 for k in cols:
-                    r = cell_ratio(med, per_round, k, "paddle-inference", args.plain_ratios) \
-                        if k != "paddle-inference" else None
+                    r = cell_ratio(med, per_round, k, args.ref, args.plain_ratios) if k != args.ref else None
                     if k not in med:
                         cells.append("n/a")
                     elif r is not None:
