@@ -61,7 +61,7 @@ class MatmulV2(Kernel):
         ty = bool(self.attrs["trans_y"]) and ins["Y"][0].ndim > 1
 
         def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-            return matmul(np.swapaxes(x, -1, -2) if tx else x, np.swapaxes(y, -1, -2) if ty else y)
+            return matmul(x.swapaxes(-1, -2) if tx else x, y.swapaxes(-1, -2) if ty else y)
 
         return bound(run, ("X", "Y"))
 

@@ -136,7 +136,7 @@ class Transpose(ShapeKernel):
         perm = T.transpose_perm(self.attrs["axis"], x.ndim)
 
         def run(x: np.ndarray) -> np.ndarray:
-            return np.asarray(np.transpose(x, perm), order="C")
+            return np.asarray(x.transpose(perm), order="C")  # (the method: np.transpose's wrapper costs ~0.5 us)
 
         return self._bind_out(x, run)
 
