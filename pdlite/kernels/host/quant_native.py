@@ -89,32 +89,75 @@ def out_qdq(s: float, round_type: int, qmax: int = QMAX) -> tuple:
 def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, m: int, oh: int, ow: int,
           kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
           qp: QParam, act: native.Act = native.NO_ACT, residual: np.ndarray | None = None,
-          out_q: tuple | None = None, chain: np.ndarray | None = None) -> np.ndarray:
+          out_q: tuple | None = None, chain: np.ndarray | None = None, codes: QParam | None = None) -> np.ndarray:
     """act(int8 conv of NCHW float32 x + bias (+ residual)), then the QDQ `out_q` (out_qdq) if given, then the
-    pointwise `chain` (a program of CHAIN steps, float32) if given: (N, m, oh, ow); `pads` = (top, left)."""
-    run = qconv_plan(x.shape, qw, mul, bias, m, oh, ow, kernel, strides, dilations, pads, qp, act, out_q, chain)
-    return run(native._f32(x, "qconv"), residual)
+    pointwise `chain` (a program of CHAIN steps, float32) if given: (N, m, oh, ow); `pads` = (top, left).
+    x may be codes (uint8, `codes_of`: read as they are, qp's scale only names them) for the pointwise and direct
+    forms; `codes`: the output as codes quantized with it (uint8) instead of float32."""
+    run = qconv_plan(x.shape, qw, mul, bias, m, oh, ow, kernel, strides, dilations, pads, qp, act, out_q, chain,
+                     x.dtype == np.uint8, codes)
+    return run(_input(x, "qconv"), residual)
+
+
+def _input(x: np.ndarray, what: str) -> np.ndarray:
+    """A kernel's input as the native call takes it: codes (uint8) as they are, else float32, C-contiguous."""
+    return np.ascontiguousarray(x) if x.dtype == np.uint8 else native._f32(x, what)
+
+
+def _bind(ext, shape: tuple[int, ...], head: tuple, mid: tuple, tail: tuple, xcodes: bool, codes: QParam | None):
+    """(x, residual | None) -> out calling ext(x, *head, out, *mid, residual, *tail, xcodes[, codes_out, codes]): a
+    float32 output, or codes (uint8) quantized with `codes`."""
+    if codes is None:
+        empty = native.empty_aligned
+
+        def run(x: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
+            out = empty(shape)
+            ext(x, *head, out, *mid, residual, *tail, xcodes)
+            return out
+    else:
+        cq = tuple(codes)
+
+        def run(x: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
+            out = np.empty(shape, np.uint8)
+            ext(x, *head, None, *mid, residual, *tail, xcodes, out, cq)
+            return out
+
+    return run
 
 
 def qconv_plan(x_shape: tuple[int, ...], qw: QWeights, mul: np.ndarray, bias: np.ndarray | None, m: int, oh: int,
                ow: int, kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
                pads: tuple[int, int], qp: QParam, act: native.Act = native.NO_ACT, out_q: tuple | None = None,
-               chain: np.ndarray | None = None):
+               chain: np.ndarray | None = None, xcodes: bool = False, codes: QParam | None = None):
     """qconv with everything but the tensors bound, for inputs of x_shape: (x, residual | None) -> out (C-contiguous
-    float32 tensors)."""
-    shape = (x_shape[0], m, oh, ow)
+    tensors: x float32, or codes with `xcodes`; out float32, or codes quantized with `codes`)."""
     head = (qw.packed, qw.comp, mul, bias)
     mid = ((*x_shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0],
             pads[1]), tuple(qp), act[0], act[1])
-    tail = (False, out_q, qw.direct, chain)
-    ext, empty = native._ext.qconv, native.empty_aligned
+    return _bind(native._ext.qconv, (x_shape[0], m, oh, ow), head, mid, (False, out_q, qw.direct, chain),
+                 bool(xcodes), codes)
 
-    def run(x: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
-        out = empty(shape)
-        ext(x, *head, out, *mid, residual, *tail)
-        return out
 
-    return run
+def codes_of(x: np.ndarray, qp: QParam) -> np.ndarray:
+    """The int8 codes of float x as the tensor between two int8 ops holds them: bytes q + 128 (uint8), q Paddle's
+    quantize_linear of x (scale qp.s, round type qp.rt)."""
+    return (quantize_int(np.asarray(x, F32), qp) + 128).astype(np.uint8)
+
+
+def codes_values(c: np.ndarray) -> np.ndarray:
+    """The int8 values q (int32) of codes c (bytes q + 128)."""
+    return np.asarray(c, np.int32) - 128
+
+
+def codes_identity(s: float, round_type: int, qmax: int = QMAX) -> bool:
+    """Whether quantize(dequantize(q)) == q for every int8 code q that quantize can write at scale s (all 256 with
+    round_type 0; -127..127 with 1, which clips x to [-s, s] first): then the codes of a tensor that has passed a QDQ
+    pair of scale s are those the pair quantized, and a producer may write them directly."""
+    s32 = F32(s)
+    lo, hi = (int(v) for v in quantize(np.array([-3e38, 3e38], F32), s32, qmax, round_type))
+    q = np.arange(lo, hi + 1, dtype=np.float32)
+    back = quantize(dequantize(q, s32, qmax), s32, qmax, round_type)
+    return bool(np.array_equal(back.astype(np.int32), q.astype(np.int32)))
 
 
 def dw_weights(w8: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,15 +170,25 @@ def dw_weights(w8: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def qdwconv(x: np.ndarray, w8: np.ndarray, comp: np.ndarray, mul: np.ndarray, bias: np.ndarray | None, oh: int,
             ow: int, kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
             pads: tuple[int, int], qp: QParam, act: native.Act = native.NO_ACT, residual: np.ndarray | None = None,
-            out_q: tuple | None = None, chain: np.ndarray | None = None) -> np.ndarray:
-    """The int8 depthwise conv (groups = channels, one filter each) of NCHW float32 x, weights and comp from
-    dw_weights: qconv's quantization, exact int32 sums and epilogue per channel; (N, C, oh, ow)."""
-    n, c, h, w = x.shape
-    out = native.empty_aligned((n, c, oh, ow))
-    native._ext.qdwconv(native._f32(x, "qdwconv"), w8, comp, mul, bias, out,
-                        (n, c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-                         pads[0], pads[1]), tuple(qp), act[0], act[1], residual, out_q, chain)
-    return out
+            out_q: tuple | None = None, chain: np.ndarray | None = None, codes: QParam | None = None) -> np.ndarray:
+    """The int8 depthwise conv (groups = channels, one filter each) of NCHW x (float32, or codes as qconv's), weights
+    and comp from dw_weights: qconv's quantization, exact int32 sums and epilogue per channel; (N, C, oh, ow), float32
+    or codes quantized with `codes`."""
+    run = qdwconv_plan(x.shape, w8, comp, mul, bias, oh, ow, kernel, strides, dilations, pads, qp, act, out_q, chain,
+                       x.dtype == np.uint8, codes)
+    return run(_input(x, "qdwconv"), residual)
+
+
+def qdwconv_plan(x_shape: tuple[int, ...], w8: np.ndarray, comp: np.ndarray, mul: np.ndarray,
+                 bias: np.ndarray | None, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+                 dilations: tuple[int, int], pads: tuple[int, int], qp: QParam, act: native.Act = native.NO_ACT,
+                 out_q: tuple | None = None, chain: np.ndarray | None = None, xcodes: bool = False,
+                 codes: QParam | None = None):
+    """qdwconv bound for inputs of x_shape, as qconv_plan."""
+    n, c, h, w = x_shape
+    mid = ((n, c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0],
+            pads[1]), tuple(qp), act[0], act[1])
+    return _bind(native._ext.qdwconv, (n, c, oh, ow), (w8, comp, mul, bias), mid, (out_q, chain), bool(xcodes), codes)
 
 
 def reference_dw_sums(x: np.ndarray, w8: np.ndarray, oh: int, ow: int, kernel: tuple[int, int],

@@ -14,8 +14,6 @@
  */
 #include "qgemm.h"
 
-typedef uint8_t q_v16b __attribute__((vector_size(16)));
-
 typedef struct {
     q_args a; /* M = C, L = OH OW; mul, bias, comp, res, out, act, oq, chain as qconv's; x the input */
     const int8_t *w; /* (C, KH KW) */
@@ -23,10 +21,16 @@ typedef struct {
     int vnni;        /* the vnni form applies (strides, dilations) */
 } qdw_args;
 
-/* one plane (image n, channel c) quantized into p (Hp x Wp bytes, + 128, padding 128) */
-PD_INLINE void qdw_quantize_rt(const qdw_args *d, const float *x, uint8_t *p, const int rt) {
+/* one plane (image n, channel c) quantized into p (Hp x Wp bytes, + 128, padding 128); plane pl of codes: copied */
+PD_INLINE void qdw_quantize_rt(const qdw_args *d, isz pl, uint8_t *p, const int rt) {
     const conv_geo *g = &d->a.geo;
     memset(p, 128, (size_t)(d->Hp * d->Wp));
+    if (rt == Q_RT_CODES) {
+        const uint8_t *x = d->a.xc + pl * g->H * g->W;
+        for (isz y = 0; y < g->H; y++) memcpy(p + (y + g->PT) * d->Wp + g->PL, x + y * g->W, (size_t)g->W);
+        return;
+    }
+    const float *x = d->a.x + pl * g->H * g->W;
     for (isz y = 0; y < g->H; y++) {
         const float *r = x + y * g->W;
         uint8_t *o = p + (y + g->PT) * d->Wp + g->PL;
@@ -125,11 +129,12 @@ PD_TARGET_VNNI static void qdw_task_vnni(void *ctx, isz begin, isz end) {
                         if (4 * gg + t < g->KW) word |= (uint32_t)(uint8_t)w[i * g->KW + 4 * gg + t] << (8 * t);
                     wv[i * G + gg] = (int32_t)word;
                 }
-            const float *x = a.x + pl * g->H * g->W;
-            if (a.qp.rt == 0)
-                qdw_quantize_rt(d, x, p, 0);
+            if (a.xc)
+                qdw_quantize_rt(d, pl, p, Q_RT_CODES);
+            else if (a.qp.rt == 0)
+                qdw_quantize_rt(d, pl, p, 0);
             else
-                qdw_quantize_rt(d, x, p, 1);
+                qdw_quantize_rt(d, pl, p, 1);
             for (isz oh = 0; oh < g->OH; oh++) {
                 isz ow0 = 0;
                 for (; ow0 + 48 < OW; ow0 += 64) qdw_tiles_vnni(4, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
@@ -161,11 +166,12 @@ PD_INLINE void qdw_task_impl(void *ctx, isz begin, isz end) {
         for (isz pl = begin; pl < end; pl++) {
             const isz c = pl % g->C;
             a.img = pl / g->C;
-            const float *x = a.x + pl * g->H * g->W;
-            if (a.qp.rt == 0)
-                qdw_quantize_rt(d, x, p, 0);
+            if (a.xc)
+                qdw_quantize_rt(d, pl, p, Q_RT_CODES);
+            else if (a.qp.rt == 0)
+                qdw_quantize_rt(d, pl, p, 0);
             else
-                qdw_quantize_rt(d, x, p, 1);
+                qdw_quantize_rt(d, pl, p, 1);
             for (isz oh = 0; oh < g->OH; oh++) {
                 qdw_row_loops(d, p, d->w + c * g->KH * g->KW, oh, acc);
                 q_epilogue_loops(&a, acc, g->OW, 1, c, oh * g->OW, g->OW);
@@ -179,21 +185,28 @@ PD_VERSIONS(qdw_task)
 
 PD_HIDDEN void q_dw_pick(int isa) { qdw_task_pick(isa); }
 
-/* qdwconv(x, w int8 (C, KH KW), comp int32 (C), mul, bias|None, out, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL),
- *         (k, s, rt), act, (a0,a1,a2), res|None, ((k,s,rt), qmax)|None, chain|None) */
+/* qdwconv(x, w int8 (C, KH KW), comp int32 (C), mul, bias|None, out|None, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL),
+ *         (k, s, rt), act, (a0,a1,a2), res|None, ((k,s,rt), qmax)|None, chain|None, xcodes, codes_out|None,
+ *         (k, s, rt)|None): codes in and out as qconv's */
 PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
     (void)self;
     const unsigned fail0 = pd_failures();
-    PyObject *xo, *wo, *co, *mo, *bo, *oo, *ap, *ro = Py_None, *qo = Py_None, *cho = Py_None;
+    PyObject *xo, *wo, *co, *mo, *bo, *oo, *ap, *ro = Py_None, *qo = Py_None, *cho = Py_None, *cdo = Py_None;
+    PyObject *cqo = Py_None;
     qdw_args d;
     memset(&d, 0, sizeof d);
     q_args *a = &d.a;
     conv_geo *g = &a->geo;
-    int act;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnn)(ffi)iO|OOO", &xo, &wo, &co, &mo, &bo, &oo, &a->N, &g->C,
+    int act, xcodes = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnn)(ffi)iO|OOOpOO", &xo, &wo, &co, &mo, &bo, &oo, &a->N, &g->C,
                           &g->H, &g->W, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT,
-                          &g->PL, &a->qp.k, &a->qp.s, &a->qp.rt, &act, &ap, &ro, &qo, &cho))
+                          &g->PL, &a->qp.k, &a->qp.s, &a->qp.rt, &act, &ap, &ro, &qo, &cho, &xcodes, &cdo, &cqo))
         return NULL;
+    if (cdo != Py_None && q_parse_codes_out(cqo, &a->cq) < 0) return NULL;
+    if (cdo == Py_None && oo == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "qdwconv: no output (out or codes_out)");
+        return NULL;
+    }
     if (qo != Py_None) {
         if (!PyArg_ParseTuple(qo, "(ffi)f", &a->oq.qp.k, &a->oq.qp.s, &a->oq.qp.rt, &a->oq.qmax)) return NULL;
         a->oq.on = 1;
@@ -216,12 +229,19 @@ PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
     }
     d.vnni = g->SW + g->DW <= 5 && g->SW <= 4;
     q_bufs bs = {0};
-    a->x = (const float *)qbufs_take(&bs, xo, 0, a->N * g->C * g->H * g->W * 4, "qdwconv input");
+    const isz xn = a->N * g->C * g->H * g->W;
+    if (xcodes)
+        a->xc = (const uint8_t *)qbufs_take(&bs, xo, 0, xn, "qdwconv input codes");
+    else
+        a->x = (const float *)qbufs_take(&bs, xo, 0, xn * 4, "qdwconv input");
     d.w = (const int8_t *)qbufs_take(&bs, wo, 0, g->C * g->KH * g->KW, "qdwconv int8 weights");
     a->comp = (const int32_t *)qbufs_take(&bs, co, 0, g->C * 4, "qdwconv comp");
     a->mul = (const float *)qbufs_take(&bs, mo, 0, g->C * 4, "qdwconv multipliers");
     a->bias = bo == Py_None ? NULL : (const float *)qbufs_take(&bs, bo, 0, g->C * 4, "qdwconv bias");
-    a->out = (float *)qbufs_take(&bs, oo, 1, a->N * a->M * a->L * 4, "qdwconv output");
+    if (cdo != Py_None)
+        a->codes = (uint8_t *)qbufs_take(&bs, cdo, 1, a->N * a->M * a->L, "qdwconv output codes");
+    else
+        a->out = (float *)qbufs_take(&bs, oo, 1, a->N * a->M * a->L * 4, "qdwconv output");
     a->res = ro == Py_None ? NULL : (const float *)qbufs_take(&bs, ro, 0, a->N * a->M * a->L * 4, "qdwconv residual");
     if (bs.failed) return NULL;
     q_chain chain;

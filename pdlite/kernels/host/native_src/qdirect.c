@@ -38,7 +38,7 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
     const conv_geo *g = &a->geo;
     const int kg = a->f.kg;
     const uint32_t pad = a->f.u8 ? 0x80808080u : 0u;
-    const float *x = a->x + a->img * g->C * g->H * g->W;
+    const isz img = a->img * g->C * g->H * g->W;
     uint32_t *rowbuf = g->SW > 1 ? (uint32_t *)pd_scratch((size_t)(g->W + 16) * 4) : NULL;
     if (g->SW > 1 && !rowbuf) return;
     for (isz cg = begin; cg < end; cg++) {
@@ -48,10 +48,10 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
         for (isz y = 0; y < g->H; y++) {
             const isz py = y + g->PT;
             if (py / g->SH >= a->Hq) continue;
-            const float *rows[4];
+            const void *rows[4];
             for (int t = 0; t < kg; t++) {
-                const isz c = cg * kg + t;
-                rows[t] = c < g->C ? x + (c * g->H + y) * g->W : NULL;
+                const isz c = cg * kg + t, at = img + (c * g->H + y) * g->W;
+                rows[t] = c >= g->C ? NULL : rt == Q_RT_CODES ? (const void *)(a->xc + at) : (const void *)(a->x + at);
             }
             /* the row's pixels that land in a plane: px = x + PL with px / SW < Wq */
             const isz x1 = g->W + g->PL > a->Wq * g->SW ? a->Wq * g->SW - g->PL : g->W, x0 = 0;
@@ -59,7 +59,7 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
             uint32_t *dst = g->SW > 1 ? rowbuf : row_plane + g->PL; /* dst[x] */
 #ifdef PD_X86_DISPATCH
             if (kg == 2 && rt == 0 && g_qisa == Q_AVX2) {
-                q_direct_row_avx2(a, rows[0], rows[1], x0, x1, dst);
+                q_direct_row_avx2(a, (const float *)rows[0], (const float *)rows[1], x0, x1, dst);
                 goto scatter;
             }
 #endif
@@ -89,7 +89,9 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
 }
 
 PD_INLINE void q_direct_pack_impl(void *ctx, isz begin, isz end) {
-    if (((const q_args *)ctx)->qp.rt == 0)
+    if (((const q_args *)ctx)->xc)
+        q_direct_pack_rt(ctx, begin, end, Q_RT_CODES);
+    else if (((const q_args *)ctx)->qp.rt == 0)
         q_direct_pack_rt(ctx, begin, end, 0);
     else
         q_direct_pack_rt(ctx, begin, end, 1);

@@ -50,7 +50,7 @@ PD_HIDDEN const char *q_isa_name(void) { return Q_FORMATS[g_qisa].name; }
 #ifdef PD_X86_DISPATCH
 /* the s16x2 (AVX2) format's group `grp` from its two rows (NULL: zeros) with 8-lane intrinsics, round_type 0 (the
  * 16-lane vector extensions compile to spills with AVX2): cvtps2dq rounds half to even after the clamp, as q_v16 */
-PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const float *r0, const float *r1, isz grp);
+PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const void *r0, const void *r1, isz grp);
 #endif
 
 /* one reduction group (item) of the current image into a->xp, every tile: its kg rows of columns gathered over the
@@ -60,19 +60,21 @@ PD_INLINE void q_pack_rt(void *ctx, isz begin, isz end, const int rt) {
     const q_args *a = (const q_args *)ctx;
     const int kg = a->f.kg, nrt = a->f.nrt;
     const isz L = a->L;
-    const float *x = a->x + a->img * a->geo.C * a->geo.H * a->geo.W;
+    const isz img = a->img * a->geo.C * a->geo.H * a->geo.W;
     float *buf = a->pointwise ? NULL : (float *)pd_scratch((size_t)(kg * L) * sizeof(float));
     if (!a->pointwise && !buf) return;
     for (isz grp = begin; grp < end; grp++) {
-        const float *rows[4];
+        const void *rows[4];
         for (int t = 0; t < kg; t++) {
             const isz r = grp * kg + t;
             if (r >= a->K) {
                 rows[t] = NULL;
+            } else if (rt == Q_RT_CODES) { /* (codes: pointwise only, py_qconv checks) */
+                rows[t] = a->xc + img + r * L;
             } else if (a->pointwise) {
-                rows[t] = x + r * L;
+                rows[t] = a->x + img + r * L;
             } else {
-                im2col_block(&a->geo, x, r, r + 1, 0, L, buf + t * L, L);
+                im2col_block(&a->geo, a->x + img, r, r + 1, 0, L, buf + t * L, L);
                 rows[t] = buf + t * L;
             }
         }
@@ -94,7 +96,9 @@ PD_INLINE void q_pack_rt(void *ctx, isz begin, isz end, const int rt) {
 }
 
 PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
-    if (((const q_args *)ctx)->qp.rt == 0)
+    if (((const q_args *)ctx)->xc)
+        q_pack_rt(ctx, begin, end, Q_RT_CODES);
+    else if (((const q_args *)ctx)->qp.rt == 0)
         q_pack_rt(ctx, begin, end, 0);
     else
         q_pack_rt(ctx, begin, end, 1);
@@ -102,7 +106,8 @@ PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
 PD_VERSIONS(q_pack)
 
 #ifdef PD_X86_DISPATCH
-PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const float *r0, const float *r1, isz grp) {
+PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const void *r0v, const void *r1v, isz grp) {
+    const float *r0 = (const float *)r0v, *r1 = (const float *)r1v;
     const q_args *a = (const q_args *)args;
     const __m256 k = _mm256_set1_ps(a->qp.k);
     for (isz q0 = 0; q0 < a->L; q0 += 8) {
@@ -188,7 +193,7 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_tile_vnni_nv(
  * (1, M)): q_epilogue's operations per value, in its order, across the rows */
 PD_INLINE void q_gemv_epilogue(const q_args *a, const int32_t *out, isz m0, isz mrows) {
     const isz off = a->img * a->M + m0;
-    float *o = a->out + off;
+    float *o = a->codes ? NULL : a->out + off;
     pd_v16 f = {0}, mul = {0}, b = {0}, r = {0};
     pd_v16i iv = {0};
     for (isz m = 0; m < mrows; m++) {
@@ -210,10 +215,12 @@ PD_INLINE void q_gemv_epilogue(const q_args *a, const int32_t *out, isz m0, isz 
         bias_act_copy(t, t, mrows, 0.0f, 0, &a->act);
         if (a->oq.on) q_qdq_row(t, t, mrows, &a->oq);
     }
-    for (isz m = 0; m < mrows; m++) {
-        if (a->chain) q_chain_row(t + m, 1, m0 + m, a->chain);
-        o[m] = t[m];
-    }
+    if (a->chain)
+        for (isz m = 0; m < mrows; m++) q_chain_row(t + m, 1, m0 + m, a->chain);
+    if (a->codes)
+        q_codes_row(a->codes + off, t, mrows, &a->cq);
+    else
+        memcpy(o, t, (size_t)mrows * sizeof(float));
 }
 
 /* one column (L = 1: convs of 1x1 maps, fc of one row): the lanes run over the block's 8 rows and two reduction
@@ -265,8 +272,13 @@ PD_INLINE pd_v16i q_gemv_col16(const float *x, isz K, isz k0, const q_param *qp)
 /* the one column of the current image (K floats) quantized into a->xp as bytes q + 128: the words of 4 consecutive
  * reduction steps are the bytes in place (past K: 128, read against zero weights) */
 PD_TARGET_VNNI static void q_gemv_pack(const q_args *a) {
-    const float *x = a->x + a->img * a->K;
     uint8_t *o = (uint8_t *)a->xp;
+    if (a->xc) { /* codes: the bytes as they are */
+        memcpy(o, a->xc + a->img * a->K, (size_t)a->K);
+        memset(o + a->K, 128, (size_t)(a->kgroups * 4 - a->K));
+        return;
+    }
+    const float *x = a->x + a->img * a->K;
     for (isz k0 = 0; k0 < a->kgroups * 4; k0 += 16) {
         const pd_v16i q = q_gemv_col16(x, a->K, k0, &a->qp);
         uint8_t b[16] __attribute__((aligned(16)));
@@ -308,10 +320,11 @@ PD_TARGET_AVX2 static void q_gemv_avx2(const q_args *a, isz mb) {
 
 /* the AVX2 form's column: q as int16 (pairs of consecutive reduction steps are the words; past K: 0) */
 PD_TARGET_AVX2 static void q_gemv_pack_s16(const q_args *a) {
-    const float *x = a->x + a->img * a->K;
     int16_t *o = (int16_t *)a->xp;
     for (isz k0 = 0; k0 < a->kgroups * 2; k0 += 16) {
-        const pd_v16i q = q_gemv_col16(x, a->K, k0, &a->qp);
+        const isz left = a->K - k0 < 16 ? (a->K > k0 ? a->K - k0 : 0) : 16;
+        const pd_v16i q = a->xc ? q_codes_v16(a->xc + a->img * a->K, k0, left)
+                                : q_gemv_col16(a->x + a->img * a->K, a->K, k0, &a->qp);
         const isz n = a->kgroups * 2 - k0 < 16 ? a->kgroups * 2 - k0 : 16;
         for (isz k = 0; k < n; k++) o[k0 + k] = (int16_t)q[k];
     }
@@ -415,8 +428,10 @@ PD_HIDDEN PyObject *py_qpack_weights(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* qconv(x, wp, comp|None, mul, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k, s, rt), act,
- *       (a0,a1,a2), res|None, trans) */
+/* qconv(x, wp, comp|None, mul, bias|None, out|None, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k, s, rt), act,
+ *       (a0,a1,a2), res|None, trans, out_q|None, direct, chain|None, xcodes, codes_out|None, (k, s, rt)|None):
+ * x float32, or codes (uint8 q + 128) with xcodes (pointwise, direct and one-column forms); the output float32 in out,
+ * or codes in codes_out (uint8) quantized with the last tuple */
 PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     (void)self;
     const unsigned fail0 = pd_failures();
@@ -424,12 +439,14 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     q_args a;
     memset(&a, 0, sizeof a);
     conv_geo *g = &a.geo;
-    PyObject *cho = Py_None;
-    int act, trans = 0, direct = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpOpO", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C, &g->H,
-                          &g->W, &a.M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT, &g->PL,
-                          &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo, &direct, &cho))
+    PyObject *cho = Py_None, *cdo = Py_None, *cqo = Py_None;
+    int act, trans = 0, direct = 0, xcodes = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OpOpOpOO", &xo, &wo, &co, &mo, &bo, &oo, &a.N, &g->C,
+                          &g->H, &g->W, &a.M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT,
+                          &g->PL, &a.qp.k, &a.qp.s, &a.qp.rt, &act, &ap, &ro, &trans, &qo, &direct, &cho, &xcodes,
+                          &cdo, &cqo))
         return NULL;
+    if (cdo != Py_None && q_parse_codes_out(cqo, &a.cq) < 0) return NULL;
     if (qo != Py_None) {
         if (!PyArg_ParseTuple(qo, "(ffi)f", &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax)) return NULL;
         a.oq.on = 1;
@@ -464,16 +481,31 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
         a.P = g->SH * g->SW * a.Pq;
         a.Lg = g->OH * a.Wq;
     }
+    if ((xcodes && !a.pointwise && !a.direct) || ((xcodes || cdo != Py_None) && trans)) {
+        PyErr_SetString(PyExc_ValueError, "qconv: codes in or out need a pointwise or direct-form conv");
+        return NULL;
+    }
+    if (cdo == Py_None && oo == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "qconv: no output (out or codes_out)");
+        return NULL;
+    }
     a.kgroups = (a.K + a.f.kg - 1) / a.f.kg;
     a.tiles = ((a.direct ? a.Lg : a.L) + a.f.nrt - 1) / a.f.nrt;
     a.mblocks = (a.M + a.f.mr - 1) / a.f.mr;
     q_bufs bs = {0};
-    a.x = (const float *)qbufs_take(&bs, xo, 0, a.N * g->C * g->H * g->W * 4, "qconv input");
+    const isz xn = a.N * g->C * g->H * g->W;
+    if (xcodes)
+        a.xc = (const uint8_t *)qbufs_take(&bs, xo, 0, xn, "qconv input codes");
+    else
+        a.x = (const float *)qbufs_take(&bs, xo, 0, xn * 4, "qconv input");
     a.wp = qbufs_take(&bs, wo, 0, q_packed_bytes(a.M, a.K), "qconv packed weights");
     a.comp = a.f.u8 ? (const int32_t *)qbufs_take(&bs, co, 0, a.M * 4, "qconv comp") : NULL;
     a.mul = (const float *)qbufs_take(&bs, mo, 0, a.M * 4, "qconv multipliers");
     a.bias = bo == Py_None ? NULL : (const float *)qbufs_take(&bs, bo, 0, a.M * 4, "qconv bias");
-    a.out = (float *)qbufs_take(&bs, oo, 1, a.N * a.M * a.L * 4, "qconv output");
+    if (cdo != Py_None)
+        a.codes = (uint8_t *)qbufs_take(&bs, cdo, 1, a.N * a.M * a.L, "qconv output codes");
+    else
+        a.out = (float *)qbufs_take(&bs, oo, 1, a.N * a.M * a.L * 4, "qconv output");
     a.res = ro == Py_None ? NULL : (const float *)qbufs_take(&bs, ro, 0, a.N * a.M * a.L * 4, "qconv residual");
     if (bs.failed) return NULL;
     q_chain chain;
@@ -584,6 +616,15 @@ PD_HIDDEN void q_task_pick(int isa) {
 /* --------------------------------------------------------------------------------------------------------------- */
 /* byte buffers                                                                                                   */
 /* --------------------------------------------------------------------------------------------------------------- */
+
+PD_HIDDEN int q_parse_codes_out(PyObject *cqo, q_param *cq) {
+    if (!PyArg_ParseTuple(cqo, "ffi", &cq->k, &cq->s, &cq->rt)) return -1;
+    if (cq->rt != 0 && cq->rt != 1) {
+        PyErr_SetString(PyExc_ValueError, "codes: round_type must be 0 or 1");
+        return -1;
+    }
+    return 0;
+}
 
 PD_HIDDEN void qbufs_release(q_bufs *s) {
     while (s->n > 0) PyBuffer_Release(&s->view[--s->n]);

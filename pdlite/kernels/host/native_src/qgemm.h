@@ -32,20 +32,41 @@ typedef struct {
     q_param qp;
     q_out oq; /* the output's quantize -> dequantize (oq.on), Paddle's QDQ pair after the conv */
     const q_chain *chain; /* the pointwise ops after it (qchain.c), or NULL */
+    const uint8_t *xc;    /* the input as codes (bytes q + 128, qp.k unused), or NULL: x */
+    uint8_t *codes;       /* the output as codes quantized with cq (after act, oq and chain), or NULL: out */
+    q_param cq;
     act_t act;
     q_format f;
 } q_args;
 
+typedef uint8_t q_v16b __attribute__((vector_size(16)));
+
+/* the codes [q0, q0 + cnt) (cnt <= 16) of a row of bytes q + 128 as int32 q (NULL: zeros) */
+PD_INLINE pd_v16i q_codes_v16(const uint8_t *row, isz q0, isz cnt) {
+    q_v16b b = {0};
+    if (!row) return (pd_v16i){0};
+    if (cnt == 16)
+        memcpy(&b, row + q0, sizeof b);
+    else
+        for (isz k = 0; k < cnt; k++) b[k] = row[q0 + k];
+    return __builtin_convertvector(b, pd_v16i) - 128;
+}
+
 /* the words of columns [q0, q0 + cnt) (cnt <= 16) of kg rows (NULL: zeros) quantized: kg 4: 4 x (q + 128) as uint8
- * (the vnni / baseline format), kg 2: 2 x int16 (avx2) */
-PD_INLINE q_v16u q_words(const float *const rows[4], isz q0, isz cnt, int kg, const q_param *qp, const int rt) {
+ * (the vnni / baseline format), kg 2: 2 x int16 (avx2); rows of floats, or of codes for rt Q_RT_CODES */
+PD_INLINE q_v16u q_words(const void *const rows[4], isz q0, isz cnt, int kg, const q_param *qp, const int rt) {
     pd_v16i q[4];
     for (int t = 0; t < kg; t++) {
+        if (rt == Q_RT_CODES) {
+            q[t] = q_codes_v16((const uint8_t *)rows[t], q0, cnt);
+            continue;
+        }
+        const float *row = (const float *)rows[t];
         pd_v16 xv = {0};
-        if (rows[t] && cnt == 16)
-            memcpy(&xv, rows[t] + q0, sizeof xv);
-        else if (rows[t])
-            for (isz k = 0; k < cnt; k++) xv[k] = rows[t][q0 + k];
+        if (row && cnt == 16)
+            memcpy(&xv, row + q0, sizeof xv);
+        else if (row)
+            for (isz k = 0; k < cnt; k++) xv[k] = row[q0 + k];
         q[t] = q_v16_rt(xv, qp, rt);
     }
     if (kg == 4) /* each byte + 128 (uint8) */
@@ -93,13 +114,79 @@ PD_TARGET_AVX2 static inline __m256i q_avx2_q8(const float *r, isz q0, isz cnt, 
 /* epilogue: int32 accumulators -> float outputs                                                                   */
 /* --------------------------------------------------------------------------------------------------------------- */
 
-PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
+/* one output row's values (channel mm, sums s, residual r or NULL) into o: act(float(s - comp) * mul + bias (+ r)),
+ * the output QDQ, the chain; 16-lane vectors (v16) or plain loops the compiler vectorises at the target's own width
+ * (AVX2: 8 lanes; the 16-lane vector extensions spill there), the same operations in the same order */
+PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o, const float *r, isz ncols,
+                            const int v16) {
+    const int32_t cm = a->comp ? a->comp[mm] : 0;
+    const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
+    if (!v16) {
+        if (r) {
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = ((float)(s[j] - cm) * mul + b) + r[j];
+        } else {
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
+        }
+        if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
+        if (a->oq.on) q_qdq_any(o, o, ncols, &a->oq);
+        if (a->chain) q_chain_row(o, ncols, mm, a->chain);
+        return;
+    }
+    const int regs = act_in_regs(&a->act); /* else: the activation and the QDQ over the stored row */
+    for (isz j = 0; j < ncols; j += 16) {
+        const isz cnt = ncols - j < 16 ? ncols - j : 16;
+        pd_v16i iv;
+        pd_v16 f;
+        if (cnt == 16) {
+            memcpy(&iv, s + j, sizeof iv);
+        } else {
+            int32_t t[16] = {0};
+            for (isz k = 0; k < cnt; k++) t[k] = s[j + k];
+            memcpy(&iv, t, sizeof iv);
+        }
+        f = __builtin_convertvector(iv - cm, pd_v16) * mul + b;
+        if (r) {
+            pd_v16 rv = {0};
+            if (cnt == 16) {
+                memcpy(&rv, r + j, sizeof rv);
+            } else {
+                float t[16] = {0};
+                for (isz k = 0; k < cnt; k++) t[k] = r[j + k];
+                memcpy(&rv, t, sizeof rv);
+            }
+            f += rv;
+        }
+        if (regs) {
+            bias_act_v16(&f, 0.0f, 0, &a->act);
+            if (a->oq.on) f = q_qdq_v16(f, &a->oq);
+        }
+        if (cnt == 16) {
+            memcpy(o + j, &f, sizeof f);
+        } else {
+            float t[16];
+            memcpy(t, &f, sizeof t);
+            for (isz k = 0; k < cnt; k++) o[j + k] = t[k];
+        }
+    }
+    if (!regs) {
+        bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
+        if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
+    }
+    if (a->chain) q_chain_row(o, ncols, mm, a->chain);
+}
+
+#define Q_CODES_CHUNK 64 /* a codes output's values are computed this many at a time on the stack, then quantized */
+
+/* rows [m0, m0 + mrows) x columns [col0, col0 + ncols) of the output from the int32 sums acc (row stride ld): floats,
+ * or codes (a->codes) */
+PD_INLINE void q_epilogue_rows(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols,
+                               const int v16) {
     for (isz m = 0; m < mrows; m++) {
         const isz mm = m0 + m;
-        const int32_t cm = a->comp ? a->comp[mm] : 0;
-        const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
         const int32_t *s = acc + m * ld;
         if (a->trans) { /* fc: out (L, M) */
+            const int32_t cm = a->comp ? a->comp[mm] : 0;
+            const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
             float *o = a->out + col0 * a->M + mm;
             const float *r = a->res ? a->res + col0 * a->M + mm : NULL;
             for (isz j = 0; j < ncols; j++) {
@@ -112,77 +199,27 @@ PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows
             continue;
         }
         const isz off = a->img * a->M * a->L + mm * a->L + col0;
-        float *o = a->out + off;
         const float *r = a->res ? a->res + off : NULL;
-        const int regs = act_in_regs(&a->act); /* else: the activation and the QDQ over the stored row */
-        for (isz j = 0; j < ncols; j += 16) {
-            const isz cnt = ncols - j < 16 ? ncols - j : 16;
-            pd_v16i iv;
-            pd_v16 f;
-            if (cnt == 16) {
-                memcpy(&iv, s + j, sizeof iv);
-            } else {
-                int32_t t[16] = {0};
-                for (isz k = 0; k < cnt; k++) t[k] = s[j + k];
-                memcpy(&iv, t, sizeof iv);
-            }
-            f = __builtin_convertvector(iv - cm, pd_v16) * mul + b;
-            if (r) {
-                pd_v16 rv = {0};
-                if (cnt == 16) {
-                    memcpy(&rv, r + j, sizeof rv);
-                } else {
-                    float t[16] = {0};
-                    for (isz k = 0; k < cnt; k++) t[k] = r[j + k];
-                    memcpy(&rv, t, sizeof rv);
-                }
-                f += rv;
-            }
-            if (regs) {
-                bias_act_v16(&f, 0.0f, 0, &a->act);
-                if (a->oq.on) f = q_qdq_v16(f, &a->oq);
-            }
-            if (cnt == 16) {
-                memcpy(o + j, &f, sizeof f);
-            } else {
-                float t[16];
-                memcpy(t, &f, sizeof t);
-                for (isz k = 0; k < cnt; k++) o[j + k] = t[k];
-            }
+        if (!a->codes) {
+            q_row_values(a, s, mm, a->out + off, r, ncols, v16);
+            continue;
         }
-        if (!regs) {
-            bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
-            if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
+        for (isz j = 0; j < ncols; j += Q_CODES_CHUNK) {
+            const isz cnt = ncols - j < Q_CODES_CHUNK ? ncols - j : Q_CODES_CHUNK;
+            float t[Q_CODES_CHUNK];
+            q_row_values(a, s + j, mm, t, r ? r + j : NULL, cnt, v16);
+            q_codes_row(a->codes + off + j, t, cnt, &a->cq);
         }
-        if (a->chain) q_chain_row(o, ncols, mm, a->chain);
     }
 }
 
-/* the same epilogue as plain loops the compiler vectorises at the target's own width (AVX2: 8 lanes; the 16-lane
- * vector extensions of q_epilogue spill there), same operations in the same order (fc's transposed output: q_epilogue)
- */
+PD_INLINE void q_epilogue(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
+    q_epilogue_rows(a, acc, ld, mrows, m0, col0, ncols, 1);
+}
+
+/* the same epilogue as plain loops (fc's transposed output: q_epilogue's) */
 PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols) {
-    if (a->trans) {
-        q_epilogue(a, acc, ld, mrows, m0, col0, ncols);
-        return;
-    }
-    for (isz m = 0; m < mrows; m++) {
-        const isz mm = m0 + m;
-        const int32_t cm = a->comp ? a->comp[mm] : 0;
-        const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
-        const int32_t *s = acc + m * ld;
-        const isz off = a->img * a->M * a->L + mm * a->L + col0;
-        float *o = a->out + off;
-        if (a->res) {
-            const float *r = a->res + off;
-            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = ((float)(s[j] - cm) * mul + b) + r[j];
-        } else {
-            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
-        }
-        if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
-        if (a->oq.on) q_qdq_any(o, o, ncols, &a->oq);
-        if (a->chain) q_chain_row(o, ncols, mm, a->chain);
-    }
+    q_epilogue_rows(a, acc, ld, mrows, m0, col0, ncols, a->trans ? 1 : 0);
 }
 
 #ifdef PD_X86_DISPATCH

@@ -22,6 +22,11 @@ typedef struct {
     int rt;
 } q_param;
 
+/* int8 codes between ops: a tensor of bytes q + 128 (uint8), q = quantize_linear(x) with the scale of the reading op's
+ * in_scale (its attribute): a producer writes them instead of its float output (`codes` below, quantized with `cq`
+ * after its whole epilogue), a reader packs them instead of quantizing floats (`xc`) */
+#define Q_RT_CODES 2 /* the packers' "round type" for an input of codes (bytes read as they are) */
+
 /* a quantize -> dequantize of outputs: y = (q(x) * s) / qmax */
 typedef struct {
     q_param qp;
@@ -37,6 +42,9 @@ typedef struct {
 } q_bufs;
 PD_HIDDEN void *qbufs_take(q_bufs *s, PyObject *obj, int writable, isz nbytes, const char *what);
 PD_HIDDEN void qbufs_release(q_bufs *s);
+/* qconv's and qdwconv's optional codes arguments: xcodes (the input is codes), codes_out (uint8, N*M*L bytes) and its
+ * (k, s, rt); *out then NULL-able. -1 with a Python error */
+PD_HIDDEN int q_parse_codes_out(PyObject *cqo, q_param *cq);
 
 /* a pointwise chain (qchain.c): steps applied to each channel's row in order */
 enum { Q_STEP_ADD_C = 1, Q_STEP_SCALE = 2, Q_STEP_ACT = 3, Q_STEP_QDQ = 4 };

@@ -1,0 +1,171 @@
+"""int8 codes between ops: the native int8 kernels reading and writing codes (bytes q + 128) instead of floats.
+
+- Reading: qconv (pointwise, direct and one-column forms) and qdwconv given the codes of x give the SAME float32 bits
+  as given x (they quantized x to those codes themselves), and exact int32 sums against NumPy in int64 on the codes.
+- Writing: the codes output (quantized with a scale of its own, after the activation, output QDQ and chain) is, byte
+  for byte, NumPy's quantize_linear of the float output.
+- Every instruction set this CPU runs (vnni / avx2 / baseline, forced in a subprocess).
+- quantize(dequantize(q)) == q for every code on the scales of the quantized models (the fixtures' PTQ programs and
+  a sweep of scales): why a producer may write the codes its output QDQ quantized.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdlite.kernels.host import native
+from pdlite.kernels.host import quant_native as qn
+from tests.kernels import test_host_int8 as t8
+from tests.kernels import test_host_int8_depthwise as tdw
+from tests.kernels.test_host_int8 import FORCE, run_forced_isa
+
+pytestmark = pytest.mark.skipif(not qn.available(), reason="native int8 kernels unavailable in this build "
+                                "(python setup.py build_ext --inplace compiles them)")
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "quant"
+# qconv cases that read codes: the pointwise ones (1x1 stride 1), every other one in the direct form
+POINTWISE = [i for i, c in enumerate(t8.CASES) if c[5] * c[6] == 1 and c[7] * c[8] == 1]
+DIRECT = t8.DIRECT
+RELU = native.activation("relu", {})
+CQ = qn.QParam.of(5.0, 0)  # the codes output's scale (round_type 0) ...
+CQ1 = qn.QParam.of(0.75, 1)  # ... and one that clamps, round_type 1
+
+
+def _conv(i: int, direct: bool, x: np.ndarray, **kw) -> np.ndarray:
+    case = t8.CASES[i]
+    _, w8, qp = t8._data(case, i)
+    oh, ow = t8._geo(case)
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
+    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if direct else None)
+    mul = np.linspace(0.01, 0.02, w8.shape[0], dtype=np.float32)
+    bias = np.linspace(-1, 1, w8.shape[0], dtype=np.float32)
+    return qn.qconv(x, qw, mul, bias, w8.shape[0], oh, ow, *k, qp, RELU, **kw)
+
+
+def _dw(i: int, x: np.ndarray, **kw) -> np.ndarray:
+    case = tdw.CASES[i]
+    _, w8, qp = tdw._data(case, i)
+    oh, ow, geo = tdw._geo(case)
+    w, comp = qn.dw_weights(w8)
+    mul = np.linspace(0.01, 0.02, w.shape[0], dtype=np.float32)
+    bias = np.linspace(-1, 1, w.shape[0], dtype=np.float32)
+    return qn.qdwconv(x, w, comp, mul, bias, oh, ow, *geo, qp, RELU, **kw)
+
+
+def _conv_cases() -> list[tuple[int, bool]]:
+    return [(i, False) for i in POINTWISE] + [(i, True) for i in DIRECT]
+
+
+@pytest.mark.parametrize("i,direct", _conv_cases())
+def test_conv_reading_codes_is_the_conv_reading_floats(i: int, direct: bool) -> None:
+    x, w8, qp = t8._data(t8.CASES[i], i)
+    codes = qn.codes_of(x, qp)
+    assert codes.dtype == np.uint8
+    np.testing.assert_array_equal(_conv(i, direct, codes), _conv(i, direct, x))
+    # the sums on codes, against NumPy's int64 (multiplier 1, no bias: float32 holds them exactly)
+    case = t8.CASES[i]
+    oh, ow = t8._geo(case)
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
+    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if direct else None)
+    sums = qn.qconv(codes, qw, np.ones(w8.shape[0], np.float32), None, w8.shape[0], oh, ow, *k, qp)
+    np.testing.assert_array_equal(sums.astype(np.int64), t8._reference(case, i))
+
+
+@pytest.mark.parametrize("i,direct", _conv_cases())
+@pytest.mark.parametrize("cq", [CQ, CQ1])
+def test_conv_writing_codes_is_quantize_of_its_float_output(i: int, direct: bool, cq: qn.QParam) -> None:
+    x, _, _ = t8._data(t8.CASES[i], i)
+    oq = qn.out_qdq(2.0, 0)
+    out = _conv(i, direct, x, out_q=oq)
+    codes = _conv(i, direct, x, out_q=oq, codes=cq)
+    assert codes.dtype == np.uint8 and codes.shape == out.shape
+    np.testing.assert_array_equal(codes, qn.codes_of(out, cq))
+
+
+@pytest.mark.parametrize("i", range(len(tdw.CASES)))
+def test_depthwise_codes_in_and_out(i: int) -> None:
+    x, _, qp = tdw._data(tdw.CASES[i], i)
+    codes = qn.codes_of(x, qp)
+    out = _dw(i, x)
+    np.testing.assert_array_equal(_dw(i, codes), out)
+    np.testing.assert_array_equal(_dw(i, codes, codes=CQ), qn.codes_of(out, CQ))
+    np.testing.assert_array_equal(_dw(i, x, codes=CQ1), qn.codes_of(out, CQ1))
+
+
+def test_codes_with_a_chain_and_a_residual() -> None:
+    i = DIRECT[1]
+    x, _, _ = t8._data(t8.CASES[i], i)
+    rng = np.random.default_rng(0)
+    m = t8.CASES[i][4]
+    chain = t8._chain_program(rng, m)
+    res = rng.standard_normal(_conv(i, True, x).shape).astype(np.float32)
+    out = _conv(i, True, x, residual=res, chain=chain)
+    np.testing.assert_array_equal(_conv(i, True, x, residual=res, chain=chain, codes=CQ), qn.codes_of(out, CQ))
+
+
+def test_codes_where_the_form_cannot_read_them_are_refused() -> None:
+    i = next(j for j, c in enumerate(t8.CASES) if c[5] * c[6] > 1)  # a 3x3: the columns form (not direct)
+    x, _, qp = t8._data(t8.CASES[i], i)
+    with pytest.raises(ValueError, match="pointwise or direct"):
+        _conv(i, False, qn.codes_of(x, qp))
+    j = DIRECT[0]
+    case = t8.CASES[j]
+    xj, w8, qpj = t8._data(case, j)
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
+    run = qn.qconv_plan(xj.shape, qn.pack_weights(w8, (case[1], case[5], case[6])), np.ones(w8.shape[0], np.float32),
+                        None, w8.shape[0], *t8._geo(case), *k, qpj, xcodes=True)
+    with pytest.raises(ValueError, match="input codes: expected"):  # codes of another shape
+        run(qn.codes_of(xj[..., :-1], qpj))
+
+
+_CHILD = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from pdlite.kernels.host import quant_native as qn
+from tests.kernels import test_host_int8_codes as T
+out = {"isa": qn.int8_isa()}
+for i, d in T._conv_cases():
+    x, _, qp = T.t8._data(T.t8.CASES[i], i)
+    out[f"conv{i}{d}"] = T._conv(i, d, qn.codes_of(x, qp), codes=T.CQ)
+for i in range(len(T.tdw.CASES)):
+    x, _, qp = T.tdw._data(T.tdw.CASES[i], i)
+    out[f"dw{i}"] = T._dw(i, qn.codes_of(x, qp), codes=T.CQ)
+np.savez(sys.argv[1], **out)
+"""
+
+
+@pytest.mark.parametrize("isa", sorted(FORCE))
+def test_every_int8_isa_reads_and_writes_the_same_codes(isa: str, tmp_path: Path) -> None:
+    z = run_forced_isa(isa, _CHILD, tmp_path)
+    for i, d in _conv_cases():
+        x, _, _ = t8._data(t8.CASES[i], i)
+        np.testing.assert_array_equal(z[f"conv{i}{d}"], qn.codes_of(_conv(i, d, x), CQ), err_msg=f"{isa} conv {i}")
+    for i in range(len(tdw.CASES)):
+        x, _, _ = tdw._data(tdw.CASES[i], i)
+        np.testing.assert_array_equal(z[f"dw{i}"], qn.codes_of(_dw(i, x), CQ), err_msg=f"{isa} depthwise {i}")
+
+
+def _fixture_scales() -> list[tuple[float, int]]:
+    """(scale, round_type) of every per-tensor quantize_linear in the fixtures' PTQ programs."""
+    from pdlite.model_parser import load_model
+
+    found = set()
+    for d in sorted(FIXTURES.glob("ptq_*_qdq")):
+        m = load_model(d)
+        for op in m.program.blocks[0].ops:
+            if op.type == "quantize_linear" and op.input("Scale") in m.params:
+                s = np.asarray(m.params[op.input("Scale")].array, np.float32).reshape(-1)
+                if s.size == 1 and s[0] > 0:
+                    found.add((float(s[0]), int(op.attrs.get("round_type", 0))))
+    return sorted(found)
+
+
+def test_requantizing_dequantized_codes_gives_them_back() -> None:
+    scales = _fixture_scales()
+    assert len(scales) > 20, "the PTQ fixtures' activation scales"
+    sweep = [(float(s), rt) for s in np.geomspace(1e-4, 1e4, 2001, dtype=np.float32) for rt in (0, 1)]
+    bad = [(s, rt) for s, rt in scales + sweep if not qn.codes_identity(s, rt)]
+    assert not bad, f"quantize(dequantize(q)) != q at {bad[:5]}"
