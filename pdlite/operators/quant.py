@@ -221,6 +221,8 @@ def _dq_log_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
 # (a QDQ pair whose only input was this op's output, folded in by quant_dequant_fuse_pass).
 # `post_ops`: a pointwise chain (kernels/host/quant_native.py's CHAIN_* program) applied to the output after that,
 # the per-element ops that followed the conv (quant_pointwise_chain_pass).
+# `in_codes` / `code_scale` > 0 (quantized_conv2d, optimizer/passes/quant_codes.py): Input / Output hold int8 codes,
+# bytes q + 128 (uint8), of scale in_scale / code_scale (round type code_round_type) instead of floats.
 _QOP_DEFAULTS = {"in_scale": 1.0, "round_type": 0, "qmax": 127, "act_type": "", "out_scale": 0.0, "out_round_type": 0}
 
 
@@ -235,12 +237,15 @@ def _check_int8(ctx: ShapeContext, slot: str, n_out: int) -> None:
 @register_op("quantized_conv2d", inputs=["Input", "Filter", "WeightScale"], outputs=["Output"],
              optional_inputs=["Bias", "ResidualData"],
              defaults={**_QOP_DEFAULTS, "strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
-                       "groups": 1, "dilations": [1, 1], "data_format": "NCHW", "post_ops": []})
+                       "groups": 1, "dilations": [1, 1], "data_format": "NCHW", "post_ops": [], "in_codes": False,
+                       "code_scale": 0.0, "code_round_type": 0})
 def _quantized_conv2d_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     """act(int8 conv(quantize(Input), Filter) * scales + Bias (+ ResidualData)): conv2d's output shape."""
     _check_int8(ctx, "Filter", ctx.shape("Filter")[0])
     g = conv2d_geometry(ctx.attrs, ctx.shape("Input"), ctx.shape("Filter"), ctx.fail)
-    ctx.require(g.groups == 1 and not g.channel_last, "only one group, NCHW")
+    depthwise = g.groups == ctx.shape("Input")[1] == ctx.shape("Filter")[0] and ctx.shape("Filter")[1] == 1
+    ctx.require((g.groups == 1 or depthwise) and not g.channel_last,
+                "one group or depthwise (groups = channels, one filter each), NCHW")
     out = tuple(g.out_shape)
     if ctx.has("ResidualData"):
         ctx.require(ctx.shape("ResidualData") == out, f"ResidualData {list(ctx.shape('ResidualData'))} must be {out}")

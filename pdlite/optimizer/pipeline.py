@@ -42,6 +42,9 @@ DEFAULT_PASSES: list[str] = [
     "quant_fc_int8_pass",  # ... fc / matmul -> quantized_fc
     "quant_dequant_fuse_pass",  # ... the other QDQ pairs -> quantize_dequantize_linear (one pass, same values)
     "quant_pointwise_chain_pass",  # ... per-element op runs -> the int8 conv's epilogue or one pointwise_chain
+    "quant_dwconv_int8_pass",  # ... depthwise convs on an int8 grid -> quantized_conv2d (groups = channels)
+    "quant_chain_fold_pass",  # ... a pointwise_chain after a quantized_conv2d -> its epilogue
+    "quant_codes_pass",  # ... int8 codes (uint8) between integer convs instead of floats (same bits)
     "dead_code_elimination_pass",
     # -- kernel pick and program generation ----------------------------------------------
     "subgraph_detect_pass",  # NNAdapter: only acts when the config names devices

@@ -1,8 +1,12 @@
 """Host kernels of the integer ops the optimizer's int8 passes make (pdlite/optimizer/passes/quant_int8.py).
 
-- `quantized_conv2d`: act(sum_k q(x) * W8 * (in_scale / qmax) * WeightScale[m] + Bias (+ ResidualData)), one group,
-  NCHW. q(x) is Paddle's quantize_linear of the float input (round_type 0 or 1); the sums are exact int32
-  (native_src/qgemm.c: AVX512-VNNI, AVX2 or plain C, the same integers on each), then one float32 multiply-add.
+- `quantized_conv2d`: act(sum_k q(x) * W8 * (in_scale / qmax) * WeightScale[m] + Bias (+ ResidualData)), one group
+  or depthwise (groups = channels, one filter each: native_src/qdepthwise.c), NCHW. q(x) is Paddle's quantize_linear
+  of the float input (round_type 0 or 1); the sums are exact int32 (native_src/qgemm.c: AVX512-VNNI, AVX2 or plain
+  C, the same integers on each), then one float32 multiply-add. int8 codes between ops
+  (optimizer/passes/quant_codes.py): `in_codes` - Input is already q(x), as bytes q + 128 (uint8; in_scale says
+  their scale); `code_scale` > 0 - Output is written as such codes, the float output quantized with code_scale and
+  `code_round_type` (the reader's quantize_linear, done by the writer).
 - `quantized_fc`: the same for Input flattened at in_num_col_dims times W (K, N).
 - `quantize_dequantize_linear`: quantize_linear then dequantize_linear in one pass, the same float32 bits as the two
   ops (the fp32 simulation of a quantizer whose reader stays float, e.g. a depthwise conv or a residual add).
@@ -74,7 +78,7 @@ class _Int8Kernel(Kernel):
         b = ins.get("Bias")
         self._bias = np.asarray(np.asarray(b[0], F32).reshape(-1), order="C") if b else None
         self._w8 = w8
-        self._packed = qn.pack_weights(w8, self.direct_shape(np.asarray(w).shape)) if self._native() else None
+        self._packed = self.pack(w8, np.asarray(w).shape) if self._native() else None
         self._src = w
 
     def prepare(self, params: Mapping[str, Any]) -> None:
@@ -90,6 +94,10 @@ class _Int8Kernel(Kernel):
     def direct_shape(self, w_shape: tuple[int, ...]) -> tuple[int, int, int] | None:
         """(C, KH, KW) where the native kernel runs this op in qconv's direct form (quant_native.direct_form)."""
         return None
+
+    def pack(self, w8: np.ndarray, w_shape: tuple[int, ...]) -> Any:
+        """The weights as the native kernel reads them."""
+        return qn.pack_weights(w8, self.direct_shape(w_shape))
 
     def _epilogue(self, out: np.ndarray, res: np.ndarray | None) -> np.ndarray:
         if res is not None:
@@ -108,6 +116,10 @@ class _Int8Kernel(Kernel):
 class QuantizedConv2d(_Int8Kernel):
     def __init__(self, op: Any) -> None:
         super().__init__(op)
+        self.depthwise = int(self.attrs.get("groups") or 1) > 1
+        self.in_codes = bool(self.attrs.get("in_codes", False))
+        cs = float(self.attrs.get("code_scale", 0.0))
+        self.codes = qn.QParam.of(cs, int(self.attrs.get("code_round_type", 0))) if cs > 0 else None
         self._geo: dict[tuple[int, ...], ConvGeometry] = {}
         self._plans: dict[tuple[int, ...], Any] = {}  # input shape -> quant_native.qconv_plan (for self._packed)
         self._plans_of: Any = None
@@ -119,6 +131,9 @@ class QuantizedConv2d(_Int8Kernel):
         strides = tuple(int(v) for v in self.attrs["strides"])
         return tuple(w_shape[1:]) if qn.direct_form(tuple(w_shape[2:]), strides, w_shape[1]) else None
 
+    def pack(self, w8: np.ndarray, w_shape: tuple[int, ...]) -> Any:
+        return qn.dw_weights(w8) if self.depthwise else super().pack(w8, w_shape)
+
     def _plan(self, x: np.ndarray, w_shape: tuple[int, ...]) -> Any:
         """The bound native call for inputs of x's shape (None for an empty batch)."""
         if self._plans_of is not self._packed:
@@ -128,33 +143,39 @@ class QuantizedConv2d(_Int8Kernel):
             g = conv2d_geometry(self.attrs, x.shape, w_shape)
             if g.n == 0:
                 return None
-            plan = self._plans[x.shape] = qn.qconv_plan(
-                x.shape, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
-                (g.dh, g.dw), (g.pads[0], g.pads[2]), self.qp, self.act, self.out_q, self.chain)
+            geo = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), (g.pads[0], g.pads[2]), self.qp, self.act, self.out_q,
+                   self.chain, self.in_codes, self.codes)
+            if self.depthwise:
+                plan = qn.qdwconv_plan(x.shape, *self._packed, self._mul, self._bias, g.oh, g.ow, *geo)
+            else:
+                plan = qn.qconv_plan(x.shape, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, *geo)
+            self._plans[x.shape] = plan
         return plan
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["Input"][0]
         self._weights(ins)
-        if self._packed is not None and type(x) is np.ndarray and x.dtype == F32 and x.flags.c_contiguous:
+        dtype = np.uint8 if self.in_codes else F32
+        if isinstance(x, np.ndarray) and (x.dtype == np.uint8) != self.in_codes:
+            raise ValueError(f"quantized_conv2d: Input {x.dtype} {list(x.shape)}: expected "
+                             f"{'int8 codes (uint8)' if self.in_codes else 'float32'} (attribute in_codes "
+                             f"{self.in_codes})")
+        x = np.asarray(x, dtype=dtype, order="C")
+        r = ins.get("ResidualData")
+        res = np.asarray(r[0], dtype=F32, order="C") if r else None
+        if self._packed is not None:
             plan = self._plan(x, ins["Filter"][0].shape)
             if plan is not None:
-                r = ins.get("ResidualData")
-                return {"Output": [plan(x, np.asarray(r[0], dtype=F32, order="C") if r else None)]}
-        x = np.asarray(x, dtype=F32, order="C")
+                return {"Output": [plan(x, res)]}
         g = self._geo.get(x.shape)
         if g is None:
             g = self._geo[x.shape] = conv2d_geometry(self.attrs, x.shape, ins["Filter"][0].shape)
-        r = ins.get("ResidualData")
-        res = np.asarray(r[0], dtype=F32, order="C") if r else None
         pads = (g.pads[0], g.pads[2])
         args = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)
-        if self._packed is not None and g.n > 0:
-            out = qn.qconv(x, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, *args, self.qp, self.act, res,
-                           self.out_q, self.chain)
-            return {"Output": [out]}
-        out = qn.qconv_numpy(x, self._w8, self._mul, self._bias, g.oh, g.ow, *args, self.qp)
-        return {"Output": [self._epilogue(out, res)]}
+        w8 = self._w8.reshape(self._w8.shape[0], -1) if self.depthwise else self._w8
+        out = self._epilogue(qn.qconv_numpy(x, w8, self._mul, self._bias, g.oh, g.ow, *args, self.qp, self.depthwise),
+                             res)
+        return {"Output": [out if self.codes is None else qn.codes_of(out, self.codes)]}
 
 
 @register_kernel("quantized_fc", precision=PrecisionType.FP32, inputs={"W": ANY_IN})

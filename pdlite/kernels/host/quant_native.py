@@ -154,7 +154,7 @@ def codes_identity(s: float, round_type: int, qmax: int = QMAX) -> bool:
     round_type 0; -127..127 with 1, which clips x to [-s, s] first): then the codes of a tensor that has passed a QDQ
     pair of scale s are those the pair quantized, and a producer may write them directly."""
     s32 = F32(s)
-    lo, hi = (int(v) for v in quantize(np.array([-3e38, 3e38], F32), s32, qmax, round_type))
+    lo, hi = (int(v) for v in quantize(np.array([-1e3, 1e3], F32) * s32, s32, qmax, round_type))
     q = np.arange(lo, hi + 1, dtype=np.float32)
     back = quantize(dequantize(q, s32, qmax), s32, qmax, round_type)
     return bool(np.array_equal(back.astype(np.int32), q.astype(np.int32)))
@@ -298,7 +298,9 @@ def qdq(x: np.ndarray, qp: QParam, qmax: int = QMAX) -> np.ndarray:
 
 
 def quantize_int(x: np.ndarray, qp: QParam) -> np.ndarray:
-    """The int8 codes of x (int32) as Paddle's quantize_linear computes them."""
+    """The int8 codes of x (int32) as Paddle's quantize_linear computes them (x already codes, uint8: their values)."""
+    if x.dtype == np.uint8:
+        return codes_values(x)
     q = quantize(x, np.float32(qp.s), QMAX, qp.rt)
     return q.astype(np.int32)
 
@@ -331,9 +333,11 @@ def reference_sums(x: np.ndarray, w8: np.ndarray, oh: int, ow: int, kernel: tupl
 
 def qconv_numpy(x: np.ndarray, w8: np.ndarray, mul: np.ndarray, bias: np.ndarray | None, oh: int, ow: int,
                 kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
-                qp: QParam) -> np.ndarray:
-    """qconv without its activation and residual, in NumPy: float32(sums) * mul + bias, (N, M, oh, ow)."""
-    sums = reference_sums(x, w8, oh, ow, kernel, strides, dilations, pads, qp).astype(np.int32).astype(F32)
+                qp: QParam, depthwise: bool = False) -> np.ndarray:
+    """qconv (qdwconv: depthwise, w8 (C, KH*KW)) without its activation and residual, in NumPy: float32(sums) * mul +
+    bias, (N, M, oh, ow); x float32 or codes."""
+    sums_of = reference_dw_sums if depthwise else reference_sums
+    sums = sums_of(x, w8, oh, ow, kernel, strides, dilations, pads, qp).astype(np.int32).astype(F32)
     out = sums * mul.reshape(1, -1, 1).astype(F32)
     if bias is not None:
         out += bias.reshape(1, -1, 1).astype(F32)

@@ -16,6 +16,7 @@ from pdlite.optimizer.passes import (  # noqa: F401
     kernel_pick,
     memory_optimize,
     quant_chain,
+    quant_codes,
     quant_int8,
     quant_state,
     scale_fuse,

@@ -875,6 +875,24 @@ PD_VERSIONS(dw3_task)
 PD_VERSIONS(dws2_task)
 PD_VERSIONS(dwb_task)
 
+/* the form that runs the conv a (out of the five below) and its number of items */
+static pd_task dw_pick(const dw_args *a, isz *items) {
+    *items = a->N * a->OC;
+    if (dwr_applies(a) || dwr8_applies(a)) return g_avx512 ? dwr_task : dwr8_task;
+    if (dws_applies(a)) return dws_run;
+    if (dwb_applies(a)) {
+        *items = a->N * ((a->OC + 15) / 16);
+        return dwb_task;
+    }
+    return dw3_applies(a) ? dw3_task : (dws2_applies(a) ? dws2_task : dw_task);
+}
+
+PD_HIDDEN void dw_run_serial(const dw_args *a) {
+    isz items;
+    const pd_task task = dw_pick(a, &items);
+    if (a->OH > 0 && a->OW > 0) task((void *)a, 0, items);
+}
+
 PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *wo, *bo, *oo, *ap;
@@ -898,17 +916,9 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args) {
     if (bs.failed) return NULL;
     if (a.OH > 0 && a.OW > 0) {
         Py_BEGIN_ALLOW_THREADS;
-        if (dwr_applies(&a) || dwr8_applies(&a)) {
-            parallel_for(g_avx512 ? dwr_task : dwr8_task, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
-        } else if (dws_applies(&a)) {
-            parallel_for(dws_run, &a, a.N * a.OC, grain_for(a.N * a.OC, 4));
-        } else if (dwb_applies(&a)) {
-            const isz items = a.N * ((a.OC + 15) / 16);
-            parallel_for(dwb_task, &a, items, grain_for(items, 4));
-        } else {
-            parallel_for(dw3_applies(&a) ? dw3_task : (dws2_applies(&a) ? dws2_task : dw_task), &a, a.N * a.OC,
-                         grain_for(a.N * a.OC, 4));
-        }
+        isz items;
+        const pd_task task = dw_pick(&a, &items);
+        parallel_for(task, &a, items, grain_for(items, 4));
         Py_END_ALLOW_THREADS;
     }
     bufs_release(&bs);

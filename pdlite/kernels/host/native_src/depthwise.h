@@ -13,4 +13,7 @@ typedef struct {
 /* the short-map form (depthwise_short.c): whether it takes the conv, and its task over planes [begin, end) */
 PD_HIDDEN int dws_applies(const dw_args *a);
 PD_HIDDEN void dws_run(void *vctx, isz begin, isz end);
+/* the conv a in the calling thread, in the form py_depthwise_conv2d picks (the int8 depthwise conv's float-sums form,
+ * qdepthwise.c, runs it on chunks of channels inside its own parallel items) */
+PD_HIDDEN void dw_run_serial(const dw_args *a);
 #endif /* PD_NATIVE_DEPTHWISE_H */

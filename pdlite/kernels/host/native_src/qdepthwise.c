@@ -11,14 +11,27 @@
  *   others   plain loops over the output row per tap (the compiler's vectors at each target).
  * The + 128 is taken back by comp[c] = 128 sum_t W8[c, t]. The sums are exact (|sum| <= taps 255 128 < 2^31 for
  * taps < 2^16) and the same on every form.
+ *
+ * The float-sums form (taps <= QDW_FSUM_TAPS, every ISA; the forms above only for larger kernels): the codes q of a
+ * chunk of channels as floats, the fp32 depthwise conv's own kernel (depthwise.c, whichever form it picks for the
+ * shape) run on them with the weights W8 as floats, no bias, no activation: every product q W8 and every partial sum
+ * is an integer below 2^24 (|sum| <= taps 128 127), so the float sums ARE the integer sums, in any order, with or
+ * without FMA; then the same epilogue. It reads the codes straight from a codes input (the int8 codes between ops),
+ * and runs at the fp32 kernel's speed plus a byte-to-float pass over the input.
  */
 #include "qgemm.h"
+#include "depthwise.h"
+
+#define QDW_FSUM_TAPS 1000 /* taps * 128 * 127 < 2^24 */
+#define QDW_CHUNK_FLOATS 32768 /* a chunk's input (or output) plane floats: its scratch stays in L2 */
 
 typedef struct {
     q_args a; /* M = C, L = OH OW; mul, bias, comp, res, out, act, oq, chain as qconv's; x the input */
     const int8_t *w; /* (C, KH KW) */
     isz Hp, Wp;      /* the padded plane's rows and row bytes */
     int vnni;        /* the vnni form applies (strides, dilations) */
+    const float *wf; /* the float-sums form: W8 as floats (C, KH KW) */
+    isz chunk, chunks; /* ... channels per item, items per image */
 } qdw_args;
 
 /* one plane (image n, channel c) quantized into p (Hp x Wp bytes, + 128, padding 128); plane pl of codes: copied */
@@ -183,7 +196,63 @@ PD_INLINE void qdw_task_impl(void *ctx, isz begin, isz end) {
 }
 PD_VERSIONS(qdw_task)
 
-PD_HIDDEN void q_dw_pick(int isa) { qdw_task_pick(isa); }
+/* items [begin, end) = (image, chunk of channels) of the float-sums form */
+PD_INLINE void qdwf_task_impl(void *ctx, isz begin, isz end) {
+    const qdw_args *d = (const qdw_args *)ctx;
+    const conv_geo *g = &d->a.geo;
+    const isz HW = g->H * g->W, L = g->OH * g->OW, taps = g->KH * g->KW;
+    float *xf = (float *)pd_scratch((size_t)(d->chunk * HW) * sizeof(float));
+    float *sf = (float *)pd_scratch((size_t)(d->chunk * L) * sizeof(float));
+    if (xf && sf) {
+        q_args a = d->a;
+        a.comp = NULL; /* the float q has no + 128 */
+        for (isz it = begin; it < end; it++) {
+            const isz n = it / d->chunks, c0 = (it % d->chunks) * d->chunk;
+            const isz cc = g->C - c0 < d->chunk ? g->C - c0 : d->chunk, off = (n * g->C + c0) * HW, cnt = cc * HW;
+            if (a.xc) {
+                const uint8_t *xc = a.xc + off;
+                PD_SIMD for (isz i = 0; i < cnt; i++) xf[i] = (float)((int32_t)xc[i] - 128);
+            } else {
+                const float *x = a.x + off;
+                for (isz i = 0; i < cnt; i += 16) {
+                    const isz k = cnt - i < 16 ? cnt - i : 16;
+                    pd_v16 xv = {0};
+                    if (k == 16)
+                        memcpy(&xv, x + i, sizeof xv);
+                    else
+                        for (isz j = 0; j < k; j++) xv[j] = x[i + j];
+                    const pd_v16 qf = __builtin_convertvector(q_v16(xv, &a.qp), pd_v16);
+                    if (k == 16)
+                        memcpy(xf + i, &qf, sizeof qf);
+                    else
+                        for (isz j = 0; j < k; j++) xf[i + j] = qf[j];
+                }
+            }
+            dw_args w;
+            memset(&w, 0, sizeof w);
+            w.x = xf, w.w = d->wf + c0 * taps, w.out = sf;
+            w.N = 1, w.C = w.OC = cc, w.H = g->H, w.W = g->W, w.OH = g->OH, w.OW = g->OW, w.KH = g->KH, w.KW = g->KW;
+            w.SH = g->SH, w.SW = g->SW, w.DH = g->DH, w.DW = g->DW, w.PT = g->PT, w.PL = g->PL;
+            w.act.kind = ACT_NONE;
+            dw_run_serial(&w);
+            int32_t *si = (int32_t *)sf; /* the exact integer sums, in place */
+            PD_SIMD for (isz i = 0; i < cc * L; i++) si[i] = (int32_t)sf[i];
+            a.img = n;
+            if (g_qisa == Q_VNNI)
+                q_epilogue(&a, si, L, cc, c0, 0, L);
+            else
+                q_epilogue_loops(&a, si, L, cc, c0, 0, L);
+        }
+    }
+    free(xf);
+    free(sf);
+}
+PD_VERSIONS(qdwf_task)
+
+PD_HIDDEN void q_dw_pick(int isa) {
+    qdw_task_pick(isa);
+    qdwf_task_pick(isa);
+}
 
 /* qdwconv(x, w int8 (C, KH KW), comp int32 (C), mul, bias|None, out|None, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL),
  *         (k, s, rt), act, (a0,a1,a2), res|None, ((k,s,rt), qmax)|None, chain|None, xcodes, codes_out|None,
@@ -259,14 +328,26 @@ PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
         }
         a->chain = &chain;
     }
-    const isz planes = a->N * g->C;
+    isz items = a->N * g->C;
     pd_task task = qdw_task;
 #ifdef PD_X86_DISPATCH
     if (g_qisa == Q_VNNI && d.vnni) task = qdw_task_vnni;
 #endif
+    float *wf = NULL;
+    const isz taps = g->KH * g->KW;
+    if (taps <= QDW_FSUM_TAPS && (wf = (float *)malloc((size_t)(g->C * taps) * sizeof(float)))) {
+        for (isz i = 0; i < g->C * taps; i++) wf[i] = (float)d.w[i];
+        const isz hw = g->H * g->W > a->L ? g->H * g->W : a->L;
+        isz chunk = QDW_CHUNK_FLOATS / (hw > 0 ? hw : 1);
+        chunk = chunk < 1 ? 1 : (chunk >= 16 ? chunk / 16 * 16 : chunk);
+        d.wf = wf, d.chunk = chunk < g->C ? chunk : g->C, d.chunks = (g->C + d.chunk - 1) / d.chunk;
+        items = a->N * d.chunks;
+        task = qdwf_task;
+    }
     Py_BEGIN_ALLOW_THREADS;
-    parallel_for(task, &d, planes, a->N * a->M * a->L < PD_ONE_THREAD_FLOATS ? planes : grain_for(planes, 4));
+    parallel_for(task, &d, items, a->N * a->M * a->L < PD_ONE_THREAD_FLOATS ? items : grain_for(items, 4));
     Py_END_ALLOW_THREADS;
+    free(wf);
     qbufs_release(&bs);
     if (a->chain) PyBuffer_Release(&chv);
     return pd_done(fail0);

@@ -118,7 +118,7 @@ PD_TARGET_AVX2 static inline __m256i q_avx2_q8(const float *r, isz q0, isz cnt, 
  * the output QDQ, the chain; 16-lane vectors (v16) or plain loops the compiler vectorises at the target's own width
  * (AVX2: 8 lanes; the 16-lane vector extensions spill there), the same operations in the same order */
 PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o, const float *r, isz ncols,
-                            const int v16) {
+                            const int v16, uint8_t *codes) {
     const int32_t cm = a->comp ? a->comp[mm] : 0;
     const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
     if (!v16) {
@@ -160,7 +160,13 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
             bias_act_v16(&f, 0.0f, 0, &a->act);
             if (a->oq.on) f = q_qdq_v16(f, &a->oq);
         }
-        if (cnt == 16) {
+        if (codes) { /* (q_epilogue_rows: only where nothing follows in the row) */
+            const q_v16b c = __builtin_convertvector(q_v16(f, &a->cq) + 128, q_v16b);
+            if (cnt == 16)
+                memcpy(codes + j, &c, sizeof c);
+            else
+                for (isz k = 0; k < cnt; k++) codes[j + k] = c[k];
+        } else if (cnt == 16) {
             memcpy(o + j, &f, sizeof f);
         } else {
             float t[16];
@@ -201,13 +207,17 @@ PD_INLINE void q_epilogue_rows(const q_args *a, const int32_t *acc, isz ld, isz 
         const isz off = a->img * a->M * a->L + mm * a->L + col0;
         const float *r = a->res ? a->res + off : NULL;
         if (!a->codes) {
-            q_row_values(a, s, mm, a->out + off, r, ncols, v16);
+            q_row_values(a, s, mm, a->out + off, r, ncols, v16, NULL);
+            continue;
+        }
+        if (v16 && !a->chain && act_in_regs(&a->act)) { /* the codes straight from the registers */
+            q_row_values(a, s, mm, NULL, r, ncols, 1, a->codes + off);
             continue;
         }
         for (isz j = 0; j < ncols; j += Q_CODES_CHUNK) {
             const isz cnt = ncols - j < Q_CODES_CHUNK ? ncols - j : Q_CODES_CHUNK;
             float t[Q_CODES_CHUNK];
-            q_row_values(a, s + j, mm, t, r ? r + j : NULL, cnt, v16);
+            q_row_values(a, s + j, mm, t, r ? r + j : NULL, cnt, v16, NULL);
             q_codes_row(a->codes + off + j, t, cnt, &a->cq);
         }
     }
