@@ -181,7 +181,7 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
     if (a->chain) q_chain_row(o, ncols, mm, a->chain);
 }
 
-#define Q_CODES_CHUNK 64 /* a codes output's values are computed this many at a time on the stack, then quantized */
+#define Q_CODES_CHUNK 512 /* a codes output's values are computed this many at a time on the stack, then quantized */
 
 /* rows [m0, m0 + mrows) x columns [col0, col0 + ncols) of the output from the int32 sums acc (row stride ld): floats,
  * or codes (a->codes) */

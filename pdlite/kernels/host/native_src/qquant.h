@@ -86,25 +86,21 @@ PD_INLINE void q_qdq_loop(float *o, const float *x, isz n, const q_out *oq) {
 }
 
 /* o[0 .. n) = the codes of x as bytes q + 128 (q = quantize_linear(x), qp): what an int8 op reading them would compute
- * from the floats (round_type 0 as a plain loop the compiler vectorises, as q_qdq_loop; 1 by q_v16_rt) */
+ * from the floats; 16 at a time with q_v16 (a plain loop converting to bytes stayed scalar) */
 PD_INLINE void q_codes_row(uint8_t *o, const float *x, isz n, const q_param *qp) {
-    if (qp->rt == 0) {
-        const float k = qp->k;
-        PD_SIMD for (isz j = 0; j < n; j++) {
-            float y = k * x[j];
-            y = y != y ? 0.0f : y;
-            y = y < -128.0f ? -128.0f : (y > 127.0f ? 127.0f : y);
-            y = (y + 12582912.0f) - 12582912.0f;
-            o[j] = (uint8_t)((int32_t)y + 128);
-        }
-        return;
-    }
+    typedef uint8_t v16b __attribute__((vector_size(16)));
     for (isz i = 0; i < n; i += 16) {
         const isz cnt = n - i < 16 ? n - i : 16;
         pd_v16 xv = {0};
-        for (isz j = 0; j < cnt; j++) xv[j] = x[i + j];
-        const pd_v16i q = q_v16_rt(xv, qp, 1) + 128;
-        for (isz j = 0; j < cnt; j++) o[i + j] = (uint8_t)q[j];
+        if (cnt == 16)
+            memcpy(&xv, x + i, sizeof xv);
+        else
+            for (isz j = 0; j < cnt; j++) xv[j] = x[i + j];
+        const v16b b = __builtin_convertvector(q_v16(xv, qp) + 128, v16b);
+        if (cnt == 16)
+            memcpy(o + i, &b, sizeof b);
+        else
+            for (isz j = 0; j < cnt; j++) o[i + j] = b[j];
     }
 }
 
