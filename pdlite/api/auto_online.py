@@ -252,6 +252,16 @@ class AutoRunner:
 
     @staticmethod
     def _run_on(cand: Any, pred: Any, feeds: dict[str, Any]) -> None:
+        """Run `feeds` on candidate predictor `cand`; its outputs land in `pred`'s output handles. A candidate that is
+        one device subgraph takes the feeds straight (its direct runner, as its own run() would: no handles set)."""
+        direct = getattr(cand, "_direct", None)
+        if direct is not None and cand._hook is None:
+            with cand._lock:
+                outs = direct(feeds)
+            if outs is not None:  # (None: a signature its general path must see first)
+                for t, v in zip(pred._outputs, outs):
+                    t._set(v)
+                return
         for t in cand._inputs:
             t._set(feeds[t.name])
         cand.run()
