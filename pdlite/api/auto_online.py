@@ -14,8 +14,8 @@ changing later are still priced.
 Settled calls. Once a decision is reused (the same signature as the calls before it, each as dear as its model
 said), one call in SAMPLE_EVERY is timed and goes through the policy; the others run straight on the candidate,
 counted at its estimate (no timer, no cost model: pdlite's own time per call ~3.5 us instead of ~17, ~2 on the
-device's predictor alone). A new signature, a
-timed call dearer than its model said (SURPRISE), or a decision made afresh ends it at once.
+device's predictor alone). A new signature, a timed call dearer than its model said (SURPRISE), or a decision
+made afresh ends it at once.
 
 Cache: `<cache dir>/auto/choices.json` (pdlite/api/auto.py), keyed on the model's content (not its path), the
 threads, the candidates, the device properties and the kind of workload ("changing", or "fixed" with the shapes).
