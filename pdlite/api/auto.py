@@ -56,8 +56,8 @@ BLOCK_RUNS = (2, 25)  # ... and at least / at most this many
 CLOSE = 1.25  # the two best within this ratio after the first rounds: measured again, twice as long
 SLOW_MARGIN_MS = 1.0  # ... plus this much (sub-millisecond runs are too noisy to judge by one run)
 # runs before a candidate is timed (settle): the subgraph kernel's promotion of a hot signature happens in the
-# PROMOTE_STREAK-th run in a row, one more shows the model that follows; at most WARM_MAX while the last run is over
-# SETTLED times the fastest so far
+# PROMOTE_STREAK-th run in a row, one more shows the model that follows; more (at most WARM_MAX) until the last two
+# agree within SETTLED
 WARM_RUNS = PROMOTE_STREAK + 1
 WARM_MAX = 10
 SETTLED = 1.5
@@ -269,14 +269,14 @@ def settle(pred: Any) -> float:
     8-50 ms on PP-OCR cls / MobileNetV3-small (0.3-0.6 ms later), and the subgraph kernel compiles a static model
     for a signature that ran PROMOTE_STREAK times in a row (0.25-0.35 s, in the run that earns it). Timed from the
     second run on, as before, those runs priced OpenVINO at 18 ms on MobileNetV3-small, "over 20x the fastest":
-    refused, and auto ran ONNX Runtime, slower there. At least WARM_RUNS runs, more (up to WARM_MAX) while the last
-    is over SETTLED times the fastest so far; the fastest of the last two is the quick estimate."""
+    refused, and auto ran ONNX Runtime, slower there. At least WARM_RUNS runs, more (up to WARM_MAX) until the last
+    two are within SETTLED of each other; the faster of those two is the quick estimate."""
     times: list[float] = []
     while len(times) < WARM_MAX:
         t0 = time.perf_counter()
         pred.run()
         times.append((time.perf_counter() - t0) * 1e3)
-        if len(times) >= WARM_RUNS and times[-1] <= SETTLED * min(times):
+        if len(times) >= WARM_RUNS and max(times[-2:]) <= SETTLED * min(times[-2:]):
             break
     return min(times[-2:])
 
