@@ -27,7 +27,7 @@ Later runs with that key run the list, the memory plan's releases included. The 
 `prepare` saw, under names no instruction writes) are checked by identity on each run (~3 us for a hundred): bound
 calls may hold them (a conv's packed weights), and generic steps would not see a new one's shape; a run with another
 parameter object takes the normal path. A step that raises is run again through `Instruction.run`, so errors name
-the op as usual. The plans of the last RECENT_SHAPES keys are kept.
+the op as usual. The plans of the last PLANS keys are kept.
 
 The normal path stays for hooks (profilers), the split-thread mode, feeds that are not NumPy arrays and changed
 parameters; the config
@@ -60,6 +60,15 @@ SHAPE_ARITHMETIC = frozenset({
     "greater_than", "greater_equal", "logical_and", "logical_or", "logical_not",
 })
 CONSTANT_MAX = 4096  # elements of an instruction's outputs up to which values fixed by the feed key are kept
+# plans kept per program (the most recent keys): more than an instruction's RECENT_SHAPES, as a plan is small (its
+# steps hold the kernels' plans, not copies) and OCR's recogniser meets ten line widths per page of the examples
+PLANS = 4 * RECENT_SHAPES
+# Recording costs about one more normal run (binding, closures: 0.4x MobileNetV3-small's run, 1.2x the transformer
+# encoder's) and a steady run saves a quarter to a third of one. Keys that recur too rarely for their plans to pay
+# (more than PLANS varied shapes in turn) would make every record a loss: past RECORD_GRACE records, a program records
+# only while its steady runs number at least RECORD_PAYBACK per record so far.
+RECORD_GRACE = 2 * RECENT_SHAPES
+RECORD_PAYBACK = 2
 Hook = Callable[[Any, float, dict[str, Any]], None]
 
 
@@ -100,6 +109,8 @@ class SteadyRunner:
         self.feeds = [n for n in external if n not in self.params]
         self.plans: dict[tuple, SteadyPlan] = {}
         self._seen: dict[tuple, None] = {}  # keys run once: recorded on their second run
+        self.records = 0
+        self.steady_runs = 0  # (counts shared by clones' threads without a lock: approximate, which is enough)
 
     def key(self, scope: dict[str, Any]) -> tuple | None:
         """Shape, strides and dtype of each feed; None when one is missing or not a NumPy array."""
@@ -127,12 +138,16 @@ class SteadyRunner:
             return False
         plan = self.plans.get(key)
         if plan is None:
-            if key in self._seen:
-                remember(self.plans, key, self._record(scope))
-            else:
-                remember(self._seen, key, None, 4 * RECENT_SHAPES)
+            if key not in self._seen:
+                remember(self._seen, key, None, 2 * PLANS)
                 self._run_normal(scope, 0)
+            elif self.records < RECORD_GRACE or self.steady_runs >= RECORD_PAYBACK * self.records:
+                self.records += 1
+                remember(self.plans, key, self._record(scope), PLANS)
+            else:
+                self._run_normal(scope, 0)  # plans have not been paying: no recording for now
             return True
+        self.steady_runs += 1
         steps = plan.steps
         pop = scope.pop
         i = 0

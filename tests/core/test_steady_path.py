@@ -115,6 +115,44 @@ def test_feed_shapes_change_between_runs() -> None:
     assert len(_plan(steady)) == 3
 
 
+def test_recording_stops_when_plans_do_not_pay() -> None:
+    """More varied feed shapes in turn than the plans kept (steady.PLANS): past RECORD_GRACE records with no steady
+    run yet the program stops recording (each record costs about a run; recording every recurring key would evict
+    plans before their use), the plans it made are used, and recording resumes once they have paid. Every run
+    equals NumPy's."""
+    from pdlite.runtime import steady
+
+    rt = _program([OpDesc("relu", {"X": ["x"]}, {"Out": ["y"]}, {}),
+                   OpDesc("scale", {"X": ["y"]}, {"Out": ["out"]}, {"scale": 2.0})])
+    widths = list(range(1, steady.PLANS + 9))
+    for w in widths * 3:
+        x = np.linspace(-1, 1, w, dtype=np.float32)
+        scope = {"x": x}
+        rt.run(scope)
+        np.testing.assert_array_equal(scope["out"], np.maximum(x, 0) * np.float32(2))
+    runner = rt._steady
+    assert runner.records == steady.RECORD_GRACE and runner.steady_runs == steady.RECORD_GRACE
+    x = np.ones(3, np.float32)
+    for _ in range(2 * steady.RECORD_PAYBACK * steady.RECORD_GRACE + 2):
+        rt.run({"x": x})  # a key with a plan: steady runs until recording pays again
+    assert runner.steady_runs > steady.RECORD_PAYBACK * steady.RECORD_GRACE
+    before = runner.records
+    for _ in range(2):
+        rt.run({"x": np.ones(500, np.float32)})
+    assert runner.records == before + 1
+
+
+def test_more_recurring_shapes_than_an_instruction_keeps() -> None:
+    """Twenty feed shapes in turn (OCR's recogniser meets ten line widths on the example pages): every one gets and
+    keeps its plan (steady.PLANS, more than the instructions' RECENT_SHAPES), the last ones once the first have paid
+    for their recording (RECORD_GRACE, RECORD_PAYBACK)."""
+    rt = _program([OpDesc("relu", {"X": ["x"]}, {"Out": ["out"]}, {})])
+    for _ in range(5):
+        for w in range(1, 21):
+            rt.run({"x": np.ones(w, np.float32)})
+    assert len(rt._steady.plans) == 20 and rt._steady.records == 20
+
+
 def _host_kernel(op_type: str):
     return next(kd for kd in kernels_for(op_type) if kd.key.target == TargetType.Host)
 
