@@ -60,13 +60,13 @@ class RuntimeProgram:
         if pool > 1 and hook is None:
             self._run_split(scope, pool)
             return
+        if self.steady:
+            runner = self._steady
+            if runner is None or runner.instructions is not self.instructions or runner.release is not self.release:
+                runner = self._steady = SteadyRunner(self.instructions, self.release, self._params)
+            if runner.run(scope, hook):
+                return
         if hook is None:
-            if self.steady:
-                runner = self._steady
-                if runner is None or runner.instructions is not self.instructions or runner.release is not self.release:
-                    runner = self._steady = SteadyRunner(self.instructions, self.release, self._params)
-                if runner.run(scope):
-                    return
             pop = scope.pop
             for inst, release in zip(self.instructions, self.release):
                 inst.run(scope)

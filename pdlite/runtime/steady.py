@@ -29,13 +29,14 @@ calls may hold them (a conv's packed weights), and generic steps would not see a
 parameter object takes the normal path. A step that raises is run again through `Instruction.run`, so errors name
 the op as usual. The plans of the last PLANS keys are kept.
 
-The normal path stays for hooks (profilers), the split-thread mode, feeds that are not NumPy arrays and changed
-parameters; the config
+Hooks (profilers) are called after each step, so they time what runs. The normal path stays for the split-thread
+mode, feeds that are not NumPy arrays and changed parameters; the config
 option `steady_path` (default on) turns this path off, for comparisons and debugging. Results are the same bits:
 the same kernels run on the same inputs (tests/core/test_steady_path.py runs the models both ways).
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from operator import is_, itemgetter
 from typing import Any
@@ -131,8 +132,9 @@ class SteadyRunner:
         except KeyError:
             return False
 
-    def run(self, scope: dict[str, Any]) -> bool:
-        """Run the program on `scope`; False (nothing run) when the feeds give no key or a parameter changed."""
+    def run(self, scope: dict[str, Any], hook: Hook | None = None) -> bool:
+        """Run the program on `scope` (`hook(instruction, seconds, scope)` after each instruction, as
+        RuntimeProgram.run calls it); False (nothing run) when the feeds give no key or a parameter changed."""
         key = self.key(scope)
         if key is None or not self.same_params(scope):
             return False
@@ -140,14 +142,17 @@ class SteadyRunner:
         if plan is None:
             if key not in self._seen:
                 remember(self._seen, key, None, 2 * PLANS)
-                self._run_normal(scope, 0)
+                self._run_normal(scope, 0, hook)
             elif self.records < RECORD_GRACE or self.steady_runs >= RECORD_PAYBACK * self.records:
                 self.records += 1
-                remember(self.plans, key, self._record(scope), PLANS)
+                remember(self.plans, key, self._record(scope, hook), PLANS)
             else:
-                self._run_normal(scope, 0)  # plans have not been paying: no recording for now
+                self._run_normal(scope, 0, hook)  # plans have not been paying: no recording for now
             return True
         self.steady_runs += 1
+        if hook is not None:
+            self._run_hooked(plan, scope, hook)
+            return True
         steps = plan.steps
         pop = scope.pop
         i = 0
@@ -166,20 +171,41 @@ class SteadyRunner:
                 self._run_normal(scope, len(steps))
         return True
 
-    def _finish(self, scope: dict[str, Any], i: int) -> None:
+    def _run_hooked(self, plan: SteadyPlan, scope: dict[str, Any], hook: Hook) -> None:
+        """The steady run with `hook` called after each step (profilers time what runs)."""
+        insts, clock = self.instructions, time.perf_counter
+        for i, (step, release) in enumerate(plan.steps):
+            t0 = clock()
+            try:
+                step(scope)
+            except _Diverged:
+                hook(insts[i], clock() - t0, scope)
+                self._finish(scope, i, hook)
+                return
+            except Exception:
+                insts[i].run(scope)  # raises the usual error, naming the op
+                hook(insts[i], clock() - t0, scope)
+                self._finish(scope, i, hook)
+                return
+            hook(insts[i], clock() - t0, scope)
+            for name in release:
+                scope.pop(name, None)
+        self._run_normal(scope, len(plan.steps), hook)
+
+    def _finish(self, scope: dict[str, Any], i: int, hook: Hook | None = None) -> None:
         """After instruction i ran (outside its step): its releases, then the rest on the normal path."""
         for name in self.release[i]:
             scope.pop(name, None)
-        self._run_normal(scope, i + 1)
+        self._run_normal(scope, i + 1, hook)
 
-    def _run_normal(self, scope: dict[str, Any], start: int) -> None:
+    def _run_normal(self, scope: dict[str, Any], start: int, hook: Hook | None = None) -> None:
         pop = scope.pop
         for inst, release in zip(self.instructions[start:], self.release[start:]):
-            inst.run(scope)
+            _run_instruction(inst, scope, hook)
             for name in release:
                 pop(name, None)
 
-    def _record(self, scope: dict[str, Any]) -> SteadyPlan:
+    def _record(self, scope: dict[str, Any], hook: Hook | None = None) -> SteadyPlan:
         """A normal run that records each instruction's step while its inputs are at hand."""
         steps: list[tuple[Step, tuple[str, ...]]] = []
         kinds: list[str] = []
@@ -190,7 +216,7 @@ class SteadyRunner:
             ins = None
             if building and type(inst) is Instruction:
                 ins = {slot: [scope.get(n) for n in names] for slot, names in inst._in_slots}
-            inst.run(scope)
+            _run_instruction(inst, scope, hook)
             if building:
                 derived.difference_update(inst.op.output_names())
                 made = None
@@ -258,6 +284,15 @@ class SteadyRunner:
         if step is None:
             return _generic_step(inst), "generic"
         return step, "bound"
+
+
+def _run_instruction(inst: Any, scope: dict[str, Any], hook: Hook | None) -> None:
+    if hook is None:
+        inst.run(scope)
+        return
+    t0 = time.perf_counter()
+    inst.run(scope)
+    hook(inst, time.perf_counter() - t0, scope)
 
 
 def _bound_step(b: Bound, ins: Mapping[str, list[str]], outs: Mapping[str, list[str]]) -> Step | None:

@@ -234,20 +234,25 @@ def test_errors_on_the_steady_path_name_the_op() -> None:
         rt2.run({})
 
 
-def test_option_off_and_hooks_use_the_normal_path() -> None:
-    """steady_path off records nothing; a hook (the profiler) sees every instruction on every run."""
+def test_option_off_and_hooks() -> None:
+    """steady_path off records nothing; a hook (the profiler) sees every instruction on every run, steady runs
+    included, and the precision profiler's statistics of a steady run are the normal path's."""
     d = find_model("mobilenet_v3_small")
     assert d is not None
     feeds = _feeds(d)
-    off = _predictor(d, False)
+    off = _predictor(d, False, precision_profile=True)
     for _ in range(3):
         _run(off, feeds)
     assert not off.runtime_program.steady and _plan(off) is None
-    prof = _predictor(d, True, profile=True)
-    for _ in range(3):
+    prof = _predictor(d, True, profile=True, precision_profile=True)
+    for _ in range(4):
         _run(prof, feeds)
     n = len(prof.runtime_program.instructions)
-    assert sum(len(r.times) for r in prof.profiler.records.values()) == 3 * n
+    assert sum(len(r.times) for r in prof.profiler.records.values()) == 4 * n
+    assert prof.runtime_program._steady.steady_runs == 2
+    last_steady, last_off = prof.precision_profiler.stats[-n:], off.precision_profiler.stats[-n:]
+    assert [(s.op, s.name, s.shape, s.mean, s.std, s.min, s.max) for s in last_steady] == \
+        [(s.op, s.name, s.shape, s.mean, s.std, s.min, s.max) for s in last_off]
 
 
 def test_a_changed_parameter_takes_the_normal_path() -> None:
