@@ -318,7 +318,9 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,4")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=6,
+                    help="untimed runs per worker before the first block (pdlite on OpenVINO compiles a static model "
+                         "for a signature in its 4th run, and that model's first runs are slower)")
     ap.add_argument("--rounds", type=int, default=6, help="blocks per contender")
     ap.add_argument("--block", type=int, default=5, help="runs per block")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
