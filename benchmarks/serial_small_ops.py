@@ -54,6 +54,7 @@ def main() -> int:
             cfg = CxxConfig()
             cfg.set_model_dir(str(d))
             cfg.set_threads(threads)
+            cfg.set_option("steady_path", False)  # the split mode runs the normal path: all three on it, comparable
             pred = create_paddle_predictor(cfg)
             for k, v in feeds.items():
                 pred.get_input_by_name(k).from_numpy(v)
