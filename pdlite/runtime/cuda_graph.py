@@ -208,7 +208,7 @@ class CudaGraphProgram(RuntimeProgram):
         self.max_graphs = max(1, int(self.options.get("cuda_graph_cache", 4)))
         self.graphs: OrderedDict[Signature, Captured] = OrderedDict()
         self.disabled: str | None = None
-        self._params: set[str] = set()
+        self._param_names: set[str] = set()
         self._device_type: str | None = None
         produced = {n for inst in instructions for n in inst.op.output_names()}
         self._external = list(dict.fromkeys(n for inst in instructions for n in inst.op.input_names()
@@ -216,7 +216,7 @@ class CudaGraphProgram(RuntimeProgram):
 
     def prepare(self, params: dict[str, Any]) -> None:
         super().prepare(params)
-        self._params = set(params)
+        self._param_names = set(params)
 
     def _disable(self, reason: str) -> None:
         self.disabled = reason
@@ -234,7 +234,7 @@ class CudaGraphProgram(RuntimeProgram):
                 self._disable(f"the CUDA kernels run on torch's {self._device_type!r} device, not on a GPU")
                 super().run(scope)
                 return
-        feeds = [n for n in self._external if n in scope and n not in self._params]
+        feeds = [n for n in self._external if n in scope and n not in self._param_names]
         sig: Signature = tuple((n, tuple(scope[n].shape), str(scope[n].dtype),
                                 str(scope[n].device) if _is_tensor(scope[n]) else "host") for n in feeds)
         cap = self.graphs.get(sig)
