@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from pdlite.kernels.registry import RECENT_SHAPES, Bound, remember
-from pdlite.runtime.instruction import Instruction, _shapes_key, _value_key
+from pdlite.runtime.instruction import Instruction, _shapes_key, _ValueTracking
 
 Step = Callable[[dict[str, Any]], None]
 
@@ -259,17 +259,18 @@ class SteadyRunner:
                      derived: set[str]) -> tuple[Step, str] | None:
         """A bound or generic step for an instruction run on inputs `ins` whose outputs are checked (or whose
         value-dependent shape inference read only values this key fixes), else None."""
+        if inst.opdef.infer_shape is None:
+            return None
         c = inst._shape_cache
-        if inst.opdef.infer_shape is None or c is None or c[0] != _shapes_key(ins):
-            return None
-        if c[2]:  # value-dependent inference: checked on this run; steady when what it read is fixed by the key
-            slots_in = dict(inst._in_slots)
-            fixed_names = derived.union(self.params)
-            if not all(slots_in[s][i] in fixed_names and _value_key(ins[s][i]) == k for s, i, k in c[2]):
+        if c is not None and not c[2] and c[0] == _shapes_key(ins):
+            if c is not inst._checked:
                 return None
-        elif c is not inst._checked:
-            return None
-        shapes = c[1] or {}
+            shapes = c[1] or {}
+        else:  # value-dependent inference (checked on every run): steady when what it reads is fixed by the key
+            found = _fixed_inference(inst, ins, derived.union(self.params))
+            if found is None:
+                return None
+            shapes = found
         for slot, names in inst._out_slots.items():
             want = shapes.get(slot)
             if want is None or len(want) < len(names) or any(type(scope.get(n)) is not np.ndarray for n in names):
@@ -284,6 +285,22 @@ class SteadyRunner:
         if step is None:
             return _generic_step(inst), "generic"
         return step, "bound"
+
+
+def _fixed_inference(inst: Instruction, ins: dict[str, list[Any]], fixed: set[str]) -> dict[str, list[tuple]] | None:
+    """The output shapes shape inference gives on `ins` when it reads input values, all of them variables in
+    `fixed` (values the feed key fixes); None otherwise (reads none, reads another, or fails). Run again here: an
+    instruction keeps no cache entry when inference reads more than a few values (reshape2 with five ShapeTensor
+    parts, PP-OCRv4 rec's attention)."""
+    ctx = _ValueTracking(inst.op, ins)
+    try:
+        raw = inst.opdef.infer_shape(ctx)  # type: ignore[misc]
+    except Exception:  # noqa: BLE001 - it succeeded in this run's Instruction.run; any doubt: not steady
+        return None
+    slots = dict(inst._in_slots)
+    if not ctx.read or not raw or not all(slots[s][i] in fixed for s, i in ctx.read):
+        return None
+    return {slot: [tuple(int(d) for d in sh) for sh in lst] for slot, lst in raw.items()}
 
 
 def _run_instruction(inst: Any, scope: dict[str, Any], hook: Hook | None) -> None:

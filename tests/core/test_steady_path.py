@@ -214,6 +214,25 @@ def test_shape_computed_reshape_binds() -> None:
         assert plan.kinds[:3] == ["constant", "constant", "bound"], plan.kinds
 
 
+def test_reshape_of_many_fixed_parts_binds() -> None:
+    """reshape2 whose ShapeTensor has five parts (PP-OCRv4 rec's attention: the instruction keeps no inference cache
+    past four values read), four parameters and one computed from a shape op: bound, equal to NumPy's."""
+    rt = _program([
+        OpDesc("shape", {"Input": ["x"]}, {"Out": ["s"]}, {}),
+        OpDesc("slice", {"Input": ["s"]}, {"Out": ["n"]}, {"axes": [0], "starts": [1], "ends": [2]}),
+        OpDesc("reshape2", {"X": ["x"], "ShapeTensor": ["a", "n", "b", "c", "d"]}, {"Out": ["y"]}, {"shape": []}),
+        OpDesc("transpose2", {"X": ["y"]}, {"Out": ["out"]}, {"axis": [0, 2, 1, 3, 4]}),
+    ])
+    params = {k: np.array([v], np.int32) for k, v in (("a", 0), ("b", 2), ("c", 3), ("d", -1))}
+    rt.prepare(params)
+    x = np.arange(2 * 5 * 24, dtype=np.float32).reshape(2, 5, 24)
+    for _ in range(3):
+        scope = {"x": x, **params}
+        rt.run(scope)
+        np.testing.assert_array_equal(scope["out"], x.reshape(2, 5, 2, 3, 4).transpose(0, 2, 1, 3, 4))
+    assert next(iter(rt._steady.plans.values())).kinds == ["constant", "constant", "bound", "bound"]
+
+
 def test_errors_on_the_steady_path_name_the_op() -> None:
     """A kernel error on the steady path (integer division by zero: same shapes, other values) is the normal path's
     message, naming the op."""

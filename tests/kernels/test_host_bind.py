@@ -76,6 +76,12 @@ CASES: list[tuple[str, str, dict[str, list[Any]], dict[str, int], dict[str, Any]
     ("transpose2", "transpose2", {"X": [f32(1, 32, 4, 32)]}, {"Out": 1, "XShape": 1}, {"axis": [0, 2, 1, 3]}, (),
      False),
     ("split3", "split", {"X": [f32(1, 32, 384)]}, {"Out": 3}, {"num": 3, "axis": 2}, (), False),
+    ("slice_decrease", "slice", {"Input": [f32(3, 1, 4, 8, 16)]}, {"Out": 1},
+     {"axes": [0], "starts": [1], "ends": [2], "decrease_axis": [0]}, (), False),
+    ("concat3", "concat", {"X": [f32(1, 8, 5, 5), f32(1, 3, 5, 5), f32(1, 1, 5, 5)]}, {"Out": 1}, {"axis": 1}, (),
+     False),
+    ("squeeze2", "squeeze2", {"X": [f32(1, 64, 1, 40)]}, {"Out": 1, "XShape": 1}, {"axes": [2]}, (), False),
+    ("unsqueeze2", "unsqueeze2", {"X": [f32(64, 40)]}, {"Out": 1}, {"axes": [0, 2]}, (), False),
 ]
 
 # cases whose bind may decline with the native kernels in use, and why

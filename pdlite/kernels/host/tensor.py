@@ -152,6 +152,10 @@ class Squeeze(ShapeKernel):
             raise self._err(e, x) from None
         return self._out(x.reshape(shape), x)
 
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        x = ins["X"][0]
+        return self._bind_reshape(x, T.squeeze_shape(x.shape, self.attrs["axes"]))
+
 
 @any_kernel("unsqueeze2", AxesTensor=ANY, AxesTensorList=ANY)
 @any_kernel("unsqueeze", AxesTensor=ANY, AxesTensorList=ANY)
@@ -163,6 +167,12 @@ class Unsqueeze(ShapeKernel):
         except T.ShapeError as e:
             raise self._err(e, x) from None
         return self._out(x.reshape(shape), x)
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        if any(ins.get(s) and s not in fixed for s in ("AxesTensor", "AxesTensorList")):
+            return None
+        x = ins["X"][0]
+        return self._bind_reshape(x, T.unsqueeze_shape(x.shape, T.unsqueeze_axes(self.attrs, ins)))
 
 
 @any_kernel("concat", AxisTensor=ANY)
@@ -177,6 +187,17 @@ class Concat(Kernel):
         except (T.ShapeError, ValueError) as e:
             shapes = [list(x.shape) for x in xs]
             raise KernelError(f"concat: inputs {shapes} (axis={self.attrs.get('axis')}): {e}") from None
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        if ins.get("AxisTensor") and "AxisTensor" not in fixed:
+            return None
+        xs = ins["X"]
+        axis = T.concat_axis(self.attrs, ins, xs[0].ndim)
+
+        def run(*xs: np.ndarray) -> np.ndarray:
+            return np.concatenate(xs, axis=axis)
+
+        return Bound(run, tuple(("X", i) for i in range(len(xs))), (("Out", 0),))
 
 
 @any_kernel("split", AxisTensor=ANY, SectionsTensorList=ANY)
@@ -255,6 +276,19 @@ class Slice(Kernel):
         except T.ShapeError as e:
             raise KernelError(f"slice: Input {list(x.shape)} {x.dtype}: {e}") from None
         return {"Out": [x[tuple(index)].reshape(shape)]}
+
+    def bind(self, ins: Ins, fixed: frozenset[str]) -> Bound | None:
+        if any(ins.get(s) and s not in fixed for s in ("StartsTensor", "EndsTensor", "StartsTensorList",
+                                                         "EndsTensorList")):
+            return None
+        x = ins["Input"][0]
+        index, shape = T.slice_params(self.attrs, ins, x.shape)
+        index = tuple(index)
+
+        def run(x: np.ndarray) -> np.ndarray:
+            return x[index].reshape(shape)
+
+        return bound(run, ("Input",))
 
 
 @any_kernel(
