@@ -19,7 +19,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (benchmarks/compare.py: find_model, feeds_for)
 
-MODELS = "mobilenet_v3_small,ppocr_cls_v2,transformer_encoder,mobilenet_v2,ppocr_det_v4"
+MODELS = "mobilenet_v3_small,ppocr_cls_v2,transformer_encoder,mobilenet_v2,ppocr_det_v4,ppocr_rec_v4"
+# the OCR recogniser pdlite ships (not in the shared zoo): one text line 48 x 320, random values
+REC = Path(__file__).resolve().parents[1] / "pdlite" / "apps" / "ocr" / "models" / "ch_PP-OCRv4_rec_infer"
+
+
+def model_and_feeds(name: str) -> tuple[Path | None, dict[str, np.ndarray]]:
+    if name == "ppocr_rec_v4":
+        x = np.random.default_rng(0).standard_normal((1, 3, 48, 320)).astype(np.float32)
+        return (REC if REC.is_dir() else None), {"x": x}
+    d = compare.find_model(name)
+    return d, compare.feeds_for(d, 1) if d is not None else {}
 
 
 def main() -> int:
@@ -36,11 +46,10 @@ def main() -> int:
           "generic / constant / re-checked |")
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        d = compare.find_model(name)
+        d, feeds = model_and_feeds(name)
         if d is None:
             print(f"| {name} | (model not found) | | | | | |")
             continue
-        feeds = compare.feeds_for(d, 1)
         for threads in (int(t) for t in args.threads.split(",")):
             preds = {}
             for steady in (False, True):
