@@ -169,3 +169,39 @@ def test_requantizing_dequantized_codes_gives_them_back() -> None:
     sweep = [(float(s), rt) for s in np.geomspace(1e-4, 1e4, 2001, dtype=np.float32) for rt in (0, 1)]
     bad = [(s, rt) for s, rt in scales + sweep if not qn.codes_identity(s, rt)]
     assert not bad, f"quantize(dequantize(q)) != q at {bad[:5]}"
+
+
+def test_bound_int8_calls_equal_run() -> None:
+    """quantized_conv2d (float or codes in, float or codes out, residual) and pointwise_chain bind their native call
+    for the runtime's steady path: the bound call gives run()'s outputs bit for bit, on new values too."""
+    from tests.kernels.test_host_bind import _call, _kernel, _same
+
+    rng = np.random.default_rng(3)
+    w8 = rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8)
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    base = {"Filter": [w8], "WeightScale": [np.linspace(0.01, 0.02, 16, dtype=np.float32)],
+            "Bias": [np.linspace(-1, 1, 16, dtype=np.float32)]}
+    attrs = {"paddings": [1, 1], "in_scale": 3.0, "act_type": "relu"}
+    qp = qn.QParam.of(3.0, 0)
+    cases = [({"Input": [x]}, attrs), ({"Input": [qn.codes_of(x, qp)]}, {**attrs, "in_codes": True}),
+             ({"Input": [x]}, {**attrs, "code_scale": 2.0}),
+             ({"Input": [x], "ResidualData": [rng.standard_normal((1, 16, 10, 10)).astype(np.float32)]}, attrs)]
+    for i, (extra, at) in enumerate(cases):
+        ins = {**base, **extra}
+        k = _kernel("quantized_conv2d", ins, {"Output": 1}, at)
+        ref = k.run(ins)
+        b = k.bind(ins, frozenset(("Filter", "WeightScale", "Bias")))
+        assert b is not None, i
+        _same(_call(b, ins), ref, f"quantized_conv2d case {i}")
+        x2 = (rng.standard_normal(x.shape) * 3).astype(np.float32)
+        ins2 = {**ins, "Input": [qn.codes_of(x2, qp) if at.get("in_codes") else x2]}
+        _same(_call(b, ins2), k.run(ins2), f"quantized_conv2d case {i}, new values")
+        assert k.bind(ins, frozenset()) is None  # weights not the program's parameters: not held
+    y = rng.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    prog = qn.chain_qdq(2.0, 0) + qn.chain_act(native.activation("relu", {}))
+    for ins, at in [({"X": [y]}, {"post_ops": prog}), ({"X": [y], "Y": [y * 2]}, {"post_ops": prog,
+                                                                                  "x_ops": qn.chain_qdq(1.5, 0)})]:
+        k = _kernel("pointwise_chain", ins, {"Out": 1}, at)
+        b = k.bind(ins, frozenset())
+        assert b is not None
+        _same(_call(b, ins), k.run(ins), "pointwise_chain")

@@ -30,7 +30,7 @@ from pdlite.kernels.host import native
 from pdlite.kernels.host import quant_native as qn
 from pdlite.kernels.host.conv import numpy_act_inplace
 from pdlite.kernels.host.quant import dequantize, quantize
-from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.kernels.registry import Bound, Kernel, TensorType, bound, register_kernel
 from pdlite.operators.fused import split_activation
 from pdlite.operators.nn import ConvGeometry, conv2d_geometry
 
@@ -152,6 +152,21 @@ class QuantizedConv2d(_Int8Kernel):
             self._plans[x.shape] = plan
         return plan
 
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        """The native plan run() just used for these inputs (Kernel.bind), reading Input (and ResidualData); None
+        where it used none or the weights are not the program's parameters."""
+        if any(ins.get(s) and s not in fixed for s in ("Filter", "WeightScale", "Bias")):
+            return None
+        x, r = ins["Input"][0], ins.get("ResidualData")
+        plan = self._plans.get(x.shape) if self._plans_of is self._packed is not None else None
+        if (plan is None or self._src is not ins["Filter"][0] or type(x) is not np.ndarray or not x.flags.c_contiguous
+                or x.dtype != (np.uint8 if self.in_codes else F32)):
+            return None
+        if not r:
+            return bound(plan, ("Input",), ("Output",))
+        ok = type(r[0]) is np.ndarray and r[0].dtype == F32 and r[0].flags.c_contiguous
+        return bound(plan, ("Input", "ResidualData"), ("Output",)) if ok else None
+
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["Input"][0]
         self._weights(ins)
@@ -229,11 +244,24 @@ class PointwiseChain(Kernel):
         self.x_program = np.asarray(self.attrs["x_ops"], F32)
         self.y_program = np.asarray(self.attrs["y_ops"], F32)
 
+    def _native_for(self, x: Any, y: Any) -> bool:
+        ok = [isinstance(v, np.ndarray) and v.dtype == F32 and v.ndim >= 2 for v in (x, y) if v is not None]
+        return qn.available() and native.use_native(self.context) and all(ok) and (y is None or y.shape == x.shape)
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        """qchain for these inputs (Kernel.bind); None where run() takes NumPy's path."""
+        x, y = ins["X"][0], ins["Y"][0] if ins.get("Y") else None
+        if not self._native_for(x, y):
+            return None
+        p, xp, yp, chain = self.program, self.x_program, self.y_program, qn.qchain
+        if y is None:
+            return bound(lambda x: chain(x, p), ("X",), ("Out",))
+        return bound(lambda x, y: chain(x, p, y, xp, yp), ("X", "Y"), ("Out",))
+
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["X"][0]
         y = ins["Y"][0] if ins.get("Y") else None
-        ok = [isinstance(v, np.ndarray) and v.dtype == F32 and v.ndim >= 2 for v in (x, y) if v is not None]
-        if qn.available() and native.use_native(self.context) and all(ok) and (y is None or y.shape == x.shape):
+        if self._native_for(x, y):
             return {"Out": [qn.qchain(x, self.program, y, self.x_program, self.y_program)]}
         y = None if y is None else np.asarray(y, F32)
         return {"Out": [qn.chain_numpy(np.asarray(x, F32), self.program, y, self.x_program, self.y_program)]}
