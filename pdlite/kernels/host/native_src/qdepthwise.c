@@ -206,6 +206,7 @@ PD_INLINE void qdwf_task_impl(void *ctx, isz begin, isz end) {
     if (xf && sf) {
         q_args a = d->a;
         a.comp = NULL; /* the float q has no + 128 */
+        a.fsum = 1;    /* the epilogue reads the float sums as they are */
         for (isz it = begin; it < end; it++) {
             const isz n = it / d->chunks, c0 = (it % d->chunks) * d->chunk;
             const isz cc = g->C - c0 < d->chunk ? g->C - c0 : d->chunk, off = (n * g->C + c0) * HW, cnt = cc * HW;
@@ -235,8 +236,7 @@ PD_INLINE void qdwf_task_impl(void *ctx, isz begin, isz end) {
             w.SH = g->SH, w.SW = g->SW, w.DH = g->DH, w.DW = g->DW, w.PT = g->PT, w.PL = g->PL;
             w.act.kind = ACT_NONE;
             dw_run_serial(&w);
-            int32_t *si = (int32_t *)sf; /* the exact integer sums, in place */
-            PD_SIMD for (isz i = 0; i < cc * L; i++) si[i] = (int32_t)sf[i];
+            const int32_t *si = (const int32_t *)sf; /* (read as floats: a.fsum) */
             a.img = n;
             if (g_qisa == Q_VNNI)
                 q_epilogue(&a, si, L, cc, c0, 0, L);

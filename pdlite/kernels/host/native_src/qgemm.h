@@ -37,6 +37,7 @@ typedef struct {
     q_param cq;
     act_t act;
     q_format f;
+    int fsum; /* the sums the epilogue reads are floats holding exact integers (qdwconv's float-sums form; no comp) */
 } q_args;
 
 typedef uint8_t q_v16b __attribute__((vector_size(16)));
@@ -121,12 +122,21 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
                             const int v16, uint8_t *codes) {
     const int32_t cm = a->comp ? a->comp[mm] : 0;
     const float mul = a->mul[mm], b = a->bias ? a->bias[mm] : 0.0f;
-    if (!v16) {
+    if (!v16 && a->fsum) {
+        const float *sf = (const float *)s;
+        if (r) {
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (sf[j] * mul + b) + r[j];
+        } else {
+            PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = sf[j] * mul + b;
+        }
+    } else if (!v16) {
         if (r) {
             PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = ((float)(s[j] - cm) * mul + b) + r[j];
         } else {
             PD_SIMD for (isz j = 0; j < ncols; j++) o[j] = (float)(s[j] - cm) * mul + b;
         }
+    }
+    if (!v16) {
         if (a->act.kind != ACT_NONE) bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
         if (a->oq.on) q_qdq_any(o, o, ncols, &a->oq);
         if (a->chain) q_chain_row(o, ncols, mm, a->chain);
@@ -144,7 +154,10 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
             for (isz k = 0; k < cnt; k++) t[k] = s[j + k];
             memcpy(&iv, t, sizeof iv);
         }
-        f = __builtin_convertvector(iv - cm, pd_v16) * mul + b;
+        if (a->fsum) /* (the same bits: the float sums are the integers) */
+            f = (pd_v16)iv * mul + b;
+        else
+            f = __builtin_convertvector(iv - cm, pd_v16) * mul + b;
         if (r) {
             pd_v16 rv = {0};
             if (cnt == 16) {
