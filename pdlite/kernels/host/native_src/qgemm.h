@@ -53,9 +53,45 @@ PD_INLINE pd_v16i q_codes_v16(const uint8_t *row, isz q0, isz cnt) {
     return __builtin_convertvector(b, pd_v16i) - 128;
 }
 
+/* the u8x4 words of columns [q0, q0 + cnt) of 4 rows of codes (NULL: code 0, byte 128): the bytes interleaved as they
+ * are (x86: SSE2 unpacks) */
+PD_INLINE q_v16u q_codes_words4(const void *const rows[4], isz q0, isz cnt) {
+    q_v16u out;
+#ifdef PD_X86_DISPATCH
+    __m128i b[4];
+    for (int t = 0; t < 4; t++) {
+        const uint8_t *row = (const uint8_t *)rows[t];
+        if (row && cnt == 16) {
+            b[t] = _mm_loadu_si128((const __m128i *)(row + q0));
+        } else {
+            uint8_t tmp[16];
+            memset(tmp, 128, sizeof tmp);
+            if (row) memcpy(tmp, row + q0, (size_t)cnt);
+            b[t] = _mm_loadu_si128((const __m128i *)tmp);
+        }
+    }
+    const __m128i lo01 = _mm_unpacklo_epi8(b[0], b[1]), hi01 = _mm_unpackhi_epi8(b[0], b[1]);
+    const __m128i lo23 = _mm_unpacklo_epi8(b[2], b[3]), hi23 = _mm_unpackhi_epi8(b[2], b[3]);
+    const __m128i w[4] = {_mm_unpacklo_epi16(lo01, lo23), _mm_unpackhi_epi16(lo01, lo23),
+                          _mm_unpacklo_epi16(hi01, hi23), _mm_unpackhi_epi16(hi01, hi23)};
+    memcpy(&out, w, sizeof out);
+#else
+    for (int j = 0; j < 16; j++) {
+        uint32_t word = 0;
+        for (int t = 0; t < 4; t++) {
+            const uint8_t *row = (const uint8_t *)rows[t];
+            word |= (uint32_t)(row && j < cnt ? row[q0 + j] : 128) << (8 * t);
+        }
+        out[j] = word;
+    }
+#endif
+    return out;
+}
+
 /* the words of columns [q0, q0 + cnt) (cnt <= 16) of kg rows (NULL: zeros) quantized: kg 4: 4 x (q + 128) as uint8
  * (the vnni / baseline format), kg 2: 2 x int16 (avx2); rows of floats, or of codes for rt Q_RT_CODES */
 PD_INLINE q_v16u q_words(const void *const rows[4], isz q0, isz cnt, int kg, const q_param *qp, const int rt) {
+    if (rt == Q_RT_CODES && kg == 4) return q_codes_words4(rows, q0, cnt);
     pd_v16i q[4];
     for (int t = 0; t < kg; t++) {
         if (rt == Q_RT_CODES) {
