@@ -340,6 +340,8 @@ PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
         const isz hw = g->H * g->W > a->L ? g->H * g->W : a->L;
         isz chunk = QDW_CHUNK_FLOATS / (hw > 0 ? hw : 1);
         chunk = chunk < 1 ? 1 : (chunk >= 16 ? chunk / 16 * 16 : chunk);
+        const isz quarter = (g->C / 4 + 15) / 16 * 16; /* at least 4 items where that keeps 16 channels each */
+        if (quarter >= 16 && chunk > quarter) chunk = quarter;
         d.wf = wf, d.chunk = chunk < g->C ? chunk : g->C, d.chunks = (g->C + d.chunk - 1) / d.chunk;
         items = a->N * d.chunks;
         task = qdwf_task;

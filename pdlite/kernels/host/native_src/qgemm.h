@@ -180,7 +180,10 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
     }
     const int regs = act_in_regs(&a->act); /* else: the activation and the QDQ over the stored row */
     for (isz j = 0; j < ncols; j += 16) {
-        const isz cnt = ncols - j < 16 ? ncols - j : 16;
+        isz cnt = ncols - j < 16 ? ncols - j : 16;
+        if (cnt < 16 && ncols >= 16) /* the row's last 16 instead of a partial vector: the overlap is recomputed, the
+                                      * same values (o, codes are not the sums, r is read only) */
+            j = ncols - 16, cnt = 16;
         pd_v16i iv;
         pd_v16 f;
         if (cnt == 16) {
