@@ -196,6 +196,24 @@ PD_INLINE void qdw_task_impl(void *ctx, isz begin, isz end) {
 }
 PD_VERSIONS(qdw_task)
 
+#ifdef PD_X86_DISPATCH
+/* xf[0 .. n) = float(q(x)), round_type 0, 8 at a time (q_avx2_q8: the 16-lane vectors spill at AVX2) */
+PD_TARGET_AVX2 static void qdwf_quantize_avx2(float *xf, const float *x, isz n, float k) {
+    const __m256 kv = _mm256_set1_ps(k);
+    for (isz i = 0; i < n; i += 8) {
+        const isz cnt = n - i < 8 ? n - i : 8;
+        const __m256 q = _mm256_cvtepi32_ps(q_avx2_q8(x, i, cnt, kv));
+        if (cnt == 8) {
+            _mm256_storeu_ps(xf + i, q);
+        } else {
+            float t[8];
+            _mm256_storeu_ps(t, q);
+            for (isz j = 0; j < cnt; j++) xf[i + j] = t[j];
+        }
+    }
+}
+#endif
+
 /* items [begin, end) = (image, chunk of channels) of the float-sums form */
 PD_INLINE void qdwf_task_impl(void *ctx, isz begin, isz end) {
     const qdw_args *d = (const qdw_args *)ctx;
@@ -215,6 +233,12 @@ PD_INLINE void qdwf_task_impl(void *ctx, isz begin, isz end) {
                 PD_SIMD for (isz i = 0; i < cnt; i++) xf[i] = (float)((int32_t)xc[i] - 128);
             } else {
                 const float *x = a.x + off;
+#ifdef PD_X86_DISPATCH
+                if (g_qisa == Q_AVX2 && a.qp.rt == 0) {
+                    qdwf_quantize_avx2(xf, x, cnt, a.qp.k);
+                    goto quantized;
+                }
+#endif
                 for (isz i = 0; i < cnt; i += 16) {
                     const isz k = cnt - i < 16 ? cnt - i : 16;
                     pd_v16 xv = {0};
@@ -229,6 +253,10 @@ PD_INLINE void qdwf_task_impl(void *ctx, isz begin, isz end) {
                         for (isz j = 0; j < k; j++) xf[i + j] = qf[j];
                 }
             }
+#ifdef PD_X86_DISPATCH
+        quantized:
+#endif
+            ;
             dw_args w;
             memset(&w, 0, sizeof w);
             w.x = xf, w.w = d->wf + c0 * taps, w.out = sf;

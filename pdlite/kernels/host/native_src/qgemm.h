@@ -90,8 +90,45 @@ PD_INLINE q_v16u q_codes_words4(const void *const rows[4], isz q0, isz cnt) {
 
 /* the words of columns [q0, q0 + cnt) (cnt <= 16) of kg rows (NULL: zeros) quantized: kg 4: 4 x (q + 128) as uint8
  * (the vnni / baseline format), kg 2: 2 x int16 (avx2); rows of floats, or of codes for rt Q_RT_CODES */
+/* the s16x2 (avx2) words of columns [q0, q0 + cnt) of 2 rows of codes (NULL: 0): int16 pairs (b0 - 128, b1 - 128) */
+PD_INLINE q_v16u q_codes_words2(const void *const rows[4], isz q0, isz cnt) {
+    q_v16u out;
+#ifdef PD_X86_DISPATCH
+    __m128i b[2];
+    for (int t = 0; t < 2; t++) {
+        const uint8_t *row = (const uint8_t *)rows[t];
+        if (row && cnt == 16) {
+            b[t] = _mm_loadu_si128((const __m128i *)(row + q0));
+        } else {
+            uint8_t tmp[16];
+            memset(tmp, 128, sizeof tmp);
+            if (row) memcpy(tmp, row + q0, (size_t)cnt);
+            b[t] = _mm_loadu_si128((const __m128i *)tmp);
+        }
+    }
+    const __m128i z = _mm_setzero_si128(), c = _mm_set1_epi16(128);
+    const __m128i l0 = _mm_sub_epi16(_mm_unpacklo_epi8(b[0], z), c), h0 = _mm_sub_epi16(_mm_unpackhi_epi8(b[0], z), c);
+    const __m128i l1 = _mm_sub_epi16(_mm_unpacklo_epi8(b[1], z), c), h1 = _mm_sub_epi16(_mm_unpackhi_epi8(b[1], z), c);
+    const __m128i w[4] = {_mm_unpacklo_epi16(l0, l1), _mm_unpackhi_epi16(l0, l1), _mm_unpacklo_epi16(h0, h1),
+                          _mm_unpackhi_epi16(h0, h1)};
+    memcpy(&out, w, sizeof out);
+#else
+    for (int j = 0; j < 16; j++) {
+        uint32_t word = 0;
+        for (int t = 0; t < 2; t++) {
+            const uint8_t *row = (const uint8_t *)rows[t];
+            const int q = row && j < cnt ? (int)row[q0 + j] - 128 : 0;
+            word |= ((uint32_t)q & 0xffffu) << (16 * t);
+        }
+        out[j] = word;
+    }
+#endif
+    return out;
+}
+
 PD_INLINE q_v16u q_words(const void *const rows[4], isz q0, isz cnt, int kg, const q_param *qp, const int rt) {
     if (rt == Q_RT_CODES && kg == 4) return q_codes_words4(rows, q0, cnt);
+    if (rt == Q_RT_CODES && kg == 2) return q_codes_words2(rows, q0, cnt);
     pd_v16i q[4];
     for (int t = 0; t < kg; t++) {
         if (rt == Q_RT_CODES) {

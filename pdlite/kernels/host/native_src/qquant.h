@@ -85,9 +85,48 @@ PD_INLINE void q_qdq_loop(float *o, const float *x, isz n, const q_out *oq) {
     }
 }
 
+#ifdef PD_X86_DISPATCH
+/* q_codes_row for round_type 0 with AVX2 intrinsics, 8 at a time (the 16-lane vectors spill at AVX2): the clamp,
+ * cvtps2dq (half to even, as the 1.5 * 2^23 addition), + 128, packed to bytes; the tail through a padded copy */
+PD_TARGET_AVX2 static void q_codes_avx2(uint8_t *o, const float *x, isz n, const q_param *qp) {
+    const __m256 k = _mm256_set1_ps(qp->k), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i off = _mm256_set1_epi32(128);
+    for (isz i = 0; i < n; i += 8) {
+        const isz cnt = n - i < 8 ? n - i : 8;
+        __m256 y;
+        if (cnt == 8) {
+            y = _mm256_loadu_ps(x + i);
+        } else {
+            float t[8] = {0};
+            for (isz j = 0; j < cnt; j++) t[j] = x[i + j];
+            y = _mm256_loadu_ps(t);
+        }
+        y = _mm256_mul_ps(y, k);
+        y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)); /* NaN -> 0 */
+        y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
+        const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(y), off);
+        const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        const __m128i b = _mm_packus_epi16(w, w);
+        if (cnt == 8) {
+            _mm_storel_epi64((__m128i *)(o + i), b);
+        } else {
+            uint8_t t[16];
+            _mm_storeu_si128((__m128i *)t, b);
+            for (isz j = 0; j < cnt; j++) o[i + j] = t[j];
+        }
+    }
+}
+#endif
+
 /* o[0 .. n) = the codes of x as bytes q + 128 (q = quantize_linear(x), qp): what an int8 op reading them would compute
- * from the floats; 16 at a time with q_v16 (a plain loop converting to bytes stayed scalar) */
+ * from the floats; 16 at a time with q_v16 (a plain loop converting to bytes stayed scalar), AVX2: q_codes_avx2 */
 PD_INLINE void q_codes_row(uint8_t *o, const float *x, isz n, const q_param *qp) {
+#ifdef PD_X86_DISPATCH
+    if (g_qisa == Q_AVX2 && qp->rt == 0) {
+        q_codes_avx2(o, x, n, qp);
+        return;
+    }
+#endif
     typedef uint8_t v16b __attribute__((vector_size(16)));
     for (isz i = 0; i < n; i += 16) {
         const isz cnt = n - i < 16 ? n - i : 16;
