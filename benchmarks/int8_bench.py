@@ -308,22 +308,22 @@ def layer_table(model: str, q: Path) -> None:
     x = np.load(SHARED / model / "case.npz")["in:x"]
     f32, i8 = conv_times(SHARED / model, x, False), conv_times(q, x, True)
     print(f"\n{model}: per-conv host times (ms, CPU time, 1 thread; int8 ISA {host_isa_label('')})\n")
-    print("| input | filter | strides | fp32 ms | int8 ms | fp32 / int8 |")
-    print("|---|---|---|---|---|---|")
-    for key, t in sorted(f32.items(), key=lambda kv: -kv[1]):
+    print("| input | filter | strides | fp32 ms | int8 ms | saved ms | fp32 / int8 |")
+    print("|---|---|---|---|---|---|---|")
+    for key, t in sorted(f32.items(), key=lambda kv: -(kv[1] - i8.get(kv[0], kv[1]))):  # by time saved
         t8 = i8.get(key)
         ratio = f"{t / t8:.2f}x" if t8 else "-"
         print(f"| {list(key[0])} | {list(key[1])} | {list(key[2])} | {t:.3f} | "
-              f"{'-' if t8 is None else f'{t8:.3f}'} | {ratio} |")
+              f"{'-' if t8 is None else f'{t8:.3f}'} | {'-' if t8 is None else f'{t - t8:+.3f}'} | {ratio} |")
     print(f"| all | | | {sum(f32.values()):.3f} | {sum(i8.values()):.3f} | "
           f"{sum(f32.values()) / max(sum(i8.values()), 1e-9):.2f}x |")
 
 
 def depthwise_table(model: str, rounds: int) -> None:
-    """The fp32 depthwise kernel against the int8 one (quant_native.qdwconv: the float input quantized per plane,
-    exact int32 sums, the epilogue with relu and an output QDQ as in the int8 programs) on each depthwise conv shape
-    of the model (same padding k // 2), random data, CPU time per call, 1 thread, medians of rounds x 10 alternated
-    calls."""
+    """The fp32 depthwise kernel against the int8 one as the int8 programs run it (quant_native.qdwconv reading and
+    writing int8 codes: exact sums, the epilogue with relu, the output quantized to the next conv's codes) on each
+    depthwise conv shape of the model (same padding k // 2), random data, CPU time per call, 1 thread, medians of
+    rounds x 10 alternated calls."""
     from pdlite.kernels.host import native
     from pdlite.kernels.host import quant_native as qn
 
@@ -332,7 +332,8 @@ def depthwise_table(model: str, rounds: int) -> None:
     native._ext.set_num_threads(1)
     relu = native.activation("relu", {})
     rng = np.random.default_rng(0)
-    print(f"\n{model}: depthwise convs, fp32 kernel vs int8 qdwconv (ms, CPU time, 1 thread, int8 {qn.int8_isa()})\n")
+    print(f"\n{model}: depthwise convs, fp32 kernel vs int8 qdwconv, codes in and out (ms, CPU time, 1 thread, int8 "
+          f"{qn.int8_isa()})\n")
     print("| input | kernel, stride | fp32 ms | int8 ms | fp32 / int8 |")
     print("|---|---|---|---|---|")
     tot = [0.0, 0.0]
@@ -343,9 +344,10 @@ def depthwise_table(model: str, rounds: int) -> None:
         w8 = rng.integers(-127, 128, (c, 1, k, k)).astype(np.int8)
         wq, comp = qn.dw_weights(w8)
         wf, b, mul = w8.reshape(c, -1).astype(np.float32), np.zeros(c, np.float32), np.full(c, 1e-3, np.float32)
-        geo, qp, oq = ((k, k), (s, s), (1, 1), (p, p)), qn.QParam.of(2.5, 0), qn.out_qdq(0.5, 0)
+        geo, qp, cq = ((k, k), (s, s), (1, 1), (p, p)), qn.QParam.of(2.5, 0), qn.QParam.of(0.5, 0)
+        xc = qn.codes_of(xi, qp)
         calls = (functools.partial(native.depthwise_conv2d, xi, wf, b, c, oh, ow, *geo, relu),
-                 functools.partial(qn.qdwconv, xi, wq, comp, mul, b, oh, ow, *geo, qp, relu, None, oq))
+                 functools.partial(qn.qdwconv, xc, wq, comp, mul, b, oh, ow, *geo, qp, relu, codes=cq))
         ts: tuple[list[float], list[float]] = ([], [])
         for _ in range(rounds * 10):
             for i, f in enumerate(calls):
