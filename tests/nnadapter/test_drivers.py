@@ -217,6 +217,31 @@ def test_openvino_snippets_only_in_models_for_one_shape(tmp_path) -> None:
         drv.build(dynamic, {"INTEL_OPENVINO_SNIPPETS": "sometimes"})
 
 
+def test_openvino_cpu_threads_not_pinned_unless_asked(tmp_path) -> None:
+    """INTEL_OPENVINO_CPU_PINNING: by default OpenVINO's CPU threads are not pinned to cores (OpenVINO pins them for a
+    LATENCY model: a pinned thread waits on a core another process keeps busy); `on` pins them; a model loaded from
+    the model cache keeps the setting; a bad value is refused, naming the property."""
+    need("intel_openvino")
+    from pdlite.errors import ConfigError
+    from pdlite.nnadapter.drivers.intel_openvino import OpenVINODriver
+
+    drv = OpenVINODriver()
+    model = _attention_model(12)
+    x = np.random.default_rng(0).standard_normal((1, 12, 64)).astype(np.float32)
+
+    def pinned(props: dict, cache: str | None = None) -> bool:
+        compiled = drv.build(model, {"INTEL_OPENVINO_INFERENCE_NUM_THREADS": "1", **props}, cache)
+        drv.run(compiled, [x])
+        return bool(compiled.compiled.get_property("ENABLE_CPU_PINNING"))
+
+    assert not pinned({}) and not pinned({"INTEL_OPENVINO_CPU_PINNING": "off"})
+    assert pinned({"INTEL_OPENVINO_CPU_PINNING": "on"}), "the control: OpenVINO pins when asked"
+    cache = str(tmp_path / "entry")
+    assert not pinned({}, cache) and not pinned({}, cache)  # compiled, then loaded
+    with pytest.raises(ConfigError, match="INTEL_OPENVINO_CPU_PINNING='always'"):
+        drv.build(model, {"INTEL_OPENVINO_CPU_PINNING": "always"})
+
+
 @pytest.mark.parametrize("device", list(DEVICES))
 @pytest.mark.parametrize("largest", [0, 1])
 def test_top_k_ties_keep_index_order_with_dynamic_dims(device: str, largest: int) -> None:

@@ -13,6 +13,12 @@ Context properties (one `KEY=VALUE;...` string, see CxxConfig.set_nnadapter_cont
   12 new lengths at 3.3x the cost of the same lengths again with snippets, 1.6x without, and the same lengths
   again ~10% slower without. `static` compiles the models for all shapes (dynamic dims) without snippets and
   those for one shape (a hot signature's, per-shape ones) with them; `all` is OpenVINO's default everywhere.
+- INTEL_OPENVINO_CPU_PINNING: off (default) or on: whether OpenVINO pins its CPU threads to cores
+  (`ENABLE_CPU_PINNING`, OpenVINO's default for a LATENCY model on Linux). A pinned thread cannot leave a core that
+  another process (or another runtime in this process) keeps busy, and waits there: on a shared 2-vCPU machine
+  (load ~3-4.7, OpenVINO 2026.4, 2 threads, processes alternating) unpinned PP-OCR cls ran at 0.47-0.60x the
+  pinned time in runs of 5 after a pause (compare.py's blocks; a call after idle), MobileNetV3-small at 0.57-0.83x,
+  and 0.26x in 200 back to back; the same (1.01-1.04x) where nothing else ran.
 The model cache holds OpenVINO's exported compiled model (`CompiledModel.export_model`). Every TopK is made
 stable before compiling (`stable_top_k`: ties in index order, as ONNX and Paddle define it).
 
@@ -38,6 +44,7 @@ from pdlite.nnadapter.registry import register_driver
 PRECISIONS = ("f32", "f16", "bf16")
 HINTS = ("LATENCY", "THROUGHPUT")
 SNIPPETS = ("static", "all", "none")  # INTEL_OPENVINO_SNIPPETS: the models compiled with OpenVINO's snippets
+PINNING = ("off", "on")  # INTEL_OPENVINO_CPU_PINNING
 
 
 class OpenVINOModel:
@@ -120,6 +127,8 @@ class OpenVINODriver(Driver):
         "INTEL_OPENVINO_SNIPPETS": "static (default: OpenVINO's snippets only in models compiled for one shape; "
                                    "a model with dynamic dims would compile them again at every new shape), "
                                    "all or none",
+        "INTEL_OPENVINO_CPU_PINNING": "off (default: threads free to move off a core kept busy elsewhere) or on "
+                                      "(OpenVINO's default: pinned to cores)",
     }
 
     def __init__(self) -> None:
@@ -144,6 +153,11 @@ class OpenVINODriver(Driver):
         threads = int_property(mine, "INTEL_OPENVINO_INFERENCE_NUM_THREADS")
         if threads:
             cfg["INFERENCE_NUM_THREADS"] = threads
+        pinning = mine.get("INTEL_OPENVINO_CPU_PINNING", "off").lower() or "off"
+        if pinning not in PINNING:
+            raise ConfigError(f"INTEL_OPENVINO_CPU_PINNING={pinning!r}: expected one of {PINNING}")
+        if device.upper() == "CPU":  # (a CPU plugin property: other devices refuse it)
+            cfg["ENABLE_CPU_PINNING"] = pinning == "on"
         return device, cfg
 
     @classmethod
