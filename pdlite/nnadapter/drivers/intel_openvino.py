@@ -17,8 +17,8 @@ Context properties (one `KEY=VALUE;...` string, see CxxConfig.set_nnadapter_cont
   (`ENABLE_CPU_PINNING`, OpenVINO's default for a LATENCY model on Linux). A pinned thread cannot leave a core that
   another process (or another runtime in this process) keeps busy, and waits there: on a shared 2-vCPU machine
   (load ~3-4.7, OpenVINO 2026.4, 2 threads, processes alternating) unpinned PP-OCR cls ran at 0.47-0.60x the
-  pinned time in runs of 5 after a pause (compare.py's blocks; a call after idle), MobileNetV3-small at 0.57-0.83x,
-  and 0.26x in 200 back to back; the same (1.01-1.04x) where nothing else ran.
+  pinned time in runs of 5 after a pause (compare.py's blocks; a call after idle), MobileNetV3-small at 0.57-0.83x;
+  200 runs back to back: PP-OCR cls the same (within 2%, load ~3.5), MobileNetV3-small 0.26x (load ~4.7).
 The model cache holds OpenVINO's exported compiled model (`CompiledModel.export_model`). Every TopK is made
 stable before compiling (`stable_top_k`: ties in index order, as ONNX and Paddle define it).
 
