@@ -153,6 +153,39 @@ def test_more_recurring_shapes_than_an_instruction_keeps() -> None:
     assert len(rt._steady.plans) == 20 and rt._steady.records == 20
 
 
+def test_clones_on_threads() -> None:
+    """Clones share the program and its plans: four threads alternating two feed shapes (records and steady runs of
+    one key racing with the other's) give the normal path's bits on every run."""
+    import threading
+
+    name = "ppocr_cls_v2"
+    d = find_model(name)
+    if d is None:
+        pytest.skip(skip_reason(name))
+    x = _feeds(d)["x"]
+    cases = [{"x": x}, {"x": np.ascontiguousarray(x[..., :160])}]
+    normal = _predictor(d, False)
+    refs = [_run(normal, f) for f in cases]
+    base = _predictor(d, True)
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        pred = base.clone()
+        for i in range(12):
+            j = (i + k) % 2
+            got = _run(pred, cases[j])
+            if not all(np.array_equal(a, b) for a, b in zip(got, refs[j])):
+                errors.append(f"thread {k} run {i}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(base.runtime_program._steady.plans) == 2
+
+
 def _host_kernel(op_type: str):
     return next(kd for kd in kernels_for(op_type) if kd.key.target == TargetType.Host)
 
