@@ -18,8 +18,9 @@ it: shape, strides and dtype), one step per instruction:
   such values and parameters): a fresh copy of the recorded outputs. An instruction whose value-dependent shape
   inference read only such values (reshape2 whose ShapeTensor is computed from a shape op) then binds like any
   other, the values in its `fixed` slots;
-- re-checked: an instruction that is not marked checked (value-dependent shape inference such as reshape2 with a
-  ShapeTensor, no shape inference, control flow, subgraph and delegate instructions, non-array inputs): it runs
+- re-checked: an instruction that is not marked checked (shape inference reading values the key does not fix, such
+  as reshape2 with a fed ShapeTensor; no shape inference; control flow, subgraph and delegate instructions;
+  non-array inputs): it runs
   through `Instruction.run` as on the normal path, and its outputs' shapes, strides and dtypes are compared with the
   recorded ones; a difference ends the steady run there and the rest runs on the normal path. An instruction whose
   outputs are not arrays ends the recorded list (the rest always runs normally).
@@ -30,9 +31,9 @@ parameter object takes the normal path. A step that raises is run again through 
 the op as usual. The plans of the last PLANS keys are kept.
 
 Hooks (profilers) are called after each step, so they time what runs. The normal path stays for the split-thread
-mode, feeds that are not NumPy arrays and changed parameters; the config
-option `steady_path` (default on) turns this path off, for comparisons and debugging. Results are the same bits:
-the same kernels run on the same inputs (tests/core/test_steady_path.py runs the models both ways).
+mode, feeds that are not NumPy arrays and changed parameters; the config option `steady_path` (default on) turns
+this path off, for comparisons and debugging. Results are the same bits: the same kernels run on the same inputs
+(tests/core/test_steady_path.py runs the models and the conformance programs both ways).
 """
 from __future__ import annotations
 
