@@ -117,9 +117,9 @@ class QuantizedConv2d(_Int8Kernel):
     def __init__(self, op: Any) -> None:
         super().__init__(op)
         self.depthwise = int(self.attrs.get("groups") or 1) > 1
-        self.in_codes = bool(self.attrs.get("in_codes", False))
-        cs = float(self.attrs.get("code_scale", 0.0))
-        self.codes = qn.QParam.of(cs, int(self.attrs.get("code_round_type", 0))) if cs > 0 else None
+        self.in_codes = bool(self.attrs["in_codes"])
+        cs = float(self.attrs["code_scale"])
+        self.codes = qn.QParam.of(cs, int(self.attrs["code_round_type"])) if cs > 0 else None
         self._geo: dict[tuple[int, ...], ConvGeometry] = {}
         self._plans: dict[tuple[int, ...], Any] = {}  # input shape -> quant_native.qconv_plan (for self._packed)
         self._plans_of: Any = None

@@ -101,7 +101,7 @@ def qconv(x: np.ndarray, qw: QWeights, mul: np.ndarray, bias: np.ndarray | None,
 
 def _input(x: np.ndarray, what: str) -> np.ndarray:
     """A kernel's input as the native call takes it: codes (uint8) as they are, else float32, C-contiguous."""
-    return np.ascontiguousarray(x) if x.dtype == np.uint8 else native._f32(x, what)
+    return np.asarray(x, order="C") if x.dtype == np.uint8 else native._f32(x, what)
 
 
 def _bind(ext, shape: tuple[int, ...], head: tuple, mid: tuple, tail: tuple, xcodes: bool, codes: QParam | None):
