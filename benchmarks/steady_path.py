@@ -6,6 +6,11 @@ column says how the recorded steps run: bound calls / kernel.run without checks 
 re-checked instructions.
 
     python benchmarks/steady_path.py [--models mobilenet_v3_small,ppocr_cls_v2,...] [--threads 1,2] [--rounds 15]
+    python benchmarks/steady_path.py --ocr [--rounds 6]   # `pdlite ocr` on examples/images/, steady path on / off
+
+With --ocr: passes of the OCR pipeline (det, cls, rec, 1 thread) over the example images, alternately with the steady
+path on and off (off: every program's SteadyRunner answers "not steady", so the pipeline's predictors run as
+with the option off), after one warm-up pass of each; the texts of both are compared.
 """
 from __future__ import annotations
 
@@ -38,7 +43,10 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--ocr", action="store_true", help="time the OCR pipeline over examples/images instead")
     args = ap.parse_args()
+    if args.ocr:
+        return ocr_passes(args.rounds)
     from pdlite.lite import CxxConfig, create_paddle_predictor
 
     print(f"median ms of {args.rounds} x {args.block} runs, batch 1, interleaved in one process")
@@ -82,6 +90,30 @@ def main() -> int:
             a, b = float(np.median(times[False])), float(np.median(times[True]))
             print(f"| {name} | {threads} | {a:.3f} | {b:.3f} | {b / a:.2f} | {'yes' if same else 'NO'} | {kinds} |",
                   flush=True)
+    return 0
+
+
+def ocr_passes(rounds: int) -> int:
+    from pdlite.apps.ocr import OCR
+    from pdlite.runtime import steady
+
+    images = sorted(str(p) for p in (Path(__file__).resolve().parents[1] / "examples" / "images").glob("*.[pj]*g"))
+    real = steady.SteadyRunner.run
+    ocr = OCR(threads=1)
+    texts: dict[bool, list] = {}
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(rounds + 1):
+        for on in ((False, True) if r % 2 else (True, False)):
+            steady.SteadyRunner.run = real if on else (lambda self, scope, hook=None: False)  # type: ignore[method-assign]
+            t0 = time.perf_counter()
+            out = [[line.text for line in ocr(p)] for p in images]
+            if r:  # (round 0: warm-up, and the steady path's first two runs of each shape)
+                times[on].append(time.perf_counter() - t0)
+            texts[on] = out
+    steady.SteadyRunner.run = real  # type: ignore[method-assign]
+    a, b = float(np.median(times[False])), float(np.median(times[True]))
+    print(f"OCR of {len(images)} example images, 1 thread, median of {rounds} passes each: normal path {a:.3f} s, "
+          f"steady path {b:.3f} s, steady / normal {b / a:.2f}, same text: {'yes' if texts[True] == texts[False] else 'NO'}")
     return 0
 
 
