@@ -243,9 +243,8 @@ class SteadyRunner:
                 n in derived or n in self.params for n in inst.op.input_names())):
             return None
         names = [n for ns in inst._out_slots.values() for n in ns]
-        vals = [scope.get(n) for n in names]
-        if not names or any(type(v) is not np.ndarray or not v.flags.c_contiguous for v in vals) \
-                or sum(v.size for v in vals) > CONSTANT_MAX:
+        vals = [v for v in map(scope.get, names) if type(v) is np.ndarray and v.flags.c_contiguous]
+        if not names or len(vals) < len(names) or sum(v.size for v in vals) > CONSTANT_MAX:
             return None
         kept = [(n, v.copy()) for n, v in zip(names, vals)]
         derived.update(names)

@@ -69,11 +69,11 @@ def fc_plan(form: str, m: int, k: int, n: int, w: np.ndarray, bias: np.ndarray |
     ext = _ext()
     code, params = act
     if form == "gemm":
-        fn, dims, alloc = ext.conv_gemm, (1, 1, m, k, n), native.allocator((m, n))
+        gemm, gemm_dims, gemm_alloc = ext.conv_gemm, (1, 1, m, k, n), native.allocator((m, n))
 
         def run_gemm(x: np.ndarray) -> np.ndarray:
-            out = alloc()
-            fn(x, w, bias, out, dims, code, params, None, True)
+            out = gemm_alloc()
+            gemm(x, w, bias, out, gemm_dims, code, params, None, True)
             return out
 
         return run_gemm
