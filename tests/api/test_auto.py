@@ -135,8 +135,10 @@ def test_a_device_slow_in_its_first_runs_is_timed_once_it_settled(cache, monkeyp
         return pred
 
     c = choose_device(_cfg(), ins, build, candidates=CANDS, rounds=1, use_cache=False)
-    assert len(slow_runs) == 3 and not c.refused, c.refused
-    assert c.device == "onnxruntime" and set(c.medians_ms) == set(CANDS)
+    # (the host may be refused in its turn: on the NumPy kernels, --host-numpy, it is far slower than the device)
+    assert len(slow_runs) == 3 and "onnxruntime" not in c.refused, c.refused
+    assert c.device == "onnxruntime" and "onnxruntime" in c.medians_ms
+    assert set(c.medians_ms) | set(c.refused) == set(CANDS)
 
 
 def test_api_auto_on_a_fixed_input_measures_on_the_third_call_and_gives_the_reference(cache):
