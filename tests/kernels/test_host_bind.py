@@ -82,6 +82,14 @@ CASES: list[tuple[str, str, dict[str, list[Any]], dict[str, int], dict[str, Any]
      False),
     ("squeeze2", "squeeze2", {"X": [f32(1, 64, 1, 40)]}, {"Out": 1, "XShape": 1}, {"axes": [2]}, (), False),
     ("unsqueeze2", "unsqueeze2", {"X": [f32(64, 40)]}, {"Out": 1}, {"axes": [0, 2]}, (), False),
+    ("nearest_up2", "nearest_interp_v2", {"X": [f32(1, 9, 5, 7)]}, {"Out": 1},
+     {"scale": [2.0, 2.0], "interp_method": "nearest"}, (), False),
+    ("nearest_up8_nhwc", "nearest_interp_v2", {"X": [f32(1, 3, 2, 5)]}, {"Out": 1},
+     {"scale": [8.0, 8.0], "interp_method": "nearest", "data_layout": "NHWC"}, (), False),
+    ("nearest_out_size_fixed", "nearest_interp_v2", {"X": [f32(2, 3, 5, 4)], "OutSize": [np.array([7, 9], np.int32)]},
+     {"Out": 1}, {"interp_method": "nearest"}, ("OutSize",), False),
+    ("bilinear", "bilinear_interp_v2", {"X": [f32(1, 4, 6, 5)]}, {"Out": 1},
+     {"out_h": 11, "out_w": 8, "interp_method": "bilinear", "align_mode": 0}, (), False),
 ]
 
 # cases whose bind may decline with the native kernels in use, and why

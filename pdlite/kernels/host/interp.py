@@ -26,19 +26,21 @@ and an exact double 1.7 (dygraph) give different ratios (1/1.7f -> 0.58823526f, 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from pdlite.core.types import ANY_LAYOUT, ANY_PRECISION, HOST
 from pdlite.kernels.host.layout import from_channels_first, to_channels_first
-from pdlite.kernels.registry import Kernel, TensorType, register_kernel
+from pdlite.kernels.registry import Bound, Kernel, TensorType, bound, register_kernel
 from pdlite.operators.nn import InterpGeometry, interp_geometry, is_channel_last
 
 _ANY = TensorType(HOST, ANY_PRECISION, ANY_LAYOUT)
 _SIZE_INPUTS = {"OutSize": _ANY, "SizeTensor": _ANY, "Scale": _ANY}
 
 f32 = np.float32
+Resize = Callable[[np.ndarray], np.ndarray]
 
 
 def source_ratio(
@@ -124,18 +126,34 @@ class _Interp(Kernel):
             self.op.type, self.attrs, in_sizes, st, osz[0] if osz else None, sc[0] if sc else None
         )
 
-    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        x = ins["X"][0]
+    def plan(self, ins: dict[str, list[Any]]) -> Resize:
+        """x -> Out for inputs of the shapes of `ins` (and its size inputs' values); holds no input."""
+        shape = ins["X"][0].shape
         cl = is_channel_last(self.attrs["data_layout"])
-        in_sizes = tuple(int(v) for v in (x.shape[1:-1] if cl else x.shape[2:]))
+        in_sizes = tuple(int(v) for v in (shape[1:-1] if cl else shape[2:]))
         g = self.geometry(ins, in_sizes)
         if g.out == in_sizes:
-            return {"Out": [x.copy()]}
+            return np.ndarray.copy
         align = bool(self.attrs["align_corners"])
         two_d = len(in_sizes) == 2  # Paddle's 2-D kernel zeroes the ratio of a single output
         ratios = [source_ratio(i, o, s, align, two_d) for i, o, s in zip(in_sizes, g.out, g.scales)]
-        y = self.resize(to_channels_first(x, cl), g, ratios, align)
-        return {"Out": [from_channels_first(y, cl)]}
+        first = (shape[0], shape[-1], *shape[1:-1]) if cl else shape
+        resize = self.resizer(first, g, ratios, align)
+        if not cl:
+            return resize
+        return lambda x: from_channels_first(resize(to_channels_first(x, True)), True)
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return {"Out": [self.plan(ins)(ins["X"][0])]}
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        if any(ins.get(s) and s not in fixed for s in _SIZE_INPUTS):  # a size that may change
+            return None
+        return bound(self.plan(ins))
+
+    def resizer(self, shape: tuple[int, ...], g: InterpGeometry, ratios: list[np.float32], align: bool) -> Resize:
+        """x (channel-first, of `shape`) -> the resized array."""
+        return lambda x: self.resize(x, g, ratios, align)
 
     def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
         raise NotImplementedError
@@ -146,19 +164,47 @@ class _Interp(Kernel):
 class NearestInterp(_Interp):
     """Nearest neighbour over H, W (4-D) or D, H, W (5-D)."""
 
-    def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
-        idx = [nearest_index(r, o, i, align) for r, o, i in zip(ratios, g.out, x.shape[2:])]
-        reps = [_whole_repeat(i, n) for i, n in zip(idx, x.shape[2:])]
-        if x.ndim == 4 and all(reps):  # each source pixel repeated rh x rw times (2x, 4x upsampling)
-            (n, c, h, w), (rh, rw) = x.shape, reps
-            rows = np.repeat(x, rw, axis=3) if rw > 1 else x
-            out = np.empty((n, c, h * rh, w * rw), x.dtype)
-            out.reshape(n, c, h, rh, w * rw)[...] = rows[:, :, :, None, :]
-            return out
-        out = x  # one axis at a time: the result stays C-contiguous (np.ix_ indexing would not)
-        for axis, i in enumerate(idx, start=2):
-            out = np.take(out, i, axis=axis)
+    def resizer(self, shape: tuple[int, ...], g: InterpGeometry, ratios: list[np.float32], align: bool) -> Resize:
+        idx = [nearest_index(r, o, i, align) for r, o, i in zip(ratios, g.out, shape[2:])]
+        reps = [_whole_repeat(i, n) for i, n in zip(idx, shape[2:])]
+        if len(shape) == 4 and all(reps):  # each source pixel repeated rh x rw times (2x, 4x upsampling)
+            rh, rw = reps
+            return lambda x: upsample(x, rh, rw)
+        return lambda x: take_resize(x, idx)
+
+
+def take_resize(x: np.ndarray, idx: list[np.ndarray]) -> np.ndarray:
+    """x[:, :, idx[0]][:, :, :, idx[1]]...: the general nearest resize, one axis at a time (the result stays
+    C-contiguous; np.ix_ indexing would not)."""
+    out = x
+    for axis, i in enumerate(idx, start=2):
+        out = np.take(out, i, axis=axis)
+    return out
+
+
+# element itemsize -> (unsigned type of that size, one of twice that size, the factor making (v, v) of v)
+_PAIRS = {1: (np.uint8, np.uint16, 0x101), 2: (np.uint16, np.uint32, 0x10001),
+          4: (np.uint32, np.uint64, 0x100000001)}
+
+
+def upsample(x: np.ndarray, rh: int, rw: int) -> np.ndarray:
+    """x (N, C, H, W) with each pixel repeated rh x rw times: (N, C, H * rh, W * rw), the bits of x.
+
+    2x along W (det's FPN): each element's bits times 0x1..01 in the unsigned type of twice its size are the
+    element twice, written straight into every one of the rh output rows (one ufunc pass; 2-2.5x faster than
+    np.repeat then a row copy, and 4-6x faster than one broadcast copy into a (n, c, h, rh, w, rw) view,
+    whose inner loop is rw long). Other factors: np.repeat along W, then each row rh times.
+    """
+    n, c, h, w = x.shape
+    out = np.empty((n, c, h * rh, w * rw), x.dtype)
+    pair = _PAIRS.get(x.dtype.itemsize) if rw == 2 and x.flags.c_contiguous else None
+    if pair is not None:
+        half, twice, factor = pair
+        np.multiply(x.view(half).reshape(n * c * h, 1, w), twice(factor), out=out.view(twice).reshape(n * c * h, rh, w))
         return out
+    rows = np.repeat(x, rw, axis=3) if rw > 1 else x
+    out.reshape(n, c, h, rh, w * rw)[...] = rows[:, :, :, None, :]
+    return out
 
 
 def _whole_repeat(idx: np.ndarray, size: int) -> int:
