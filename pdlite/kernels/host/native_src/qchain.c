@@ -49,7 +49,8 @@ PD_HIDDEN int q_chain_parse(const float *prog, isz len, isz channels, q_chain *c
             break;
         case Q_STEP_QDQ:
             if (cnt != 4 || (p[2] != 0.0f && p[2] != 1.0f)) goto bad;
-            s->oq.qp.k = p[0], s->oq.qp.s = p[1], s->oq.qp.rt = (int)p[2], s->oq.qmax = p[3], s->oq.on = 1;
+            s->oq.qp.k = p[0], s->oq.qp.s = p[1], s->oq.qp.rt = (int)p[2], s->oq.qmax = p[3];
+            q_out_init(&s->oq);
             break;
         default:
             goto bad;

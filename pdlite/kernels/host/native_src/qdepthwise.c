@@ -306,7 +306,7 @@ PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
     }
     if (qo != Py_None) {
         if (!PyArg_ParseTuple(qo, "(ffi)f", &a->oq.qp.k, &a->oq.qp.s, &a->oq.qp.rt, &a->oq.qmax)) return NULL;
-        a->oq.on = 1;
+        q_out_init(&a->oq);
     }
     if (a->N < 0 || g->C <= 0 || g->H <= 0 || g->W <= 0 || g->OH <= 0 || g->OW <= 0 || g->KH <= 0 || g->KW <= 0 ||
         g->SH <= 0 || g->SW <= 0 || g->DH <= 0 || g->DW <= 0 || g->PT < 0 || g->PL < 0 ||

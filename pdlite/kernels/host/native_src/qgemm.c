@@ -449,7 +449,7 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     if (cdo != Py_None && q_parse_codes_out(cqo, &a.cq) < 0) return NULL;
     if (qo != Py_None) {
         if (!PyArg_ParseTuple(qo, "(ffi)f", &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax)) return NULL;
-        a.oq.on = 1;
+        q_out_init(&a.oq);
     }
     if (a.N < 0 || g->C <= 0 || g->H <= 0 || g->W <= 0 || a.M <= 0 || g->OH <= 0 || g->OW <= 0 || g->KH <= 0 ||
         g->KW <= 0 || g->SH <= 0 || g->SW <= 0 || g->DH <= 0 || g->DW <= 0 || g->PT < 0 || g->PL < 0) {
@@ -592,6 +592,7 @@ PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args) {
     memset(&a, 0, sizeof a);
     if (!PyArg_ParseTuple(args, "OOn(ffi)f", &xo, &oo, &a.n, &a.oq.qp.k, &a.oq.qp.s, &a.oq.qp.rt, &a.oq.qmax))
         return NULL;
+    q_out_init(&a.oq);
     q_bufs bs = {0};
     a.x = (const float *)qbufs_take(&bs, xo, 0, a.n * 4, "qdq input");
     a.out = (float *)qbufs_take(&bs, oo, 1, a.n * 4, "qdq output");
@@ -616,6 +617,17 @@ PD_HIDDEN void q_task_pick(int isa) {
 /* --------------------------------------------------------------------------------------------------------------- */
 /* byte buffers                                                                                                   */
 /* --------------------------------------------------------------------------------------------------------------- */
+
+PD_HIDDEN void q_out_init(q_out *oq) {
+    oq->on = 1;
+    oq->r = 1.0f / oq->qmax;
+    oq->recip = oq->qmax > 0.0f;
+    for (int q = -128; q < 128 && oq->recip; q++) {
+        const float p = (float)q * oq->qp.s, want = p / oq->qmax, y1 = p * oq->r;
+        const float got = fmaf(fmaf(-y1, oq->qmax, p), oq->r, y1);
+        oq->recip = got == want && (got != 0.0f || signbit(got) == signbit(want));
+    }
+}
 
 PD_HIDDEN int q_parse_codes_out(PyObject *cqo, q_param *cq) {
     if (!PyArg_ParseTuple(cqo, "ffi", &cq->k, &cq->s, &cq->rt)) return -1;

@@ -216,6 +216,7 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
         return;
     }
     const int regs = act_in_regs(&a->act); /* else: the activation and the QDQ over the stored row */
+    const int qregs = a->oq.on && !(a->oq.recip && a->oq.qp.rt == 0); /* (else q_qdq_any's FMA form after) */
     for (isz j = 0; j < ncols; j += 16) {
         isz cnt = ncols - j < 16 ? ncols - j : 16;
         if (cnt < 16 && ncols >= 16) /* the row's last 16 instead of a partial vector: the overlap is recomputed, the
@@ -247,7 +248,7 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
         }
         if (regs) {
             bias_act_v16(&f, 0.0f, 0, &a->act);
-            if (a->oq.on) f = q_qdq_v16(f, &a->oq);
+            if (qregs) f = q_qdq_v16(f, &a->oq);
         }
         if (codes) { /* (q_epilogue_rows: only where nothing follows in the row) */
             const q_v16b c = __builtin_convertvector(q_v16(f, &a->cq) + 128, q_v16b);
@@ -266,6 +267,8 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
     if (!regs) {
         bias_act_copy(o, o, ncols, 0.0f, 0, &a->act);
         if (a->oq.on) q_qdq_row(o, o, ncols, &a->oq);
+    } else if (a->oq.on && !qregs) {
+        q_qdq_any(o, o, ncols, &a->oq);
     }
     if (a->chain) q_chain_row(o, ncols, mm, a->chain);
 }
@@ -299,7 +302,8 @@ PD_INLINE void q_epilogue_rows(const q_args *a, const int32_t *acc, isz ld, isz 
             q_row_values(a, s, mm, a->out + off, r, ncols, v16, NULL);
             continue;
         }
-        if (v16 && !a->chain && act_in_regs(&a->act)) { /* the codes straight from the registers */
+        if (v16 && !a->chain && act_in_regs(&a->act) && !(a->oq.on && a->oq.recip && a->oq.qp.rt == 0)) {
+            /* the codes straight from the registers */
             q_row_values(a, s, mm, NULL, r, ncols, 1, a->codes + off);
             continue;
         }

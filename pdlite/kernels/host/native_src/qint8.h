@@ -27,12 +27,17 @@ typedef struct {
  * after its whole epilogue), a reader packs them instead of quantizing floats (`xc`) */
 #define Q_RT_CODES 2 /* the packers' "round type" for an input of codes (bytes read as they are) */
 
-/* a quantize -> dequantize of outputs: y = (q(x) * s) / qmax */
+/* a quantize -> dequantize of outputs: y = (q(x) * s) / qmax; recip: the division may run as y1 = p r, y1 + (p - y1
+ * qmax) r with two FMAs (r = 1 / qmax), checked to give the quotient's bits on every code at this scale (q_out_init) */
 typedef struct {
     q_param qp;
     float qmax;
     int on;
+    int recip;
+    float r;
 } q_out;
+/* oq->on = 1, and recip set where the FMA form of the division is exact on all 256 codes (qquant.h) */
+PD_HIDDEN void q_out_init(q_out *oq);
 
 /* buffers of any element type, sizes checked in bytes (common.h's pd_bufs counts float32 values) */
 #define Q_MAX_BUFS 8

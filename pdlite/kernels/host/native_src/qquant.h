@@ -161,9 +161,52 @@ PD_TARGET_AVX2 static void q_qdq_avx2(float *o, const float *x, isz n, const q_o
 }
 #endif
 
+#ifdef PD_X86_DISPATCH
+/* the QDQ with the division as two FMAs (q_out_init checked them on every code), round_type 0: AVX-512 (the division
+ * bounds a QDQ step of a chain in cache: vdivps) */
+PD_TARGET_AVX512 static void q_qdq_recip_avx512(float *o, const float *x, isz n, const q_out *oq) {
+    const __m512 k = _mm512_set1_ps(oq->qp.k), sc = _mm512_set1_ps(oq->qp.s), qm = _mm512_set1_ps(oq->qmax);
+    const __m512 r = _mm512_set1_ps(oq->r), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+    isz i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x + i), k);
+        y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y); /* NaN -> 0 */
+        y = _mm512_min_ps(_mm512_max_ps(y, lo), hi);
+        y = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512 p = _mm512_mul_ps(y, sc), y1 = _mm512_mul_ps(p, r);
+        _mm512_storeu_ps(o + i, _mm512_fmadd_ps(_mm512_fnmadd_ps(y1, qm, p), r, y1));
+    }
+    q_qdq_loop(o + i, x + i, n - i, oq);
+}
+
+/* the same with AVX2 + FMA, 8 at a time */
+PD_TARGET_AVX2 static void q_qdq_recip_avx2(float *o, const float *x, isz n, const q_out *oq) {
+    const __m256 k = _mm256_set1_ps(oq->qp.k), sc = _mm256_set1_ps(oq->qp.s), qm = _mm256_set1_ps(oq->qmax);
+    const __m256 r = _mm256_set1_ps(oq->r), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    isz i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), k);
+        y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q));
+        y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
+        y = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256 p = _mm256_mul_ps(y, sc), y1 = _mm256_mul_ps(p, r);
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(_mm256_fnmadd_ps(y1, qm, p), r, y1));
+    }
+    q_qdq_loop(o + i, x + i, n - i, oq);
+}
+#endif
+
 /* the output QDQ by the fastest exact form for this ISA and round type */
 PD_INLINE void q_qdq_any(float *o, const float *x, isz n, const q_out *oq) {
 #ifdef PD_X86_DISPATCH
+    if (oq->recip && oq->qp.rt == 0 && g_qisa == Q_VNNI) {
+        q_qdq_recip_avx512(o, x, n, oq);
+        return;
+    }
+    if (oq->recip && oq->qp.rt == 0 && g_qisa == Q_AVX2) {
+        q_qdq_recip_avx2(o, x, n, oq);
+        return;
+    }
     if (g_qisa == Q_AVX2 && oq->qp.rt == 0) {
         q_qdq_avx2(o, x, n, oq);
         return;
