@@ -17,6 +17,7 @@ import pytest
 
 from pdlite.kernels.host import native
 from pdlite.kernels.host import quant_native as qn
+from pdlite.kernels.host.quant import dequantize, quantize
 from tests.kernels import test_host_int8 as t8
 from tests.kernels import test_host_int8_depthwise as tdw
 from tests.kernels.test_host_int8 import FORCE, run_forced_isa
@@ -133,8 +134,32 @@ for i, d in T._conv_cases():
 for i in range(len(T.tdw.CASES)):
     x, _, qp = T.tdw._data(T.tdw.CASES[i], i)
     out[f"dw{i}"] = T._dw(i, qn.codes_of(x, qp), codes=T.CQ)
+out["qdq"] = np.stack([qn.qdq(x, qn.QParam.of(float(s), rt)) for s, rt, x in T._qdq_cases()])
 np.savez(sys.argv[1], **out)
 """
+
+
+def _qdq_cases() -> list[tuple[np.float32, int, np.ndarray]]:
+    """(scale, round type, x): 120 scales from 1e-3 to 1e3, x over [-2.5 s, 2.5 s] with every code's exact value."""
+    rng = np.random.default_rng(5)
+    out = []
+    for j, s in enumerate(np.geomspace(1e-3, 1e3, 120, dtype=np.float32)):
+        x = (rng.uniform(-2.5, 2.5, 1000) * s).astype(np.float32)
+        x[:256] = np.arange(-128, 128, dtype=np.float32) * s / np.float32(127)  # the codes' own values
+        out.append((s, j % 2, x))
+    return out
+
+
+def _qdq_reference() -> np.ndarray:
+    return np.stack([dequantize(quantize(x, s, 127, rt), s, 127) for s, rt, x in _qdq_cases()])
+
+
+def test_qdq_with_the_fma_division_is_bit_exact() -> None:
+    """quantize_dequantize_linear's division by qmax runs as two FMAs where q_out_init proved them exact on every code
+    of the scale: the values of NumPy's quantize then dequantize, on 120 scales (both round types; a zero may carry
+    the other sign, as the division form's rounding by 1.5 * 2^23 always did)."""
+    got = np.stack([qn.qdq(x, qn.QParam.of(float(s), rt)) for s, rt, x in _qdq_cases()])
+    np.testing.assert_array_equal(got, _qdq_reference())
 
 
 @pytest.mark.parametrize("isa", sorted(FORCE))
@@ -146,6 +171,7 @@ def test_every_int8_isa_reads_and_writes_the_same_codes(isa: str, tmp_path: Path
     for i in range(len(tdw.CASES)):
         x, _, _ = tdw._data(tdw.CASES[i], i)
         np.testing.assert_array_equal(z[f"dw{i}"], qn.codes_of(_dw(i, x), CQ), err_msg=f"{isa} depthwise {i}")
+    np.testing.assert_array_equal(z["qdq"], _qdq_reference(), err_msg=f"{isa} qdq")
 
 
 def _fixture_scales() -> list[tuple[float, int]]:
