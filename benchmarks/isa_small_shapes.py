@@ -55,7 +55,7 @@ def depthwise(rows: bool, args: tuple) -> object:
 
 
 def worker(rounds: int, reps: int) -> None:
-    from pdlite.kernels.host import blas, native
+    from pdlite.kernels.host import blas, native, native_plans
 
     native.set_num_threads(1)
     blas.set_num_threads(1)
@@ -79,9 +79,9 @@ def worker(rounds: int, reps: int) -> None:
               f"{old / new:.2f}x |")
     for c, m, h, w in POINTWISE if isa == "avx512" else []:
         x, wt, b = (rng.standard_normal(sh, dtype=np.float32) for sh in ((1, c, h, w), (m, c, 1, 1), (m,)))
-        wide = native.packed_plan(native.pack_weights(wt, True), b, x.shape, m, h, w, (1, 1), (1, 1), (1, 1), (0, 0),
-                                  native.NO_ACT, True)
-        gemm = native.gemm_plan(wt.reshape(1, m, c), b, x.shape, h, w, None, native.NO_ACT)
+        wide = native_plans.packed_plan(native.pack_weights(wt, True), b, x.shape, m, h, w, (1, 1), (1, 1), (1, 1),
+                                        (0, 0), native.NO_ACT, True)
+        gemm = native_plans.gemm_plan(wt.reshape(1, m, c), b, x.shape, h, w, None, native.NO_ACT)
         new, old = interleaved([call(wide, x), call(gemm, x)], rounds, reps)
         print(f"| {isa} | 1x1 conv {c} -> {m} on {h}x{w}, wide form | {new:.1f} | BLAS {old:.1f} | {old / new:.2f}x |")
 

@@ -1,5 +1,5 @@
 """The native matrix-vector products (native_src/gemv.c: packed_gemv) and the kernels that take them: the batch-1 fc
-and the 1x1 convs of 1x1 maps (squeeze-and-excitation's, native.rows_plan).
+and the 1x1 convs of 1x1 maps (squeeze-and-excitation's, native_plans.rows_plan).
 
 packed_gemv computes packed_fc's sums in packed_fc's order (one multiply-add per reduction step, k ascending, then
 the bias, then the activation), so it must give packed_fc's bits on the same ISA, at every thread count; against

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdlite.kernels.host import conv as conv_module
-from pdlite.kernels.host import cpu_features, native
+from pdlite.kernels.host import cpu_features, native, native_plans
 from pdlite.kernels.registry import KernelContext
 from tests.kernels._util import depthwise_rows, kernel_class, make_op, native_threads, shuffles16
 
@@ -383,7 +383,7 @@ def test_mul_by_gates_not_taken_elsewhere(xs, ys):
 @pytest.mark.parametrize("act", [None, "relu", "hard_sigmoid", "hard_swish"])
 @pytest.mark.parametrize("n,c,oc", [(4, 144, 576), (1, 16, 8), (3, 576, 144), (2, 7, 5)])
 def test_conv_on_1x1_maps_is_one_product_over_the_batch(n, c, oc, act):
-    """A 1x1 conv of 1x1 maps (squeeze-and-excitation's) runs as native.rows_plan (x (N, C) @ W.T for the whole
+    """A 1x1 conv of 1x1 maps (squeeze-and-excitation's) runs as native_plans.rows_plan (x (N, C) @ W.T for the whole
     batch) where the BLAS is there; values as the NumPy path and the naive conv, any fused activation."""
     if not native.gemm_available():
         pytest.skip("no BLAS sgemm found for the native GEMM")
@@ -486,7 +486,7 @@ def test_direct_conv(xs, oc, k, s, p, d, act):
         outs = []
         for threads in (1, 2, 3):
             with native_threads(threads):
-                outs.append(native.direct_plan(wd, bias, xs, oc, oh, ow, k, s, d, (p[0], p[2]), code)(x))
+                outs.append(native_plans.direct_plan(wd, bias, xs, oc, oh, ow, k, s, d, (p[0], p[2]), code)(x))
         ref = naive_conv(x, w, s, p, d, 1, bias).astype(np.float32)
         if act:
             native.bias_act(ref, None, code)
@@ -501,7 +501,7 @@ def _run_form(form: str, act) -> np.ndarray:
         x = rand(2, 3, 20, 20, seed=91, scale=4)
         x[0, 0, 5, 5] = np.nan
         wd = native.direct_conv_weights(rand(32, 3, 3, 3, seed=93))
-        return native.direct_plan(wd, b[:32], x.shape, 32, 10, 10, (3, 3), (2, 2), (1, 1), (1, 1), act)(x)
+        return native_plans.direct_plan(wd, b[:32], x.shape, 32, 10, 10, (3, 3), (2, 2), (1, 1), (1, 1), act)(x)
     if form == "packed_fc":
         x = rand(19, 40, seed=94, scale=4)
         x[3, 3] = np.nan
@@ -530,8 +530,8 @@ def test_direct_conv_is_taken_for_stems(monkeypatch):
     """A stem conv (3 channels, whole blocks of 16 outputs) takes direct_conv on AVX-512, with its activation, and
     gives the NumPy path's values; 20 output channels (a partial block) or 8 input channels do not take it."""
     made = []
-    plan = native.direct_plan
-    monkeypatch.setattr(native, "direct_plan", lambda *a: made.append(a) or plan(*a))
+    plan = native_plans.direct_plan
+    monkeypatch.setattr(native_plans, "direct_plan", lambda *a: made.append(a) or plan(*a))
     x = rand(1, 3, 40, 40, seed=74)
     for oc, c, taken in ((32, 3, True), (20, 3, False), (32, 8, False)):
         xi = x if c == 3 else rand(1, c, 40, 40, seed=75)
@@ -552,10 +552,10 @@ def test_direct_conv_is_taken_for_stems(monkeypatch):
 def test_direct_conv_rejects_bad_geometry():
     wd = native.direct_conv_weights(rand(16, 3, 3, 3, seed=78))
     with pytest.raises(ValueError, match="strides along the width 1 or 2"):
-        native.direct_plan(wd, None, (1, 3, 20, 20), 16, 6, 6, (3, 3), (3, 3), (1, 1), (0, 0), native.NO_ACT)(
+        native_plans.direct_plan(wd, None, (1, 3, 20, 20), 16, 6, 6, (3, 3), (3, 3), (1, 1), (0, 0), native.NO_ACT)(
             rand(1, 3, 20, 20))
     with pytest.raises(ValueError, match="direct_conv input"):
-        native.direct_plan(wd, None, (1, 3, 20, 20), 16, 9, 9, (3, 3), (2, 2), (1, 1), (0, 0), native.NO_ACT)(
+        native_plans.direct_plan(wd, None, (1, 3, 20, 20), 16, 9, 9, (3, 3), (2, 2), (1, 1), (0, 0), native.NO_ACT)(
             rand(1, 3, 20, 21))
 
 
@@ -772,7 +772,7 @@ def test_option_and_default_select_the_path():
 
 _ISA_SCRIPT = r"""
 import numpy as np
-from pdlite.kernels.host import _native, native
+from pdlite.kernels.host import _native, native, native_plans
 rng = np.random.default_rng(0)
 x = rng.standard_normal((1, 16, 19, 21), dtype=np.float32)
 wd, b = rng.standard_normal((16, 25), dtype=np.float32), rng.standard_normal(16).astype(np.float32)
@@ -799,8 +799,8 @@ if native.gemm_available():
                                                  (1, (0, 0, 0)))
 x3 = rng.standard_normal((2, 3, 23, 37), dtype=np.float32)
 w7 = rng.standard_normal((32, 3, 7, 7), dtype=np.float32)
-out["direct"] = native.direct_plan(native.direct_conv_weights(w7), b[:32] if b.size >= 32 else None, x3.shape, 32, 9,
-                                   17, (7, 7), (2, 2), (1, 1), (1, 3), (4, (3.0, 6.0, 6.0)))(x3)
+out["direct"] = native_plans.direct_plan(native.direct_conv_weights(w7), b[:32] if b.size >= 32 else None, x3.shape,
+                                         32, 9, 17, (7, 7), (2, 2), (1, 1), (1, 3), (4, (3.0, 6.0, 6.0)))(x3)
 out["mul_rows"] = native.mul_gates_or_none(rng.standard_normal((2, 16, 30, 30), dtype=np.float32),
                                            rng.standard_normal((2, 16, 1, 1), dtype=np.float32), None)
 np.savez(__import__("sys").argv[1], **out)
@@ -1052,7 +1052,7 @@ def test_large_outputs_start_on_a_cache_line():
     for k in range(16):  # the offset to the next boundary, in floats, from any 4-byte-aligned start
         assert (buf[k:].ctypes.data + 4 * native._ext.align_offset(buf[k:])) % 64 == 0
     x = rand(1, 8, 130, 130, seed=79)
-    plan = native.depthwise_plan(rand(8, 9, seed=80), None, x.shape, 8, 130, 130, (3, 3), (1, 1), (1, 1), (1, 1),
+    plan = native_plans.depthwise_plan(rand(8, 9, seed=80), None, x.shape, 8, 130, 130, (3, 3), (1, 1), (1, 1), (1, 1),
                                  native.NO_ACT)
     out = plan(x)
     assert out.size >= native.ALIGN_MIN_FLOATS and out.ctypes.data % 64 == 0

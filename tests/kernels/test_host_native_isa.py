@@ -22,7 +22,7 @@ import sys
 import numpy as np
 import pytest
 
-from pdlite.kernels.host import native
+from pdlite.kernels.host import native, native_plans
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native extension (_native) is not built")
 
@@ -99,8 +99,8 @@ def _direct(c, h, w, m, k, s, p, act):
     form's 8-column tiles; the same taps in the same order)."""
     x, wt, b = arr((1, c, h, w), 7), arr((m, c, k, k), 8), arr((m,), 9)
     oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
-    got = native.direct_plan(native.direct_conv_weights(wt), b, x.shape, m, oh, ow, (k, k), (s, s), (1, 1), (p, p),
-                             act)(x)
+    got = native_plans.direct_plan(native.direct_conv_weights(wt), b, x.shape, m, oh, ow, (k, k), (s, s), (1, 1),
+                                   (p, p), act)(x)
     cols = np.lib.stride_tricks.sliding_window_view(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p))),
                                                     (k, k), axis=(2, 3))[:, :, ::s, ::s]
     return got, _act(np.einsum("nchwij,mcij->nmhw", cols, wt.astype(np.float64)) + b.reshape(1, -1, 1, 1), act)

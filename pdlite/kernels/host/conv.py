@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from pdlite.kernels.host import native
+from pdlite.kernels.host import native, native_plans
 from pdlite.kernels.host.activation import gelu_exact
 from pdlite.kernels.registry import Bound, Kernel, bound, register_kernel, remember
 from pdlite.operators.nn import ConvGeometry, conv2d_geometry, conv2d_transpose_geometry
@@ -174,7 +174,7 @@ class _ResidualPlan:
     """A native conv plan run with ResidualData of shape `out_shape`: `in_epilogue` (x, r) -> act(conv + bias + r)
     in the kernel's epilogue; else x -> conv + bias (then the native add)."""
 
-    def __init__(self, run: native.Plan, in_epilogue: bool, out_shape: tuple[int, ...]) -> None:
+    def __init__(self, run: native_plans.Plan, in_epilogue: bool, out_shape: tuple[int, ...]) -> None:
         self.run = run
         self.in_epilogue = in_epilogue
         self.out_shape = out_shape
@@ -351,42 +351,43 @@ class Conv2d(Kernel):
         return "wide" if g.oc >= 16 or depth >= 128 else None
 
     def native_plan(self, g: ConvGeometry, kind: str, w: np.ndarray, w_src: Any, bias: np.ndarray | None,
-                    act: native.Act, x_shape: tuple[int, ...], residual: bool = False) -> native.Plan | None:
+                    act: native.Act, x_shape: tuple[int, ...], residual: bool = False) -> native_plans.Plan | None:
         """The bound native call of this conv (NCHW float32), or None (the generic code runs); `residual`: a call
         (x, r) adding r (ResidualData, the output's shape) before the activation, from the forms whose epilogue
         takes one (Winograd, the packed forms), else None."""
         pads = (g.pads[0], g.pads[2])
         if kind == "dw":
-            return None if residual else native.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw),
-                                                               (g.sh, g.sw), (g.dh, g.dw), pads, act)
+            return None if residual else native_plans.depthwise_plan(w, bias, x_shape, g.oc, g.oh, g.ow,
+                                                                     (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads,
+                                                                     act)
         if (kind == "mm" and g.kh == g.kw == g.oh == g.ow == 1 and x_shape[2:] == (1, 1) and not residual
                 and g.pads == (0, 0, 0, 0) and native.gemm_available()):
             # 1x1 maps (a squeeze-and-excitation's) read in full (no padding): one product for the batch
-            return native.rows_plan(w.reshape(g.oc, g.c), bias, g.n, act)
+            return native_plans.rows_plan(w.reshape(g.oc, g.c), bias, g.n, act)
         if kind == "mm" and not residual and native.direct_conv_applies(g.oc, g.c, g.kh, g.kw, g.sw):
             wd = self._direct.get(w_src, lambda f: native.direct_conv_weights(w.reshape(g.oc, g.c, g.kh, g.kw)))
-            return native.direct_plan(wd, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
-                                      pads, act)
+            return native_plans.direct_plan(wd, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
+                                            (g.dh, g.dw), pads, act)
         wino = self.winograd(g, kind)  # (implies the BLAS sgemm is there)
         if wino:
-            return native.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act,
-                                        residual=residual)
+            return native_plans.winograd_plan(self.winograd_weights(g, w_src), bias, x_shape, g.oh, g.ow, pads, act,
+                                              residual=residual)
         form = self.packed(g, kind)
         if form is not None:
             wide = form == "wide"
             w4 = w.reshape(g.oc, g.c, g.kh, g.kw)
             wp = (self._packed_wide if wide else self._packed).get(w_src, lambda f: native.pack_weights(w4, wide))
-            return native.packed_plan(wp, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw),
-                                      pads, act, wide, residual=residual)
+            return native_plans.packed_plan(wp, bias, x_shape, g.oc, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw),
+                                            (g.dh, g.dw), pads, act, wide, residual=residual)
         if residual or not native.gemm_available():
             return None
         wg = w.reshape(g.groups if kind == "group" else 1, -1, w.shape[-1])
         if g.kh == g.kw == 1 and g.pads == (0, 0, 0, 0) and g.sh == g.sw == 1:
-            return native.gemm_plan(wg, bias, x_shape, g.oh, g.ow, None, act)
+            return native_plans.gemm_plan(wg, bias, x_shape, g.oh, g.ow, None, act)
         if g.n * g.c * g.kh * g.kw * g.oh * g.ow > FUSED_IM2COL_FLOATS or g.kh == g.kw == 1 and g.pads == (0, 0, 0, 0):
             return None  # blocks gathering their own columns; strided 1x1
         i2c = ((g.kh, g.kw), (g.sh, g.sw), (g.dh, g.dw), pads)
-        return native.gemm_plan(wg, bias, x_shape, g.oh, g.ow, i2c, act)
+        return native_plans.gemm_plan(wg, bias, x_shape, g.oh, g.ow, i2c, act)
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         return {"Output": [self.compute(ins, native.NO_ACT)[0]]}

@@ -220,6 +220,28 @@ def aligned_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _geo(x_shape: tuple[int, ...], m: int, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+         dilations: tuple[int, int], pads: tuple[int, int]) -> tuple[int, ...]:
+    """(N, C, H, W, M, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL): the geometry tuple the native depthwise and packed
+    convs parse."""
+    return (*x_shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+            pads[0], pads[1])
+
+
+def _wino_geo(x_shape: tuple[int, ...], oc: int, oh: int, ow: int, pads: tuple[int, int]) -> tuple[int, ...]:
+    """(N, C, H, W, OC, OH, OW, PT, PL): the geometry tuple the native Winograd conv parses."""
+    return (*x_shape, oc, oh, ow, pads[0], pads[1])
+
+
+def _into(fn: Callable[..., Any], shape: tuple[int, ...], x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+          *rest: Any) -> np.ndarray:
+    """fn(x, w, bias, out, *rest) into a new float32 `out` of `shape` (empty_aligned), returned: a native conv call
+    (native_plans.py binds the same calls once per input shape)."""
+    out = empty_aligned(shape)
+    fn(x, w, bias, out, *rest)
+    return out
+
+
 def depthwise_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, oc: int, oh: int, ow: int,
                      kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
                      pads: tuple[int, int], act: Act = NO_ACT) -> np.ndarray:
@@ -318,7 +340,10 @@ def winograd_conv3x3(x: np.ndarray, u: WinogradWeights, bias: np.ndarray | None,
                      pads: tuple[int, int], act: Act = NO_ACT) -> np.ndarray:
     """3x3 stride-1 conv of NCHW x by Winograd F(2x2, 3x3) with `u` from winograd_weights; `pads` = (top, left)
     (the bottom / right padding follows from oh, ow). Returns act(conv + bias), (N, OC, oh, ow)."""
-    return winograd_plan(u, bias, x.shape, oh, ow, pads, act)(_f32(x, "winograd_conv3x3"))
+    assert _ext is not None
+    return _into(_ext.winograd_conv3x3, (x.shape[0], u.oc, oh, ow), _f32(x, "winograd_conv3x3"), _f32(u.u, "winograd"),
+                 None if bias is None else _f32(bias, "winograd"), _wino_geo(x.shape, u.oc, oh, ow, pads), act[0],
+                 act[1], u.packed)
 
 
 PACK_ROWS = 64  # output channels per panel of packed weights (native_src/packed_gemm.c PK_MR)
@@ -399,110 +424,10 @@ def packed_conv(x: np.ndarray, wp: np.ndarray, bias: np.ndarray | None, m: int, 
                 pads: tuple[int, int], act: Act = NO_ACT, wide: bool = False) -> np.ndarray:
     """Conv (one group) of NCHW x with weights packed by pack_weights(.., wide) from (M, C, kh, kw), by the native
     kernel with its own register tiles: act(conv + bias), (N, M, oh, ow). `pads` = (top, left)."""
-    return packed_plan(wp, bias, x.shape, m, oh, ow, kernel, strides, dilations, pads, act, wide)(
-        _f32(x, "packed_conv"))
-
-
-# --- plans: the native call of one conv for one input shape, arguments bound once ------------------------------
-Plan = Callable[[np.ndarray], np.ndarray]
-
-
-def _geo(x_shape: tuple[int, ...], m: int, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
-         dilations: tuple[int, int], pads: tuple[int, int]) -> tuple[int, ...]:
-    """(N, C, H, W, M, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL): the geometry tuple the native depthwise and packed
-    convs parse."""
-    return (*x_shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-            pads[0], pads[1])
-
-
-def _bound(fn: Callable[..., Any], shape: tuple[int, ...], w: np.ndarray, bias: np.ndarray | None,
-           *rest: Any, residual: bool = False) -> Plan:
-    """x -> fn(x, w, bias, out, *rest) into a new float32 `out` of `shape` (the native conv entries' order; large
-    outputs 64-byte aligned: empty_aligned); `residual`: (x, r) -> fn(x, w, bias, out, *rest, r), r (C-contiguous
-    float32 of `shape`) added to the output before the activation (fused_conv2d's ResidualData)."""
-    alloc = allocator(shape)
-    if residual:
-        def run_res(x: np.ndarray, r: np.ndarray) -> np.ndarray:
-            out = alloc()
-            fn(x, w, bias, out, *rest, r)
-            return out
-
-        return run_res
-
-    def run(x: np.ndarray) -> np.ndarray:
-        out = alloc()
-        fn(x, w, bias, out, *rest)
-        return out
-
-    return run
-
-
-def depthwise_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oc: int, oh: int, ow: int,
-                   kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
-                   pads: tuple[int, int], act: Act) -> Plan:
-    """x -> depthwise_conv2d(x, ...) for C-contiguous float32 x of shape x_shape."""
     assert _ext is not None
-    return _bound(_ext.depthwise_conv2d, (x_shape[0], oc, oh, ow), _f32(w, "depthwise"),
-                  None if bias is None else _f32(bias, "depthwise"),
-                  _geo(x_shape, oc, oh, ow, kernel, strides, dilations, pads), act[0], act[1])
-
-
-def gemm_plan(w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
-              im2col_args: tuple | None, act: Act) -> Plan:
-    """x -> act(w @ columns(x) + bias) (N, OC, oh, ow) for w (G, M, K); columns(x) = x itself (a pointwise conv)
-    or its im2col (`im2col_args` = (kernel, strides, dilations, pads))."""
-    assert _ext is not None
-    g, m, k = w.shape
-    n = x_shape[0]
-    length = oh * ow
-    dims, shape = (n, g, m, k, length), (n, g * m, oh, ow)
-    gemm, i2c, code, params = _ext.conv_gemm, _ext.im2col, act[0], act[1]
-    w, bias = _f32(w, "conv_gemm"), None if bias is None else _f32(bias, "conv_gemm")
-    alloc = allocator(shape)
-    if im2col_args is None:
-        def run(x: np.ndarray) -> np.ndarray:
-            out = alloc()
-            gemm(w, x, bias, out, dims, code, params)
-            return out
-
-        return run
-    kernel, strides, dil, pads = im2col_args
-    cols_shape = (n, g * k, length)
-    geo = (*x_shape, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dil[0], dil[1], pads[0], pads[1])
-
-    def run_cols(x: np.ndarray) -> np.ndarray:
-        cols = np.empty(cols_shape, dtype=F32)
-        i2c(x, cols, geo)
-        out = alloc()
-        gemm(w, cols, bias, out, dims, code, params)
-        return out
-
-    return run_cols
-
-
-def rows_plan(w: np.ndarray, bias: np.ndarray | None, n: int, act: Act) -> Plan:
-    """x -> act(x @ w.T + bias) as (n, M, 1, 1) for x (n, K, 1, 1) and w (M, K): a 1x1 conv of 1x1 maps
-    (squeeze-and-excitation's) as one product over the batch: matrix-vector products over packed weights for a few
-    images (packed_gemv), else fc_gemm (not a matrix-vector product per image on the BLAS)."""
-    assert _ext is not None
-    b = None if bias is None else _f32(bias, "rows_plan")
-    m, k = w.shape
-    shape = (n, m, 1, 1)
-    if n <= GEMV_MAX_ROWS:
-        wp, gemv, dims, code, params = pack_fc_weights(_f32(w, "rows_plan").T), _ext.packed_gemv, (n, k, m), *act
-
-        def run_gemv(x: np.ndarray) -> np.ndarray:
-            out = np.empty(shape, dtype=F32)
-            gemv(x, wp, b, out, dims, code, params)
-            return out
-
-        return run_gemv
-    wt = _f32(w, "rows_plan").T.copy()
-
-    def run(x: np.ndarray) -> np.ndarray:
-        return fc_gemm(x.reshape(n, -1), wt, b, act).reshape(shape)
-
-    return run
+    return _into(_ext.packed_conv, (x.shape[0], m, oh, ow), _f32(x, "packed_conv"), _f32(wp, "packed_conv"),
+                 None if bias is None else _f32(bias, "packed_conv"),
+                 _geo(x.shape, m, oh, ow, kernel, strides, dilations, pads), act[0], act[1], wide)
 
 
 DIRECT_OCB = 16  # output channels per block of direct_conv's packed weights (native_src/direct_conv.c DC_OCB)
@@ -528,39 +453,6 @@ def direct_conv_weights(w: np.ndarray) -> np.ndarray:
     out = empty_aligned((-(-oc // DIRECT_OCB), c * kh * kw, DIRECT_OCB), 0)
     _ext.direct_conv_pack(_f32(w, "direct_conv"), out, (oc, c, kh, kw))
     return out
-
-
-def direct_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], oc: int, oh: int, ow: int,
-                kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
-                pads: tuple[int, int], act: Act) -> Plan:
-    """x -> direct_conv(x, wp, ...) for C-contiguous float32 x of shape x_shape (wp from direct_conv_weights)."""
-    assert _ext is not None
-    return _bound(_ext.direct_conv, (x_shape[0], oc, oh, ow), wp, None if bias is None else _f32(bias, "direct_conv"),
-                  _geo(x_shape, oc, oh, ow, kernel, strides, dilations, pads), act[0], act[1])
-
-
-def winograd_plan(u: WinogradWeights, bias: np.ndarray | None, x_shape: tuple[int, ...], oh: int, ow: int,
-                  pads: tuple[int, int], act: Act, residual: bool = False) -> Plan:
-    """x -> winograd_conv3x3(x, u, bias, ...) for C-contiguous float32 x of shape x_shape ((x, r) -> ... with
-    `residual`: r added before the activation)."""
-    assert _ext is not None
-    n, c, h, w = x_shape
-    geo, shape = (n, c, h, w, u.oc, oh, ow, pads[0], pads[1]), (n, u.oc, oh, ow)
-    return _bound(_ext.winograd_conv3x3, shape, _f32(u.u, "winograd"),
-                  None if bias is None else _f32(bias, "winograd"), geo, act[0], act[1], u.packed,
-                  residual=residual)
-
-
-def packed_plan(wp: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, ...], m: int, oh: int, ow: int,
-                kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int],
-                pads: tuple[int, int], act: Act, wide: bool = False, residual: bool = False) -> Plan:
-    """x -> packed_conv(x, wp, bias, ...) for C-contiguous float32 x of shape x_shape ((x, r) -> ... with
-    `residual`: r added before the activation)."""
-    assert _ext is not None
-    return _bound(_ext.packed_conv, (x_shape[0], m, oh, ow), _f32(wp, "packed_conv"),
-                  None if bias is None else _f32(bias, "packed_conv"),
-                  _geo(x_shape, m, oh, ow, kernel, strides, dilations, pads), act[0], act[1], wide,
-                  residual=residual)
 
 
 ADD_ACT_MIN = 16384  # floats: below, NumPy's add (one thread) costs no more than the native call
@@ -643,25 +535,17 @@ def im2col(x: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tu
 def pool2d(x: np.ndarray, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
            pads: tuple[int, int], is_max: bool, exclusive: bool) -> np.ndarray:
     """Max / avg pooling of NCHW x with Paddle's windows and divisors (see pool.py); `pads` = (top, left)."""
-    return pool_plan(x.shape, oh, ow, kernel, strides, pads, is_max, exclusive)(_f32(x, "pool2d"))
-
-
-def pool_plan(x_shape: tuple[int, ...], oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
-              pads: tuple[int, int], is_max: bool, exclusive: bool) -> Plan:
-    """x -> pool2d(x, ...) for C-contiguous float32 NCHW x of shape x_shape (the pool kernel keeps it per input shape:
-    a squeeze-and-excitation's global pool is a few microseconds, its geometry's re-derivation ~1.5 of them)."""
     assert _ext is not None
+    out = empty_aligned((*x.shape[:2], oh, ow))
+    _ext.pool2d(_f32(x, "pool2d"), out, pool_geo(x.shape, oh, ow, kernel, strides, pads), int(is_max), int(exclusive))
+    return out
+
+
+def pool_geo(x_shape: tuple[int, ...], oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+             pads: tuple[int, int]) -> tuple[int, ...]:
+    """(N * C, H, W, OH, OW, KH, KW, SH, SW, PT, PL): the geometry tuple the native pool2d parses."""
     n, c, h, w = x_shape
-    shape, fn = (n, c, oh, ow), _ext.pool2d
-    geo = (n * c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1])
-    mx, ex, alloc = int(is_max), int(exclusive), allocator(shape)
-
-    def run(x: np.ndarray) -> np.ndarray:
-        out = alloc()
-        fn(x, out, geo, mx, ex)
-        return out
-
-    return run
+    return (n * c, h, w, oh, ow, kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1])
 
 
 def layer_norm(x: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None, eps: float,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from pdlite.core.types import HOST, PrecisionType
-from pdlite.kernels.host import native
+from pdlite.kernels.host import native, native_plans
 from pdlite.kernels.host.conv import channel_chunk, flat_taps, from_nchw, to_nchw
 from pdlite.kernels.host.native import F32
 from pdlite.kernels.registry import Bound, Kernel, TensorType, bound, register_kernel
@@ -85,7 +85,7 @@ def _windows(x: np.ndarray, g: PoolGeometry, is_max: bool) -> np.ndarray:
     return out
 
 
-def _native_pool(x_shape: tuple[int, ...], g: PoolGeometry, is_max: bool, whole: bool) -> native.Plan | None:
+def _native_pool(x_shape: tuple[int, ...], g: PoolGeometry, is_max: bool, whole: bool) -> native_plans.Plan | None:
     """The pooling in C for C-contiguous float32 NCHW x of shape x_shape, or None where it does not apply (adaptive
     windows of unequal sizes)."""
     n, c, h, w = x_shape
@@ -93,8 +93,8 @@ def _native_pool(x_shape: tuple[int, ...], g: PoolGeometry, is_max: bool, whole:
         if h % g.oh or w % g.ow:
             return None
         kh, kw = h // g.oh, w // g.ow  # equal adaptive windows: a plain unpadded pooling, divisor kh*kw
-        return native.pool_plan(x_shape, g.oh, g.ow, (kh, kw), (kh, kw), (0, 0), is_max, True)
-    return native.pool_plan(x_shape, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.pads[0], g.pads[2]), is_max,
+        return native_plans.pool_plan(x_shape, g.oh, g.ow, (kh, kw), (kh, kw), (0, 0), is_max, True)
+    return native_plans.pool_plan(x_shape, g.oh, g.ow, (g.kh, g.kw), (g.sh, g.sw), (g.pads[0], g.pads[2]), is_max,
                             g.exclusive)
 
 
@@ -120,7 +120,7 @@ class Pool2d(Kernel):
         super().__init__(op)
         self._geo: dict[tuple[int, ...], PoolGeometry] = {}
         self._native: bool | None = None
-        self._plan: tuple[tuple[int, ...], native.Plan] | None = None  # (NCHW input shape, its native call)
+        self._plan: tuple[tuple[int, ...], native_plans.Plan] | None = None  # (NCHW input shape, its native call)
 
     def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
         x = ins["X"][0]
