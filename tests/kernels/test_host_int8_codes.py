@@ -231,3 +231,37 @@ def test_bound_int8_calls_equal_run() -> None:
         b = k.bind(ins, frozenset())
         assert b is not None
         _same(_call(b, ins), k.run(ins), "pointwise_chain")
+
+
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_numpy_kernels_read_and_write_the_same_codes(depthwise: bool) -> None:
+    """quantized_conv2d without the native kernels (host_native False at run time) reads and writes the same codes:
+    equal but where the epilogue's float multiply-add, which may fuse natively (test_host_int8.py's 2e-6 on floats),
+    puts a value on the other side of a rounding edge: one code, rarely."""
+    from pdlite.core.program import OpDesc
+    from pdlite.core.types import TargetType
+    from pdlite.kernels.registry import KernelContext, kernels_for
+    from pdlite.operators.registry import OPS
+
+    rng = np.random.default_rng(11)
+    c = 8
+    w8 = rng.integers(-127, 128, (c, 1, 3, 3) if depthwise else (16, c, 3, 3)).astype(np.int8)
+    m = w8.shape[0]
+    qp = qn.QParam.of(3.0, 0)
+    x = qn.codes_of(rng.standard_normal((1, c, 9, 11)).astype(np.float32) * 2, qp)
+    ins = {"Input": [x], "Filter": [w8], "WeightScale": [np.linspace(0.01, 0.02, m, dtype=np.float32)],
+           "Bias": [np.linspace(-1, 1, m, dtype=np.float32)]}
+    attrs = {"paddings": [1, 1], "in_scale": 3.0, "act_type": "relu", "in_codes": True, "code_scale": 2.0,
+             "groups": c if depthwise else 1}
+    outs = []
+    for native_on in (True, False):
+        desc = OpDesc("quantized_conv2d", {s: [f"{s}0"] for s in ins}, {"Output": ["o"]}, dict(attrs))
+        op = OPS["quantized_conv2d"].attach(desc)
+        kd = next(d for d in kernels_for("quantized_conv2d") if d.key.target == TargetType.Host)
+        k = kd.create(op, KernelContext({"host_native": native_on}))
+        outs.append(k.run(ins)["Output"][0])
+    assert outs[0].dtype == outs[1].dtype == np.uint8 and outs[0].shape == outs[1].shape
+    diff = np.abs(outs[0].astype(np.int32) - outs[1].astype(np.int32))
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.01, (diff.max(), (diff > 0).mean())
+    with pytest.raises(ValueError, match="in_codes"):  # floats where codes are expected
+        k.run({**ins, "Input": [x.astype(np.float32)]})
