@@ -90,6 +90,10 @@ CASES: list[tuple[str, str, dict[str, list[Any]], dict[str, int], dict[str, Any]
      {"Out": 1}, {"interp_method": "nearest"}, ("OutSize",), False),
     ("bilinear", "bilinear_interp_v2", {"X": [f32(1, 4, 6, 5)]}, {"Out": 1},
      {"out_h": 11, "out_w": 8, "interp_method": "bilinear", "align_mode": 0}, (), False),
+    ("trilinear_align", "trilinear_interp_v2", {"X": [f32(1, 2, 3, 4, 5)]}, {"Out": 1},
+     {"out_d": 5, "out_h": 7, "out_w": 3, "interp_method": "trilinear", "align_corners": True}, (), False),
+    ("bicubic", "bicubic_interp_v2", {"X": [f32(1, 2, 5, 6)]}, {"Out": 1},
+     {"scale": [1.5, 2.5], "interp_method": "bicubic"}, (), False),
 ]
 
 # cases whose bind may decline with the native kernels in use, and why

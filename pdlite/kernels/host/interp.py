@@ -218,19 +218,26 @@ def _whole_repeat(idx: np.ndarray, size: int) -> int:
 class _Linear(_Interp):
     """Separable linear interpolation along every spatial axis (bilinear: H, W; linear: W; trilinear: D, H, W)."""
 
-    def resize(self, x: np.ndarray, g: InterpGeometry, ratios: list[np.float32], align: bool) -> np.ndarray:
+    def resizer(self, shape: tuple[int, ...], g: InterpGeometry, ratios: list[np.float32], align: bool) -> Resize:
         flag = int(self.attrs["align_mode"]) == 0 and not align
-        dt = x.dtype
-        out = x
+        taps = []  # per axis: (axis, i0, i1, weight of i0, weight of i1), the weights shaped to broadcast
         for axis, (r, o) in enumerate(zip(ratios, g.out), start=2):
-            i0, i1, d = linear_weights(r, o, x.shape[axis], flag)
-            shape = [1] * x.ndim
-            shape[axis] = o
-            d = d.reshape(shape)
-            res = np.take(out, i0, axis=axis) * (1 - d).astype(dt)
-            res += np.take(out, i1, axis=axis) * d.astype(dt)
-            out = res
-        return out
+            i0, i1, d = linear_weights(r, o, shape[axis], flag)
+            along = [1] * len(shape)
+            along[axis] = o
+            d = d.reshape(along)
+            taps.append((axis, i0, i1, 1 - d, d))
+
+        def run(x: np.ndarray) -> np.ndarray:
+            dt = x.dtype
+            out = x
+            for axis, i0, i1, e, d in taps:
+                res = np.take(out, i0, axis=axis) * e.astype(dt)
+                res += np.take(out, i1, axis=axis) * d.astype(dt)
+                out = res
+            return out
+
+        return run
 
 
 @register_kernel("bilinear_interp", inputs=_SIZE_INPUTS)
