@@ -674,10 +674,13 @@ def test_fc_native_gemm(act, shape, n, bias):
 
 @pytest.mark.parametrize("act", ["", "relu", "relu6", "leaky_relu", "hard_swish"])
 @pytest.mark.parametrize("m,k,n,bias", [(8, 1, 1, True), (13, 33, 50, True), (130, 70, 600, False),
-                                        (64, 128, 96, True), (9, 257, 47, True)])
+                                        (64, 128, 96, True), (9, 257, 47, True), (32, 128, 128, True),
+                                        (32, 512, 128, True), (300, 256, 64, False)])
 def test_packed_fc(act, m, k, n, bias):
     """packed_fc (the packed conv's register tiles for fc: rows in panels of 8, W in tiles of 48 columns; partial
-    panels and tiles, one-step reductions) against float64, and bit for bit at 1-3 threads."""
+    panels and tiles, one-step reductions) against float64, and bit for bit at 1-3 threads: products under
+    packed_gemm.c's FC_PAR_MACS on the calling thread (the transformer's 32 x 128 x 128), above it on the pool with x
+    packed on the calling thread (32 x 512 x 128) or, from FC_PACK_PAR_FLOATS, on the pool (300 x 256 x 64)."""
     x, w = rand(m, k, seed=57, scale=2.0), rand(k, n, seed=58, scale=0.3)
     b = rand(n, seed=59) if bias else None
     attrs = {"relu6": {"threshold": 6.0}, "leaky_relu": {"alpha": 0.1},

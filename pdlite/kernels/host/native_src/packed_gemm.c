@@ -432,6 +432,12 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
  * The BLAS NumPy ships ran the transformer's (128 x 128) @ (128 x 512) at 77 GFLOP/s on one Xeon (Emerald
  * Rapids) core. Items: (column tile, block of FC_RB rows), column tile major. */
 #define FC_RB 32 /* rows per item: 4 panels */
+/* Products of fewer multiply-adds (M * K * N) run on the calling thread: the transformer encoder's 32 tokens through
+ * a 128 -> 128 fc (0.5 M, ~5 us on one core) are 3 column tiles, 2 and 1 per thread at 2 threads, and the hand-off to
+ * the pool and back costs about what the second thread saves. x's panels are packed on the calling thread below
+ * FC_PACK_PAR_FLOATS (a copy of M * K floats, ~2 us at 64 K). Same sums either way: each output one item's. */
+#define FC_PAR_MACS (1 << 20)
+#define FC_PACK_PAR_FLOATS (1 << 16)
 
 typedef struct {
     const float *x, *w, *bias;
@@ -714,8 +720,15 @@ PD_HIDDEN PyObject *py_packed_fc(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS;
         a.xp = (float *)pd_alloc64((size_t)(a.panels * PW_MR * a.K) * sizeof(float));
         if (a.xp) {
-            parallel_for(fc_pack_task, &a, a.panels, 1);
-            parallel_for(fc_task, &a, a.ntiles * a.rblocks, 1);
+            const int par = a.M * a.K * a.N >= FC_PAR_MACS;
+            if (par && a.panels * PW_MR * a.K >= FC_PACK_PAR_FLOATS)
+                parallel_for(fc_pack_task, &a, a.panels, 1);
+            else
+                fc_pack_task(&a, 0, a.panels);
+            if (par)
+                parallel_for(fc_task, &a, a.ntiles * a.rblocks, 1);
+            else
+                fc_task(&a, 0, a.ntiles * a.rblocks);
             free(a.xp);
         } else {
             ok = 0;
