@@ -153,6 +153,9 @@ def test_packed_conv_checks_buffers():
     ((1, 32, 2, 96), (200, 32, 1, 1), {}, "wide avx512"),  # ... on 4 (PP-OCR cls's 2x96 maps)
     ((1, 32, 2, 96), (16, 32, 1, 1), {}, None),  # ... 16 outputs: the BLAS
     ((4, 96, 14, 14), (576, 96, 1, 1), {}, "wide"),  # ... on 20 tiles (batch 4)
+    ((1, 96, 7, 7), (576, 96, 1, 1), {}, "small avx512"),  # ... on 7x7, 2^15 weights or more (AVX2: the BLAS)
+    ((1, 48, 7, 7), (288, 48, 1, 1), {}, "wide avx512"),  # ... fewer
+    ((1, 48, 7, 7), (16, 48, 1, 1), {}, None),  # ... 16 outputs: the BLAS
     ((1, 512, 14, 14), (512, 512, 1, 1), {}, "small"),  # large: the small form's 64-channel panels are full
     ((4, 960, 7, 7), (160, 960, 1, 1), {}, "small"),  # 7x7: tiles of 48 columns half empty
     ((1, 256, 14, 14), (256, 256, 3, 3), dict(paddings=[1, 1]), "small"),  # 3x3: columns gathered either way
@@ -166,8 +169,8 @@ def test_packed_form_choice(xs, ws, attrs, form):
     if not native.packed_gemm_fast():
         pytest.skip(f"the packed forms are chosen where their tiles are tuned ({native.PACKED_FAST_ISAS}), not {native.isa()}")
     g = conv2d_geometry({**OPS["conv2d"].defaults, **attrs}, xs, ws)
-    if form == "wide avx512":
-        form = "wide" if native.isa() == "avx512" else None
+    if form in ("wide avx512", "small avx512"):
+        form = form.split()[0] if native.isa() == "avx512" else None
     assert conv_module.Conv2d.packed(g, "mm") == form
 
 
@@ -190,3 +193,21 @@ def test_conv_kernel_small_maps(xs, ws, attrs):
         k.context = KernelContext({"host_native": on})
         res.append(k.run({"Input": [x], "Filter": [w], "Bias": [b]})["Output"][0])
     check(res[0], res[1].astype(np.float64), f"conv2d {xs} {ws}")
+
+
+@pytest.mark.parametrize("xs,ws", [((1, 96, 7, 7), (576, 96, 1, 1)), ((1, 48, 7, 7), (288, 48, 1, 1)),
+                                   ((2, 64, 7, 7), (384, 64, 1, 1))])
+def test_conv_kernel_short_reduction_7x7(xs, ws):
+    """1x1 convs with a reduction under 128 on 7x7 maps (MobileNetV3-small's 96 -> 576; at AVX-512 the packed forms,
+    elsewhere the BLAS) match an fp64 reference at 1 and 2 threads, the two thread counts bit-equal."""
+    x, w, b = rand(*xs, seed=17), rand(*ws, seed=18), rand(ws[0], seed=19)
+    ref = np.einsum("nchw,mc->nmhw", x.astype(np.float64), w[:, :, 0, 0].astype(np.float64)) + b[None, :, None, None]
+    res = []
+    for threads in (1, 2):
+        op = make_op("conv2d", {"Input": x, "Filter": w, "Bias": b}, {}, {"Output": 1})
+        k = kernel_class("conv2d")(op)
+        k.context = KernelContext({"host_native": True})
+        with native_threads(threads):
+            res.append(k.run({"Input": [x], "Filter": [w], "Bias": [b]})["Output"][0])
+        check(res[-1], ref, f"conv2d {xs} {ws} at {threads} thread(s)")
+    assert np.array_equal(res[0], res[1]), "the thread count changed the sums"

@@ -335,7 +335,14 @@ class Conv2d(Kernel):
         but on one Zen 4 core, loaded (noisy), the BLAS took 24 us on 32 -> 200 on 2x96 (wide 14), 14 on 104 -> 32
         (6.4), 76 on 40 -> 240 on 14x14 (33); whole models, one process, old and new rule alternated: PP-OCR cls 1
         thread 0.72x the time, MobileNetV3-small 0.92x at 1 thread, 0.89x at 2. At AVX2 (its 8-float sub-tiles) the
-        wide form was no faster there (40 -> 240 on 14x14 82 against 76 us): the BLAS keeps them."""
+        wide form was no faster there (40 -> 240 on 14x14 82 against 76 us): the BLAS keeps them.
+        At AVX-512 a 1x1 stride-1 conv on a map of at most 256 outputs that the rules above leave to the BLAS (a
+        reduction under 128 on a map the wide form's tiles fill under 80%: 7x7) takes a packed form too: "small" with
+        at least 2^15 weights (outputs x reduction), else "wide". One loaded Zen 5 core, batch 1, interleaved
+        (us, BLAS / small / wide): 96 -> 576 on 7x7 35 / 31 / 36 (MobileNetV3-small's three, hard_swish), 120 -> 480
+        at 1 thread (OpenBLAS at 2: 439) / 31 / 36, 64 -> 384 19 / 19 / 18, 48 -> 288 15 / 13 / 11, 32 -> 128 5.3 /
+        6.9 / 4.4; inside the model the BLAS call took 53-75 us where the packed form takes ~30: MobileNetV3-small
+        batch 1 (one process, two predictors alternated) 0.93x the time at 1 thread, 0.71-0.99x at 2 (noisy)."""
         if kind != "mm" or not native.packed_gemm_fast():
             return None
         depth = g.c * g.kh * g.kw
@@ -347,7 +354,11 @@ class Conv2d(Kernel):
             if (pointwise and size / (tiles * tile) >= 0.8 and g.oc * depth < 2**17 and g.oc >= 32
                     and (depth >= 128 or g.n * tiles >= 8 or native.isa() == "avx512")):
                 return "wide"
-            return "small" if depth >= 128 and g.oc >= 32 else None
+            if depth >= 128 and g.oc >= 32:
+                return "small"
+            if pointwise and g.oc >= 32 and native.isa() == "avx512":
+                return "small" if g.oc * depth >= 2**15 else "wide"
+            return None
         return "wide" if g.oc >= 16 or depth >= 128 else None
 
     def native_plan(self, g: ConvGeometry, kind: str, w: np.ndarray, w_src: Any, bias: np.ndarray | None,
