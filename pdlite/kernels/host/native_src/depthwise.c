@@ -360,6 +360,32 @@ PD_INLINE void dwb_row_v8(const dw_args *a, const float *xin, const float *wt, f
 }
 #endif
 
+/* dwb's sums of output pixels ox .. ox + nb - 1 of row oy (nb a constant where inlined, up to 8): each pixel's sum
+ * from 0, one FMA per tap, taps in row-major order (the order of dwb_row_v8 and of a one-pixel loop: the same bits);
+ * nb independent sums, so the taps' FMAs overlap instead of waiting on one another (one sum a pixel: one Zen 5
+ * core, MobileNetV3-small's 576ch 5x5 on 7x7 31.6 us, OpenVINO 18) */
+PD_INLINE void dwb_pixels(const dw_args *a, const float *xin, const float *wt, float *o, isz oy, isz ox, isz WP,
+                          const int nb) {
+    const isz SH = a->SH, SW = a->SW, DH = a->DH, DW = a->DW, KH = a->KH, KW = a->KW;
+    pd_v16 s[8];
+    for (int b = 0; b < nb; b++) s[b] = (pd_v16){0};
+    for (isz i = 0; i < KH; i++)
+        for (isz j = 0; j < KW; j++) {
+            pd_v16 kv;
+            memcpy(&kv, wt + (i * KW + j) * 16, 64);
+            const float *xp = xin + ((oy * SH + i * DH) * WP + ox * SW + j * DW) * 16;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 8
+#endif
+            for (int b = 0; b < nb; b++) {
+                pd_v16 xv;
+                memcpy(&xv, xp + b * SW * 16, 64);
+                s[b] += kv * xv;
+            }
+        }
+    for (int b = 0; b < nb; b++) memcpy(o + (ox + b) * 16, &s[b], 64);
+}
+
 PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
     const dw_args *a = (const dw_args *)vctx;
     const isz OH = a->OH, OW = a->OW, SH = a->SH, SW = a->SW, DH = a->DH, DW = a->DW, KH = a->KH, KW = a->KW;
@@ -426,16 +452,18 @@ PD_INLINE void dwb_task_impl(void *vctx, isz begin, isz end) {
                         k[6] * v[6] + k[7] * v[7] + k[8] * v[8];
                     memcpy(o + ox * 16, &s, 64);
                 }
-            } else {
-                for (isz ox = 0; ox < OW; ox++) {
-                    pd_v16 s = {0}, kv, xv;
-                    for (isz i = 0; i < KH; i++)
-                        for (isz j = 0; j < KW; j++) {
-                            memcpy(&kv, wt + (i * KW + j) * 16, 64);
-                            memcpy(&xv, xin + ((oy * SH + i * DH) * WP + ox * SW + j * DW) * 16, 64);
-                            s += kv * xv;
-                        }
-                    memcpy(o + ox * 16, &s, 64);
+            } else { /* up to 8 output pixels at a time (dwb_pixels): independent sums, each in dwb_pixels' order */
+                isz ox = 0;
+                for (; ox + 8 <= OW; ox += 8) dwb_pixels(a, xin, wt, o, oy, ox, WP, 8);
+                switch (OW - ox) {
+                case 7: dwb_pixels(a, xin, wt, o, oy, ox, WP, 7); break;
+                case 6: dwb_pixels(a, xin, wt, o, oy, ox, WP, 6); break;
+                case 5: dwb_pixels(a, xin, wt, o, oy, ox, WP, 5); break;
+                case 4: dwb_pixels(a, xin, wt, o, oy, ox, WP, 4); break;
+                case 3: dwb_pixels(a, xin, wt, o, oy, ox, WP, 3); break;
+                case 2: dwb_pixels(a, xin, wt, o, oy, ox, WP, 2); break;
+                case 1: dwb_pixels(a, xin, wt, o, oy, ox, WP, 1); break;
+                default: break;
                 }
             }
         }
