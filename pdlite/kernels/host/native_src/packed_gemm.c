@@ -430,7 +430,7 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
  * (pack_fc_weights) as [column tile][K][48] (zeros past N), x packed per call in panels of 8 rows, [panel][K][8]
  * (zeros past M): per reduction step 3 vector loads of W's tile (contiguous), 8 broadcasts of x's rows, 24 FMAs.
  * The BLAS NumPy ships ran the transformer's (128 x 128) @ (128 x 512) at 77 GFLOP/s on one Xeon (Emerald
- * Rapids) core. Items: (column tile, block of FC_RB rows), column tile major. */
+ * Rapids) core. Items: (column tile, block of rows: fc_blocks), column tile major. */
 #define FC_RB 32 /* rows per item: 4 panels */
 /* Products of fewer multiply-adds (M * K * N) run on the calling thread: the transformer encoder's 32 tokens through
  * a 128 -> 128 fc (0.5 M, ~5 us on one core) are 3 column tiles, 2 and 1 per thread at 2 threads, and the hand-off to
@@ -438,11 +438,12 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
  * FC_PACK_PAR_FLOATS (a copy of M * K floats, ~2 us at 64 K). Same sums either way: each output one item's. */
 #define FC_PAR_MACS (1 << 20)
 #define FC_PACK_PAR_FLOATS (1 << 16)
+#define FC_MIN_ITEMS 8 /* items the pool gets at least, where the rows allow (fc_blocks) */
 
 typedef struct {
     const float *x, *w, *bias;
     float *xp, *out;
-    isz M, K, N, panels, rblocks, ntiles;
+    isz M, K, N, panels, rbp, rblocks, ntiles; /* rbp: panels per row block (FC_RB / PW_MR, fewer: fc_blocks) */
     act_t act;
 } fc_args;
 
@@ -475,8 +476,8 @@ PD_INLINE void fc_task_impl(void *vctx, isz begin, isz end) {
         /* the W tile the next item reads, prefetched into L2 by this item's first panel (a model's fc weights
          * come from L3: their tiles otherwise stall the first panel over them) */
         const float *nw = it + 1 < end && (it + 1) / a->rblocks != nt ? wt + a->K * PW_NR : NULL;
-        const isz p0 = rb * (FC_RB / PW_MR);
-        for (isz p = p0; p < a->panels && p < (rb + 1) * (FC_RB / PW_MR); p++) {
+        const isz p0 = rb * a->rbp;
+        for (isz p = p0; p < a->panels && p < p0 + a->rbp; p++) {
             const float *xp = a->xp + p * a->K * PW_MR;
             const isz r0 = p * PW_MR, rows = a->M - r0 < PW_MR ? a->M - r0 : PW_MR;
             for (isz i = 0; i < rows; i++) /* this panel's output lines, for writing */
@@ -693,6 +694,16 @@ PD_HIDDEN PyObject *py_packed_conv(PyObject *self, PyObject *args) {
     return pd_done(pd_fail0);
 }
 
+/* The row blocks: FC_RB rows, or halved (down to one panel) until the items number FC_MIN_ITEMS: the encoder's
+ * 32 tokens through a 512 -> 128 fc were 3 column tiles, one item each, 2 and 1 per thread at 2 threads; in blocks of
+ * 8 rows, 12 items, 6 each. A W tile is then read once per block (from L1 / L2 after the first). The split depends on
+ * the shape only, and each output is one item's sum in the same order: the same bits at any thread count. */
+static void fc_blocks(fc_args *a) {
+    a->rbp = FC_RB / PW_MR;
+    while (a->rbp > 1 && a->ntiles * ((a->panels + a->rbp - 1) / a->rbp) < FC_MIN_ITEMS) a->rbp /= 2;
+    a->rblocks = (a->panels + a->rbp - 1) / a->rbp;
+}
+
 PD_HIDDEN PyObject *py_packed_fc(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *wo, *bo, *oo, *ap;
@@ -708,7 +719,7 @@ PD_HIDDEN PyObject *py_packed_fc(PyObject *self, PyObject *args) {
     if (parse_act(act, ap, &a.act) < 0) return NULL;
     a.ntiles = (a.N + PW_NR - 1) / PW_NR;
     a.panels = (a.M + PW_MR - 1) / PW_MR;
-    a.rblocks = (a.M + FC_RB - 1) / FC_RB;
+    fc_blocks(&a);
     pd_bufs bs = {0};
     a.x = bufs_take(&bs, xo, 0, a.M * a.K, "packed_fc input");
     a.w = bufs_take(&bs, wo, 0, a.ntiles * PW_NR * a.K, "packed_fc packed weights");
