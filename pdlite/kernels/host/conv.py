@@ -336,13 +336,9 @@ class Conv2d(Kernel):
         (6.4), 76 on 40 -> 240 on 14x14 (33); whole models, one process, old and new rule alternated: PP-OCR cls 1
         thread 0.72x the time, MobileNetV3-small 0.92x at 1 thread, 0.89x at 2. At AVX2 (its 8-float sub-tiles) the
         wide form was no faster there (40 -> 240 on 14x14 82 against 76 us): the BLAS keeps them.
-        At AVX-512 a 1x1 stride-1 conv on a map of at most 256 outputs that the rules above leave to the BLAS (a
-        reduction under 128 on a map the wide form's tiles fill under 80%: 7x7) takes a packed form too: "small" with
-        at least 2^15 weights (outputs x reduction), else "wide". One loaded Zen 5 core, batch 1, interleaved
-        (us, BLAS / small / wide): 96 -> 576 on 7x7 35 / 31 / 36 (MobileNetV3-small's three, hard_swish), 120 -> 480
-        at 1 thread (OpenBLAS at 2: 439) / 31 / 36, 64 -> 384 19 / 19 / 18, 48 -> 288 15 / 13 / 11, 32 -> 128 5.3 /
-        6.9 / 4.4; inside the model the BLAS call took 53-75 us where the packed form takes ~30: MobileNetV3-small
-        batch 1 (one process, two predictors alternated) 0.93x the time at 1 thread, 0.71-0.99x at 2 (noisy)."""
+        At AVX-512 the 1x1 convs on maps of at most 256 outputs left to the BLAS above (7x7, reduction under 128)
+        take "small" with at least 2^15 weights, else "wide": MobileNetV3-small's 96 -> 576 53-75 -> ~30 us in the
+        model, the model 0.93x the time at 1 thread (BENCHMARKS.md, helper 39D's section)."""
         if kind != "mm" or not native.packed_gemm_fast():
             return None
         depth = g.c * g.kh * g.kw
