@@ -679,8 +679,9 @@ def test_fc_native_gemm(act, shape, n, bias):
 def test_packed_fc(act, m, k, n, bias):
     """packed_fc (the packed conv's register tiles for fc: rows in panels of 8, W in tiles of 48 columns; partial
     panels and tiles, one-step reductions) against float64, and bit for bit at 1-3 threads: products under
-    packed_gemm.c's FC_PAR_MACS on the calling thread (the transformer's 32 x 128 x 128), above it on the pool with x
-    packed on the calling thread (32 x 512 x 128) or, from FC_PACK_PAR_FLOATS, on the pool (300 x 256 x 64); rows in
+    packed_gemm.c's FC_PAR_MACS on the calling thread (13 x 33 x 50, 9 x 257 x 47), above it on the pool with x
+    packed on the calling thread (the transformer's 32 x 128 x 128, 32 x 512 x 128) or, from FC_PACK_PAR_FLOATS, on
+    the pool (300 x 256 x 64); rows in
     blocks of 4 panels, or of 2 or 1 where the column tiles are few (fc_blocks: 64 x 128 x 96, 32 x 512 x 128)."""
     x, w = rand(m, k, seed=57, scale=2.0), rand(k, n, seed=58, scale=0.3)
     b = rand(n, seed=59) if bias else None

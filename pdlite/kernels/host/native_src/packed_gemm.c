@@ -432,11 +432,12 @@ PD_INLINE void pw_task_impl(void *vctx, isz begin, isz end) {
  * The BLAS NumPy ships ran the transformer's (128 x 128) @ (128 x 512) at 77 GFLOP/s on one Xeon (Emerald
  * Rapids) core. Items: (column tile, block of rows: fc_blocks), column tile major. */
 #define FC_RB 32 /* rows per item: 4 panels */
-/* Products of fewer multiply-adds (M * K * N) run on the calling thread: the transformer encoder's 32 tokens through
- * a 128 -> 128 fc (0.5 M, ~5 us on one core) are 3 column tiles, 2 and 1 per thread at 2 threads, and the hand-off to
- * the pool and back costs about what the second thread saves. x's panels are packed on the calling thread below
- * FC_PACK_PAR_FLOATS (a copy of M * K floats, ~2 us at 64 K). Same sums either way: each output one item's. */
-#define FC_PAR_MACS (1 << 20)
+/* Products of fewer multiply-adds (M * K * N) run on the calling thread: the pool's hand-off and wait cost ~1.9 us
+ * (Zen 5, 2 threads, the other CPU free), what the second thread saves on ~0.26 M multiply-adds (~3.7 us on one
+ * core); measured (benchmarks/fc_small_m.py) 32 x 128 x 128 (0.52 M) 6.7 -> 5.2 us, 32 x 256 x 96 9.1 -> 6.7 us at 2
+ * threads. x's panels are packed on the calling thread below FC_PACK_PAR_FLOATS (a copy of M * K floats, ~2 us at
+ * 64 K). Same sums either way: each output one item's. */
+#define FC_PAR_MACS (3 << 17)
 #define FC_PACK_PAR_FLOATS (1 << 16)
 #define FC_MIN_ITEMS 8 /* items the pool gets at least, where the rows allow (fc_blocks) */
 
