@@ -56,7 +56,7 @@ PD_INLINE pd_v16i q_codes_v16(const uint8_t *row, isz q0, isz cnt) {
 /* the u8x4 words of columns [q0, q0 + cnt) of 4 rows of codes (NULL: code 0, byte 128): the bytes interleaved as they
  * are (x86: SSE2 unpacks) */
 PD_INLINE q_v16u q_codes_words4(const void *const rows[4], isz q0, isz cnt) {
-    q_v16u out;
+    q_v16u out = {0}; /* (every lane written below; gcc 12 on aarch64 cannot tell) */
 #ifdef PD_X86_DISPATCH
     __m128i b[4];
     for (int t = 0; t < 4; t++) {
@@ -92,7 +92,7 @@ PD_INLINE q_v16u q_codes_words4(const void *const rows[4], isz q0, isz cnt) {
  * (the vnni / baseline format), kg 2: 2 x int16 (avx2); rows of floats, or of codes for rt Q_RT_CODES */
 /* the s16x2 (avx2) words of columns [q0, q0 + cnt) of 2 rows of codes (NULL: 0): int16 pairs (b0 - 128, b1 - 128) */
 PD_INLINE q_v16u q_codes_words2(const void *const rows[4], isz q0, isz cnt) {
-    q_v16u out;
+    q_v16u out = {0}; /* (every lane written below; gcc 12 on aarch64 cannot tell) */
 #ifdef PD_X86_DISPATCH
     __m128i b[2];
     for (int t = 0; t < 2; t++) {
