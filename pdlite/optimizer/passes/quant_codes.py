@@ -33,7 +33,7 @@ from pdlite.core.program import OpDesc
 from pdlite.kernels.host import native
 from pdlite.kernels.host import quant_native as qn
 from pdlite.optimizer.pass_registry import Pass, PassContext, register_pass
-from pdlite.optimizer.passes.quant_int8 import QMAX, _act_attrs, _param, int8_enabled, int8_grid
+from pdlite.optimizer.passes.quant_int8 import QMAX, _act_attrs, _Int8Rewrite, _param, int8_enabled, int8_grid
 from pdlite.optimizer.pattern import input_node
 
 _CONV_ATTRS = ("strides", "paddings", "padding_algorithm", "groups", "dilations", "data_format")
@@ -72,18 +72,8 @@ def _grid_of(ctx: PassContext, v: Node) -> tuple[float, int] | None:
 
 
 @register_pass("quant_dwconv_int8_pass")
-class QuantDwconvInt8(Pass):
+class QuantDwconvInt8(_Int8Rewrite):
     types = ("conv2d", "depthwise_conv2d", "fused_conv2d")
-
-    def apply(self, graph: Graph, ctx: PassContext) -> bool:
-        if not int8_enabled(ctx):
-            return False
-        done = 0
-        for node in list(graph.op_nodes()):
-            if node in graph and node.op is not None and node.op.type in self.types and self.rewrite(graph, node, ctx):
-                done += 1
-        ctx.meta.setdefault("pass_stats", {})[self.name] = {"rewrites": done}
-        return done > 0
 
     def rewrite(self, graph: Graph, node: Node, ctx: PassContext) -> bool:
         op = node.op
