@@ -53,6 +53,18 @@ PD_INLINE pd_v16i q_codes_v16(const uint8_t *row, isz q0, isz cnt) {
     return __builtin_convertvector(b, pd_v16i) - 128;
 }
 
+#ifdef PD_X86_DISPATCH
+/* columns [q0, q0 + cnt) (cnt <= 16) of one row of codes as 16 bytes (NULL or past cnt: byte 128, code 0) */
+PD_INLINE __m128i q_codes_row16(const void *rowp, isz q0, isz cnt) {
+    const uint8_t *row = (const uint8_t *)rowp;
+    if (row && cnt == 16) return _mm_loadu_si128((const __m128i *)(row + q0));
+    uint8_t tmp[16];
+    memset(tmp, 128, sizeof tmp);
+    if (row) memcpy(tmp, row + q0, (size_t)cnt);
+    return _mm_loadu_si128((const __m128i *)tmp);
+}
+#endif
+
 /* the u8x4 words of columns [q0, q0 + cnt) of 4 rows of codes (NULL: code 0, byte 128): the bytes interleaved as they
  * are (x86: SSE2 unpacks) */
 PD_INLINE q_v16u q_codes_words4(const void *const rows[4], isz q0, isz cnt) {
@@ -60,15 +72,7 @@ PD_INLINE q_v16u q_codes_words4(const void *const rows[4], isz q0, isz cnt) {
 #ifdef PD_X86_DISPATCH
     __m128i b[4];
     for (int t = 0; t < 4; t++) {
-        const uint8_t *row = (const uint8_t *)rows[t];
-        if (row && cnt == 16) {
-            b[t] = _mm_loadu_si128((const __m128i *)(row + q0));
-        } else {
-            uint8_t tmp[16];
-            memset(tmp, 128, sizeof tmp);
-            if (row) memcpy(tmp, row + q0, (size_t)cnt);
-            b[t] = _mm_loadu_si128((const __m128i *)tmp);
-        }
+        b[t] = q_codes_row16(rows[t], q0, cnt);
     }
     const __m128i lo01 = _mm_unpacklo_epi8(b[0], b[1]), hi01 = _mm_unpackhi_epi8(b[0], b[1]);
     const __m128i lo23 = _mm_unpacklo_epi8(b[2], b[3]), hi23 = _mm_unpackhi_epi8(b[2], b[3]);
@@ -88,23 +92,13 @@ PD_INLINE q_v16u q_codes_words4(const void *const rows[4], isz q0, isz cnt) {
     return out;
 }
 
-/* the words of columns [q0, q0 + cnt) (cnt <= 16) of kg rows (NULL: zeros) quantized: kg 4: 4 x (q + 128) as uint8
- * (the vnni / baseline format), kg 2: 2 x int16 (avx2); rows of floats, or of codes for rt Q_RT_CODES */
 /* the s16x2 (avx2) words of columns [q0, q0 + cnt) of 2 rows of codes (NULL: 0): int16 pairs (b0 - 128, b1 - 128) */
 PD_INLINE q_v16u q_codes_words2(const void *const rows[4], isz q0, isz cnt) {
     q_v16u out = {0}; /* (every lane written below; gcc 12 on aarch64 cannot tell) */
 #ifdef PD_X86_DISPATCH
     __m128i b[2];
     for (int t = 0; t < 2; t++) {
-        const uint8_t *row = (const uint8_t *)rows[t];
-        if (row && cnt == 16) {
-            b[t] = _mm_loadu_si128((const __m128i *)(row + q0));
-        } else {
-            uint8_t tmp[16];
-            memset(tmp, 128, sizeof tmp);
-            if (row) memcpy(tmp, row + q0, (size_t)cnt);
-            b[t] = _mm_loadu_si128((const __m128i *)tmp);
-        }
+        b[t] = q_codes_row16(rows[t], q0, cnt);
     }
     const __m128i z = _mm_setzero_si128(), c = _mm_set1_epi16(128);
     const __m128i l0 = _mm_sub_epi16(_mm_unpacklo_epi8(b[0], z), c), h0 = _mm_sub_epi16(_mm_unpackhi_epi8(b[0], z), c);
@@ -126,6 +120,8 @@ PD_INLINE q_v16u q_codes_words2(const void *const rows[4], isz q0, isz cnt) {
     return out;
 }
 
+/* the words of columns [q0, q0 + cnt) (cnt <= 16) of kg rows (NULL: zeros) quantized: kg 4: 4 x (q + 128) as uint8
+ * (the vnni / baseline format), kg 2: 2 x int16 (avx2); rows of floats, or of codes for rt Q_RT_CODES */
 PD_INLINE q_v16u q_words(const void *const rows[4], isz q0, isz cnt, int kg, const q_param *qp, const int rt) {
     if (rt == Q_RT_CODES && kg == 4) return q_codes_words4(rows, q0, cnt);
     if (rt == Q_RT_CODES && kg == 2) return q_codes_words2(rows, q0, cnt);
