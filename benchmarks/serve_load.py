@@ -105,10 +105,19 @@ try:
             return InferenceResponse(model_name=self.name, outputs=[NumpyCodec.encode_output(n, a)
                                                                     for n, a in zip(names, outs)])
     class NullModel(MLModel):
-        """Decodes the input as pdlite's runtime does and answers 1000 zeros: MLServer's own cost per request."""
+        """Decodes the input as pdlite's runtime does (gRPC raw bytes as an array) and answers 1000 zeros:
+        MLServer's own cost per request."""
+
+        def __init__(self, settings: Any) -> None:
+            from pdlite.integrations.mlserver import _RAW_MODELS
+
+            super().__init__(settings)
+            _RAW_MODELS.add(self.name)
 
         async def predict(self, payload: InferenceRequest) -> InferenceResponse:
-            x = NumpyCodec.decode_input(payload.inputs[0])
+            from pdlite.integrations.mlserver import _tensor
+
+            x = _tensor(payload.inputs[0])
             return InferenceResponse(model_name=self.name, outputs=[
                 NumpyCodec.encode_output("y", np.zeros((x.shape[0], 1000), np.float32))])
 except ImportError:  # the benchmark's main() says what to install

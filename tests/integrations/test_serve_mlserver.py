@@ -170,6 +170,12 @@ def test_grpc_raw_tensors(server):
         stub.ModelInfer(request(np.zeros((1, 3, 22, 224), np.float32)), timeout=60)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'x'" in e.value.details()
     assert "[-1, 3, 224, 224]" in e.value.details()
+    short = request(x)
+    short.raw_input_contents[0] = x.tobytes()[:-4]  # raw bytes short of the declared shape: 400, not INTERNAL
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(short, timeout=60)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'x'" in e.value.details()
+    assert "602108 raw bytes, expected 602112" in e.value.details()
 
 
 def test_cnn_batched_bit_exact(server):

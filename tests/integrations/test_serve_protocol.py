@@ -191,3 +191,43 @@ def test_mlserver_decodes_tensors_as_its_codec(datatype, shape, data):
     assert got.tobytes() == want.tobytes()
     with pytest.raises(OverflowError):  # answered 400 naming the input by PdliteRuntime._feeds
         _tensor(RequestInput(name="k", datatype="INT8", shape=[1], data=[300]))
+
+
+def test_mlserver_grpc_raw_bytes_reach_the_runtime_as_arrays():
+    """MLServer's gRPC request converter, as patched by pdlite's runtime: for a pdlite model a numeric input's
+    raw bytes become a read-only array over those bytes (no Python list: MLServer would unpack them into one),
+    every bit as sent; other models keep MLServer's lists; BYTES keeps MLServer's unpacking; a length the shape
+    does not give is refused naming the input."""
+    pytest.importorskip("mlserver", reason="needs MLServer: pip install pdlite[serve]")
+    pytest.importorskip("grpc", reason="needs grpcio: pip install pdlite[serve]")
+    from mlserver.errors import InferenceError
+    from mlserver.grpc import dataplane_pb2 as pb
+    from mlserver.grpc.converters import ModelInferRequestConverter
+
+    from pdlite.integrations.mlserver import _RAW_MODELS, _tensor
+
+    x = np.random.default_rng(2).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    k = np.array([7, -1, 1 << 40], np.int64)
+
+    def request(model: str, raw: list[bytes], x_shape=(2, 3, 4, 4)) -> pb.ModelInferRequest:
+        T = pb.ModelInferRequest.InferInputTensor
+        return pb.ModelInferRequest(model_name=model, raw_input_contents=raw, inputs=[
+            T(name="x", datatype="FP32", shape=list(x_shape)), T(name="k", datatype="INT64", shape=[3]),
+            T(name="s", datatype="BYTES", shape=[2])])
+
+    strings = b"".join(len(b).to_bytes(4, "little") + b for b in (b"ab", b"cde"))
+    _RAW_MODELS.add("raw-test")
+    try:
+        req = ModelInferRequestConverter.to_types(request("raw-test", [x.tobytes(), k.tobytes(), strings]))
+        gx, gk = (_tensor(i) for i in req.inputs[:2])
+        assert isinstance(req.inputs[0].data.root, np.ndarray) and not gx.flags.writeable  # a view, no copy
+        assert gx.dtype == np.float32 and gx.shape == x.shape and gx.tobytes() == x.tobytes()
+        assert gk.dtype == np.int64 and gk.tolist() == k.tolist()
+        assert list(req.inputs[2].data) == [b"ab", b"cde"]
+        with pytest.raises(InferenceError, match=r"'x': 384 raw bytes, expected 480 .*FP32.*\[2, 3, 5, 4\]"):
+            ModelInferRequestConverter.to_types(request("raw-test", [x.tobytes(), k.tobytes(), strings],
+                                                        (2, 3, 5, 4)))
+    finally:
+        _RAW_MODELS.discard("raw-test")
+    other = ModelInferRequestConverter.to_types(request("not-pdlite", [x.tobytes(), k.tobytes(), strings]))
+    assert isinstance(other.inputs[0].data.root, list) and other.inputs[1].data.root == k.tolist()
