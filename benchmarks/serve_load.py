@@ -120,6 +120,13 @@ try:
             x = _tensor(payload.inputs[0])
             return InferenceResponse(model_name=self.name, outputs=[
                 NumpyCodec.encode_output("y", np.zeros((x.shape[0], 1000), np.float32))])
+
+    class NullListModel(NullModel):
+        """The null model on MLServer 1.7's own gRPC path: raw bytes unpacked into a Python list (`inject_raw`),
+        read back into an array: what pdlite's runtime cost MLServer's event loop before it kept raw bytes."""
+
+        def __init__(self, settings: Any) -> None:
+            MLModel.__init__(self, settings)
 except ImportError:  # the benchmark's main() says what to install
     MLModel = None
 
@@ -391,9 +398,10 @@ def batching(args: argparse.Namespace) -> None:
         ports = write_repository(folder, models)
         settings = json.loads((folder / "settings.json").read_text())  # the warm-up's 8-row requests: 4.8 MB
         (folder / "settings.json").write_text(json.dumps({**settings, "grpc_max_message_length": 64 << 20}))
-        (folder / "null").mkdir()
-        (folder / "null" / "model-settings.json").write_text(json.dumps(
-            {"name": "null", "implementation": "serve_load.NullModel"}))
+        for name, cls in (("null", "NullModel"), ("nulllist", "NullListModel")):
+            (folder / name).mkdir()
+            (folder / name / "model-settings.json").write_text(json.dumps(
+                {"name": name, "implementation": f"serve_load.{cls}"}))
         with_peer_path()
         g = ports["grpc_port"]
         targets: list[tuple[str, str, Callable[[], int]]] = []
@@ -403,7 +411,8 @@ def batching(args: argparse.Namespace) -> None:
                         for w, t in shapes]
             if args.mlserver_adaptive:
                 targets += [("mlserver", "MLServer, MLServer's adaptive batching 8, 2x1", Grpc(g, "mnv3a", "x", x))]
-            targets += [("mlserver", "MLServer, a model that does nothing", Grpc(g, "null", "x", x))]
+            targets += [("mlserver", "MLServer, a model that does nothing", Grpc(g, "null", "x", x)),
+                        ("mlserver", "MLServer, nothing, raw bytes as MLServer's list", Grpc(g, "nulllist", "x", x))]
         ray_port = None
         if "ray" in servers:
             apps = {f"mnv3u{w}{t}": {"model": cnn, **dev, "workers": w, "threads": t, "max_batch_size": 1}

@@ -1,18 +1,21 @@
 """Where MLServer + pdlite spend CPU on each request (issue 42: why batching pays so little on a small CNN here).
 
-    python benchmarks/serve_profile.py [--model mnv3,mnv3b,null] [--seconds 8] [--concurrency 8]
+    python benchmarks/serve_profile.py [--model mnv3,mnv3b,null,nulllist] [--seconds 8] [--concurrency 8]
 
 One `mlserver start` (parallel_workers 0: everything in one process) serving MobileNetV3-small as the batching
-benchmark does (`mnv3`: 2 clones x 1 thread, unbatched; `mnv3b`: 1 clone, pdlite's batching 8) and `null` (a
-model that decodes the input and answers zeros: MLServer's own cost), loaded over gRPC with raw tensor bytes by
-C closed-loop clients (benchmarks/serve_load.py's generator). Two passes per model:
+benchmark does (`mnv3`: 2 clones x 1 thread, unbatched; `mnv3b`: 1 clone, pdlite's batching 8), `null` (a
+model that decodes the input as pdlite's runtime does, raw bytes as an array, and answers zeros: MLServer's own
+cost) and `nulllist` (the same on MLServer's own raw path: bytes -> Python list -> array, what pdlite's runtime
+paid before it kept raw bytes), loaded over gRPC with raw tensor bytes by C closed-loop clients
+(benchmarks/serve_load.py's generator). Two passes per model:
 
 1. plain: requests/s and the server's CPU ms per request by thread, from /proc/PID/task/*/stat: the event loop
    (the main thread: gRPC's asyncio server, MLServer's request conversion, pdlite's runtime coroutine) and the
    other threads (pdlite's clones running the model, gRPC's pollers; Python does not name OS threads);
 2. under cProfile (the event loop only; cProfile's own overhead inflates every figure ~1.5x, the split is what
    counts): the loop's ms per request in named parts: MLServer turning raw bytes into a Python list
-   (`mlserver/raw.py` inject_raw), pdlite's runtime decoding that list into an array (`_feeds`), pdlite's
+   (`mlserver/raw.py` inject_raw; pdlite's models: pdlite's inject_raw, an array over the bytes), pdlite's
+   runtime decoding the input (`_feeds`), pdlite's
    batcher or executor hand-off, the answer's encoding (pdlite's `_output`, MLServer's response converter),
    and the rest of the loop (gRPC, MLServer's data plane, asyncio).
 """
@@ -39,6 +42,7 @@ from tests.integrations.serve_util import CNN, wait_ready, write_repository  # n
 # the event loop's parts: label -> (file suffix, function) whose cumulative time is that part
 PARTS = {
     "MLServer: raw bytes -> Python list (inject_raw)": ("mlserver/raw.py", "inject_raw"),
+    "pdlite: raw bytes -> array (its inject_raw, pdlite's models)": ("pdlite/integrations/mlserver.py", "inject_raw"),
     "the runtime's predict on the loop (pdlite's PdliteRuntime / NullModel)": ("", "predict"),
     "pdlite: list -> ndarray (_feeds)": ("pdlite/integrations/mlserver.py", "_feeds"),
     "pdlite: outputs -> V2 (_output)": ("pdlite/integrations/mlserver.py", "_output"),
@@ -92,7 +96,7 @@ def loop_parts(profile: Path, requests: int) -> dict[str, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="mnv3,mnv3b,null")
+    p.add_argument("--model", default="mnv3,mnv3b,null,nulllist")
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--concurrency", type=int, default=8)
     args = p.parse_args()
@@ -103,9 +107,10 @@ def main() -> None:
             "mnv3": {"uri": CNN, "extra": {**extra, "workers": 2}},
             "mnv3b": {"uri": CNN, "extra": {**extra, "workers": 1, "max_batch_size": 8,
                                             "batch_wait_timeout_s": 0.002}}}, parallel_workers=0)
-        (folder / "null").mkdir()
-        (folder / "null" / "model-settings.json").write_text(json.dumps(
-            {"name": "null", "implementation": "serve_load.NullModel"}))
+        for name, cls in (("null", "NullModel"), ("nulllist", "NullListModel")):
+            (folder / name).mkdir()
+            (folder / name / "model-settings.json").write_text(json.dumps(
+                {"name": name, "implementation": f"serve_load.{cls}"}))
         print(f"serve_profile: CPU {os.cpu_count()} cores (shared: noisy); concurrency {args.concurrency}, gRPC raw "
               "FP32 1x3x224x224, MobileNetV3-small; CPU ms per answered request")
         rows = []

@@ -200,6 +200,8 @@ def _tensor(inp: RequestInput) -> np.ndarray:
     data = getattr(inp.data, "root", inp.data)
     if isinstance(data, np.ndarray):  # gRPC raw bytes, kept as an array (_keep_raw_arrays)
         return data.reshape(list(inp.shape))
+    if isinstance(data, list) and data and isinstance(data[0], np.ndarray):  # MLServer's adaptive batching: its
+        return np.concatenate(data).reshape(list(inp.shape))  # merge keeps a list of the requests' arrays
     dt = V2_DATATYPES.get(_datatype(inp))
     if dt is None or dt.kind not in "fiu" or not isinstance(data, list) or (data and isinstance(data[0], list)):
         return NumpyCodec.decode_input(inp)

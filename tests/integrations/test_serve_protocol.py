@@ -227,6 +227,14 @@ def test_mlserver_grpc_raw_bytes_reach_the_runtime_as_arrays():
         with pytest.raises(InferenceError, match=r"'x': 384 raw bytes, expected 480 .*FP32.*\[2, 3, 5, 4\]"):
             ModelInferRequestConverter.to_types(request("raw-test", [x.tobytes(), k.tobytes(), strings],
                                                         (2, 3, 5, 4)))
+        # MLServer's adaptive batching merges such requests into a list of their arrays: decoded as one tensor
+        from mlserver.batching.requests import BatchedRequests
+
+        two = [ModelInferRequestConverter.to_types(request("raw-test", [a.tobytes(), k.tobytes(), strings]))
+               for a in (x, x[::-1] * 2)]
+        merged = BatchedRequests({str(i): r for i, r in enumerate(two)}).merged_request
+        got = _tensor(merged.inputs[0])
+        assert got.shape == (4, 3, 4, 4) and got.tobytes() == np.concatenate([x, x[::-1] * 2]).tobytes()
     finally:
         _RAW_MODELS.discard("raw-test")
     other = ModelInferRequestConverter.to_types(request("not-pdlite", [x.tobytes(), k.tobytes(), strings]))
