@@ -203,6 +203,37 @@ def test_det_resize() -> None:
                                rtol=1e-6)
 
 
+def test_det_normalize_bit_for_bit() -> None:
+    """The page normalisations (looked up per byte value) give PaddleOCR's / PaddleX's float32 formulas' bits on
+    every value, for contiguous and strided images; other dtypes take the formula itself."""
+    from pdlite.apps.ocr.det import det_normalize_paddlex
+
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, (37, 96, 3), dtype=np.uint8)
+    img[0, :256 // 3 + 1] = np.arange(256 // 3 * 3 + 3).reshape(-1, 3) % 256  # every byte value in each channel
+    img[1, :, :] = 255 - img[0, :, :]
+    mean, std = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
+    for im in (img, img[:, ::-1], img[:, :, ::-1]):
+        ref = ((im.astype(np.float32) * np.float32(1 / 255) - mean) / std).transpose(2, 0, 1)[None]
+        np.testing.assert_array_equal(det_normalize(im), ref)
+    floats = img.astype(np.float32) + np.float32(0.25)
+    ref = ((floats * np.float32(1 / 255) - mean) / std).transpose(2, 0, 1)[None]
+    np.testing.assert_array_equal(det_normalize(floats), ref)
+    # PaddleX: x *= scale / std; x += -mean / std per channel in place, a NumPy float64 factor in float64
+    for scale, m, s in ((1 / 255, (0.5, 0.4, 0.3), (0.2, 0.3, 0.4)),
+                        (np.float64(1 / 255), tuple(np.float64(v) for v in (0.485, 0.456, 0.406)),
+                         tuple(np.float64(v) for v in (0.229, 0.224, 0.225)))):
+        planes = []
+        for c in range(3):
+            x = img[:, :, c].astype(np.float32)
+            x *= scale / s[c]
+            x += -m[c] / s[c]
+            planes.append(x)
+        out = det_normalize_paddlex(img, scale, m, s)
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out, np.stack(planes)[None])
+
+
 def test_box_order_and_crop() -> None:
     boxes = np.array([[[200, 12], [300, 12], [300, 30], [200, 30]], [[10, 15], [100, 15], [100, 35], [10, 35]],
                       [[10, 60], [100, 60], [100, 80], [10, 80]]], np.float32)

@@ -51,23 +51,47 @@ def det_resize(img: np.ndarray, limit_side_len: int = 960, limit_type: str = "ma
 
 
 def det_normalize(img: np.ndarray) -> np.ndarray:
-    """`NormalizeImage` (scale 1/255, ImageNet mean/std applied to the BGR channels as PaddleOCR does), HWC->NCHW."""
-    scale = np.float32(1.0 / 255.0)
-    mean = np.array(DET_MEAN, dtype=np.float32).reshape(1, 1, 3)
-    std = np.array(DET_STD, dtype=np.float32).reshape(1, 1, 3)
-    out = (img.astype("float32") * scale - mean) / std
-    return np.asarray(out.transpose(2, 0, 1)[None], order="C")
+    """`NormalizeImage` (scale 1/255, ImageNet mean/std applied to the BGR channels as PaddleOCR does), HWC->NCHW:
+    (x * (1/255) - mean) / std per channel in float32, bit for bit (`_normalize_nchw`)."""
+    def formula(x: np.ndarray, c: int) -> np.ndarray:
+        return (x * np.float32(1.0 / 255.0) - np.float32(DET_MEAN[c])) / np.float32(DET_STD[c])
+    return _normalize_nchw(img, ("paddleocr", DET_MEAN, DET_STD), formula)
 
 
 def det_normalize_paddlex(img: np.ndarray, scale: float = 1 / 255, mean: tuple = DET_MEAN,
                           std: tuple = DET_STD) -> np.ndarray:
     """PaddleX's `NormalizeImage` (the yml's scale, mean, std on the image's channels as read, BGR for PP-OCR):
-    x * (scale / std) + (-mean / std) per channel in float32, HWC -> NCHW."""
-    chans = [img[:, :, c].astype(np.float32) for c in range(img.shape[2])]
-    for c in range(len(chans)):
-        chans[c] *= scale / std[c]
-        chans[c] += -mean[c] / std[c]
-    return np.stack(chans)[None]
+    x * (scale / std) + (-mean / std) per channel in float32, HWC -> NCHW (bit for bit, `_normalize_nchw`)."""
+    def formula(x: np.ndarray, c: int) -> np.ndarray:
+        x = x.copy()
+        x *= scale / std[c]  # in place on float32, as PaddleX (a NumPy float64 factor multiplies in float64)
+        x += -mean[c] / std[c]
+        return x
+    return _normalize_nchw(img, ("paddlex", repr((scale, tuple(mean), tuple(std)))), formula)
+
+
+_LUTS: dict[tuple, np.ndarray] = {}  # (normalisation, channels) -> [C, 1, 256] float32: each byte value's output
+
+
+def _normalize_nchw(img: np.ndarray, key: tuple, formula: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+    """`formula(x, c)` (float32 x of channel c) over an HWC image, as float32 [1, C, H, W]. A uint8 image has 256
+    values per channel: the formula runs on those (the same float32 operations, so the same bits) and each plane
+    is looked up (cv2.LUT): one pass over a page instead of five NumPy passes with page-sized temporaries (a
+    960x736 page 11-13 ms -> 0.8 ms). Other dtypes: the formula on the whole image."""
+    chans = img.shape[2]
+    if img.dtype != np.uint8 or not 1 <= chans <= 4:
+        planes = [formula(img[:, :, c].astype(np.float32), c) for c in range(chans)]
+        return np.stack(planes)[None].astype(np.float32, copy=False)
+    luts = _LUTS.get((key, chans))
+    if luts is None:
+        values = np.arange(256, dtype=np.float32)
+        luts = np.stack([formula(values, c) for c in range(chans)]).astype(np.float32).reshape(chans, 1, 256)
+        _LUTS[(key, chans)] = luts
+    cv2 = require("cv2")
+    out = np.empty((1, chans, img.shape[0], img.shape[1]), np.float32)
+    for c, plane in enumerate(cv2.split(np.ascontiguousarray(img))):
+        out[0, c] = cv2.LUT(plane, luts[c])
+    return out
 
 
 def polygon_area_length(box: np.ndarray) -> tuple[float, float]:
