@@ -381,17 +381,19 @@ def batching(args: argparse.Namespace) -> None:
     cnn, dev = bench_models.model_dir(args.model), {"device": args.device}
     c = 8 if "," in args.concurrency else int(args.concurrency)
     servers = args.servers.split(",")
-    shapes = [tuple(int(v) for v in wt.split("x")) for wt in args.batch_configs.split(",")]
+    shapes = [(*(int(v) for v in wt.split("/")[0].split("x")), int((wt.split("/") + ["8"])[1]))
+              for wt in args.batch_configs.split(",")]  # WxT or WxT/N (N: max_batch_size, default 8)
     plain = [tuple(int(v) for v in wt.split("x")) for wt in args.unbatched_configs.split(",")]
-    bat = {"max_batch_size": 8, "batch_wait_timeout_s": args.batch_wait}
+    bat = {"batch_wait_timeout_s": args.batch_wait}
     unb = {"workers": 2, "threads": 1}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "repo"
         extra = {"max_queued": 64, **dev}
         models: dict[str, dict[str, Any]] = {f"mnv3u{w}{t}": {"uri": str(cnn), "extra": {**extra, "workers": w,
                                                                                        "threads": t}} for w, t in plain}
-        for w, t in shapes:
-            models[f"mnv3b{w}{t}"] = {"uri": str(cnn), "extra": {**extra, "workers": w, "threads": t, **bat}}
+        for w, t, n in shapes:
+            models[f"mnv3b{w}{t}{n}"] = {"uri": str(cnn), "extra": {**extra, "workers": w, "threads": t, **bat,
+                                                                    "max_batch_size": n}}
         if args.mlserver_adaptive:
             models["mnv3a"] = {"uri": str(cnn), "extra": {**extra, **unb}, "max_batch_size": 8,
                                "max_batch_time": args.batch_wait}
@@ -407,8 +409,8 @@ def batching(args: argparse.Namespace) -> None:
         targets: list[tuple[str, str, Callable[[], int]]] = []
         if "mlserver" in servers:
             targets += [("mlserver", f"MLServer, unbatched {w}x{t}", Grpc(g, f"mnv3u{w}{t}", "x", x)) for w, t in plain]
-            targets += [("mlserver", f"MLServer, pdlite batching 8, {w}x{t}", Grpc(g, f"mnv3b{w}{t}", "x", x))
-                        for w, t in shapes]
+            targets += [("mlserver", f"MLServer, pdlite batching {n}, {w}x{t}", Grpc(g, f"mnv3b{w}{t}{n}", "x", x))
+                        for w, t, n in shapes]
             if args.mlserver_adaptive:
                 targets += [("mlserver", "MLServer, MLServer's adaptive batching 8, 2x1", Grpc(g, "mnv3a", "x", x))]
             targets += [("mlserver", "MLServer, a model that does nothing", Grpc(g, "null", "x", x)),
@@ -417,17 +419,17 @@ def batching(args: argparse.Namespace) -> None:
         if "ray" in servers:
             apps = {f"mnv3u{w}{t}": {"model": cnn, **dev, "workers": w, "threads": t, "max_batch_size": 1}
                     for w, t in plain}
-            for w, t in shapes:
-                apps[f"mnv3b{w}{t}"] = {"model": cnn, **dev, "workers": w, "threads": t, **bat}
-                apps[f"mnv3s{w}{t}"] = {"model": cnn, **dev, "workers": w, "threads": t, **bat, "batcher": "serve"}
+            for w, t, n in shapes:
+                kw = {"model": cnn, **dev, "workers": w, "threads": t, **bat, "max_batch_size": n}
+                apps[f"mnv3b{w}{t}{n}"], apps[f"mnv3s{w}{t}{n}"] = kw, {**kw, "batcher": "serve"}
             ray_port = start_ray({**apps, "null": null_ray_app()})
             rb, rh = v2_binary("x", x)
             targets += [("ray", f"Ray Serve, unbatched {w}x{t}", Rest(ray_port, f"/v2/models/mnv3u{w}{t}/infer", rb, rh))
                         for w, t in plain]
-            targets += [("ray", f"Ray Serve, pdlite batching 8, {w}x{t}",
-                         Rest(ray_port, f"/v2/models/mnv3b{w}{t}/infer", rb, rh)) for w, t in shapes]
-            targets += [("ray", f"Ray Serve, @serve.batch 8, {w}x{t}",
-                         Rest(ray_port, f"/v2/models/mnv3s{w}{t}/infer", rb, rh)) for w, t in shapes]
+            targets += [("ray", f"Ray Serve, pdlite batching {n}, {w}x{t}",
+                         Rest(ray_port, f"/v2/models/mnv3b{w}{t}{n}/infer", rb, rh)) for w, t, n in shapes]
+            targets += [("ray", f"Ray Serve, @serve.batch {n}, {w}x{t}",
+                         Rest(ray_port, f"/v2/models/mnv3s{w}{t}{n}/infer", rb, rh)) for w, t, n in shapes]
             targets += [("ray", "Ray Serve, a model that does nothing", Rest(ray_port, "/v2/models/null/infer", rb, rh))]
         try:
             with mlserver(folder, Path(tmp) / "mlserver.log") if "mlserver" in servers else nullcontext() as ml:
@@ -604,7 +606,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="batching: interleaved rounds (medians)")
     p.add_argument("--servers", default="mlserver,ray", help="batching: mlserver, ray or both")
     p.add_argument("--batch-wait", type=float, default=DEFAULT_BATCH_WAIT_S, help="batching: the batch wait in seconds")
-    p.add_argument("--batch-configs", default="2x1", help="batching: the batched servers' clones x threads")
+    p.add_argument("--batch-configs", default="2x1",
+                   help="batching: the batched servers' clones x threads, WxT or WxT/N (max_batch_size N, 8)")
     p.add_argument("--unbatched-configs", default="2x1", help="batching: the unbatched ones' (the first: the base)")
     p.add_argument("--warmup", type=float, default=1.5, help="batching: warm-up seconds per config (5+ on a device)")
     p.add_argument("--mlserver-adaptive", action="store_true", help="batching: also MLServer's own batching")

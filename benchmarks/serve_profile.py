@@ -42,9 +42,9 @@ from tests.integrations.serve_util import CNN, wait_ready, write_repository  # n
 # the event loop's parts: label -> (file suffix, function) whose cumulative time is that part
 PARTS = {
     "MLServer: raw bytes -> Python list (inject_raw)": ("mlserver/raw.py", "inject_raw"),
-    "pdlite: raw bytes -> array (its inject_raw, pdlite's models)": ("pdlite/integrations/mlserver.py", "inject_raw"),
+    "pdlite: raw bytes -> array (its inject_raw; other models: MLServer's inside)": ("pdlite/integrations/mlserver.py", "inject_raw"),
     "the runtime's predict on the loop (pdlite's PdliteRuntime / NullModel)": ("", "predict"),
-    "pdlite: list -> ndarray (_feeds)": ("pdlite/integrations/mlserver.py", "_feeds"),
+    "pdlite: the input decoded (_feeds)": ("pdlite/integrations/mlserver.py", "_feeds"),
     "pdlite: outputs -> V2 (_output)": ("pdlite/integrations/mlserver.py", "_output"),
     "MLServer: response -> protobuf (from_types)": ("mlserver/grpc/converters.py", "from_types"),
 }
