@@ -582,9 +582,8 @@ def test_winograd_can_be_turned_off():
 @pytest.mark.parametrize("is_max", [False, True])
 @pytest.mark.parametrize("shape", [(4, 576, 7, 7), (1, 13, 1, 1), (3, 5, 16, 16), (2, 9, 3, 5), (1, 20, 17, 16)])
 def test_global_pool_of_small_planes(shape, is_max, threads):
-    """Whole-plane windows (global pooling, 8 planes' chains interleaved up to 256 floats a plane; larger ones the
-    row-then-column path): mean against float64 (tolerance TOL), max exact with NaN propagated; the same bits at
-    any thread count."""
+    """Whole-plane windows (global pooling: 8 lane partials a plane, 4 planes' chains interleaved, any plane size):
+    mean against float64 (tolerance TOL), max exact with NaN propagated; the same bits at any thread count."""
     x = rand(*shape, seed=81, scale=3)
     x[0, 0, 0, 0] = np.nan
     with native_threads(threads):
@@ -860,6 +859,12 @@ def test_every_instruction_set_version_agrees(isa, tmp_path):
     for k in base:
         if k != "isa":
             check(got[k], base[k], f"{isa} vs baseline: {k}")
+    for k in SAME_BITS_EVERY_ISA:
+        assert np.array_equal(got[k], base[k]), f"{isa} vs baseline: {k} not bit-identical"
+
+
+# outputs computed by the same operations in the same order on every ISA (no FMA to contract): the same bits
+SAME_BITS_EVERY_ISA = ("global_pool",)  # pool.c pool_planes: 8 lane partials of adds, one fixed tree
 
 
 def test_default_instruction_set_is_the_best_the_cpu_has():

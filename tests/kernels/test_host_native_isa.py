@@ -80,7 +80,7 @@ def _gemv(m, k, n, act):
 
 def _dw(c, h, w, s, act, bias=True, k=3):
     """A k x k depthwise conv, padding k // 2, batch 2: the row-vector form (3x3, maps 9 to 64 wide) or the
-    channel-blocked one (up to 8x8 outputs), AVX-512's and AVX2's, the same products in the same order."""
+    channel-blocked one (AVX2: up to 16x16 outputs), AVX-512's and AVX2's, the same products in the same order."""
     x, wt = arr((2, c, h, w), 1), arr((c, k * k), 2)
     b = arr((c,), 3) if bias else None
     p = k // 2
@@ -129,6 +129,10 @@ CASES = {
     # the channel-blocked form: 3x3 on 7x7 (a partial block of 16 channels), 5x5 stride 2 to 7x7
     "depthwise 3x3 7x7": lambda: _dw(20, 7, 7, 1, RELU6),
     "depthwise 5x5 stride 2": lambda: _dw(16, 13, 14, 2, HSWISH, k=5),
+    # 14x14 outputs: 5x5 (AVX-512 the row-vector 5x5 loop, AVX2 the channel-blocked form since it takes 14x14, the
+    # same order), 5x5 stride 2 (both the blocked form); 40 and 24 channels (a last block of 8)
+    "depthwise 5x5 14x14": lambda: _dw(40, 14, 14, 1, HSWISH, k=5),
+    "depthwise 5x5 stride 2 to 14x14": lambda: _dw(24, 28, 27, 2, RELU6, k=5),
     # the short-map form (depthwise_short.c): 5x5 on 2 rows 70 wide, the kernel rows in the padding left out
     "depthwise 5x5 short": lambda: _dw(6, 2, 70, 1, RELU6, k=5),
     # direct_conv: a 3x3 / 2 stem (a partial last vector of columns), a 7x7 / 2 one
@@ -137,7 +141,7 @@ CASES = {
 }
 # the cases only AVX-512 and AVX2 compute in one order (NEON runs the planar depthwise forms)
 X86_ONLY = {"depthwise 3x3", "depthwise 3x3 stride 2", "depthwise 3x3 stride 2 wide", "depthwise 3x3 7x7",
-            "depthwise 5x5 stride 2", "depthwise 5x5 short", "direct 3x3 stride 2", "direct 7x7 stride 2"}
+            "depthwise 5x5 stride 2", "depthwise 5x5 14x14", "depthwise 5x5 stride 2 to 14x14", "depthwise 5x5 short", "direct 3x3 stride 2", "direct 7x7 stride 2"}
 # name -> the SHA-256 of its output's bytes with AVX-512
 DIGESTS = {
     'packed 3x3': '825f6015c5c97fa92ffceaf6f26e39bc09b176590fc6d47f7dbc131672a3e6f2',
@@ -152,6 +156,8 @@ DIGESTS = {
     'depthwise 3x3 stride 2 wide': '1ef1b64c3b60ed45f6c1dc57a409b1835b7e4c15f8275f3de798bdad1caf463a',
     'depthwise 3x3 7x7': '07d647123280243a6020ded51e0d3856589f2a11e3759ef30318fb6b8e4b8b5a',
     'depthwise 5x5 stride 2': '1bb3db4074486c020a42a440d5ca7394efcee244cf0d2a51996851b083f53593',
+    'depthwise 5x5 14x14': 'ba641d3d661a62227a33b452dbf54bfeb1385c24145b9dd0c5a5b5800cf3655e',
+    'depthwise 5x5 stride 2 to 14x14': 'c712ef160392d951eece13f2a98a578289037aa95d1c20ef9a2d6c8322976e8b',
     'depthwise 5x5 short': 'f3a3085b40eb5c537f6ad7b17a1a8781e028dbe12382f65810225ab94a0277d2',
     'direct 3x3 stride 2': 'c16a90af47591cc96c3401ff631a2ee48282b449e22ff1be0312da71b6377cad',
     'direct 7x7 stride 2': '12c218a040e8f9aadfa217fa8d2109cb720e803111ecf18bf8baa068697dd08d',
