@@ -5,6 +5,8 @@ Contenders (each skipped with a note when its package is absent):
   pdlite-<device>       pdlite + an NNAdapter device (intel_openvino, onnxruntime)
   pdlite-auto           pdlite's `auto` device: the fastest of host and the devices, measured on this input
                         (`choose_device`, what `pdlite run/bench --device auto` use; its measured predictor runs)
+  pdlite-<device>+pin   the same with OpenVINO's threads pinned to cores (INTEL_OPENVINO_CPU_PINNING=on, OpenVINO's
+                        own LATENCY default; pdlite's is off): pdlite-intel_openvino+pin, pdlite-auto+pin
   pdlite-auto-online    a predictor with set_nnadapter_device_names(["auto"]), as an API user gets it: the same
                         measurement after its first calls (a cache of the worker's own), then every call through
                         the online auto (pdlite/api/auto_online.py: settled calls, one in 8 timed)
@@ -102,6 +104,9 @@ NOTES: list[str] = []  # in a worker: what to tell the parent with `ready` (auto
 NATIVE_ENV = "PDLITE_BENCH_NATIVE"  # "1": the parent runs the native host kernels, so must every pdlite worker
 
 
+PIN = "+pin"  # a pdlite device contender's suffix: OpenVINO's threads pinned to cores (INTEL_OPENVINO_CPU_PINNING=on)
+
+
 def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
     from pdlite.lite import CxxConfig, Place, PrecisionType, TargetType, create_paddle_predictor
 
@@ -109,8 +114,11 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
     cfg.set_model_dir(str(d))
     cfg.set_threads(threads)
     if device:
+        pin = device.endswith(PIN)
+        device = device[:-len(PIN)] if pin else device
         cfg.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={threads};"
-                                             f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads}")
+                                             f"ONNXRUNTIME_INTRA_OP_NUM_THREADS={threads}"
+                                             + (";INTEL_OPENVINO_CPU_PINNING=on" if pin else ""))
     if device == "auto-online":  # a predictor's own auto, every call through it
         import tempfile as _tf
 
@@ -130,6 +138,7 @@ def make_pdlite(d: Path, feeds, threads: int, device: str | None) -> Runner:
         choice = choose_device(cfg, feeds, create_paddle_predictor, candidates=["host", "intel_openvino", "onnxruntime"],
                                use_cache=False, keep=True)
         text = " ".join(choice.describe().split())  # one line, no tabs (it travels in the `ready` line)
+        text += " (measured ms: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(choice.medians_ms.items())) + ")"
         NOTES.append(f"{d.name} b{len(next(iter(feeds.values())))} t{threads}: {text}")
         pred = choice.predictor  # the measured instance, as the API's auto keeps it
         for k, v in feeds.items():
@@ -384,7 +393,7 @@ def main() -> int:
                         print(f"  ({k} unavailable for {name} b{batch} t{threads}: {str(e)[:120]})", file=sys.stderr)
                 if not header_done:
                     cols = list(makers)
-                    autos = [k for k in ("pdlite-auto", "pdlite-auto-online") if k in cols]
+                    autos = [k for k in cols if k.startswith("pdlite-auto")]
                     print("| model | batch | threads | " + " | ".join(cols + [f"{k[len('pdlite-'):]} / best peer"
                                                                         for k in autos]) + " |")
                     print("|---|---|---|" + "---|" * (len(cols) + len(autos)))
