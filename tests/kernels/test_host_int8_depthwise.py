@@ -3,9 +3,14 @@
 Integer sums: EXACT equality with the int64 reference (multiplier 1, no bias: the float32 outputs hold the sums
 exactly) over kernel sizes 3 / 5 / 7, strides 1-3, dilations, padding, odd widths (tiles of 16 and 64 outputs and
 their tails), both round types, batches; on every instruction set this CPU runs (vnni / avx2 / baseline, forced in a
-subprocess through PDLITE_NATIVE_ISA; the vnni form covers strides and dilations with SW + DW <= 5, the others run
-in plain loops there too). Epilogue (scales, bias, residual, activations, output QDQ, pointwise chain): qconv's, so
-the same checks as tests/kernels/test_host_int8.py.
+subprocess through PDLITE_NATIVE_ISA; at vnni the integer window form covers strides and dilations with SW + DW <= 5,
+the float-sums form the rest, as at avx2 and baseline). Epilogue (scales, bias, residual, activations, output QDQ,
+pointwise chain): qconv's, so the same checks as tests/kernels/test_host_int8.py.
+
+The window form (vnni) against the float-sums form (the fp32 depthwise kernel on the codes as floats, the form every
+depthwise conv ran in before it, native._set_qdw_integer(False)): the SAME bits, floats and codes, over the shapes of
+MobileNetV3-small and the cases above, every activation the int8 passes fuse, residual, output QDQ, chain (the window
+form's codes written straight from the sums' registers where nothing follows the activation).
 """
 from __future__ import annotations
 
@@ -140,3 +145,70 @@ def test_depthwise_bad_buffers_are_refused() -> None:
         qn.qdwconv(x, np.ascontiguousarray(w[:, :4]), comp, np.ones(5, np.float32), None, oh, ow, *geo, qp)
     with pytest.raises(ValueError, match="qdwconv multipliers"):
         qn.qdwconv(x, w, comp, np.ones(4, np.float32), None, oh, ow, *geo, qp)
+
+
+# (N, C, H, W, K, S, D, P, round_type): MobileNetV3-small's and MobileNetV1's depthwise shapes (channels cut), and
+# small / odd maps (one window vector a row, a tail of one output)
+FORM_CASES = CASES + [
+    (1, 16, 112, 112, 3, 2, 1, 1, 0),
+    (1, 8, 28, 28, 3, 1, 1, 1, 0),
+    (1, 8, 28, 28, 5, 2, 1, 2, 0),
+    (1, 8, 14, 14, 5, 1, 1, 2, 0),
+    (1, 9, 14, 14, 5, 2, 1, 2, 1),
+    (2, 7, 7, 7, 5, 1, 1, 2, 0),
+    (1, 5, 7, 7, 3, 1, 1, 1, 0),
+    (1, 3, 1, 17, 3, 1, 1, 1, 0),
+    (1, 3, 5, 3, 3, 3, 1, 1, 0),  # stride 3, one group of taps: the window form
+]
+
+
+def _forms(case: tuple, seed: int, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """qdwconv's output in the default form (the window form at vnni) and in the float-sums form."""
+    x, w8, qp = _data(case, seed)
+    oh, ow, geo = _geo(case)
+    w, comp = qn.dw_weights(w8)
+    rng = np.random.default_rng(seed + 100)
+    c = x.shape[1]
+    mul = (rng.uniform(0.5, 2.0, c) * 2e-3 / w.shape[1]).astype(np.float32)  # (values over the codes' grid)
+    bias = (rng.standard_normal(c) * 0.3).astype(np.float32)
+    if kw.pop("codes_in", False):
+        x = qn.codes_of(x, qp)
+    if kw.pop("residual", False):
+        kw["residual"] = rng.standard_normal((x.shape[0], c, oh, ow)).astype(np.float32)
+    outs = []
+    for on in (True, False):
+        before = native._ext._set_qdw_integer(on)
+        try:
+            outs.append(qn.qdwconv(x, w, comp, mul, bias, oh, ow, *geo, qp, **kw))
+        finally:
+            native._ext._set_qdw_integer(before)
+    return outs[0], outs[1]
+
+
+_ACTS = {"": {}, "relu": {}, "relu6": {"threshold": 6.0}, "leaky_relu": {"alpha": 0.1},
+         "hard_swish": {"offset": 3.0, "threshold": 6.0, "scale": 6.0}}
+
+
+@pytest.mark.parametrize("i", range(len(FORM_CASES)))
+@pytest.mark.parametrize("act", sorted(_ACTS))
+def test_window_form_gives_the_float_sums_forms_codes(i: int, act: str) -> None:
+    code = native.activation(act, _ACTS[act])
+    win, fsum = _forms(FORM_CASES[i], i, act=code, codes_in=True, codes=qn.QParam.of(1.7, 0))
+    assert win.dtype == np.uint8 and len(np.unique(win)) > min(16, win.size // 8)  # (not all clipped)
+    np.testing.assert_array_equal(win, fsum)
+
+
+@pytest.mark.parametrize("i", range(len(FORM_CASES)))
+@pytest.mark.parametrize("how", ["floats", "residual", "out_q", "chain", "codes_rt1", "float_in"])
+def test_window_form_gives_the_float_sums_forms_bits(i: int, how: str) -> None:
+    kw: dict = {"act": native.activation("hard_swish", _ACTS["hard_swish"]), "codes_in": how != "float_in"}
+    if how == "residual":
+        kw["residual"] = True
+    elif how == "out_q":
+        kw["out_q"] = qn.out_qdq(0.8, 0)
+    elif how == "chain":
+        kw["chain"] = _chain_program(np.random.default_rng(i), FORM_CASES[i][1])
+    elif how == "codes_rt1":
+        kw["codes"] = qn.QParam.of(1.7, 1)
+    win, fsum = _forms(FORM_CASES[i], i, **kw)
+    np.testing.assert_array_equal(win, fsum)

@@ -214,6 +214,9 @@ static PyMethodDef methods[] = {
     {"_set_shuffles16", py_set_shuffles16, METH_O,
      "tests: use the forms built on 16-lane shuffles (the channel-blocked depthwise on small maps, packed_conv's "
      "vector write-out, the 3x3 stride-2 max pool's column taps; default: with AVX-512); returns the old setting"},
+    {"_set_qdw_integer", py_set_qdw_integer, METH_O,
+     "tests: the int8 depthwise conv's integer window form where it applies (default: on; vnni only), else the "
+     "float-sums form; returns the old setting"},
     {"_ranges_trace", py_ranges_trace, METH_VARARGS,
      "tests: _ranges_trace(n, grain, slow_us) runs parallel_ranges over n items, the calling thread spending slow_us "
      "on each of its own; returns (times each item ran, whether the calling thread ran it)"},

@@ -25,11 +25,24 @@
 #define QDW_FSUM_TAPS 1000 /* taps * 128 * 127 < 2^24 */
 #define QDW_CHUNK_FLOATS 32768 /* a chunk's input (or output) plane floats: its scratch stays in L2 */
 
+static int g_qdw_int = 1; /* the integer window form where it applies (tests' hook: _set_qdw_integer) */
+
+/* tests: _set_qdw_integer(on): 0 runs the float-sums form (or the plain loops) where the window form would run;
+ * returns the old setting */
+PD_HIDDEN PyObject *py_set_qdw_integer(PyObject *self, PyObject *arg) {
+    (void)self;
+    const int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    const int before = g_qdw_int;
+    g_qdw_int = on;
+    return PyBool_FromLong(before);
+}
+
 typedef struct {
     q_args a; /* M = C, L = OH OW; mul, bias, comp, res, out, act, oq, chain as qconv's; x the input */
     const int8_t *w; /* (C, KH KW) */
     isz Hp, Wp;      /* the padded plane's rows and row bytes */
-    int vnni;        /* the vnni form applies (strides, dilations) */
+    isz P, Kr;       /* the window form: windows per row (OW + 4 (G - 1) DW / SW), rows per phase plane */
     const float *wf; /* the float-sums form: W8 as floats (C, KH KW) */
     isz chunk, chunks; /* ... channels per item, items per image */
 } qdw_args;
@@ -83,53 +96,126 @@ PD_INLINE void qdw_row_loops(const qdw_args *d, const uint8_t *p, const int8_t *
 }
 
 #ifdef PD_X86_DISPATCH
-/* nv tiles of 16 outputs from output column ow0 of row oh (the vnni form; wv: the (row, group) weight words,
- * idx / sh: the dword permute and byte shuffle building a tile's words from its 64 bytes) */
-PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_tiles_vnni(const int nv, const qdw_args *d,
-                                                                                 const uint8_t *p, const int32_t *wv,
-                                                                                 isz G, isz oh, isz ow0, __m512i idx,
-                                                                                 __m512i sh, int32_t *acc) {
+/* the windows of the padded rows y = ph, ph + SH, ... of one plane into the phase plane dst (pitch P): window u = the
+ * bytes of columns u SW + t DW (t = 0..3) as one dword; 16 at a time: one 64-byte load, a dword permute and an in-lane
+ * byte shuffle, stored whole (the 16 - P % 16 past a row's end are overwritten by the next row, built after it; the
+ * last row's go to the gap after the phase plane). The rows: p (the padded plane of bytes, Wp a row) or codes xc (the
+ * plane's input rows, H x W at padded (PT, PL): the bytes of load j those of lm[j], from the row's lo[j], the rest
+ * and the padding rows padding) */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_windows(const qdw_args *d, const uint8_t *p,
+                                                                            const uint8_t *xc, isz ph,
+                                                                            const __mmask64 *lm, const isz *lo,
+                                                                            __m512i idx, __m512i sh, int32_t *dst) {
     const conv_geo *g = &d->a.geo;
-    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
-    const isz step = 16 * g->SW;
-    for (isz i = 0; i < g->KH; i++) {
-        const uint8_t *row = p + (oh * g->SH + i * g->DH) * d->Wp + ow0 * g->SW;
-        for (isz gg = 0; gg < G; gg++) {
-            const uint8_t *r = row + 4 * gg * g->DW;
-            const __m512i wq = _mm512_set1_epi32(wv[i * G + gg]);
-#define QDW_STEP(t)                                                                                               \
-    if (nv > t) {                                                                                                  \
-        __m512i v = _mm512_loadu_si512((const void *)(r + t * step));                                             \
-        v = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(idx, v), sh);                                             \
-        c##t = _mm512_dpbusd_epi32(c##t, v, wq);                                                                   \
-    }
-            QDW_STEP(0) QDW_STEP(1) QDW_STEP(2) QDW_STEP(3)
-#undef QDW_STEP
+    const isz P = d->P, SW = g->SW;
+    const __m512i pad = _mm512_set1_epi8((char)0x80); /* (a window of padding: its bytes) */
+    for (isz y = ph; y < d->Hp; y += g->SH, dst += P) {
+        const isz iy = y - g->PT;
+        if (p) {
+            const uint8_t *r = p + y * d->Wp;
+            for (isz u0 = 0; u0 < P; u0 += 16)
+                _mm512_storeu_si512((void *)(dst + u0),
+                                    _mm512_shuffle_epi8(_mm512_permutexvar_epi32(
+                                                            idx, _mm512_loadu_si512((const void *)(r + u0 * SW))),
+                                                        sh));
+        } else if (iy < 0 || iy >= g->H) {
+            for (isz u0 = 0; u0 < P; u0 += 16) _mm512_storeu_si512((void *)(dst + u0), pad);
+        } else {
+            const uintptr_t r = (uintptr_t)(xc + iy * g->W);
+            for (isz u0 = 0, j = 0; u0 < P; u0 += 16, j++) {
+                const __m512i v = _mm512_mask_loadu_epi8(pad, lm[j], (const void *)(r + (uintptr_t)lo[j]));
+                _mm512_storeu_si512((void *)(dst + u0), _mm512_shuffle_epi8(_mm512_permutexvar_epi32(idx, v), sh));
+            }
         }
     }
-    _mm512_storeu_si512((void *)acc, c0);
-    if (nv > 1) _mm512_storeu_si512((void *)(acc + 16), c1);
-    if (nv > 2) _mm512_storeu_si512((void *)(acc + 32), c2);
-    if (nv > 3) _mm512_storeu_si512((void *)(acc + 48), c3);
 }
 
-/* planes [begin, end) in the vnni form */
-PD_TARGET_VNNI static void qdw_task_vnni(void *ctx, isz begin, isz end) {
+/* 16 codes (bytes q + 128) of the sums s of channel c: act(float(s - comp) * mul + bias) quantized with cq (round
+ * type 0) as q_row_values and q_v16 compute them (the same operations on the same values: the same bits): NaN -> 0,
+ * then min(y, 127) and the rounding conversion (half to even) with the saturating narrowing for the clip */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) __m128i qdw_codes16(__m512i s, __m512i cm, __m512 mul,
+                                                                               __m512 b, const act_t *act, __m512 k) {
+    pd_v16 f = (pd_v16)_mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, cm)), mul, b);
+    bias_act_v16(&f, 0.0f, 0, act);
+    __m512 y = _mm512_mul_ps((__m512)f, k);
+    y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y);
+    y = _mm512_min_ps(y, _mm512_set1_ps(127.0f));
+    const __m512i q = _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm_xor_si128(_mm512_cvtsepi32_epi8(q), _mm_set1_epi8((char)0x80));
+}
+
+/* nv (1..4) vectors of 16 outputs from flat output o0 (the window form: each (kernel row, group of 4 taps) one
+ * vpdpbusd of its weight word on the windows at offset off[t] from the output index): the int32 sums into acc, or
+ * (cd) their codes into cd (qdw_codes16; full 16-byte stores, or only the bytes below lim) */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_sums_win(const int nv, const int32_t *win,
+                                                                             const isz *off, const int32_t *wv,
+                                                                             isz nt, isz o0, int32_t *acc,
+                                                                             uint8_t *cd, isz lim, const q_args *a,
+                                                                             isz c) {
+    __m512i cs[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (isz t = 0; t < nt; t++) {
+        const int32_t *r = win + off[t] + o0;
+        const __m512i wq = _mm512_set1_epi32(wv[t]);
+        for (int v = 0; v < nv; v++)
+            cs[v] = _mm512_dpbusd_epi32(cs[v], _mm512_loadu_si512((const void *)(r + 16 * v)), wq);
+    }
+    if (!cd) {
+        for (int v = 0; v < nv; v++) _mm512_storeu_si512((void *)(acc + o0 + 16 * v), cs[v]);
+        return;
+    }
+    const __m512i cm = _mm512_set1_epi32(a->comp[c]);
+    const __m512 mul = _mm512_set1_ps(a->mul[c]), b = _mm512_set1_ps(a->bias ? a->bias[c] : 0.0f);
+    const __m512 k = _mm512_set1_ps(a->cq.k);
+    for (int v = 0; v < nv; v++) {
+        const isz o = o0 + 16 * v;
+        const __m128i q = qdw_codes16(cs[v], cm, mul, b, &a->act, k);
+        if (o + 16 <= lim)
+            _mm_storeu_si128((__m128i *)(cd + o), q);
+        else if (o < lim)
+            _mm_mask_storeu_epi8((void *)(cd + o), (__mmask16)((1u << (lim - o)) - 1), q);
+    }
+}
+
+/* planes [begin, end) in the window form (vnni): the padded plane's rows as windows of 4 taps (qdw_windows) in SH
+ * phase planes of pitch P (phase y % SH, row y / SH); output (oh, ow) at flat index oh P + ow then reads the window
+ * of kernel row i, group gg at a fixed offset ((i DH) / SH) P + 4 gg DW / SW in phase (i DH) % SH: the sums of a
+ * whole plane are vpdpbusd over contiguous vectors (the columns ow >= OW computed and dropped). Codes out without a
+ * residual, output QDQ or chain: the codes straight from the sums' registers (qdw_codes16); else the sums packed to
+ * OH x OW and q_epilogue once over the plane */
+PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
     const qdw_args *d = (const qdw_args *)ctx;
     const conv_geo *g = &d->a.geo;
-    const isz G = (g->KW + 3) / 4, OW = g->OW, ld = (OW + 63) / 64 * 64;
-    uint8_t *p = (uint8_t *)pd_scratch((size_t)(d->Hp * d->Wp + 256));
-    int32_t *acc = (int32_t *)pd_scratch((size_t)ld * sizeof(int32_t));
-    int32_t *wv = (int32_t *)pd_scratch((size_t)(g->KH * G) * sizeof(int32_t));
-    if (p && acc && wv) {
+    const isz G = (g->KW + 3) / 4, OW = g->OW, P = d->P, Kr = d->Kr, nt = g->KH * G, L = g->OH * OW;
+    const isz nout = (g->OH * P + 15) / 16 * 16;
+    const int fused = d->a.codes && !d->a.res && !d->a.oq.on && !d->a.chain && d->a.cq.rt == 0 && act_in_regs(&d->a.act);
+    uint8_t *p = d->a.xc ? NULL : (uint8_t *)pd_scratch((size_t)(d->Hp * d->Wp + 256));
+    const isz PS = Kr * P + 16; /* a phase plane and its gap */
+    int32_t *win = (int32_t *)pd_scratch((size_t)(g->SH * PS + 64) * sizeof(int32_t));
+    int32_t *acc = (int32_t *)pd_scratch(fused ? (size_t)(nout + 64) : (size_t)(nout + 64) * sizeof(int32_t));
+    int32_t *wv = (int32_t *)pd_scratch((size_t)nt * sizeof(int32_t));
+    const isz nvw = (P + 15) / 16; /* window loads a row */
+    isz *off = (isz *)pd_scratch((size_t)(nt + nvw) * sizeof(isz) + (size_t)nvw * sizeof(__mmask64));
+    if ((p || d->a.xc) && win && acc && wv && off) {
+        isz *lo = off + nt; /* the codes rows' loads: from src + lo[j], the bytes of lm[j] */
+        __mmask64 *lm = (__mmask64 *)(lo + nvw);
+        for (isz j = 0; j < nvw; j++) {
+            const isz c0 = 16 * j * g->SW - g->PL; /* the load's first byte's input column */
+            const isz b0 = c0 < 0 ? -c0 : 0, b1 = g->W - c0 < 64 ? g->W - c0 : 64;
+            lo[j] = c0;
+            lm[j] = b1 <= b0 ? 0 : (b1 - b0 == 64 ? ~(__mmask64)0 : (((__mmask64)1 << (b1 - b0)) - 1) << b0);
+        }
+        memset(win, 0, (size_t)(g->SH * PS + 64) * sizeof(int32_t)); /* (rows only dropped columns read) */
         int32_t pi[16];
         int8_t si[64];
-        for (int L = 0; L < 4; L++)
+        for (int L4 = 0; L4 < 4; L4++)
             for (int u = 0; u < 4; u++) {
-                pi[L * 4 + u] = (int32_t)(L * g->SW + u);
-                for (int t = 0; t < 4; t++) si[L * 16 + u * 4 + t] = (int8_t)(u * g->SW + t * g->DW);
+                pi[L4 * 4 + u] = (int32_t)(L4 * g->SW + u);
+                for (int t = 0; t < 4; t++) si[L4 * 16 + u * 4 + t] = (int8_t)(u * g->SW + t * g->DW);
             }
         const __m512i idx = _mm512_loadu_si512((const void *)pi), sh = _mm512_loadu_si512((const void *)si);
+        for (isz i = 0; i < g->KH; i++)
+            for (isz gg = 0; gg < G; gg++)
+                off[i * G + gg] = ((i * g->DH) % g->SH) * PS + ((i * g->DH) / g->SH) * P + 4 * gg * g->DW / g->SW;
         q_args a = d->a;
         for (isz pl = begin; pl < end; pl++) {
             const isz c = pl % g->C;
@@ -137,34 +223,61 @@ PD_TARGET_VNNI static void qdw_task_vnni(void *ctx, isz begin, isz end) {
             const int8_t *w = d->w + c * g->KH * g->KW;
             for (isz i = 0; i < g->KH; i++)
                 for (isz gg = 0; gg < G; gg++) {
+                    const uint8_t *wt = (const uint8_t *)w + i * g->KW + 4 * gg;
+                    const isz n = g->KW - 4 * gg;
                     uint32_t word = 0;
-                    for (int t = 0; t < 4; t++)
-                        if (4 * gg + t < g->KW) word |= (uint32_t)(uint8_t)w[i * g->KW + 4 * gg + t] << (8 * t);
+                    if (n >= 4)
+                        memcpy(&word, wt, 4);
+                    else
+                        for (isz t = 0; t < n; t++) word |= (uint32_t)wt[t] << (8 * t);
                     wv[i * G + gg] = (int32_t)word;
                 }
-            if (a.xc)
-                qdw_quantize_rt(d, pl, p, Q_RT_CODES);
-            else if (a.qp.rt == 0)
-                qdw_quantize_rt(d, pl, p, 0);
-            else
-                qdw_quantize_rt(d, pl, p, 1);
-            for (isz oh = 0; oh < g->OH; oh++) {
-                isz ow0 = 0;
-                for (; ow0 + 48 < OW; ow0 += 64) qdw_tiles_vnni(4, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
-                const isz left = OW - ow0;
-                if (left > 32)
-                    qdw_tiles_vnni(3, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
-                else if (left > 16)
-                    qdw_tiles_vnni(2, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
-                else if (left > 0)
-                    qdw_tiles_vnni(1, d, p, wv, G, oh, ow0, idx, sh, acc + ow0);
-                q_epilogue(&a, acc, ld, 1, c, oh * OW, OW);
+            if (p) {
+                if (a.qp.rt == 0)
+                    qdw_quantize_rt(d, pl, p, 0);
+                else
+                    qdw_quantize_rt(d, pl, p, 1);
             }
+            const uint8_t *xc = a.xc ? a.xc + pl * g->H * g->W : NULL;
+            for (isz ph = 0; ph < g->SH; ph++) qdw_windows(d, p, xc, ph, lm, lo, idx, sh, win + ph * PS);
+            uint8_t *cd = NULL;
+            isz lim = nout;
+            if (fused) {
+                cd = P == OW ? a.codes + pl * L : (uint8_t *)acc;
+                lim = P == OW ? L : nout + 64;
+            }
+            isz o0 = 0;
+            for (; o0 + 64 <= nout; o0 += 64) qdw_sums_win(4, win, off, wv, nt, o0, acc, cd, lim, &a, c);
+            const isz left = nout - o0;
+            if (left == 48)
+                qdw_sums_win(3, win, off, wv, nt, o0, acc, cd, lim, &a, c);
+            else if (left == 32)
+                qdw_sums_win(2, win, off, wv, nt, o0, acc, cd, lim, &a, c);
+            else if (left == 16)
+                qdw_sums_win(1, win, off, wv, nt, o0, acc, cd, lim, &a, c);
+            if (fused) {
+                if (P != OW) /* the rows packed, 16 bytes at a time (cd has room past each row) */
+                    for (isz oh = 0; oh < g->OH; oh++) {
+                        uint8_t *o = a.codes + pl * L + oh * OW;
+                        const uint8_t *r = cd + oh * P;
+                        isz j = 0;
+                        for (; j + 16 <= OW; j += 16) _mm_storeu_si128((__m128i *)(o + j), _mm_loadu_si128((const __m128i *)(r + j)));
+                        if (j < OW)
+                            _mm_mask_storeu_epi8((void *)(o + j), (__mmask16)((1u << (OW - j)) - 1),
+                                                 _mm_loadu_si128((const __m128i *)(r + j)));
+                    }
+                continue;
+            }
+            if (P != OW)
+                for (isz oh = 1; oh < g->OH; oh++) memmove(acc + oh * OW, acc + oh * P, (size_t)OW * sizeof(int32_t));
+            q_epilogue(&a, acc, L, 1, c, 0, L);
         }
     }
     free(p);
+    free(win);
     free(acc);
     free(wv);
+    free(off);
 }
 #endif
 
@@ -324,7 +437,15 @@ PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
         /* the vnni tiles read 64 bytes from each tile's first column: room for the last tile past the row */
         d.Wp += 16 * g->SW + 4 * g->DW;
     }
-    d.vnni = g->SW + g->DW <= 5 && g->SW <= 4;
+    const isz G = (g->KW + 3) / 4;
+    const int win = g_qisa == Q_VNNI && g_qdw_int && g->SW + g->DW <= 5 && g->SW <= 4 &&
+                    (G == 1 || (4 * g->DW) % g->SW == 0);
+    if (win) {
+        d.P = g->OW + 4 * (G - 1) * g->DW / g->SW;
+        d.Kr = (d.Hp + g->SH - 1) / g->SH + 2;
+        const isz wr = (d.P + 15) / 16 * 16 * g->SW + 64; /* the window loads' bytes */
+        if (d.Wp < wr) d.Wp = wr;
+    }
     q_bufs bs = {0};
     const isz xn = a->N * g->C * g->H * g->W;
     if (xcodes)
@@ -359,11 +480,11 @@ PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
     isz items = a->N * g->C;
     pd_task task = qdw_task;
 #ifdef PD_X86_DISPATCH
-    if (g_qisa == Q_VNNI && d.vnni) task = qdw_task_vnni;
+    if (win) task = qdw_task_win;
 #endif
     float *wf = NULL;
     const isz taps = g->KH * g->KW;
-    if (taps <= QDW_FSUM_TAPS && (wf = (float *)malloc((size_t)(g->C * taps) * sizeof(float)))) {
+    if (!win && taps <= QDW_FSUM_TAPS && (wf = (float *)malloc((size_t)(g->C * taps) * sizeof(float)))) {
         for (isz i = 0; i < g->C * taps; i++) wf[i] = (float)d.w[i];
         const isz hw = g->H * g->W > a->L ? g->H * g->W : a->L;
         isz chunk = QDW_CHUNK_FLOATS / (hw > 0 ? hw : 1);

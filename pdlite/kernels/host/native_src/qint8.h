@@ -79,5 +79,6 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args); /* qdepthwise.c */
 PD_HIDDEN void q_dw_pick(int isa);
+PD_HIDDEN PyObject *py_set_qdw_integer(PyObject *self, PyObject *arg); /* qdepthwise.c, tests' hook */
 
 #endif /* PD_NATIVE_QINT8_H */

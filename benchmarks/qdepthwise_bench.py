@@ -1,0 +1,92 @@
+"""The int8 depthwise conv's forms against the fp32 depthwise kernel, per depthwise shape of the models.
+
+For each depthwise conv shape of ../shared/models/<model> (same padding k // 2), random data, three calls
+alternated call by call (CPU time of the calling thread, 1 thread, medians of `--rounds` x 10 calls):
+- fp32: native.depthwise_conv2d with bias and relu (the fp32 program's fused conv);
+- int8: quant_native.qdwconv reading codes and writing codes (relu, the output quantized to the next conv's codes),
+  as the int8 programs run it, in the form the kernel picks (at vnni the integer window form);
+- int8 fsum: the same call in the float-sums form (native._set_qdw_integer(False): the fp32 kernel on the codes as
+  floats; the form every depthwise conv ran in before the window form).
+The three give the same codes where both int8 forms run (tests/kernels/test_host_int8_depthwise.py checks that).
+
+Usage: python benchmarks/qdepthwise_bench.py [--models mobilenet_v3_small mobilenet_v1] [--rounds 5]
+Prints a Markdown table (BENCHMARKS.md).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SHARED = REPO.parent / "shared" / "models"
+
+
+def shapes(model: str) -> list[tuple]:
+    """(input shape, kernel, stride) of each depthwise conv of the model, in program order."""
+    from benchmarks.int8_bench import conv_times
+
+    x = np.load(SHARED / model / "case.npz")["in:x"]
+    return [(k[0], k[1][2], int(k[2][0])) for k in conv_times(SHARED / model, x, False, runs=1)
+            if k[1][1] == 1 and k[0][1] == k[1][0] > 1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=["mobilenet_v3_small", "mobilenet_v1"])
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    from pdlite.kernels.host import native
+    from pdlite.kernels.host import quant_native as qn
+
+    native._ext.set_num_threads(1)
+    relu = native.activation("relu", {})
+    rng = np.random.default_rng(0)
+    print(f"int8 {qn.int8_isa()}, fp32 {native._ext.isa()}; ms of CPU time per call, 1 thread, medians\n")
+    print("| model | input | kernel, stride | fp32 ms | int8 ms | int8 fsum ms | fp32 / int8 | fp32 / int8 fsum |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model in args.models:
+        tot = np.zeros(3)
+        for (n, c, h, w), k, s in shapes(model):
+            p = k // 2
+            oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+            xi = rng.standard_normal((n, c, h, w)).astype(np.float32)
+            w8 = rng.integers(-127, 128, (c, 1, k, k)).astype(np.int8)
+            wq, comp = qn.dw_weights(w8)
+            wf, b, mul = w8.reshape(c, -1).astype(np.float32), np.zeros(c, np.float32), np.full(c, 1e-3, np.float32)
+            geo, qp, cq = ((k, k), (s, s), (1, 1), (p, p)), qn.QParam.of(2.5, 0), qn.QParam.of(0.5, 0)
+            xc = qn.codes_of(xi, qp)
+            plan = qn.qdwconv_plan(xc.shape, wq, comp, mul, b, oh, ow, *geo, qp, relu, xcodes=True, codes=cq)
+
+            def fsum(plan=plan, xc=xc):
+                before = native._ext._set_qdw_integer(False)
+                try:
+                    return plan(xc)
+                finally:
+                    native._ext._set_qdw_integer(before)
+
+            calls = (functools.partial(native.depthwise_conv2d, xi, wf, b, c, oh, ow, *geo, relu),
+                     functools.partial(plan, xc), fsum)
+            assert np.array_equal(calls[1](), calls[2]()), (model, (n, c, h, w), k, s)
+            ts: list[list[float]] = [[], [], []]
+            for _ in range(args.rounds * 10):
+                for i, f in enumerate(calls):
+                    t = time.thread_time()
+                    f()
+                    ts[i].append((time.thread_time() - t) * 1e3)
+            med = np.array([np.median(t) for t in ts])
+            tot += med
+            print(f"| {model} | {[n, c, h, w]} | {k}x{k} / {s} | {med[0]:.3f} | {med[1]:.3f} | {med[2]:.3f} | "
+                  f"{med[0] / med[1]:.2f}x | {med[0] / med[2]:.2f}x |")
+        print(f"| {model} | all | | {tot[0]:.3f} | {tot[1]:.3f} | {tot[2]:.3f} | {tot[0] / tot[1]:.2f}x | "
+              f"{tot[0] / tot[2]:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
