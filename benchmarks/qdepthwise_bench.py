@@ -2,14 +2,17 @@
 
 For each depthwise conv shape of ../shared/models/<model> (same padding k // 2), random data, three calls
 alternated call by call (CPU time of the calling thread, 1 thread, medians of `--rounds` x 10 calls):
-- fp32: native.depthwise_conv2d with bias and relu (the fp32 program's fused conv);
-- int8: quant_native.qdwconv reading codes and writing codes (relu, the output quantized to the next conv's codes),
-  as the int8 programs run it, in the form the kernel picks (at vnni the integer window form);
+- fp32: native.depthwise_conv2d with bias and the activation (`--act`, relu by default: the fp32 program's fused
+  conv);
+- int8: quant_native.qdwconv reading codes and writing codes (the output quantized to the next conv's codes) or, with
+  `--floats`, floats (MobileNetV3's hard_swish convs before a squeeze-excitation block), as the int8 programs run it,
+  in the form the kernel picks (at vnni the integer window form);
 - int8 fsum: the same call in the float-sums form (native._set_qdw_integer(False): the fp32 kernel on the codes as
   floats; the form every depthwise conv ran in before the window form).
 The three give the same codes where both int8 forms run (tests/kernels/test_host_int8_depthwise.py checks that).
 
 Usage: python benchmarks/qdepthwise_bench.py [--models mobilenet_v3_small mobilenet_v1] [--rounds 5]
+       [--act relu|hard_swish] [--floats]
 Prints a Markdown table (BENCHMARKS.md).
 """
 from __future__ import annotations
@@ -40,14 +43,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["mobilenet_v3_small", "mobilenet_v1"])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--act", default="relu", choices=["relu", "hard_swish"])
+    ap.add_argument("--floats", action="store_true", help="int8 writes floats (else codes)")
     args = ap.parse_args()
     from pdlite.kernels.host import native
     from pdlite.kernels.host import quant_native as qn
 
     native._ext.set_num_threads(1)
-    relu = native.activation("relu", {})
+    relu = native.activation(args.act, {"offset": 3.0, "threshold": 6.0, "scale": 6.0} if args.act != "relu" else {})
     rng = np.random.default_rng(0)
-    print(f"int8 {qn.int8_isa()}, fp32 {native._ext.isa()}; ms of CPU time per call, 1 thread, medians\n")
+    print(f"int8 {qn.int8_isa()}, fp32 {native._ext.isa()}; {args.act}, int8 writes {'floats' if args.floats else 'codes'}; "
+          "ms of CPU time per call, 1 thread, medians\n")
     print("| model | input | kernel, stride | fp32 ms | int8 ms | int8 fsum ms | fp32 / int8 | fp32 / int8 fsum |")
     print("|---|---|---|---|---|---|---|---|")
     for model in args.models:
@@ -61,7 +67,8 @@ def main() -> int:
             wf, b, mul = w8.reshape(c, -1).astype(np.float32), np.zeros(c, np.float32), np.full(c, 1e-3, np.float32)
             geo, qp, cq = ((k, k), (s, s), (1, 1), (p, p)), qn.QParam.of(2.5, 0), qn.QParam.of(0.5, 0)
             xc = qn.codes_of(xi, qp)
-            plan = qn.qdwconv_plan(xc.shape, wq, comp, mul, b, oh, ow, *geo, qp, relu, xcodes=True, codes=cq)
+            plan = qn.qdwconv_plan(xc.shape, wq, comp, mul, b, oh, ow, *geo, qp, relu, xcodes=True,
+                                   codes=None if args.floats else cq)
 
             def fsum(plan=plan, xc=xc):
                 before = native._ext._set_qdw_integer(False)

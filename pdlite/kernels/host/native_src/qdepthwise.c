@@ -130,13 +130,21 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_windows(con
     }
 }
 
-/* 16 codes (bytes q + 128) of the sums s of channel c: act(float(s - comp) * mul + bias) quantized with cq (round
- * type 0) as q_row_values and q_v16 compute them (the same operations on the same values: the same bits): NaN -> 0,
- * then min(y, 127) and the rounding conversion (half to even) with the saturating narrowing for the clip */
-PD_TARGET_VNNI static inline __attribute__((always_inline)) __m128i qdw_codes16(__m512i s, __m512i cm, __m512 mul,
-                                                                               __m512 b, const act_t *act, __m512 k) {
-    pd_v16 f = (pd_v16)_mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, cm)), mul, b);
+/* the outputs of the window form's sums (the comp already taken: the sums started at -comp[c]) */
+enum { QDW_SUMS = 0, QDW_CODES = 1, QDW_FLOATS = 2 };
+
+/* 16 values of channel c from their sums s - comp: act(float(s - comp) * mul + bias) as q_row_values computes them
+ * (the same operations on the same values: the same bits) */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) pd_v16 qdw_values16(__m512i s, __m512 mul, __m512 b,
+                                                                               const act_t *act) {
+    pd_v16 f = (pd_v16)_mm512_fmadd_ps(_mm512_cvtepi32_ps(s), mul, b);
     bias_act_v16(&f, 0.0f, 0, act);
+    return f;
+}
+
+/* 16 codes (bytes q + 128) of values f quantized with k (round type 0) as q_v16 does (the same bits): NaN -> 0, then
+ * min(y, 127) and the rounding conversion (half to even) with the saturating narrowing for the clip at -128 */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) __m128i qdw_codes16(pd_v16 f, __m512 k) {
     __m512 y = _mm512_mul_ps((__m512)f, k);
     y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y);
     y = _mm512_min_ps(y, _mm512_set1_ps(127.0f));
@@ -144,35 +152,61 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) __m128i qdw_codes16(
     return _mm_xor_si128(_mm512_cvtsepi32_epi8(q), _mm_set1_epi8((char)0x80));
 }
 
-/* nv (1..4) vectors of 16 outputs from flat output o0 (the window form: each (kernel row, group of 4 taps) one
- * vpdpbusd of its weight word on the windows at offset off[t] from the output index): the int32 sums into acc, or
- * (cd) their codes into cd (qdw_codes16; full 16-byte stores, or only the bytes below lim) */
-PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_sums_win(const int nv, const int32_t *win,
-                                                                             const isz *off, const int32_t *wv,
-                                                                             isz nt, isz o0, int32_t *acc,
-                                                                             uint8_t *cd, isz lim, const q_args *a,
-                                                                             isz c) {
-    __m512i cs[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+/* nv (1..4) vectors of 16 outputs of channel c from flat output o0 (the window form: each (kernel row, group of 4
+ * taps) one vpdpbusd of its weight word on the windows at offset off[t] from the output index), as `mode`: the int32
+ * sums - comp into the int32s at o, or the codes (qdw_codes16) or floats (qdw_values16) into the bytes or floats at o;
+ * vectors past lim not stored, the one across it only below it */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_sums_win(const int nv, const int mode,
+                                                                             const int32_t *win, const isz *off,
+                                                                             const int32_t *wv, isz nt, isz o0,
+                                                                             void *o, isz lim, const q_args *a,
+                                                                             isz c, int32_t comp) {
+    const __m512i c0 = _mm512_set1_epi32(-comp);
+    __m512i cs[4] = {c0, c0, c0, c0};
     for (isz t = 0; t < nt; t++) {
         const int32_t *r = win + off[t] + o0;
         const __m512i wq = _mm512_set1_epi32(wv[t]);
         for (int v = 0; v < nv; v++)
             cs[v] = _mm512_dpbusd_epi32(cs[v], _mm512_loadu_si512((const void *)(r + 16 * v)), wq);
     }
-    if (!cd) {
-        for (int v = 0; v < nv; v++) _mm512_storeu_si512((void *)(acc + o0 + 16 * v), cs[v]);
+    if (mode == QDW_SUMS) {
+        for (int v = 0; v < nv; v++) _mm512_storeu_si512((void *)((int32_t *)o + o0 + 16 * v), cs[v]);
         return;
     }
-    const __m512i cm = _mm512_set1_epi32(a->comp[c]);
     const __m512 mul = _mm512_set1_ps(a->mul[c]), b = _mm512_set1_ps(a->bias ? a->bias[c] : 0.0f);
     const __m512 k = _mm512_set1_ps(a->cq.k);
     for (int v = 0; v < nv; v++) {
-        const isz o = o0 + 16 * v;
-        const __m128i q = qdw_codes16(cs[v], cm, mul, b, &a->act, k);
-        if (o + 16 <= lim)
-            _mm_storeu_si128((__m128i *)(cd + o), q);
-        else if (o < lim)
-            _mm_mask_storeu_epi8((void *)(cd + o), (__mmask16)((1u << (lim - o)) - 1), q);
+        const isz j = o0 + 16 * v;
+        if (j >= lim) break;
+        const __mmask16 m = j + 16 <= lim ? (__mmask16)0xffff : (__mmask16)((1u << (lim - j)) - 1);
+        const pd_v16 f = qdw_values16(cs[v], mul, b, &a->act);
+        if (mode == QDW_CODES)
+            _mm_mask_storeu_epi8((void *)((uint8_t *)o + j), m, qdw_codes16(f, k));
+        else
+            _mm512_mask_storeu_ps((void *)((float *)o + j), m, (__m512)f);
+    }
+}
+
+/* the OH rows of OW values (es bytes each) at pitch P in s packed into o (16 values at a time; s has room past each
+ * row) */
+PD_TARGET_VNNI static void qdw_pack_rows(void *o, const void *s, isz OH, isz OW, isz P, isz es) {
+    for (isz oh = 0; oh < OH; oh++) {
+        uint8_t *d = (uint8_t *)o + oh * OW * es;
+        const uint8_t *r = (const uint8_t *)s + oh * P * es;
+        isz j = 0;
+        for (; j + 16 <= OW; j += 16) {
+            if (es == 1)
+                _mm_storeu_si128((__m128i *)(d + j), _mm_loadu_si128((const __m128i *)(r + j)));
+            else
+                _mm512_storeu_si512((void *)(d + 4 * j), _mm512_loadu_si512((const void *)(r + 4 * j)));
+        }
+        if (j < OW) {
+            const __mmask16 m = (__mmask16)((1u << (OW - j)) - 1);
+            if (es == 1)
+                _mm_mask_storeu_epi8((void *)(d + j), m, _mm_loadu_si128((const __m128i *)(r + j)));
+            else
+                _mm512_mask_storeu_epi32((void *)(d + 4 * j), m, _mm512_loadu_si512((const void *)(r + 4 * j)));
+        }
     }
 }
 
@@ -187,11 +221,16 @@ PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
     const conv_geo *g = &d->a.geo;
     const isz G = (g->KW + 3) / 4, OW = g->OW, P = d->P, Kr = d->Kr, nt = g->KH * G, L = g->OH * OW;
     const isz nout = (g->OH * P + 15) / 16 * 16;
-    const int fused = d->a.codes && !d->a.res && !d->a.oq.on && !d->a.chain && d->a.cq.rt == 0 && act_in_regs(&d->a.act);
+    /* the values straight from the sums' registers where nothing follows the activation */
+    const int mode = d->a.res || d->a.oq.on || d->a.chain || !act_in_regs(&d->a.act) ||
+                             (d->a.codes && d->a.cq.rt != 0)
+                         ? QDW_SUMS
+                         : (d->a.codes ? QDW_CODES : QDW_FLOATS);
+    const isz es = mode == QDW_CODES ? 1 : 4; /* bytes a value */
     uint8_t *p = d->a.xc ? NULL : (uint8_t *)pd_scratch((size_t)(d->Hp * d->Wp + 256));
     const isz PS = Kr * P + 16; /* a phase plane and its gap */
     int32_t *win = (int32_t *)pd_scratch((size_t)(g->SH * PS + 64) * sizeof(int32_t));
-    int32_t *acc = (int32_t *)pd_scratch(fused ? (size_t)(nout + 64) : (size_t)(nout + 64) * sizeof(int32_t));
+    int32_t *acc = (int32_t *)pd_scratch((size_t)(nout + 64) * (size_t)es);
     int32_t *wv = (int32_t *)pd_scratch((size_t)nt * sizeof(int32_t));
     const isz nvw = (P + 15) / 16; /* window loads a row */
     isz *off = (isz *)pd_scratch((size_t)(nt + nvw) * sizeof(isz) + (size_t)nvw * sizeof(__mmask64));
@@ -217,6 +256,7 @@ PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
             for (isz gg = 0; gg < G; gg++)
                 off[i * G + gg] = ((i * g->DH) % g->SH) * PS + ((i * g->DH) / g->SH) * P + 4 * gg * g->DW / g->SW;
         q_args a = d->a;
+        a.comp = NULL; /* (the sums start at -comp[c]) */
         for (isz pl = begin; pl < end; pl++) {
             const isz c = pl % g->C;
             a.img = pl / g->C;
@@ -240,32 +280,36 @@ PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
             }
             const uint8_t *xc = a.xc ? a.xc + pl * g->H * g->W : NULL;
             for (isz ph = 0; ph < g->SH; ph++) qdw_windows(d, p, xc, ph, lm, lo, idx, sh, win + ph * PS);
-            uint8_t *cd = NULL;
+            /* where the rows have no dropped columns, codes and floats go straight to the output */
+            void *o = acc;
             isz lim = nout;
-            if (fused) {
-                cd = P == OW ? a.codes + pl * L : (uint8_t *)acc;
-                lim = P == OW ? L : nout + 64;
+            if (mode != QDW_SUMS && P == OW) {
+                o = mode == QDW_CODES ? (void *)(a.codes + pl * L) : (void *)(a.out + pl * L);
+                lim = L;
             }
             isz o0 = 0;
-            for (; o0 + 64 <= nout; o0 += 64) qdw_sums_win(4, win, off, wv, nt, o0, acc, cd, lim, &a, c);
+#define QDW_SUMS_WIN(nv)                                                                                           \
+    do {                                                                                                           \
+        if (mode == QDW_CODES)                                                                                     \
+            qdw_sums_win(nv, QDW_CODES, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                                      \
+        else if (mode == QDW_FLOATS)                                                                               \
+            qdw_sums_win(nv, QDW_FLOATS, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                                     \
+        else                                                                                                       \
+            qdw_sums_win(nv, QDW_SUMS, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                                       \
+    } while (0)
+            for (; o0 + 64 <= nout; o0 += 64) QDW_SUMS_WIN(4);
             const isz left = nout - o0;
             if (left == 48)
-                qdw_sums_win(3, win, off, wv, nt, o0, acc, cd, lim, &a, c);
+                QDW_SUMS_WIN(3);
             else if (left == 32)
-                qdw_sums_win(2, win, off, wv, nt, o0, acc, cd, lim, &a, c);
+                QDW_SUMS_WIN(2);
             else if (left == 16)
-                qdw_sums_win(1, win, off, wv, nt, o0, acc, cd, lim, &a, c);
-            if (fused) {
-                if (P != OW) /* the rows packed, 16 bytes at a time (cd has room past each row) */
-                    for (isz oh = 0; oh < g->OH; oh++) {
-                        uint8_t *o = a.codes + pl * L + oh * OW;
-                        const uint8_t *r = cd + oh * P;
-                        isz j = 0;
-                        for (; j + 16 <= OW; j += 16) _mm_storeu_si128((__m128i *)(o + j), _mm_loadu_si128((const __m128i *)(r + j)));
-                        if (j < OW)
-                            _mm_mask_storeu_epi8((void *)(o + j), (__mmask16)((1u << (OW - j)) - 1),
-                                                 _mm_loadu_si128((const __m128i *)(r + j)));
-                    }
+                QDW_SUMS_WIN(1);
+#undef QDW_SUMS_WIN
+            if (mode != QDW_SUMS) {
+                if (o == (void *)acc)
+                    qdw_pack_rows(mode == QDW_CODES ? (void *)(a.codes + pl * L) : (void *)(a.out + pl * L), acc,
+                                  g->OH, OW, P, es);
                 continue;
             }
             if (P != OW)
