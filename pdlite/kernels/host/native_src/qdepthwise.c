@@ -1,23 +1,27 @@
 /* pdlite native host kernels: the int8 depthwise conv (see qint8.h, docs/quantization.md)
  *
  * out[n, c] = act(float(sum_t q(x)[n, c, tap t] * W8[c, t]) * mul[c] + bias[c] (+ res)), then the optional output
- * QDQ and pointwise chain: the epilogue of qgemm.c (q_epilogue), one output row at a time. One channel per output
- * channel (groups = C = M). Per (image, channel) plane: the float input is quantized as Paddle's quantize_linear
- * into a padded plane of bytes q + 128 (the padding is code 0, byte 128), then the int32 sums of each output row:
- *   vnni     vpdpbusd on words of 4 taps of one kernel row (bytes q + 128 of input columns ow SW + (4g + t) DW,
- *            t = 0..3, weights [W8(i, 4g + t)], zero past KW): per 16 outputs one unaligned 64-byte load, a dword
- *            permute and an in-lane byte shuffle build the words (strides and dilations with SW + DW <= 5), then
- *            one vpdpbusd per (kernel row, group of 4 taps); 4 tiles of 16 outputs in flight;
- *   others   plain loops over the output row per tap (the compiler's vectors at each target).
- * The + 128 is taken back by comp[c] = 128 sum_t W8[c, t]. The sums are exact (|sum| <= taps 255 128 < 2^31 for
- * taps < 2^16) and the same on every form.
+ * QDQ and pointwise chain: the epilogue of qgemm.c (q_epilogue). One channel per output channel (groups = C = M).
+ * The sums are exact integers (|sum| <= taps 255 128 < 2^31 for taps < 2^16), the same on every form:
  *
- * The float-sums form (taps <= QDW_FSUM_TAPS, every ISA; the forms above only for larger kernels): the codes q of a
- * chunk of channels as floats, the fp32 depthwise conv's own kernel (depthwise.c, whichever form it picks for the
- * shape) run on them with the weights W8 as floats, no bias, no activation: every product q W8 and every partial sum
- * is an integer below 2^24 (|sum| <= taps 128 127), so the float sums ARE the integer sums, in any order, with or
- * without FMA; then the same epilogue. It reads the codes straight from a codes input (the int8 codes between ops),
- * and runs at the fp32 kernel's speed plus a byte-to-float pass over the input.
+ *   window   (AVX512-VNNI; strides and dilations with SW + DW <= 5, SW <= 4, and 4 DW a multiple of SW where KW > 4)
+ *            per (image, channel) plane: each padded input row's windows of 4 taps (bytes q + 128 of columns
+ *            u SW + t DW, t = 0..3, one dword per output column u, the padding byte 128) built once, 16 at a time
+ *            (one 64-byte load - masked where it reads the codes input directly -, a dword permute, an in-lane byte
+ *            shuffle), into SH phase planes of pitch P = OW + 4 (G - 1) DW / SW (G = ceil(KW / 4) groups of taps a
+ *            kernel row); output (oh, ow) at flat index oh P + ow reads the window of kernel row i, group g at the
+ *            fixed offset ((i DH) / SH) P + 4 g DW / SW in phase (i DH) % SH, so the whole plane is one vpdpbusd per
+ *            (kernel row, group) on each vector of 16 contiguous outputs, 4 vectors in flight (the columns ow >= OW
+ *            computed and dropped); the sums start at -comp[c] (comp = 128 sum_t W8[c, t] takes the + 128 back).
+ *            Codes or floats out where nothing follows the activation: straight from the registers (qdw_values16,
+ *            qdw_codes16: q_row_values' and q_v16's operations, the same bits); else q_epilogue over the plane.
+ *   fsum     (every other ISA and shape, taps <= QDW_FSUM_TAPS): the codes q of a chunk of channels as floats, the
+ *            fp32 depthwise conv's own kernel (depthwise.c, whichever form it picks for the shape) run on them with
+ *            the weights W8 as floats, no bias, no activation: every product q W8 and every partial sum is an integer
+ *            below 2^24 (|sum| <= taps 128 127), so the float sums ARE the integer sums, in any order, with or
+ *            without FMA; then the same epilogue (native._set_qdw_integer(False) runs it at vnni too: the tests
+ *            compare the two forms' bits).
+ *   loops    (larger kernels off vnni) plain loops over each output row per tap.
  */
 #include "qgemm.h"
 #include "depthwise.h"
