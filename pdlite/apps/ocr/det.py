@@ -142,7 +142,9 @@ class DBPostProcess:
                           dest_height: Any) -> tuple[np.ndarray, list[float]]:
         cv2 = require("cv2")
         height, width = bitmap.shape
-        outs = cv2.findContours((bitmap * 255).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+        # 0/255 bytes (bool or 0/1 from the dilation), without an int64 page in between
+        outs = cv2.findContours(np.asarray(bitmap, dtype=np.uint8) * np.uint8(255), cv2.RETR_LIST,
+                                cv2.CHAIN_APPROX_SIMPLE)
         contours = outs[1] if len(outs) == 3 else outs[0]
         boxes, scores = [], []
         for contour in contours[: self.max_candidates]:
