@@ -103,23 +103,24 @@ _map_grpc_codes()
 # runtime (`_RAW_MODELS`) a numeric input's bytes become a flat read-only `np.frombuffer` view instead (no
 # copy; `_tensor` reshapes it); a length other than the shape and datatype say is answered 400 naming the input
 # (MLServer: INTERNAL, "unpack requires a buffer of N bytes"); BYTES, BOOL and other runtimes' models in the same
-# server go through MLServer's own unpacking as before. Installed once per process that imports this module (the
-# one that serves gRPC imports it to build its model registry); MLServer imports a runtime's module afresh for each
-# model, so the names live on the installed function, which every copy of this module finds and shares.
-_raw_state = threading.local()  # set while ModelInferRequestConverter.to_types converts a request to one of them
+# server go through MLServer's own unpacking as before, and so does every request while MLServer's response cache
+# is on (its cache key is the request as JSON, which an array would fail). Installed once per process that imports
+# this module (the one that serves gRPC imports it to build its model registry); MLServer imports a runtime's module
+# afresh for each model, so the names live on the installed function, which every copy of this module shares.
+_raw_state = threading.local()  # set while the gRPC servicer converts a request to one of them
 
 
 def _keep_raw_arrays() -> set[str]:
     """The names of the models whose raw tensors become arrays (installing the change on first call)."""
     try:
-        from mlserver.grpc import converters
+        from mlserver.grpc import converters, servicers
         from mlserver.types import TensorData
     except ImportError:  # MLServer without its gRPC server: nothing to change
         return set()
     if hasattr(converters.inject_raw, "pdlite_models"):
         return converters.inject_raw.pdlite_models
     models: set[str] = set()
-    unpack, to_types = converters.inject_raw, converters.ModelInferRequestConverter.to_types.__func__
+    unpack, convert = converters.inject_raw, servicers.InferenceServicer._InsertHeaders
 
     def inject_raw(elems: list, raw_contents: list) -> list:
         if not getattr(_raw_state, "arrays", False):
@@ -140,16 +141,18 @@ def _keep_raw_arrays() -> set[str]:
                 unpack([elem], [raw])
         return elems
 
-    def request_to_types(cls: type, pb_object: Any) -> InferenceRequest:
-        _raw_state.arrays = pb_object.model_name in models
+    def insert_headers(servicer: Any, request: Any, context: Any) -> InferenceRequest:
+        """MLServer's request conversion (ModelInfer, ModelStreamInfer), with arrays for pdlite's models."""
+        plane = getattr(servicer, "_data_plane", None)
+        _raw_state.arrays = request.model_name in models and getattr(plane, "_response_cache", True) is None
         try:
-            return to_types(cls, pb_object)
+            return convert(servicer, request, context)
         finally:
             _raw_state.arrays = False
 
     inject_raw.pdlite_models = models
     converters.inject_raw = inject_raw
-    converters.ModelInferRequestConverter.to_types = classmethod(request_to_types)
+    servicers.InferenceServicer._InsertHeaders = insert_headers
     return models
 
 

@@ -194,48 +194,52 @@ def test_mlserver_decodes_tensors_as_its_codec(datatype, shape, data):
 
 
 def test_mlserver_grpc_raw_bytes_reach_the_runtime_as_arrays():
-    """MLServer's gRPC request converter, as patched by pdlite's runtime: for a pdlite model a numeric input's
+    """MLServer's gRPC request conversion, as patched by pdlite's runtime: for a pdlite model a numeric input's
     raw bytes become a read-only array over those bytes (no Python list: MLServer would unpack them into one),
-    every bit as sent; other models keep MLServer's lists; BYTES keeps MLServer's unpacking; a length the shape
-    does not give is refused naming the input."""
+    every bit as sent; other models, and every model while MLServer's response cache is on (its key is the
+    request as JSON), keep MLServer's lists; BYTES keeps MLServer's unpacking; a length the shape does not give
+    is refused naming the input; MLServer's adaptive batching merges the arrays into one tensor."""
     pytest.importorskip("mlserver", reason="needs MLServer: pip install pdlite[serve]")
     pytest.importorskip("grpc", reason="needs grpcio: pip install pdlite[serve]")
+    from types import SimpleNamespace
+
+    from mlserver.batching.requests import BatchedRequests
     from mlserver.errors import InferenceError
     from mlserver.grpc import dataplane_pb2 as pb
-    from mlserver.grpc.converters import ModelInferRequestConverter
+    from mlserver.grpc.servicers import InferenceServicer
 
     from pdlite.integrations.mlserver import _RAW_MODELS, _tensor
 
     x = np.random.default_rng(2).standard_normal((2, 3, 4, 4)).astype(np.float32)
     k = np.array([7, -1, 1 << 40], np.int64)
+    strings = b"".join(len(b).to_bytes(4, "little") + b for b in (b"ab", b"cde"))
+    context = SimpleNamespace(invocation_metadata=lambda: ())
 
-    def request(model: str, raw: list[bytes], x_shape=(2, 3, 4, 4)) -> pb.ModelInferRequest:
+    def convert(model: str, a: np.ndarray = x, x_shape=(2, 3, 4, 4), cache=None):
         T = pb.ModelInferRequest.InferInputTensor
-        return pb.ModelInferRequest(model_name=model, raw_input_contents=raw, inputs=[
+        req = pb.ModelInferRequest(model_name=model, raw_input_contents=[a.tobytes(), k.tobytes(), strings], inputs=[
             T(name="x", datatype="FP32", shape=list(x_shape)), T(name="k", datatype="INT64", shape=[3]),
             T(name="s", datatype="BYTES", shape=[2])])
+        servicer = SimpleNamespace(_data_plane=SimpleNamespace(_response_cache=cache))
+        return InferenceServicer._InsertHeaders(servicer, req, context)
 
-    strings = b"".join(len(b).to_bytes(4, "little") + b for b in (b"ab", b"cde"))
     _RAW_MODELS.add("raw-test")
     try:
-        req = ModelInferRequestConverter.to_types(request("raw-test", [x.tobytes(), k.tobytes(), strings]))
+        req = convert("raw-test")
         gx, gk = (_tensor(i) for i in req.inputs[:2])
         assert isinstance(req.inputs[0].data.root, np.ndarray) and not gx.flags.writeable  # a view, no copy
         assert gx.dtype == np.float32 and gx.shape == x.shape and gx.tobytes() == x.tobytes()
         assert gk.dtype == np.int64 and gk.tolist() == k.tolist()
         assert list(req.inputs[2].data) == [b"ab", b"cde"]
         with pytest.raises(InferenceError, match=r"'x': 384 raw bytes, expected 480 .*FP32.*\[2, 3, 5, 4\]"):
-            ModelInferRequestConverter.to_types(request("raw-test", [x.tobytes(), k.tobytes(), strings],
-                                                        (2, 3, 5, 4)))
-        # MLServer's adaptive batching merges such requests into a list of their arrays: decoded as one tensor
-        from mlserver.batching.requests import BatchedRequests
-
-        two = [ModelInferRequestConverter.to_types(request("raw-test", [a.tobytes(), k.tobytes(), strings]))
-               for a in (x, x[::-1] * 2)]
+            convert("raw-test", x_shape=(2, 3, 5, 4))
+        cached = convert("raw-test", cache=object())
+        assert isinstance(cached.inputs[0].data.root, list) and cached.model_dump_json()  # the cache key works
+        two = [convert("raw-test", a) for a in (x, x[::-1] * 2)]
         merged = BatchedRequests({str(i): r for i, r in enumerate(two)}).merged_request
         got = _tensor(merged.inputs[0])
         assert got.shape == (4, 3, 4, 4) and got.tobytes() == np.concatenate([x, x[::-1] * 2]).tobytes()
     finally:
         _RAW_MODELS.discard("raw-test")
-    other = ModelInferRequestConverter.to_types(request("not-pdlite", [x.tobytes(), k.tobytes(), strings]))
+    other = convert("not-pdlite")
     assert isinstance(other.inputs[0].data.root, list) and other.inputs[1].data.root == k.tolist()
