@@ -102,9 +102,10 @@ _map_grpc_codes()
 # request on MLServer's one event loop, most of what the loop spends on a request. For requests to a model of this
 # runtime (`_RAW_MODELS`) a numeric input's bytes become a flat read-only `np.frombuffer` view instead (no
 # copy; `_tensor` reshapes it); a length other than the shape and datatype say is answered 400 naming the input
-# (MLServer: INTERNAL, "unpack requires a buffer of N bytes"); BYTES, BOOL and other runtimes' models in the same
-# server go through MLServer's own unpacking as before, and so does every request while MLServer's response cache
-# is on (its cache key is the request as JSON, which an array would fail). Installed once per process that imports
+# (MLServer: INTERNAL, "unpack requires a buffer of N bytes"); BYTES, BOOL, other runtimes' models in the same
+# server and models with MLServer's adaptive batching go through MLServer's own unpacking as before, and so does
+# every request while MLServer's response cache is on (its cache key is the request as JSON, which an array
+# would fail). Installed once per process that imports
 # this module (the one that serves gRPC imports it to build its model registry); MLServer imports a runtime's module
 # afresh for each model, so the names live on the installed function, which every copy of this module shares.
 _raw_state = threading.local()  # set while the gRPC servicer converts a request to one of them
@@ -203,8 +204,6 @@ def _tensor(inp: RequestInput) -> np.ndarray:
     data = getattr(inp.data, "root", inp.data)
     if isinstance(data, np.ndarray):  # gRPC raw bytes, kept as an array (_keep_raw_arrays)
         return data.reshape(list(inp.shape))
-    if isinstance(data, list) and data and isinstance(data[0], np.ndarray):  # MLServer's adaptive batching: its
-        return np.concatenate(data).reshape(list(inp.shape))  # merge keeps a list of the requests' arrays
     dt = V2_DATATYPES.get(_datatype(inp))
     if dt is None or dt.kind not in "fiu" or not isinstance(data, list) or (data and isinstance(data[0], list)):
         return NumpyCodec.decode_input(inp)
@@ -226,7 +225,10 @@ class PdliteRuntime(MLModel):
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
-        _RAW_MODELS.add(self.name)  # also in the process that serves gRPC when parallel workers run the model
+        # also in the process that serves gRPC when parallel workers run the model; not with MLServer's adaptive
+        # batching, whose merge adds lists (sum(lists, [])) and would meet arrays if JSON and gRPC requests mixed
+        if (settings.max_batch_size or 1) <= 1:
+            _RAW_MODELS.add(self.name)
 
     async def load(self) -> bool:
         params = self.settings.parameters

@@ -198,17 +198,18 @@ def test_mlserver_grpc_raw_bytes_reach_the_runtime_as_arrays():
     raw bytes become a read-only array over those bytes (no Python list: MLServer would unpack them into one),
     every bit as sent; other models, and every model while MLServer's response cache is on (its key is the
     request as JSON), keep MLServer's lists; BYTES keeps MLServer's unpacking; a length the shape does not give
-    is refused naming the input; MLServer's adaptive batching merges the arrays into one tensor."""
+    is refused naming the input. A model with MLServer's adaptive batching is not registered (its merge adds
+    lists, and JSON requests mixed with gRPC ones would meet arrays)."""
     pytest.importorskip("mlserver", reason="needs MLServer: pip install pdlite[serve]")
     pytest.importorskip("grpc", reason="needs grpcio: pip install pdlite[serve]")
     from types import SimpleNamespace
 
-    from mlserver.batching.requests import BatchedRequests
     from mlserver.errors import InferenceError
     from mlserver.grpc import dataplane_pb2 as pb
     from mlserver.grpc.servicers import InferenceServicer
+    from mlserver.settings import ModelSettings
 
-    from pdlite.integrations.mlserver import _RAW_MODELS, _tensor
+    from pdlite.integrations.mlserver import _RAW_MODELS, PdliteRuntime, _tensor
 
     x = np.random.default_rng(2).standard_normal((2, 3, 4, 4)).astype(np.float32)
     k = np.array([7, -1, 1 << 40], np.int64)
@@ -235,11 +236,11 @@ def test_mlserver_grpc_raw_bytes_reach_the_runtime_as_arrays():
             convert("raw-test", x_shape=(2, 3, 5, 4))
         cached = convert("raw-test", cache=object())
         assert isinstance(cached.inputs[0].data.root, list) and cached.model_dump_json()  # the cache key works
-        two = [convert("raw-test", a) for a in (x, x[::-1] * 2)]
-        merged = BatchedRequests({str(i): r for i, r in enumerate(two)}).merged_request
-        got = _tensor(merged.inputs[0])
-        assert got.shape == (4, 3, 4, 4) and got.tobytes() == np.concatenate([x, x[::-1] * 2]).tobytes()
     finally:
         _RAW_MODELS.discard("raw-test")
     other = convert("not-pdlite")
     assert isinstance(other.inputs[0].data.root, list) and other.inputs[1].data.root == k.tolist()
+    for batch, registered in ((1, True), (8, False)):
+        PdliteRuntime(ModelSettings(name=f"raw-{batch}", implementation=PdliteRuntime, max_batch_size=batch))
+        assert (f"raw-{batch}" in _RAW_MODELS) is registered
+        _RAW_MODELS.discard(f"raw-{batch}")
