@@ -11,8 +11,13 @@ alternated call by call (CPU time of the calling thread, 1 thread, medians of `-
   floats; the form every depthwise conv ran in before the window form).
 The three give the same codes where both int8 forms run (tests/kernels/test_host_int8_depthwise.py checks that).
 
+`--in-model`: instead, the depthwise convs inside the models as they run: the fp32 program against the int8 program
+of Paddle's PTQ model (benchmarks/int8_bench.py's, made once in its --work folder) in both forms, the CPU time of
+each depthwise kernel call (kernel.run, the steady path off), 1 thread, the three programs alternated run by run,
+medians of `--rounds` x 10 runs (the stride-1 and stride-2 convs of one input and filter shape share a row).
+
 Usage: python benchmarks/qdepthwise_bench.py [--models mobilenet_v3_small mobilenet_v1] [--rounds 5]
-       [--act relu|hard_swish] [--floats]
+       [--act relu|hard_swish] [--floats] [--in-model]
 Prints a Markdown table (BENCHMARKS.md).
 """
 from __future__ import annotations
@@ -45,7 +50,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--act", default="relu", choices=["relu", "hard_swish"])
     ap.add_argument("--floats", action="store_true", help="int8 writes floats (else codes)")
+    ap.add_argument("--in-model", action="store_true", help="time the depthwise convs inside the models' programs")
     args = ap.parse_args()
+    if args.in_model:
+        for model in args.models:
+            in_model(model, args.rounds * 10)
+        return 0
     from pdlite.kernels.host import native
     from pdlite.kernels.host import quant_native as qn
 
@@ -93,6 +103,65 @@ def main() -> int:
         print(f"| {model} | all | | {tot[0]:.3f} | {tot[1]:.3f} | {tot[2]:.3f} | {tot[0] / tot[1]:.2f}x | "
               f"{tot[0] / tot[2]:.2f}x |")
     return 0
+
+
+def in_model(model: str, runs: int) -> None:
+    """The depthwise convs of the fp32 program and of the int8 program (window form, float-sums form) of `model`, as
+    the programs run them: ms of CPU time per call, medians."""
+    import hashlib
+    import tempfile
+
+    from benchmarks.int8_bench import OPS, _inputs, quantize
+    from pdlite.api.config import CxxConfig
+    from pdlite.api.predictor import create_paddle_predictor
+    from pdlite.kernels.host import native
+
+    work = Path(tempfile.gettempdir()) / "pdlite_int8_bench"
+    q = quantize(model, work / f"{model}_paddle_{hashlib.sha256(OPS.encode()).hexdigest()[:8]}", "paddle",
+                 _inputs(model, 4, seed=1), OPS)
+    x = np.load(SHARED / model / "case.npz")["in:x"]
+    times: dict[tuple, list[float]] = {}
+    cur = [""]
+
+    def program(d: Path, int8: bool):
+        c = CxxConfig()
+        c.set_model_dir(str(d))
+        c.set_threads(1)
+        c.set_option("host_int8", int8)
+        c.set_option("steady_path", False)  # (its bound calls would bypass the timed kernel.run)
+        p = create_paddle_predictor(c)
+        for ins in p.runtime_program.instructions:
+            if ins.op.type in ("conv2d", "depthwise_conv2d", "fused_conv2d", "quantized_conv2d") and int(
+                    ins.op.attrs.get("groups") or 1) > 1:
+                def timed(feeds, run=ins.kernel.run):
+                    t = time.thread_time()
+                    out = run(feeds)
+                    key = (cur[0], tuple(feeds["Input"][0].shape), tuple(feeds["Filter"][0].shape))
+                    times.setdefault(key, []).append((time.thread_time() - t) * 1e3)
+                    return out
+
+                ins.kernel.run = timed
+        return p
+
+    pf, pq = program(SHARED / model, False), program(q, True)
+    forms = (("fp32", pf, True), ("win", pq, True), ("fsum", pq, False))
+    for _ in range(runs):
+        for name, p, on in forms:
+            cur[0] = name
+            before = native._ext._set_qdw_integer(on)
+            p.predict({"x": x})
+            native._ext._set_qdw_integer(before)
+    print(f"\n{model}: depthwise convs in the programs, ms of CPU time per call, 1 thread, medians\n")
+    print("| input | filter | fp32 | int8 window | int8 fsum | fp32 / int8 window | fp32 / int8 fsum |")
+    print("|---|---|---|---|---|---|---|")
+    shapes = sorted({k[1:] for k in times}, key=lambda k: -k[0][2])
+    tot = np.zeros(3)
+    for shape in shapes:
+        med = np.array([np.median(times[(f, *shape)]) for f, _, _ in forms])
+        tot += med
+        print(f"| {list(shape[0])} | {list(shape[1])} | {med[0]:.3f} | {med[1]:.3f} | {med[2]:.3f} | "
+              f"{med[0] / med[1]:.2f}x | {med[0] / med[2]:.2f}x |")
+    print(f"| all | | {tot[0]:.3f} | {tot[1]:.3f} | {tot[2]:.3f} | {tot[0] / tot[1]:.2f}x | {tot[0] / tot[2]:.2f}x |")
 
 
 if __name__ == "__main__":
