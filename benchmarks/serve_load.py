@@ -5,7 +5,7 @@ flight, nothing unbounded). Numbers: answered requests/s, p50 / p99 latency of t
     python benchmarks/serve_load.py sweep    [--seconds 4] [--concurrency 1,2,4,8,16] [--models cnn,ocr] [--device host]
     python benchmarks/serve_load.py batching [--seconds 5] [--rounds 3] [--concurrency 8] [--servers mlserver,ray]
                                              [--model mnv3|alexnet|DIR] [--device host] [--warmup 1.5]
-                                             [--unbatched-configs 2x1] [--batch-configs 2x1]
+                                             [--unbatched-configs 2x1] [--batch-configs 2x1,1x2/4]
     python benchmarks/serve_load.py overload [--seconds 10] [--clients 32]
     python benchmarks/serve_load.py soak     [--soak-minutes 10]
     python benchmarks/serve_load.py shutdown
@@ -24,7 +24,9 @@ batching: the CNN (MobileNetV3-small, or AlexNet made once with paddle: benchmar
   one concurrency (8): unbatched (clones x threads) against pdlite's batching (and Ray Serve's @serve.batch,
   MLServer's adaptive batching with --mlserver-adaptive), each MLServer config's answers first checked bit for bit
   against the local predictor (rows of the same stacked batch), and a model that does nothing
-  on each server (its own cost per request: the most any batching can gain); rounds interleaved, medians;
+  on each server (its own cost per request: the most any batching can gain; on MLServer also the same model on
+  MLServer's own raw-bytes path, bytes -> Python list -> array, which pdlite's runtime skips); a batched config
+  WxT/N: W clones x T threads, max_batch_size N (8 without /N); rounds interleaved, medians;
   server CPU per request (MLServer's processes, or all of Ray's: raylet, GCS, proxy, replicas, with their idle
   work) and the load generator's own CPU per request. Run one server at a time (--servers) for clean figures.
 overload: 32 clients against an OCR service that admits 4 (MLServer: `max_queued` 4; Ray Serve:
