@@ -18,6 +18,10 @@ The cache: `<cache dir>/auto/choices.json`, the config's NNAdapter model cache d
 `$XDG_CACHE_HOME/pdlite` (`~/.cache/pdlite`); keyed on the model's content (a digest of its program and weights
 files, so a copy of the folder elsewhere hits it), the kind of workload (fixed: with the input shapes; changing),
 threads, candidates and device properties. `apply_device(config, name)` points a config at a device.
+
+Variants: a driver may name settings that `choose_device` also measures (`Driver.auto_variants`, e.g. OpenVINO with
+its threads pinned to cores) where the config's context properties leave them unset; a variant is measured and
+named as `device[variant]` (`AutoChoice.key`), and `apply_device` takes that name.
 """
 from __future__ import annotations
 
@@ -73,18 +77,24 @@ class AutoChoice:
     refused: dict[str, str] = field(default_factory=dict)
     cached: bool = False
     calls: dict[str, int] = field(default_factory=dict)  # online auto: the calls each candidate ran
+    variant: str = ""  # a variant of `device` (its driver's auto_variants) that measured fastest, or ""
     # with choose_device(keep=True): the measured predictor of the chosen device (None when the choice came from
     # the cache); the caller takes it over, so the instance that was measured is the one that runs
     predictor: Any = field(default=None, repr=False, compare=False)
 
+    @property
+    def key(self) -> str:
+        """The name it was measured under (`device[variant]` for a variant), what `apply_device` takes."""
+        return variant_name(self.device, self.variant) if self.variant else self.device
+
     def runner_up(self) -> tuple[str, float] | None:
-        rest = sorted((t, d) for d, t in self.medians_ms.items() if d != self.device)
+        rest = sorted((t, d) for d, t in self.medians_ms.items() if d != self.key)
         return (rest[0][1], rest[0][0]) if rest else None
 
     def describe(self) -> str:
-        best = self.medians_ms.get(self.device)
+        best = self.medians_ms.get(self.key)
         what = "ms per call, estimated" if self.calls else "ms median"  # online (calls counted) or measured
-        text = f"auto chose {self.device}" + (f" ({best:.3f} {what})" if best is not None else "")
+        text = f"auto chose {self.key}" + (f" ({best:.3f} {what})" if best is not None else "")
         ru = self.runner_up()
         if ru is not None:
             text += f"; runner-up {ru[0]} ({ru[1]:.3f} ms)"
@@ -105,8 +115,46 @@ def installed_devices() -> list[str]:
     return [name for name in sorted(DRIVERS) if DRIVERS[name].available() and DRIVERS[name].auto_candidate]
 
 
+def variant_name(device: str, variant: str) -> str:
+    return f"{device}[{variant}]"
+
+
+def variant_properties(name: str) -> tuple[str, dict[str, str]]:
+    """(device, the context properties of its variant) of a candidate name (`device[variant]`, or a device)."""
+    if not name.endswith("]") or "[" not in name:
+        return name, {}
+    from pdlite.nnadapter.registry import DRIVERS
+    from pdlite.registries import load_registries
+
+    device, variant = name[:-1].split("[", 1)
+    load_registries()
+    variants = getattr(DRIVERS.get(device), "auto_variants", {})
+    if variant not in variants:
+        raise ConfigError(f"device {name!r}: {device!r} has no variant {variant!r} (known: {sorted(variants)})")
+    return device, dict(variants[variant])
+
+
+def variants_of(config: CxxConfig, devices: list[str]) -> list[str]:
+    """The variants (`device[variant]`) of `devices` whose properties the config's context properties leave unset."""
+    from pdlite.nnadapter.options import parse_context_properties
+    from pdlite.nnadapter.registry import DRIVERS
+    from pdlite.registries import load_registries
+
+    load_registries()
+    given = parse_context_properties(config.nnadapter_context_properties())
+    return [variant_name(d, v) for d in devices if d != HOST and d in DRIVERS
+            for v, props in getattr(DRIVERS[d], "auto_variants", {}).items() if not set(props) & set(given)]
+
+
 def apply_device(config: CxxConfig, device: str) -> None:
-    """Point `config` at `device`: "host" (the host target), or an NNAdapter device by name."""
+    """Point `config` at `device`: "host" (the host target), an NNAdapter device by name, or a variant of one
+    (`device[variant]`: the device, with its variant's context properties added)."""
+    device, extra = variant_properties(device)
+    if extra:
+        from pdlite.nnadapter.options import format_context_properties, parse_context_properties
+
+        props = parse_context_properties(config.nnadapter_context_properties())
+        config.set_nnadapter_context_properties(format_context_properties({**props, **extra}))
     if device in (HOST, "x86"):
         config.set_nnadapter_device_names([])
         if hasattr(config, "set_valid_places"):  # a paddlelite-style [NNAdapter, Host] list: the host part kept
@@ -297,22 +345,28 @@ def paired_scores(blocks: Mapping[str, list[float]]) -> dict[str, float]:
 
 def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Callable[[CxxConfig], Any], *,
                   rounds: int = 5, candidates: list[str] | None = None, use_cache: bool = True,
-                  keep: bool = False, cache_kind: str = "fixed") -> AutoChoice:
+                  keep: bool = False, cache_kind: str = "fixed", variants: bool = True) -> AutoChoice:
     """Measure `candidates` (default: host + installed devices) on `feeds`; the fastest that agrees with host.
 
     `build(config)` makes a predictor (`pdlite.lite.create_paddle_predictor`): this module sits below the
     predictors, which use it for `set_nnadapter_device_names(["auto"])`. `keep`: hand the chosen device's
-    measured predictor back in `AutoChoice.predictor` (the others are released before returning)."""
+    measured predictor back in `AutoChoice.predictor` (the others are released before returning). `variants`:
+    the candidates' variants are measured too (`variants_of`; the choice's `variant` says which won)."""
     if not isinstance(config, CxxConfig):
         raise ConfigError("the auto device needs a CxxConfig (a Paddle model); an optimized .nb keeps its device")
     cands = candidates if candidates is not None else [HOST] + installed_devices()
     if HOST not in cands:
         cands = [HOST] + list(cands)
+    if variants:
+        cands = list(cands) + variants_of(config, cands)
     key = cache_key(config, feeds, cands, cache_kind)
     if use_cache:
         hit = load_choice(config, key)
-        if isinstance(hit, dict) and hit.get("device") in cands:
-            return AutoChoice(hit["device"], dict(hit.get("medians_ms", {})), dict(hit.get("refused", {})), True)
+        if isinstance(hit, dict) and isinstance(hit.get("device"), str):
+            cached = AutoChoice(hit["device"], dict(hit.get("medians_ms", {})), dict(hit.get("refused", {})), True,
+                                variant=str(hit.get("variant") or ""))
+            if cached.key in cands:
+                return cached
     preds: dict[str, Any] = {}
     refused: dict[str, str] = {}
     first_ms: dict[str, float] = {}
@@ -360,9 +414,12 @@ def choose_device(config: CxxConfig, feeds: Mapping[str, np.ndarray], build: Cal
         scores.update(paired_scores(again))
         scores.update({d: ratio[d] * scores[lead] for d in ratio if d not in again})
     best = min(scores, key=scores.__getitem__)
-    choice = AutoChoice(best, {d: round(v, 4) for d, v in scores.items()}, refused)
+    device = variant_properties(best)[0]
+    variant = best[len(device) + 1:-1] if best != device else ""
+    choice = AutoChoice(device, {d: round(v, 4) for d, v in scores.items()}, refused, variant=variant)
     if use_cache:
-        store_choice(config, key, {"device": best, "medians_ms": choice.medians_ms, "refused": refused})
+        store_choice(config, key, {"device": device, "variant": variant, "medians_ms": choice.medians_ms,
+                                   "refused": refused})
     if keep:
         choice.predictor = preds[best]
     preds.clear()  # the other candidates' runtimes (and their thread pools) go now, not at some later collection

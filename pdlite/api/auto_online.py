@@ -302,7 +302,7 @@ class AutoRunner:
             per_call = self.policy.elapsed_ms / max(self.policy.calls, 1)
             usable = [c.name for c in self.policy.usable()]
             choice = auto.choose_device(self.base, feeds, self.build, candidates=usable, keep=True,
-                                   rounds=5 if per_call < 50 else 2)
+                                        rounds=5 if per_call < 50 else 2, variants=False)  # the policy's names
             self._adopt_fixed(choice, sig, feeds)
 
     def _adopt_fixed(self, choice: AutoChoice, sig: tuple, feeds: dict[str, Any]) -> None:

@@ -143,7 +143,7 @@ def set_device(cfg: Any, device: str | None, feeds: dict[str, np.ndarray], conte
     if device == "auto":
         choice = choose_device(cfg, feeds, create_paddle_predictor)
         print(choice.describe())
-        device = choice.device
+        device = choice.key  # the device, or a variant of it (`device[variant]`: apply_device adds its properties)
     if device != "host":
         if not isinstance(cfg, CxxConfig):
             raise ConfigError(f"--device {device}: an optimized .nb model keeps the device it was saved with")

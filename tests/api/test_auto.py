@@ -1,6 +1,8 @@
 """The `auto` device: measured on the real input, only devices that agree with the host, cached per shape."""
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -238,3 +240,40 @@ def test_the_measured_predictor_is_the_one_that_runs(cache, monkeypatch):
         else:
             assert kept[-1][0] is False and pred._auto.preds["onnxruntime"] is kept[-1][1]
         np.testing.assert_allclose(got[0], next(iter(outs.values())), rtol=0, atol=1e-4)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="needs pip install pdlite[openvino]")
+def test_openvino_pinned_threads_are_a_variant_measured_chosen_cached_and_applied(cache, monkeypatch):
+    """OpenVINO with its threads pinned (its driver's auto_variants) is a candidate of its own where the context
+    properties leave pinning unset: a winning variant is the choice's `variant`, its measured predictor the pinned
+    one, the cache keeps it, and apply_device(cfg, choice.key) adds its property; a user's own setting is not
+    measured against, and an unknown variant is refused."""
+    ins, _ = load_case("ppocr_cls_v2")
+    cands = ["host", "intel_openvino"]
+
+    def scripted(preds, blocks, rounds, est_ms):  # block times, no clock: the pinned variant fastest
+        for _ in range(rounds):
+            for dev in preds:
+                blocks[dev].append({"host": 10.0, "intel_openvino": 8.0, "intel_openvino[pinned]": 5.0}[dev])
+
+    monkeypatch.setattr(auto, "_interleave", scripted)
+    c = choose_device(_cfg(), ins, create_paddle_predictor, candidates=cands, rounds=2, keep=True)
+    assert set(c.medians_ms) == {"host", "intel_openvino", "intel_openvino[pinned]"} and not c.refused
+    assert (c.device, c.variant, c.key) == ("intel_openvino", "pinned", "intel_openvino[pinned]")
+    assert "auto chose intel_openvino[pinned]" in c.describe() and "runner-up intel_openvino (" in c.describe()
+    (kernel,) = [i.kernel for i in c.predictor.runtime_program.instructions if i.op.type == "subgraph"]
+    assert kernel.options.properties.get("INTEL_OPENVINO_CPU_PINNING") == "on"
+    (model,) = {id(e): e for e in kernel._entries.values()}.values()
+    assert model.model.compiled.get_property("ENABLE_CPU_PINNING") is True
+    again = choose_device(_cfg(), ins, create_paddle_predictor, candidates=cands, rounds=2)
+    assert again.cached and again.key == "intel_openvino[pinned]"
+    cfg = _cfg()
+    auto.apply_device(cfg, again.key)
+    assert cfg.nnadapter_device_names() == ["intel_openvino"]
+    assert "INTEL_OPENVINO_CPU_PINNING=on" in cfg.nnadapter_context_properties()
+    own = _cfg()
+    own.set_nnadapter_context_properties("INTEL_OPENVINO_CPU_PINNING=off")
+    mine = choose_device(own, ins, create_paddle_predictor, candidates=cands, rounds=1, use_cache=False)
+    assert set(mine.medians_ms) == set(cands) and mine.key == "intel_openvino"
+    with pytest.raises(ConfigError, match="no variant 'fast'"):
+        auto.apply_device(_cfg(), "intel_openvino[fast]")

@@ -35,6 +35,9 @@ class Driver:
     properties: Mapping[str, str] = {}  # key -> meaning
     # measured by the `auto` device (pdlite/api/auto.py); False for reference evaluators meant for checking
     auto_candidate: bool = True
+    # settings the fixed-shape `auto` measurement also tries, as variants of this device, where the config's context
+    # properties leave them unset: variant name -> properties (pdlite/api/auto.py's choose_device)
+    auto_variants: Mapping[str, Mapping[str, str]] = {}
     # whether one compiled model serves inputs of any shape its ONNX model's symbolic dims allow; False: the
     # subgraph kernel converts and builds one model per input shape (bounded LRU, nnadapter_shape_cache_size)
     dynamic_shapes: bool = True
