@@ -106,6 +106,38 @@ def test_codes_with_a_chain_and_a_residual() -> None:
     np.testing.assert_array_equal(_conv(i, True, x, residual=res, chain=chain, codes=CQ), qn.codes_of(out, CQ))
 
 
+ACTS = {"none": native.NO_ACT, "relu": RELU, "relu6": native.activation("relu6", {"threshold": 6.0})}
+
+
+def _codes_variants(i: int, direct: bool, x: np.ndarray, codes: qn.QParam | None) -> dict[str, np.ndarray]:
+    """The conv's output (codes, or floats with codes=None) after each activation of the codes-from-the-sums form, with
+    and without a residual; the bias of channel 0 NaN, of 1 +inf, of 2 -inf (the shortcuts' NaN, -0 and inf cases)."""
+    case = t8.CASES[i]
+    _, w8, qp = t8._data(case, i)
+    oh, ow = t8._geo(case)
+    k = ((case[5], case[6]), (case[7], case[8]), (case[9], case[10]), (case[11], case[12]))
+    qw = qn.pack_weights(w8, (case[1], case[5], case[6]) if direct else None)
+    m = w8.shape[0]
+    mul = np.linspace(0.01, 0.02, m, dtype=np.float32)
+    bias = np.linspace(-1, 1, m, dtype=np.float32)
+    bias[:3] = [np.nan, np.inf, -np.inf][:m]
+    res = np.random.default_rng(i).standard_normal((case[0], m, oh, ow)).astype(np.float32)
+    return {f"{name}{r is not None}": qn.qconv(x, qw, mul, bias, m, oh, ow, *k, qp, act, residual=r, codes=codes)
+            for name, act in ACTS.items() for r in (None, res)}
+
+
+@pytest.mark.parametrize("i,direct", _conv_cases())
+def test_codes_straight_from_the_sums(i: int, direct: bool) -> None:
+    """Codes written without an output QDQ or chain (the x86 forms that quantize the sums' values in registers, relu
+    as max(x, 0)): quantize_linear of the float output, byte for byte, for no activation, relu and relu6, with and
+    without a residual, NaN and infinite values included."""
+    x, _, _ = t8._data(t8.CASES[i], i)
+    with np.errstate(invalid="ignore"):
+        want = {key: qn.codes_of(v, CQ) for key, v in _codes_variants(i, direct, x, None).items()}
+    for key, got in _codes_variants(i, direct, x, CQ).items():
+        np.testing.assert_array_equal(got, want[key], err_msg=key)
+
+
 def test_codes_where_the_form_cannot_read_them_are_refused() -> None:
     i = next(j for j, c in enumerate(t8.CASES) if c[5] * c[6] > 1)  # a 3x3: the columns form (not direct)
     x, _, qp = t8._data(t8.CASES[i], i)
@@ -131,6 +163,7 @@ out = {"isa": qn.int8_isa()}
 for i, d in T._conv_cases():
     x, _, qp = T.t8._data(T.t8.CASES[i], i)
     out[f"conv{i}{d}"] = T._conv(i, d, qn.codes_of(x, qp), codes=T.CQ)
+    out.update({f"var{i}{d}{k}": v for k, v in T._codes_variants(i, d, x, T.CQ).items()})
 for i in range(len(T.tdw.CASES)):
     x, _, qp = T.tdw._data(T.tdw.CASES[i], i)
     out[f"dw{i}"] = T._dw(i, qn.codes_of(x, qp), codes=T.CQ)
@@ -168,6 +201,9 @@ def test_every_int8_isa_reads_and_writes_the_same_codes(isa: str, tmp_path: Path
     for i, d in _conv_cases():
         x, _, _ = t8._data(t8.CASES[i], i)
         np.testing.assert_array_equal(z[f"conv{i}{d}"], qn.codes_of(_conv(i, d, x), CQ), err_msg=f"{isa} conv {i}")
+        with np.errstate(invalid="ignore"):
+            for k, v in _codes_variants(i, d, x, None).items():
+                np.testing.assert_array_equal(z[f"var{i}{d}{k}"], qn.codes_of(v, CQ), err_msg=f"{isa} conv {i} {k}")
     for i in range(len(tdw.CASES)):
         x, _, _ = tdw._data(tdw.CASES[i], i)
         np.testing.assert_array_equal(z[f"dw{i}"], qn.codes_of(_dw(i, x), CQ), err_msg=f"{isa} depthwise {i}")

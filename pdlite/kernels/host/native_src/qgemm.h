@@ -269,12 +269,126 @@ PD_INLINE void q_row_values(const q_args *a, const int32_t *s, isz mm, float *o,
     if (a->chain) q_chain_row(o, ncols, mm, a->chain);
 }
 
+#ifdef PD_X86_DISPATCH
+/* Codes straight from the sums (x86 intrinsics, a whole tile's rows): for outputs as codes (round_type 0) after
+ * act none / relu / relu6, no QDQ, chain or float sums. The same codes as q_row_values then q_v16 with fewer
+ * operations: relu as max(x, 0) (it gives +0 for -0 and 0 for NaN where x < 0 ? 0 : x keeps them: both are code 0),
+ * relu6's bound as min; the NaN -> 0 step only without an activation (max(x, 0) leaves none); the clamps as max / min
+ * (the same values on non-NaN); cvtps2dq's round half to even (the default MXCSR mode) for the 1.5 * 2^23 addition.
+ * The multiply-add and the residual's add in q_row_values' order. */
+PD_INLINE int q_codes_fast(const q_args *a) {
+    return a->codes && !a->chain && !a->oq.on && !a->fsum && !a->trans && a->cq.rt == 0 && isfinite(a->cq.k) &&
+           (a->act.kind == ACT_NONE || a->act.kind == ACT_RELU || a->act.kind == ACT_RELU6);
+}
+
+PD_TARGET_AVX512 static inline __m512 q_fast_v16(__m512 f, const act_t *act, __m512 k) {
+    const __m512 zero = _mm512_setzero_ps();
+    if (act->kind == ACT_NONE) {
+        f = _mm512_mul_ps(f, k);
+        f = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(f, f, _CMP_ORD_Q), f); /* NaN -> 0 */
+    } else {
+        f = _mm512_max_ps(f, zero);
+        if (act->kind == ACT_RELU6) f = _mm512_min_ps(f, _mm512_set1_ps(act->a0));
+        f = _mm512_mul_ps(f, k);
+    }
+    return _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
+}
+
+PD_TARGET_AVX512 static inline void q_rows_codes_avx512(const q_args *a, const int32_t *acc, isz ld, isz mrows,
+                                                        isz m0, isz col0, isz ncols) {
+    const __m512 k = _mm512_set1_ps(a->cq.k);
+    const __m512i off = _mm512_set1_epi32(128);
+    for (isz m = 0; m < mrows; m++) {
+        const isz mm = m0 + m, at = a->img * a->M * a->L + mm * a->L + col0;
+        const int32_t *sr = acc + m * ld;
+        const __m512i cm = _mm512_set1_epi32(a->comp ? a->comp[mm] : 0);
+        const __m512 mul = _mm512_set1_ps(a->mul[mm]), b = _mm512_set1_ps(a->bias ? a->bias[mm] : 0.0f);
+        const float *r = a->res ? a->res + at : NULL;
+        uint8_t *o = a->codes + at;
+        for (isz j = 0; j < ncols; j += 16) {
+            const __mmask16 mk = ncols - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ncols - j)) - 1u);
+            const __m512i iv = _mm512_maskz_loadu_epi32(mk, sr + j);
+            __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iv, cm)), mul, b);
+            if (r) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mk, r + j));
+            f = q_fast_v16(f, &a->act, k);
+            _mm_mask_storeu_epi8(o + j, mk, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), off)));
+        }
+    }
+}
+
+/* the same at AVX2, 8 at a time (the tails through padded copies) */
+PD_TARGET_AVX2 static inline __m256 q_fast_v8(__m256 f, const act_t *act, __m256 k) {
+    const __m256 zero = _mm256_setzero_ps();
+    if (act->kind == ACT_NONE) {
+        f = _mm256_mul_ps(f, k);
+        f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q)); /* NaN -> 0 */
+    } else {
+        f = _mm256_max_ps(f, zero);
+        if (act->kind == ACT_RELU6) f = _mm256_min_ps(f, _mm256_set1_ps(act->a0));
+        f = _mm256_mul_ps(f, k);
+    }
+    return _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+}
+
+PD_TARGET_AVX2 static inline void q_rows_codes_avx2(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0,
+                                                    isz col0, isz ncols) {
+    const __m256 k = _mm256_set1_ps(a->cq.k);
+    const __m256i off = _mm256_set1_epi32(128);
+    for (isz m = 0; m < mrows; m++) {
+        const isz mm = m0 + m, at = a->img * a->M * a->L + mm * a->L + col0;
+        const int32_t *sr = acc + m * ld;
+        const __m256i cm = _mm256_set1_epi32(a->comp ? a->comp[mm] : 0);
+        const __m256 mul = _mm256_set1_ps(a->mul[mm]), b = _mm256_set1_ps(a->bias ? a->bias[mm] : 0.0f);
+        const float *r = a->res ? a->res + at : NULL;
+        uint8_t *o = a->codes + at;
+        for (isz j = 0; j < ncols; j += 8) {
+            const isz cnt = ncols - j < 8 ? ncols - j : 8;
+            __m256i iv;
+            __m256 rv = _mm256_setzero_ps();
+            if (cnt == 8) {
+                iv = _mm256_loadu_si256((const __m256i *)(sr + j));
+                if (r) rv = _mm256_loadu_ps(r + j);
+            } else {
+                int32_t ti[8] = {0};
+                float tr[8] = {0};
+                for (isz t = 0; t < cnt; t++) ti[t] = sr[j + t], tr[t] = r ? r[j + t] : 0.0f;
+                iv = _mm256_loadu_si256((const __m256i *)ti);
+                rv = _mm256_loadu_ps(tr);
+            }
+            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(iv, cm)), mul, b);
+            if (r) f = _mm256_add_ps(f, rv);
+            f = q_fast_v8(f, &a->act, k);
+            const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(f), off);
+            const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+            const __m128i bytes = _mm_packus_epi16(w, w);
+            if (cnt == 8) {
+                _mm_storel_epi64((__m128i *)(o + j), bytes);
+            } else {
+                uint8_t tb[16];
+                _mm_storeu_si128((__m128i *)tb, bytes);
+                for (isz t = 0; t < cnt; t++) o[j + t] = tb[t];
+            }
+        }
+    }
+}
+#endif
+
 #define Q_CODES_CHUNK 512 /* a codes output's values are computed this many at a time on the stack, then quantized */
 
 /* rows [m0, m0 + mrows) x columns [col0, col0 + ncols) of the output from the int32 sums acc (row stride ld): floats,
  * or codes (a->codes) */
 PD_INLINE void q_epilogue_rows(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0, isz ncols,
                                const int v16) {
+#ifdef PD_X86_DISPATCH
+    if (q_codes_fast(a) && g_qisa == Q_VNNI) {
+        q_rows_codes_avx512(a, acc, ld, mrows, m0, col0, ncols);
+        return;
+    }
+    if (q_codes_fast(a) && g_qisa == Q_AVX2) {
+        q_rows_codes_avx2(a, acc, ld, mrows, m0, col0, ncols);
+        return;
+    }
+#endif
     for (isz m = 0; m < mrows; m++) {
         const isz mm = m0 + m;
         const int32_t *s = acc + m * ld;
