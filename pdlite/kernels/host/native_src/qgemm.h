@@ -281,22 +281,27 @@ PD_INLINE int q_codes_fast(const q_args *a) {
            (a->act.kind == ACT_NONE || a->act.kind == ACT_RELU || a->act.kind == ACT_RELU6);
 }
 
-PD_TARGET_AVX512 static inline __m512 q_fast_v16(__m512 f, const act_t *act, __m512 k) {
+PD_TARGET_AVX512 static inline __attribute__((always_inline)) __m512 q_fast_v16(__m512 f, const int kind, __m512 top,
+                                                                             __m512 k) {
     const __m512 zero = _mm512_setzero_ps();
-    if (act->kind == ACT_NONE) {
+    if (kind == ACT_NONE) {
         f = _mm512_mul_ps(f, k);
         f = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(f, f, _CMP_ORD_Q), f); /* NaN -> 0 */
     } else {
         f = _mm512_max_ps(f, zero);
-        if (act->kind == ACT_RELU6) f = _mm512_min_ps(f, _mm512_set1_ps(act->a0));
+        if (kind == ACT_RELU6) f = _mm512_min_ps(f, top);
         f = _mm512_mul_ps(f, k);
     }
     return _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
 }
 
-PD_TARGET_AVX512 static inline void q_rows_codes_avx512(const q_args *a, const int32_t *acc, isz ld, isz mrows,
-                                                        isz m0, isz col0, isz ncols) {
-    const __m512 k = _mm512_set1_ps(a->cq.k);
+/* (kind a constant: the byte stores may alias the arguments, so a kind read in the loop was reloaded each step) */
+PD_TARGET_AVX512 static inline __attribute__((always_inline)) void q_rows_codes_avx512_k(const int kind,
+                                                                                        const q_args *a,
+                                                                                        const int32_t *acc, isz ld,
+                                                                                        isz mrows, isz m0, isz col0,
+                                                                                        isz ncols) {
+    const __m512 k = _mm512_set1_ps(a->cq.k), top = _mm512_set1_ps(a->act.a0);
     const __m512i off = _mm512_set1_epi32(128);
     for (isz m = 0; m < mrows; m++) {
         const isz mm = m0 + m, at = a->img * a->M * a->L + mm * a->L + col0;
@@ -310,29 +315,32 @@ PD_TARGET_AVX512 static inline void q_rows_codes_avx512(const q_args *a, const i
             const __m512i iv = _mm512_maskz_loadu_epi32(mk, sr + j);
             __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iv, cm)), mul, b);
             if (r) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mk, r + j));
-            f = q_fast_v16(f, &a->act, k);
+            f = q_fast_v16(f, kind, top, k);
             _mm_mask_storeu_epi8(o + j, mk, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), off)));
         }
     }
 }
 
 /* the same at AVX2, 8 at a time (the tails through padded copies) */
-PD_TARGET_AVX2 static inline __m256 q_fast_v8(__m256 f, const act_t *act, __m256 k) {
+PD_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 q_fast_v8(__m256 f, const int kind, __m256 top,
+                                                                          __m256 k) {
     const __m256 zero = _mm256_setzero_ps();
-    if (act->kind == ACT_NONE) {
+    if (kind == ACT_NONE) {
         f = _mm256_mul_ps(f, k);
         f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q)); /* NaN -> 0 */
     } else {
         f = _mm256_max_ps(f, zero);
-        if (act->kind == ACT_RELU6) f = _mm256_min_ps(f, _mm256_set1_ps(act->a0));
+        if (kind == ACT_RELU6) f = _mm256_min_ps(f, top);
         f = _mm256_mul_ps(f, k);
     }
     return _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
 }
 
-PD_TARGET_AVX2 static inline void q_rows_codes_avx2(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0,
-                                                    isz col0, isz ncols) {
-    const __m256 k = _mm256_set1_ps(a->cq.k);
+PD_TARGET_AVX2 static inline __attribute__((always_inline)) void q_rows_codes_avx2_k(const int kind, const q_args *a,
+                                                                                   const int32_t *acc, isz ld,
+                                                                                   isz mrows, isz m0, isz col0,
+                                                                                   isz ncols) {
+    const __m256 k = _mm256_set1_ps(a->cq.k), top = _mm256_set1_ps(a->act.a0);
     const __m256i off = _mm256_set1_epi32(128);
     for (isz m = 0; m < mrows; m++) {
         const isz mm = m0 + m, at = a->img * a->M * a->L + mm * a->L + col0;
@@ -357,7 +365,7 @@ PD_TARGET_AVX2 static inline void q_rows_codes_avx2(const q_args *a, const int32
             }
             __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(iv, cm)), mul, b);
             if (r) f = _mm256_add_ps(f, rv);
-            f = q_fast_v8(f, &a->act, k);
+            f = q_fast_v8(f, kind, top, k);
             const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(f), off);
             const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
             const __m128i bytes = _mm_packus_epi16(w, w);
@@ -370,6 +378,28 @@ PD_TARGET_AVX2 static inline void q_rows_codes_avx2(const q_args *a, const int32
             }
         }
     }
+}
+#endif
+
+#ifdef PD_X86_DISPATCH
+PD_TARGET_AVX512 static void q_rows_codes_avx512(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0,
+                                                 isz col0, isz ncols) {
+    if (a->act.kind == ACT_NONE)
+        q_rows_codes_avx512_k(ACT_NONE, a, acc, ld, mrows, m0, col0, ncols);
+    else if (a->act.kind == ACT_RELU)
+        q_rows_codes_avx512_k(ACT_RELU, a, acc, ld, mrows, m0, col0, ncols);
+    else
+        q_rows_codes_avx512_k(ACT_RELU6, a, acc, ld, mrows, m0, col0, ncols);
+}
+
+PD_TARGET_AVX2 static void q_rows_codes_avx2(const q_args *a, const int32_t *acc, isz ld, isz mrows, isz m0, isz col0,
+                                             isz ncols) {
+    if (a->act.kind == ACT_NONE)
+        q_rows_codes_avx2_k(ACT_NONE, a, acc, ld, mrows, m0, col0, ncols);
+    else if (a->act.kind == ACT_RELU)
+        q_rows_codes_avx2_k(ACT_RELU, a, acc, ld, mrows, m0, col0, ncols);
+    else
+        q_rows_codes_avx2_k(ACT_RELU6, a, acc, ld, mrows, m0, col0, ncols);
 }
 #endif
 
