@@ -2,7 +2,7 @@
 
 Integer sums: EXACT equality with the int64 reference (outputs written with multiplier 1 and no bias, shapes whose
 sums stay below 2^24 so the float32 output holds each sum exactly), over odd sizes, padding, strides, dilations,
-round types, batches, fc; for every instruction set this CPU runs (vnni / avx2 / baseline, each forced in a
+round types, batches, fc; for every instruction set this CPU runs (vnni / avxvnni / avx2 / baseline, each forced in a
 subprocess through PDLITE_NATIVE_ISA, which must report the form it ran). Epilogue (scales, bias, residual,
 activations, the output's QDQ): within 2e-6 * max|ref| of NumPy's float32 (one multiply-add may fuse); `qdq` bit
 for bit against quantize_linear then dequantize_linear.
@@ -46,7 +46,8 @@ DIRECT = [i for i, c in enumerate(CASES) if c[5] * c[6] > 1]  # (also where dire
 FC_CASES = [(1, 37, 10), (5, 64, 100), (3, 3, 1), (1, 1000, 17)]  # (rows, K, N); one row: vnni's GEMV form
 ISA_FLAGS = {"vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx2": {"avx2", "fma"},
              "baseline": set()}
-FORCE = {"vnni": "avx512", "avx2": "avx2", "baseline": "baseline"}
+ISA_FLAGS["avxvnni"] = {"avx2", "fma", "avx_vnni"}  # AVX-VNNI's 256-bit vpdpbusd (forced: fp32 at AVX2)
+FORCE = {"vnni": "avx512", "avxvnni": "avxvnni", "avx2": "avx2", "baseline": "baseline"}
 
 
 def _geo(case: tuple) -> tuple:

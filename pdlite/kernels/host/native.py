@@ -24,8 +24,8 @@ kernel keeps it).
 Threads: `set_num_threads` (called by pdlite/runtime/threads.py for `set_threads`; NumPy's OpenBLAS
 is found by pdlite/kernels/host/blas.py). Environment:
 PDLITE_NATIVE_SPIN_US (how long idle pool threads poll for work, default 200),
-PDLITE_NATIVE_ISA=baseline|avx2|avx512 on x86-64, baseline on aarch64 (force an instruction-set version, for tests;
-aarch64's default is neon).
+PDLITE_NATIVE_ISA=baseline|avx2|avxvnni|avx512 on x86-64, baseline on aarch64 (force an instruction-set version, for
+tests; aarch64's default is neon; avxvnni: AVX2 with the int8 kernels on AVX-VNNI, as CPUs with it and no AVX-512 run).
 """
 from __future__ import annotations
 

@@ -18,9 +18,11 @@ static void pick_isa(void) {
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-    const char *force = getenv("PDLITE_NATIVE_ISA"); /* baseline | avx2 | avx512: testing and benchmarking */
+    /* baseline | avx2 | avxvnni | avx512: testing and benchmarking (avxvnni: the AVX2 kernels with the int8 ones on
+     * AVX-VNNI, as on CPUs with it and no AVX-512; avx2: plain AVX2 throughout) */
+    const char *force = getenv("PDLITE_NATIVE_ISA");
     if (force && strcmp(force, "baseline") == 0) avx2 = avx512 = 0;
-    if (force && strcmp(force, "avx2") == 0) avx512 = 0;
+    if (force && (strcmp(force, "avx2") == 0 || strcmp(force, "avxvnni") == 0)) avx512 = 0;
     int isa = avx512 ? PD_ISA_AVX512 : (avx2 ? PD_ISA_AVX2 : PD_ISA_BASELINE);
     dw_task_pick(isa);
     dw3_task_pick(isa);
@@ -50,7 +52,7 @@ static void pick_isa(void) {
     pw_task_pick(isa);
     ln_task_pick(isa);
     sm_task_pick(isa);
-    q_task_pick(isa);
+    q_task_pick(isa, !(force && strcmp(force, "avx2") == 0));
     g_isa = avx512 ? "avx512" : (avx2 ? "avx2" : "baseline");
 #elif defined(__aarch64__)
     /* Advanced SIMD (NEON) is part of every aarch64 CPU: the portable build is NEON code (GCC and Clang vectorise

@@ -14,14 +14,13 @@
  * ow >= OW are computed and never stored. Weights: K ordered (i, j, channel) with the channels padded to a multiple
  * of kg (quant_native.pack_weights(conv=...)). Sums are the same integers as the columns form. */
 #ifdef PD_X86_DISPATCH
-/* one image row of the s16x2 format's words, round_type 0, with 8-lane intrinsics (q_avx2_q8) */
-PD_TARGET_AVX2 static void q_direct_row_avx2(const q_args *a, const float *r0, const float *r1, isz x0, isz x1,
+/* one image row of the avx2 / avxvnni formats' words, round_type 0, with 8-lane intrinsics (q_avx2_words8) */
+PD_TARGET_AVX2 static void q_direct_row_avx2(const q_args *a, const void *const rows[4], isz x0, isz x1,
                                              uint32_t *dst) {
     const __m256 k = _mm256_set1_ps(a->qp.k);
     for (isz q0 = x0; q0 < x1; q0 += 8) {
         const isz cnt = x1 - q0 < 8 ? x1 - q0 : 8;
-        const __m256i lo = q_avx2_q8(r0, q0, cnt, k), hi = q_avx2_q8(r1, q0, cnt, k);
-        const __m256i word = _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA);
+        const __m256i word = q_avx2_words8(rows, a->f.kg, q0, cnt, k);
         if (cnt == 8) {
             _mm256_storeu_si256((__m256i *)(dst + q0), word);
         } else {
@@ -58,8 +57,8 @@ PD_INLINE void q_direct_pack_rt(void *ctx, isz begin, isz end, const int rt) {
             uint32_t *row_plane = plane + (py % g->SH) * g->SW * a->Pq + (py / g->SH) * a->Wq;
             uint32_t *dst = g->SW > 1 ? rowbuf : row_plane + g->PL; /* dst[x] */
 #ifdef PD_X86_DISPATCH
-            if (kg == 2 && rt == 0 && g_qisa == Q_AVX2) {
-                q_direct_row_avx2(a, (const float *)rows[0], (const float *)rows[1], x0, x1, dst);
+            if (rt == 0 && Q_AVX2_CLASS) {
+                q_direct_row_avx2(a, rows, x0, x1, dst);
                 goto scatter;
             }
 #endif
@@ -188,6 +187,25 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_direct_vnni_n
     q_direct_epilogue(a, &out[0][0], 48, mrows, m0, l0, nt, 1);
 }
 
+PD_TARGET_AVXVNNI static void q_direct_avxvnni(const q_args *a, isz tile, isz mb) {
+    const isz l0 = tile * 16, nt = a->Lg - l0 < 16 ? a->Lg - l0 : 16, taps = a->geo.KH * a->geo.KW;
+    const int32_t *wg = (const int32_t *)a->wp + mb * a->kgroups * 6;
+    Q_AVXVNNI_ALL(Q_AVXVNNI_DECL);
+    const isz P = a->P, CG = a->CG;
+    for (isz t = 0; t < taps; t++) {
+        const int32_t *xg = (const int32_t *)a->xp + l0 + a->toff[t];
+        for (isz cg = 0; cg < CG; cg++, wg += 6, xg += P) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)xg);
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xg + 8));
+            Q_AVXVNNI_ALL(Q_AVXVNNI_STEP);
+        }
+    }
+    int32_t out[6][16];
+    Q_AVXVNNI_ALL(Q_AVXVNNI_OUT);
+    const isz m0 = mb * 6, mrows = a->M - m0 < 6 ? a->M - m0 : 6;
+    q_direct_epilogue(a, &out[0][0], 16, mrows, m0, l0, nt, 0);
+}
+
 PD_TARGET_VNNI static void q_direct_vnni(const q_args *a, isz tile, isz mb) {
     const isz left = a->Lg - tile * 48;
     if (left > 32)
@@ -207,6 +225,8 @@ PD_HIDDEN void q_direct_tile(const q_args *a, isz tile, isz mb) {
         q_direct_vnni(a, tile, mb);
     else if (g_qisa == Q_AVX2)
         q_direct_avx2(a, tile, mb);
+    else if (g_qisa == Q_AVXVNNI)
+        q_direct_avxvnni(a, tile, mb);
     else
 #endif
         q_direct_base(a, tile, mb);

@@ -14,6 +14,8 @@
  *            [block of 8 rows][K/4][8][4]. Register tile 8 rows x 48 columns (24 zmm accumulators).
  *   avx2     vpmaddwd: s16 x s16 -> s32 in pairs (vpmaddubsw's s16 saturation is never used). Columns as int16
  *            ([tile][K/2][16 columns][2]), weights [block of 4 rows][K/2][4][2]; tile 4 rows x 16 columns.
+ *   avxvnni  AVX-VNNI (VEX vpdpbusd, 256 bits; CPUs with it and no AVX-512): the vnni format with blocks of 6 rows
+ *            and tiles of 16 columns, register tile 6 x 16 (12 ymm accumulators).
  *   baseline the vnni format with tiles of 16 columns, plain C.
  * Per image: the columns are quantized and packed tile by tile (parallel over tiles), then every (tile, block of
  * rows) item runs one register tile over the whole reduction and writes its outputs (parallel over items; which
@@ -25,19 +27,22 @@
 
 PD_HIDDEN int g_qisa = Q_BASE;
 
-static const q_format Q_FORMATS[3] = {
+static const q_format Q_FORMATS[4] = {
     {8, 16, 4, 1, "baseline"},
     {4, 16, 2, 0, "avx2"},
     {8, 48, 4, 1, "vnni"},
+    {6, 16, 4, 1, "avxvnni"},
 };
 
-PD_HIDDEN void q_pick(int isa) {
+/* avxvnni: whether AVX-VNNI may run where the CPU has it and the fp32 ISA is AVX2 (not when AVX2 is forced) */
+PD_HIDDEN void q_pick(int isa, int avxvnni) {
     g_qisa = Q_BASE;
 #ifdef PD_X86_DISPATCH
     if (isa == PD_ISA_AVX512 && __builtin_cpu_supports("avx512vnni")) g_qisa = Q_VNNI;
+    else if (isa >= PD_ISA_AVX2 && avxvnni && __builtin_cpu_supports("avxvnni")) g_qisa = Q_AVXVNNI;
     else if (isa >= PD_ISA_AVX2) g_qisa = Q_AVX2;
 #else
-    (void)isa;
+    (void)isa, (void)avxvnni;
 #endif
 }
 
@@ -48,9 +53,9 @@ PD_HIDDEN const char *q_isa_name(void) { return Q_FORMATS[g_qisa].name; }
 /* --------------------------------------------------------------------------------------------------------------- */
 
 #ifdef PD_X86_DISPATCH
-/* the s16x2 (AVX2) format's group `grp` from its two rows (NULL: zeros) with 8-lane intrinsics, round_type 0 (the
+/* the avx2 / avxvnni formats' group `grp` from its kg rows (NULL: zeros) with 8-lane intrinsics, round_type 0 (the
  * 16-lane vector extensions compile to spills with AVX2): cvtps2dq rounds half to even after the clamp, as q_v16 */
-PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const void *r0, const void *r1, isz grp);
+PD_TARGET_AVX2 static void q_pack_avx2_rows(const void *args, const void *const rows[4], isz grp);
 #endif
 
 /* one reduction group (item) of the current image into a->xp, every tile: its kg rows of columns gathered over the
@@ -79,8 +84,8 @@ PD_INLINE void q_pack_rt(void *ctx, isz begin, isz end, const int rt) {
             }
         }
 #ifdef PD_X86_DISPATCH
-        if (kg == 2 && rt == 0 && g_qisa == Q_AVX2) {
-            q_pack_s16_avx2(a, rows[0], rows[1], grp);
+        if (rt == 0 && Q_AVX2_CLASS) {
+            q_pack_avx2_rows(a, rows, grp);
             continue;
         }
 #endif
@@ -106,14 +111,12 @@ PD_INLINE void q_pack_impl(void *ctx, isz begin, isz end) {
 PD_VERSIONS(q_pack)
 
 #ifdef PD_X86_DISPATCH
-PD_TARGET_AVX2 static void q_pack_s16_avx2(const void *args, const void *r0v, const void *r1v, isz grp) {
-    const float *r0 = (const float *)r0v, *r1 = (const float *)r1v;
+PD_TARGET_AVX2 static void q_pack_avx2_rows(const void *args, const void *const rows[4], isz grp) {
     const q_args *a = (const q_args *)args;
     const __m256 k = _mm256_set1_ps(a->qp.k);
     for (isz q0 = 0; q0 < a->L; q0 += 8) {
         const isz cnt = a->L - q0 < 8 ? a->L - q0 : 8;
-        const __m256i lo = q_avx2_q8(r0, q0, cnt, k), hi = q_avx2_q8(r1, q0, cnt, k);
-        const __m256i word = _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA);
+        const __m256i word = q_avx2_words8(rows, a->f.kg, q0, cnt, k);
         char *dst = (char *)a->xp + (((q0 / 16) * a->kgroups + grp) * 16 + (q0 % 16)) * 4;
         _mm256_store_si256((__m256i *)dst, word);
     }
@@ -330,6 +333,24 @@ PD_TARGET_AVX2 static void q_gemv_pack_s16(const q_args *a) {
     }
 }
 
+/* AVX-VNNI: 6 rows x 16 columns (avxvnni format) */
+PD_TARGET_AVXVNNI static void q_tile_avxvnni(const q_args *a, isz tile, isz mb) {
+    const isz nrt = 16, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+    const uint8_t *xp = (const uint8_t *)a->xp + tile * a->kgroups * nrt * 4;
+    const int32_t *wb = (const int32_t *)a->wp + mb * a->kgroups * 6;
+    Q_AVXVNNI_ALL(Q_AVXVNNI_DECL);
+    for (isz g = 0; g < a->kgroups; g++) {
+        const __m256i x0 = _mm256_load_si256((const __m256i *)(xp + g * 64));
+        const __m256i x1 = _mm256_load_si256((const __m256i *)(xp + g * 64 + 32));
+        const int32_t *wg = wb + g * 6;
+        Q_AVXVNNI_ALL(Q_AVXVNNI_STEP);
+    }
+    int32_t out[6][16];
+    Q_AVXVNNI_ALL(Q_AVXVNNI_OUT);
+    const isz m0 = mb * 6, mrows = a->M - m0 < 6 ? a->M - m0 : 6;
+    q_epilogue_loops(a, &out[0][0], 16, mrows, m0, q0, nt);
+}
+
 PD_TARGET_VNNI static void q_tile_vnni(const q_args *a, isz tile, isz mb) {
     const isz left = a->L - tile * 48;
     if (left > 32)
@@ -363,6 +384,10 @@ static void q_gemm_task(void *ctx, isz begin, isz end) {
         }
         if (g_qisa == Q_AVX2) {
             q_tile_avx2(a, tile, mb);
+            continue;
+        }
+        if (g_qisa == Q_AVXVNNI) {
+            q_tile_avxvnni(a, tile, mb);
             continue;
         }
 #endif
@@ -605,8 +630,8 @@ PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-PD_HIDDEN void q_task_pick(int isa) {
-    q_pick(isa);
+PD_HIDDEN void q_task_pick(int isa, int avxvnni) {
+    q_pick(isa, avxvnni);
     q_pack_pick(isa);
     q_direct_pick(isa);
     q_dw_pick(isa);

@@ -6,6 +6,7 @@
 
 #if defined(PD_X86_DISPATCH)
 #define PD_TARGET_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma")))
+#define PD_TARGET_AVXVNNI __attribute__((target("avxvnni,avx2,fma")))
 #endif
 
 typedef struct {
@@ -176,6 +177,23 @@ PD_TARGET_AVX2 static inline __m256i q_avx2_q8(const float *r, isz q0, isz cnt, 
     y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)); /* NaN -> 0 */
     y = _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
     return _mm256_cvtps_epi32(y);
+}
+
+/* the words of 8 columns of kg rows (NULL: zeros) quantized (round_type 0): kg 2 the s16x2 words (avx2), kg 4 the
+ * u8x4 words, bytes q + 128 (avxvnni) */
+PD_TARGET_AVX2 static inline __m256i q_avx2_words8(const void *const rows[4], int kg, isz q0, isz cnt, __m256 k) {
+    if (kg == 2) {
+        const __m256i lo = q_avx2_q8((const float *)rows[0], q0, cnt, k);
+        const __m256i hi = q_avx2_q8((const float *)rows[1], q0, cnt, k);
+        return _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA);
+    }
+    const __m256i byte = _mm256_set1_epi32(255);
+    __m256i w = _mm256_and_si256(q_avx2_q8((const float *)rows[0], q0, cnt, k), byte);
+    for (int t = 1; t < 3; t++)
+        w = _mm256_or_si256(
+            w, _mm256_slli_epi32(_mm256_and_si256(q_avx2_q8((const float *)rows[t], q0, cnt, k), byte), 8 * t));
+    w = _mm256_or_si256(w, _mm256_slli_epi32(q_avx2_q8((const float *)rows[3], q0, cnt, k), 24));
+    return _mm256_xor_si256(w, _mm256_set1_epi32((int)0x80808080u));
 }
 
 #endif
@@ -414,7 +432,7 @@ PD_INLINE void q_epilogue_rows(const q_args *a, const int32_t *acc, isz ld, isz 
         q_rows_codes_avx512(a, acc, ld, mrows, m0, col0, ncols);
         return;
     }
-    if (q_codes_fast(a) && g_qisa == Q_AVX2) {
+    if (q_codes_fast(a) && Q_AVX2_CLASS) {
         q_rows_codes_avx2(a, acc, ld, mrows, m0, col0, ncols);
         return;
     }
@@ -480,6 +498,23 @@ PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz
         if (nv > 1) _mm512_storeu_si512((void *)&out[m][16], c##m##1);                                            \
         if (nv > 2) _mm512_storeu_si512((void *)&out[m][32], c##m##2);                                            \
     } while (0)
+#endif
+
+#ifdef PD_X86_DISPATCH
+/* AVX-VNNI (the VEX vpdpbusd on 256 bits, CPUs without AVX-512): 6 rows x 16 columns, 12 ymm accumulators */
+#define Q_AVXVNNI_DECL(m) __m256i d##m##0 = _mm256_setzero_si256(), d##m##1 = d##m##0
+#define Q_AVXVNNI_STEP(m)                                                                                         \
+    do {                                                                                                           \
+        const __m256i w_ = _mm256_set1_epi32(wg[m]);                                                              \
+        d##m##0 = _mm256_dpbusd_avx_epi32(d##m##0, x0, w_);                                                       \
+        d##m##1 = _mm256_dpbusd_avx_epi32(d##m##1, x1, w_);                                                       \
+    } while (0)
+#define Q_AVXVNNI_OUT(m)                                                                                          \
+    do {                                                                                                           \
+        _mm256_storeu_si256((__m256i *)&out[m][0], d##m##0);                                                      \
+        _mm256_storeu_si256((__m256i *)&out[m][8], d##m##1);                                                      \
+    } while (0)
+#define Q_AVXVNNI_ALL(M) M(0); M(1); M(2); M(3); M(4); M(5)
 #endif
 
 /* the direct form (qdirect.c) */

@@ -2,8 +2,8 @@
  * qgemm.h and qquant.h; see docs/quantization.md)
  *
  *   qconv   int8 conv (one group: 1x1, im2col) and fc: the float input quantized as Paddle's quantize_linear into
- *           packed columns, exact int32 sums of int8 x int8 products (AVX512-VNNI, AVX2 vpmaddwd, plain C), then
- *           out = act(float(sum) * mul[m] + bias[m] (+ residual)) in float32
+ *           packed columns, exact int32 sums of int8 x int8 products (AVX512-VNNI, AVX-VNNI, AVX2 vpmaddwd, plain
+ *           C), then out = act(float(sum) * mul[m] + bias[m] (+ residual)) in float32
  *   qdwconv int8 depthwise conv (qdepthwise.c): the same quantization, sums and epilogue per channel plane
  *   qdq     Paddle's quantize_linear then dequantize_linear of a float tensor in one pass
  *   qchain  a pointwise chain (adds of per-channel parameters, scales, activations, QDQ) in one pass (qchain.c); the
@@ -71,7 +71,8 @@ extern PD_HIDDEN void (*q_chain_row)(float *o, isz n, isz ch, const q_chain *c);
 PD_HIDDEN void q_chain_pick(int isa);
 PD_HIDDEN PyObject *py_qchain(PyObject *self, PyObject *args);
 
-PD_HIDDEN void q_task_pick(int isa);  /* module.c's pick_isa: the int8 format (vnni / avx2 / baseline) */
+/* module.c's pick_isa: the int8 format (vnni / avxvnni / avx2 / baseline); avxvnni 0 where AVX2 is forced */
+PD_HIDDEN void q_task_pick(int isa, int avxvnni);
 PD_HIDDEN const char *q_isa_name(void);
 PD_HIDDEN PyObject *py_qgemm_info(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qpack_weights(PyObject *self, PyObject *args);

@@ -7,8 +7,10 @@
 #include <immintrin.h>
 #endif
 
-enum { Q_BASE = 0, Q_AVX2 = 1, Q_VNNI = 2 };
+enum { Q_BASE = 0, Q_AVX2 = 1, Q_VNNI = 2, Q_AVXVNNI = 3 };
 extern PD_HIDDEN int g_qisa; /* the int8 format in use (qgemm.c's q_pick) */
+/* whether the int8 kernels run at AVX2's width (avx2, or avxvnni: AVX-VNNI's 256-bit vpdpbusd): the 8-lane helpers */
+#define Q_AVX2_CLASS (g_qisa == Q_AVX2 || g_qisa == Q_AVXVNNI)
 
 /* --------------------------------------------------------------------------------------------------------------- */
 /* quantization of 16 floats (vector extensions: compiled for each target that inlines it)                       */
@@ -122,7 +124,7 @@ PD_TARGET_AVX2 static void q_codes_avx2(uint8_t *o, const float *x, isz n, const
  * from the floats; 16 at a time with q_v16 (a plain loop converting to bytes stayed scalar), AVX2: q_codes_avx2 */
 PD_INLINE void q_codes_row(uint8_t *o, const float *x, isz n, const q_param *qp) {
 #ifdef PD_X86_DISPATCH
-    if (g_qisa == Q_AVX2 && qp->rt == 0) {
+    if (Q_AVX2_CLASS && qp->rt == 0) {
         q_codes_avx2(o, x, n, qp);
         return;
     }
@@ -203,11 +205,11 @@ PD_INLINE void q_qdq_any(float *o, const float *x, isz n, const q_out *oq) {
         q_qdq_recip_avx512(o, x, n, oq);
         return;
     }
-    if (oq->recip && oq->qp.rt == 0 && g_qisa == Q_AVX2) {
+    if (oq->recip && oq->qp.rt == 0 && Q_AVX2_CLASS) {
         q_qdq_recip_avx2(o, x, n, oq);
         return;
     }
-    if (g_qisa == Q_AVX2 && oq->qp.rt == 0) {
+    if (Q_AVX2_CLASS && oq->qp.rt == 0) {
         q_qdq_avx2(o, x, n, oq);
         return;
     }
