@@ -128,6 +128,8 @@ for i in t.DIRECT:
     out[f"direct{i}"] = t._sums(t.CASES[i], i, direct=True)
 for j, s in enumerate(t.FC_CASES):
     out[f"fc{j}"] = t._fc_sums(*s, 0)
+for j, (x, prog) in enumerate(t._register_chains()):
+    out[f"chain{j}"] = qn.qchain(x, prog)
 np.savez(sys.argv[1], **out)
 """
 
@@ -169,6 +171,8 @@ def test_every_int8_isa_gives_the_exact_sums(isa: str, tmp_path: Path) -> None:
                                       err_msg=f"{isa} direct conv {CASES[i]}")
     for j, s in enumerate(FC_CASES):
         np.testing.assert_array_equal(z[f"fc{j}"].astype(np.int64), _fc_reference(*s, 0), err_msg=f"{isa} fc {s}")
+    for j, (x, prog) in enumerate(_register_chains()):
+        np.testing.assert_array_equal(z[f"chain{j}"], qn.chain_numpy(x, prog), err_msg=f"{isa} register chain {j}")
 
 
 @pytest.mark.parametrize("act", ["", "relu", "relu6", "hard_swish", "hard_sigmoid"])
@@ -231,6 +235,41 @@ def _chain_program(rng: np.random.Generator, channels: int) -> np.ndarray:
                     + qn.chain_qdq(3.1, 0) + qn.chain_scale(1.0, 0.5, True) + qn.chain_act(hs)
                     + qn.chain_scale(0.47, 0, True) + qn.chain_qdq(1.5, 1) + qn.chain_scale(1.3, -0.2, False)
                     + qn.chain_act(native.activation("relu6", {"threshold": 6.0})) + qn.chain_act(hsig), np.float32)
+
+
+def _register_chains() -> list[tuple[np.ndarray, np.ndarray]]:
+    """(x, program) pairs whose every step runs in vector registers (round type 0 QDQs at scales with and without the
+    FMA division, acts of act_in_regs): rows of 1 to 70 values (tails), ties in x."""
+    rng = np.random.default_rng(11)
+    hs = native.activation("hard_swish", {"offset": 3.0, "threshold": 6.0, "scale": 6.0})
+    out = []
+    for j, (c, s) in enumerate([(3, 1), (4, 16), (5, 37), (2, 70)]):
+        x = (rng.standard_normal((2, c, s)) * 3).astype(np.float32)
+        x.flat[::7] = np.float32(2.5 * 2.0 / 127)
+        prog = (qn.chain_qdq(2.0, 0) + qn.chain_add_c(rng.standard_normal(c)) + qn.chain_scale(0.94, 0, True)
+                + qn.chain_qdq([3.1, 0.7, 5.0, 1.1][j], 0) + qn.chain_scale(1.0, 0.5, True) + qn.chain_act(hs)
+                + qn.chain_scale(1.3, -0.2, False) + qn.chain_act(native.activation("relu6", {"threshold": 6.0}))
+                + qn.chain_act(native.activation("leaky_relu", {"alpha": 0.1})) + qn.chain_qdq(0.9, 0)
+                + qn.chain_act(native.activation("relu", {})))
+        out.append((x, np.array(prog, np.float32)))
+    return out
+
+
+def test_register_chains_are_the_ops_one_by_one_bit_for_bit() -> None:
+    """The chains that run in registers (qchain.c's vector forms), alone and in a conv's epilogue."""
+    for x, prog in _register_chains():
+        np.testing.assert_array_equal(qn.qchain(x, prog), qn.chain_numpy(x, prog))
+    i = 1
+    xc, w8, qp = _data(CASES[i], 5)
+    k = ((CASES[i][5], CASES[i][6]), (CASES[i][7], CASES[i][8]), (CASES[i][9], CASES[i][10]),
+         (CASES[i][11], CASES[i][12]))
+    qw = qn.pack_weights(w8, (CASES[i][1], CASES[i][5], CASES[i][6]))
+    mul = np.full(w8.shape[0], 2e-3, np.float32)
+    prog = (qn.chain_qdq(2.0, 0) + qn.chain_scale(0.94, 0.1, True)
+            + qn.chain_act(native.activation("hard_swish", {"offset": 3.0, "threshold": 6.0, "scale": 6.0})))
+    plain = qn.qconv(xc, qw, mul, None, w8.shape[0], *_geo(CASES[i]), *k, qp)
+    got = qn.qconv(xc, qw, mul, None, w8.shape[0], *_geo(CASES[i]), *k, qp, chain=np.array(prog, np.float32))
+    np.testing.assert_array_equal(got, qn.chain_numpy(plain, prog))
 
 
 def test_pointwise_chain_is_the_ops_one_by_one_bit_for_bit() -> None:

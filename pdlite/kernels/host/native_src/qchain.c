@@ -21,6 +21,7 @@
 
 PD_HIDDEN int q_chain_parse(const float *prog, isz len, isz channels, q_chain *c) {
     c->n = 0;
+    c->regs = 1;
     for (isz i = 0; i < len;) {
         if (i + 2 > len || c->n == Q_MAX_STEPS) goto bad;
         const int code = (int)prog[i];
@@ -46,11 +47,13 @@ PD_HIDDEN int q_chain_parse(const float *prog, isz len, isz channels, q_chain *c
         case Q_STEP_ACT:
             if (cnt != 4 || p[0] < ACT_NONE || p[0] > ACT_GELU) goto bad;
             s->act.kind = (int)p[0], s->act.a0 = p[1], s->act.a1 = p[2], s->act.a2 = p[3];
+            c->regs &= act_in_regs(&s->act);
             break;
         case Q_STEP_QDQ:
             if (cnt != 4 || (p[2] != 0.0f && p[2] != 1.0f)) goto bad;
             s->oq.qp.k = p[0], s->oq.qp.s = p[1], s->oq.qp.rt = (int)p[2], s->oq.qmax = p[3];
             q_out_init(&s->oq);
+            c->regs &= s->oq.qp.rt == 0;
             break;
         default:
             goto bad;
@@ -97,9 +100,144 @@ PD_INLINE void q_chain_row_impl(float *o, isz n, isz ch, const q_chain *c) {
 
 static void q_chain_row_base(float *o, isz n, isz ch, const q_chain *c) { q_chain_row_impl(o, n, ch, c); }
 #ifdef PD_X86_DISPATCH
-PD_TARGET_AVX2 static void q_chain_row_avx2(float *o, isz n, isz ch, const q_chain *c) { q_chain_row_impl(o, n, ch, c); }
+/* The chains of c->regs with every step on one vector of the row in registers, then the next (one pass over the row
+ * instead of one per step): each step's float32 operations as q_chain_row_impl's (bias_act_v16's activations, the
+ * forms of q_qdq_any for this ISA: the QDQ's FMA division where q_out_init proved it exact, rounding as that form
+ * does), so the same bits. Written twice (AVX-512: 16 lanes, masked tails; AVX2: 8 lanes, padded tails) with a
+ * macro over the width's intrinsics. */
+#define Q_CHAIN_STEPS(U, V, PS, SET1, ADD, MUL, DIV, AND, ANDN, BLEND, LT, GT, ORD, MIN, MAX, ROUND_QDQ)             \
+    for (int i = 0; i < c->n; i++) {                                                                               \
+        const q_step *s = &c->s[i];                                                                                \
+        switch (s->code) {                                                                                         \
+        case Q_STEP_ADD_C: {                                                                                       \
+            const V a = SET1(s->vec[ch]);                                                                          \
+            for (int u = 0; u < (U); u++) v[u] = ADD(v[u], a);                                               \
+            break;                                                                                                 \
+        }                                                                                                          \
+        case Q_STEP_SCALE: {                                                                                       \
+            const V a = SET1(s->a), b = SET1(s->b);                                                                \
+            const int after = s->after, addb = s->b != 0.0f;                                                       \
+            for (int u = 0; u < (U); u++) {                                                                  \
+                if (!after && addb) v[u] = ADD(v[u], b);                                                           \
+                v[u] = MUL(v[u], a);                                                                               \
+                if (after && addb) v[u] = ADD(v[u], b);                                                            \
+            }                                                                                                      \
+            break;                                                                                                 \
+        }                                                                                                          \
+        case Q_STEP_ACT: {                                                                                         \
+            const V zero = SET1(0.0f), a0 = SET1(s->act.a0), a1 = SET1(s->act.a1), a2 = SET1(s->act.a2);           \
+            const int kind = s->act.kind;                                                                          \
+            for (int u = 0; u < (U); u++) {                                                                  \
+                if (kind == ACT_RELU || kind == ACT_RELU6) {                                                       \
+                    v[u] = ANDN(LT(v[u], zero), v[u]);                                                             \
+                    if (kind == ACT_RELU6) v[u] = BLEND(v[u], a0, GT(v[u], a0));                                   \
+                } else if (kind == ACT_LEAKY) {                                                                    \
+                    v[u] = BLEND(v[u], MUL(v[u], a0), LT(v[u], zero));                                             \
+                } else if (kind == ACT_HSWISH) {                                                                   \
+                    V t = ADD(v[u], a0);                                                                           \
+                    t = ANDN(LT(t, zero), t);                                                                      \
+                    t = BLEND(t, a1, GT(t, a1));                                                                   \
+                    v[u] = DIV(MUL(t, v[u]), a2);                                                                  \
+                }                                                                                                  \
+            }                                                                                                      \
+            break;                                                                                                 \
+        }                                                                                                          \
+        default: { /* Q_STEP_QDQ, round type 0 */                                                                  \
+            const V k = SET1(s->oq.qp.k), sc = SET1(s->oq.qp.s), qm = SET1(s->oq.qmax), r = SET1(s->oq.r);         \
+            const int recip = s->oq.recip;                                                                         \
+            for (int u = 0; u < (U); u++) {                                                                  \
+                V y = MUL(v[u], k);                                                                                \
+                y = AND(y, ORD(y));                                                                                \
+                y = MIN(MAX(y, SET1(-128.0f)), SET1(127.0f));                                                      \
+                y = ROUND_QDQ(y, recip);                                                                           \
+                const V p = MUL(y, sc);                                                                            \
+                if (recip) {                                                                                       \
+                    const V y1 = MUL(p, r);                                                                        \
+                    v[u] = PS##_fmadd_ps(PS##_fnmadd_ps(y1, qm, p), r, y1);                                        \
+                } else {                                                                                           \
+                    v[u] = DIV(p, qm);                                                                             \
+                }                                                                                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+        }                                                                                                          \
+    }
+/* vectors a step runs on before the next step (independent dependency chains): 4 of 16 lanes; 2 of 8 at AVX2, whose
+ * rows are mostly 16 wide (its register tiles) */
+#define Q_CHAIN_U 4
+#define Q_CHAIN_U2 2
+
+#define Q512_AND(a, m) _mm512_maskz_mov_ps((m), (a))
+#define Q512_ANDN(m, a) _mm512_maskz_mov_ps((__mmask16)~(m), (a))
+#define Q512_BLEND(a, b, m) _mm512_mask_blend_ps((m), (a), (b))
+#define Q512_LT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_LT_OQ)
+#define Q512_GT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ)
+#define Q512_ORD(a) _mm512_cmp_ps_mask((a), (a), _CMP_ORD_Q)
+/* as q_qdq_any rounds: roundscale (q_qdq_recip_avx512; at the int8 AVX2 formats, their vroundps), else q_qdq_loop's
+ * 1.5 * 2^23 addition (the sign of a zero differs) */
+#define Q512_ROUND(y, recip)                                                                                      \
+    ((recip) || g_qisa != Q_VNNI                                                                                  \
+         ? _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)                                \
+         : _mm512_sub_ps(_mm512_add_ps((y), _mm512_set1_ps(12582912.0f)), _mm512_set1_ps(12582912.0f)))
+
 PD_TARGET_AVX512 static void q_chain_row_avx512(float *o, isz n, isz ch, const q_chain *c) {
-    q_chain_row_impl(o, n, ch, c);
+    if (!c->regs) {
+        q_chain_row_impl(o, n, ch, c);
+        return;
+    }
+    for (isz j0 = 0; j0 < n; j0 += 16 * Q_CHAIN_U) {
+        __m512 v[Q_CHAIN_U];
+        __mmask16 mk[Q_CHAIN_U];
+        for (int u = 0; u < Q_CHAIN_U; u++) {
+            const isz j = j0 + 16 * u;
+            mk[u] = n - j >= 16 ? (__mmask16)0xffff : n > j ? (__mmask16)((1u << (n - j)) - 1u) : (__mmask16)0;
+            v[u] = _mm512_maskz_loadu_ps(mk[u], o + (n > j ? j : 0));
+        }
+        Q_CHAIN_STEPS(Q_CHAIN_U, __m512, _mm512, _mm512_set1_ps, _mm512_add_ps, _mm512_mul_ps, _mm512_div_ps,
+                      Q512_AND, Q512_ANDN, Q512_BLEND, Q512_LT, Q512_GT, Q512_ORD, _mm512_min_ps, _mm512_max_ps,
+                      Q512_ROUND)
+        for (int u = 0; u < Q_CHAIN_U; u++)
+            _mm512_mask_storeu_ps(o + (n > j0 + 16 * u ? j0 + 16 * u : 0), mk[u], v[u]);
+    }
+}
+
+#define Q256_ANDN(m, a) _mm256_andnot_ps((m), (a))
+#define Q256_BLEND(a, b, m) _mm256_blendv_ps((a), (b), (m))
+#define Q256_LT(a, b) _mm256_cmp_ps((a), (b), _CMP_LT_OQ)
+#define Q256_GT(a, b) _mm256_cmp_ps((a), (b), _CMP_GT_OQ)
+#define Q256_ORD(a) _mm256_cmp_ps((a), (a), _CMP_ORD_Q)
+/* q_qdq_recip_avx2's and q_qdq_avx2's vroundps */
+#define Q256_ROUND(y, recip) ((void)(recip), _mm256_round_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+
+PD_TARGET_AVX2 static void q_chain_row_avx2(float *o, isz n, isz ch, const q_chain *c) {
+    if (!c->regs || !Q_AVX2_CLASS) { /* (the AVX2 QDQ forms run at the int8 AVX2 formats only) */
+        q_chain_row_impl(o, n, ch, c);
+        return;
+    }
+    for (isz j0 = 0; j0 < n; j0 += 8 * Q_CHAIN_U2) {
+        float t[8] = {0}; /* the one partial vector (past n: zeros, computed, not stored) */
+        __m256 v[Q_CHAIN_U2];
+        for (int u = 0; u < Q_CHAIN_U2; u++) {
+            const isz j = j0 + 8 * u;
+            if (j + 8 <= n) {
+                v[u] = _mm256_loadu_ps(o + j);
+            } else {
+                for (isz k = 0; j + k < n && k < 8; k++) t[k] = o[j + k];
+                v[u] = _mm256_loadu_ps(t);
+            }
+        }
+        Q_CHAIN_STEPS(Q_CHAIN_U2, __m256, _mm256, _mm256_set1_ps, _mm256_add_ps, _mm256_mul_ps, _mm256_div_ps,
+                      _mm256_and_ps, Q256_ANDN, Q256_BLEND, Q256_LT, Q256_GT, Q256_ORD, _mm256_min_ps, _mm256_max_ps,
+                      Q256_ROUND)
+        for (int u = 0; u < Q_CHAIN_U2; u++) {
+            const isz j = j0 + 8 * u;
+            if (j + 8 <= n) {
+                _mm256_storeu_ps(o + j, v[u]);
+            } else if (j < n) {
+                _mm256_storeu_ps(t, v[u]);
+                for (isz k = 0; j + k < n; k++) o[j + k] = t[k];
+            }
+        }
+    }
 }
 #endif
 PD_HIDDEN void (*q_chain_row)(float *o, isz n, isz ch, const q_chain *c) = q_chain_row_base;

@@ -63,6 +63,7 @@ typedef struct {
 } q_step;
 typedef struct {
     int n;
+    int regs; /* every step runs in vector registers (activations of act_in_regs, QDQs of round type 0) */
     q_step s[Q_MAX_STEPS];
 } q_chain;
 /* parse a chain's program (float32 values, qchain.c) for `channels` channels; -1 with a Python error when malformed */
