@@ -395,7 +395,7 @@ PD_INLINE void qdwf_task_impl(void *ctx, isz begin, isz end) {
             } else {
                 const float *x = a.x + off;
 #ifdef PD_X86_DISPATCH
-                if (g_qisa == Q_AVX2 && a.qp.rt == 0) {
+                if (Q_AVX2_CLASS && a.qp.rt == 0) {
                     qdwf_quantize_avx2(xf, x, cnt, a.qp.k);
                     goto quantized;
                 }
