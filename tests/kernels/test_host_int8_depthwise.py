@@ -212,3 +212,25 @@ def test_window_form_gives_the_float_sums_forms_bits(i: int, how: str) -> None:
         kw["codes"] = qn.QParam.of(1.7, 1)
     win, fsum = _forms(FORM_CASES[i], i, **kw)
     np.testing.assert_array_equal(win, fsum)
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6", "hard_swish"])
+def test_window_form_codes_of_nan_inf_and_negative_zero(act: str) -> None:
+    """Channels whose values are NaN, +-inf or -0 (a NaN / inf bias, an inf multiplier, a zero multiplier and a -0
+    bias): the window form's codes (its relu without the NaN step) are the float-sums form's."""
+    case = (1, 6, 9, 21, 3, 1, 1, 1, 0)
+    x, w8, qp = _data(case, 7)
+    oh, ow, geo = _geo(case)
+    w, comp = qn.dw_weights(w8)
+    xc = qn.codes_of(x, qp)
+    mul = np.array([1e-3, 1e-3, np.inf, 0.0, 1e-3, 3e38], np.float32)
+    bias = np.array([np.nan, -np.inf, 0.5, -0.0, np.inf, 0.0], np.float32)
+    code = native.activation(act, _ACTS[act])
+    outs = []
+    for on in (True, False):
+        before = native._ext._set_qdw_integer(on)
+        try:
+            outs.append(qn.qdwconv(xc, w, comp, mul, bias, oh, ow, *geo, qp, code, codes=qn.QParam.of(1.7, 0)))
+        finally:
+            native._ext._set_qdw_integer(before)
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -135,7 +135,7 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_windows(con
 }
 
 /* the outputs of the window form's sums (the comp already taken: the sums started at -comp[c]) */
-enum { QDW_SUMS = 0, QDW_CODES = 1, QDW_FLOATS = 2 };
+enum { QDW_SUMS = 0, QDW_CODES = 1, QDW_FLOATS = 2, QDW_CODES_RELU = 3 };
 
 /* 16 values of channel c from their sums s - comp: act(float(s - comp) * mul + bias) as q_row_values computes them
  * (the same operations on the same values: the same bits) */
@@ -152,6 +152,19 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) __m128i qdw_codes16(
     __m512 y = _mm512_mul_ps((__m512)f, k);
     y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y);
     y = _mm512_min_ps(y, _mm512_set1_ps(127.0f));
+    const __m512i q = _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm_xor_si128(_mm512_cvtsepi32_epi8(q), _mm_set1_epi8((char)0x80));
+}
+
+/* 16 codes as qdw_codes16(qdw_values16(s, ...)) with relu (relu6: top > 0 its threshold, else +inf), k finite and
+ * > 0: the values' max(f, 0) (and min(f, top)) in place of the activation's selects, and no NaN step: they differ
+ * from q_row_values' values only where those are -0 or NaN (max gives +0), both code 0, so the same codes (f >= 0 or
+ * +inf, y = f k never NaN) */
+PD_TARGET_VNNI static inline __attribute__((always_inline)) __m128i qdw_codes16_relu(__m512i s, __m512 mul, __m512 b,
+                                                                                    __m512 top, __m512 k) {
+    __m512 f = _mm512_max_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(s), mul, b), _mm512_setzero_ps());
+    f = _mm512_min_ps(f, top);
+    const __m512 y = _mm512_min_ps(_mm512_mul_ps(f, k), _mm512_set1_ps(127.0f));
     const __m512i q = _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return _mm_xor_si128(_mm512_cvtsepi32_epi8(q), _mm_set1_epi8((char)0x80));
 }
@@ -179,10 +192,15 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_sums_win(co
     }
     const __m512 mul = _mm512_set1_ps(a->mul[c]), b = _mm512_set1_ps(a->bias ? a->bias[c] : 0.0f);
     const __m512 k = _mm512_set1_ps(a->cq.k);
+    const __m512 top = _mm512_set1_ps(a->act.kind == ACT_RELU6 ? a->act.a0 : __builtin_inff());
     for (int v = 0; v < nv; v++) {
         const isz j = o0 + 16 * v;
         if (j >= lim) break;
         const __mmask16 m = j + 16 <= lim ? (__mmask16)0xffff : (__mmask16)((1u << (lim - j)) - 1);
+        if (mode == QDW_CODES_RELU) {
+            _mm_mask_storeu_epi8((void *)((uint8_t *)o + j), m, qdw_codes16_relu(cs[v], mul, b, top, k));
+            continue;
+        }
         const pd_v16 f = qdw_values16(cs[v], mul, b, &a->act);
         if (mode == QDW_CODES)
             _mm_mask_storeu_epi8((void *)((uint8_t *)o + j), m, qdw_codes16(f, k));
@@ -226,11 +244,13 @@ PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
     const isz G = (g->KW + 3) / 4, OW = g->OW, P = d->P, Kr = d->Kr, nt = g->KH * G, L = g->OH * OW;
     const isz nout = (g->OH * P + 15) / 16 * 16;
     /* the values straight from the sums' registers where nothing follows the activation */
-    const int mode = d->a.res || d->a.oq.on || d->a.chain || !act_in_regs(&d->a.act) ||
-                             (d->a.codes && d->a.cq.rt != 0)
-                         ? QDW_SUMS
-                         : (d->a.codes ? QDW_CODES : QDW_FLOATS);
-    const isz es = mode == QDW_CODES ? 1 : 4; /* bytes a value */
+    int mode = d->a.res || d->a.oq.on || d->a.chain || !act_in_regs(&d->a.act) || (d->a.codes && d->a.cq.rt != 0)
+                   ? QDW_SUMS
+                   : (d->a.codes ? QDW_CODES : QDW_FLOATS);
+    if (mode == QDW_CODES && d->a.cq.k > 0.0f && d->a.cq.k <= FLT_MAX &&
+        (d->a.act.kind == ACT_RELU || (d->a.act.kind == ACT_RELU6 && d->a.act.a0 > 0.0f)))
+        mode = QDW_CODES_RELU;
+    const isz es = mode == QDW_FLOATS || mode == QDW_SUMS ? 4 : 1; /* bytes a value */
     uint8_t *p = d->a.xc ? NULL : (uint8_t *)pd_scratch((size_t)(d->Hp * d->Wp + 256));
     const isz PS = Kr * P + 16; /* a phase plane and its gap */
     int32_t *win = (int32_t *)pd_scratch((size_t)(g->SH * PS + 64) * sizeof(int32_t));
@@ -288,18 +308,20 @@ PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
             void *o = acc;
             isz lim = nout;
             if (mode != QDW_SUMS && P == OW) {
-                o = mode == QDW_CODES ? (void *)(a.codes + pl * L) : (void *)(a.out + pl * L);
+                o = es == 1 ? (void *)(a.codes + pl * L) : (void *)(a.out + pl * L);
                 lim = L;
             }
             isz o0 = 0;
 #define QDW_SUMS_WIN(nv)                                                                                           \
     do {                                                                                                           \
-        if (mode == QDW_CODES)                                                                                     \
-            qdw_sums_win(nv, QDW_CODES, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                                      \
+        if (mode == QDW_CODES_RELU)                                                                                \
+            qdw_sums_win(nv, QDW_CODES_RELU, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                   \
+        else if (mode == QDW_CODES)                                                                                \
+            qdw_sums_win(nv, QDW_CODES, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                        \
         else if (mode == QDW_FLOATS)                                                                               \
-            qdw_sums_win(nv, QDW_FLOATS, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                                     \
+            qdw_sums_win(nv, QDW_FLOATS, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                       \
         else                                                                                                       \
-            qdw_sums_win(nv, QDW_SUMS, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                                       \
+            qdw_sums_win(nv, QDW_SUMS, win, off, wv, nt, o0, o, lim, &a, c, d->a.comp[c]);                         \
     } while (0)
             for (; o0 + 64 <= nout; o0 += 64) QDW_SUMS_WIN(4);
             const isz left = nout - o0;
@@ -312,7 +334,7 @@ PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
 #undef QDW_SUMS_WIN
             if (mode != QDW_SUMS) {
                 if (o == (void *)acc)
-                    qdw_pack_rows(mode == QDW_CODES ? (void *)(a.codes + pl * L) : (void *)(a.out + pl * L), acc,
+                    qdw_pack_rows(es == 1 ? (void *)(a.codes + pl * L) : (void *)(a.out + pl * L), acc,
                                   g->OH, OW, P, es);
                 continue;
             }
