@@ -7,7 +7,7 @@ alternated call by call (CPU time of the calling thread, 1 thread, medians of `-
 - int8: quant_native.qdwconv reading codes and writing codes (the output quantized to the next conv's codes) or, with
   `--floats`, floats (MobileNetV3's hard_swish convs before a squeeze-excitation block), as the int8 programs run it,
   in the form the kernel picks (at vnni the integer window form);
-- int8 fsum: the same call in the float-sums form (native._set_qdw_integer(False): the fp32 kernel on the codes as
+- int8 fsum: the same call in the float-sums form (native._set_qdw_integer(0): the fp32 kernel on the codes as
   floats; the form every depthwise conv ran in before the window form).
 The three give the same codes where both int8 forms run (tests/kernels/test_host_int8_depthwise.py checks that).
 
@@ -81,7 +81,7 @@ def main() -> int:
                                    codes=None if args.floats else cq)
 
             def fsum(plan=plan, xc=xc):
-                before = native._ext._set_qdw_integer(False)
+                before = native._ext._set_qdw_integer(0)
                 try:
                     return plan(xc)
                 finally:

@@ -163,7 +163,8 @@ FORM_CASES = CASES + [
 
 
 def _forms(case: tuple, seed: int, **kw) -> tuple[np.ndarray, np.ndarray]:
-    """qdwconv's output in the default form (the window form at vnni) and in the float-sums form."""
+    """qdwconv's output in the window form wherever it applies (at vnni; _set_qdw_integer(2)) and in the float-sums
+    form (0)."""
     x, w8, qp = _data(case, seed)
     oh, ow, geo = _geo(case)
     w, comp = qn.dw_weights(w8)
@@ -176,8 +177,8 @@ def _forms(case: tuple, seed: int, **kw) -> tuple[np.ndarray, np.ndarray]:
     if kw.pop("residual", False):
         kw["residual"] = rng.standard_normal((x.shape[0], c, oh, ow)).astype(np.float32)
     outs = []
-    for on in (True, False):
-        before = native._ext._set_qdw_integer(on)
+    for form in (2, 0):
+        before = native._ext._set_qdw_integer(form)
         try:
             outs.append(qn.qdwconv(x, w, comp, mul, bias, oh, ow, *geo, qp, **kw))
         finally:
@@ -227,10 +228,22 @@ def test_window_form_codes_of_nan_inf_and_negative_zero(act: str) -> None:
     bias = np.array([np.nan, -np.inf, 0.5, -0.0, np.inf, 0.0], np.float32)
     code = native.activation(act, _ACTS[act])
     outs = []
-    for on in (True, False):
-        before = native._ext._set_qdw_integer(on)
+    for form in (2, 0):
+        before = native._ext._set_qdw_integer(form)
         try:
             outs.append(qn.qdwconv(xc, w, comp, mul, bias, oh, ow, *geo, qp, code, codes=qn.QParam.of(1.7, 0)))
         finally:
             native._ext._set_qdw_integer(before)
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_qdw_form_switch() -> None:
+    """_set_qdw_integer takes 0 / 1 / 2 and returns the old setting; anything else is refused."""
+    before = native._ext._set_qdw_integer(2)
+    try:
+        assert native._ext._set_qdw_integer(0) == 2
+        with pytest.raises(ValueError, match="0, 1 or 2"):
+            native._ext._set_qdw_integer(3)
+    finally:
+        native._ext._set_qdw_integer(before)
+    assert before == 1

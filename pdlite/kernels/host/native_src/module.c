@@ -217,8 +217,8 @@ static PyMethodDef methods[] = {
      "tests: use the forms built on 16-lane shuffles (the channel-blocked depthwise on small maps, packed_conv's "
      "vector write-out, the 3x3 stride-2 max pool's column taps; default: with AVX-512); returns the old setting"},
     {"_set_qdw_integer", py_set_qdw_integer, METH_O,
-     "tests: the int8 depthwise conv's integer window form where it applies (default: on; vnni only), else the "
-     "float-sums form; returns the old setting"},
+     "tests: the int8 depthwise conv's integer window form (vnni only): 0 off (the float-sums form), 1 where it "
+     "applies and pays (default), 2 wherever it applies; returns the old setting"},
     {"_ranges_trace", py_ranges_trace, METH_VARARGS,
      "tests: _ranges_trace(n, grain, slow_us) runs parallel_ranges over n items, the calling thread spending slow_us "
      "on each of its own; returns (times each item ran, whether the calling thread ran it)"},

@@ -4,7 +4,8 @@
  * QDQ and pointwise chain: the epilogue of qgemm.c (q_epilogue). One channel per output channel (groups = C = M).
  * The sums are exact integers (|sum| <= taps 255 128 < 2^31 for taps < 2^16), the same on every form:
  *
- *   window   (AVX512-VNNI; strides and dilations with SW + DW <= 5, SW <= 4, and 4 DW a multiple of SW where KW > 4)
+ *   window   (AVX512-VNNI; strides and dilations with SW + DW <= 5, SW <= 4, and 4 DW a multiple of SW where KW > 4;
+ *            not where 2 P > 3 OW, a third of the columns dropped, and fsum can run: fsum is faster there)
  *            per (image, channel) plane: each padded input row's windows of 4 taps (bytes q + 128 of columns
  *            u SW + t DW, t = 0..3, one dword per output column u, the padding byte 128) built once, 16 at a time
  *            (one 64-byte load - masked where it reads the codes input directly -, a dword permute, an in-lane byte
@@ -19,7 +20,7 @@
  *            fp32 depthwise conv's own kernel (depthwise.c, whichever form it picks for the shape) run on them with
  *            the weights W8 as floats, no bias, no activation: every product q W8 and every partial sum is an integer
  *            below 2^24 (|sum| <= taps 128 127), so the float sums ARE the integer sums, in any order, with or
- *            without FMA; then the same epilogue (native._set_qdw_integer(False) runs it at vnni too: the tests
+ *            without FMA; then the same epilogue (native._set_qdw_integer(0) runs it at vnni too: the tests
  *            compare the two forms' bits).
  *   loops    (larger kernels off vnni) plain loops over each output row per tap.
  */
@@ -29,17 +30,21 @@
 #define QDW_FSUM_TAPS 1000 /* taps * 128 * 127 < 2^24 */
 #define QDW_CHUNK_FLOATS 32768 /* a chunk's input (or output) plane floats: its scratch stays in L2 */
 
-static int g_qdw_int = 1; /* the integer window form where it applies (tests' hook: _set_qdw_integer) */
+static int g_qdw_int = 1; /* the window form where it applies and pays (tests' hook: _set_qdw_integer) */
 
-/* tests: _set_qdw_integer(on): 0 runs the float-sums form (or the plain loops) where the window form would run;
- * returns the old setting */
+/* tests: _set_qdw_integer(n): 0 runs the float-sums form (or the plain loops) where the window form would run, 1 (the
+ * default) the window form where it applies and pays, 2 wherever it applies; returns the old setting */
 PD_HIDDEN PyObject *py_set_qdw_integer(PyObject *self, PyObject *arg) {
     (void)self;
-    const int on = PyObject_IsTrue(arg);
-    if (on < 0) return NULL;
+    const long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0 || n > 2) {
+        PyErr_SetString(PyExc_ValueError, "_set_qdw_integer: 0, 1 or 2");
+        return NULL;
+    }
     const int before = g_qdw_int;
-    g_qdw_int = on;
-    return PyBool_FromLong(before);
+    g_qdw_int = (int)n;
+    return PyLong_FromLong(before);
 }
 
 typedef struct {
@@ -508,10 +513,14 @@ PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
         d.Wp += 16 * g->SW + 4 * g->DW;
     }
     const isz G = (g->KW + 3) / 4;
+    /* the window form where it applies, except where its dropped columns would be over a third of those computed
+     * (a 5x5 on 7x7 maps: P = 11 for OW = 7) and the float-sums form can run: the fp32 kernel's channel-blocked form
+     * is faster there (MobileNetV3-small's 576 x 7x7 5x5: 0.034 -> 0.029 ms, 1 thread, noisy) */
+    const isz P = g->OW + 4 * (G - 1) * g->DW / g->SW;
     const int win = g_qisa == Q_VNNI && g_qdw_int && g->SW + g->DW <= 5 && g->SW <= 4 &&
-                    (G == 1 || (4 * g->DW) % g->SW == 0);
+                    (G == 1 || (4 * g->DW) % g->SW == 0) && (2 * P <= 3 * g->OW || g->KH * g->KW > QDW_FSUM_TAPS || g_qdw_int == 2);
     if (win) {
-        d.P = g->OW + 4 * (G - 1) * g->DW / g->SW;
+        d.P = P;
         d.Kr = (d.Hp + g->SH - 1) / g->SH + 2;
         const isz wr = (d.P + 15) / 16 * 16 * g->SW + 64; /* the window loads' bytes */
         if (d.Wp < wr) d.Wp = wr;
