@@ -116,27 +116,41 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void qdw_windows(con
                                                                             const __mmask64 *lm, const isz *lo,
                                                                             __m512i idx, __m512i sh, int32_t *dst) {
     const conv_geo *g = &d->a.geo;
-    const isz P = d->P, SW = g->SW;
+    const isz P = d->P, SW = g->SW, SH = g->SH;
     const __m512i pad = _mm512_set1_epi8((char)0x80); /* (a window of padding: its bytes) */
-    for (isz y = ph; y < d->Hp; y += g->SH, dst += P) {
-        const isz iy = y - g->PT;
-        if (p) {
+    isz y = ph;
+    if (p) {
+        for (; y < d->Hp; y += SH, dst += P) {
             const uint8_t *r = p + y * d->Wp;
             for (isz u0 = 0; u0 < P; u0 += 16)
                 _mm512_storeu_si512((void *)(dst + u0),
                                     _mm512_shuffle_epi8(_mm512_permutexvar_epi32(
                                                             idx, _mm512_loadu_si512((const void *)(r + u0 * SW))),
                                                         sh));
-        } else if (iy < 0 || iy >= g->H) {
-            for (isz u0 = 0; u0 < P; u0 += 16) _mm512_storeu_si512((void *)(dst + u0), pad);
-        } else {
-            const uintptr_t r = (uintptr_t)(xc + iy * g->W);
+        }
+        return;
+    }
+    for (; y < d->Hp && y < g->PT; y += SH, dst += P) /* the top padding rows */
+        for (isz u0 = 0; u0 < P; u0 += 16) _mm512_storeu_si512((void *)(dst + u0), pad);
+    const isz yend = g->PT + g->H < d->Hp ? g->PT + g->H : d->Hp;
+    const uintptr_t step = (uintptr_t)(SH * g->W);
+    uintptr_t r = (uintptr_t)(xc + (y - g->PT) * g->W);
+    if (P <= 16) { /* one load a row (small maps): its mask and offset in registers */
+        const __mmask64 m0 = lm[0];
+        r += (uintptr_t)lo[0];
+        for (; y < yend; y += SH, dst += P, r += step)
+            _mm512_storeu_si512((void *)dst, _mm512_shuffle_epi8(_mm512_permutexvar_epi32(
+                                                                     idx, _mm512_mask_loadu_epi8(pad, m0, (const void *)r)),
+                                                                 sh));
+    } else {
+        for (; y < yend; y += SH, dst += P, r += step)
             for (isz u0 = 0, j = 0; u0 < P; u0 += 16, j++) {
                 const __m512i v = _mm512_mask_loadu_epi8(pad, lm[j], (const void *)(r + (uintptr_t)lo[j]));
                 _mm512_storeu_si512((void *)(dst + u0), _mm512_shuffle_epi8(_mm512_permutexvar_epi32(idx, v), sh));
             }
-        }
     }
+    for (; y < d->Hp; y += SH, dst += P) /* the bottom padding rows */
+        for (isz u0 = 0; u0 < P; u0 += 16) _mm512_storeu_si512((void *)(dst + u0), pad);
 }
 
 /* the outputs of the window form's sums (the comp already taken: the sums started at -comp[c]) */
