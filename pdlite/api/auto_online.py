@@ -49,6 +49,8 @@ from pdlite.api.auto import (
     load_choice,
     outputs_agree,
     store_choice,
+    variant_name,
+    variants_of,
 )
 from pdlite.api.auto_policy import OnlinePolicy
 from pdlite.errors import InputError, PdliteError
@@ -116,6 +118,7 @@ class AutoRunner:
         self.policy = OnlinePolicy(cands, HOST)
         self.preds: dict[str, Any] = {HOST: host}
         self.verified: dict[str, int] = {}
+        self.variants: dict[str, str] = {}  # device -> the variant the fixed-shape measurement chose (its builds use it)
         self.lock = threading.Lock()
         self.timer = timed
         self.fixed: AutoChoice | None = None  # the fixed-shape measurement's choice, when the stream began fixed
@@ -277,7 +280,7 @@ class AutoRunner:
         cfg = copy_config(self.base)
         built: list[Any] = []
         try:
-            apply_device(cfg, name)
+            apply_device(cfg, variant_name(name, self.variants[name]) if name in self.variants else name)
             ms = self.timer(name, None, lambda: built.append(self.build(cfg)))
         except PdliteError as e:
             self.policy.refuse(name, f"{type(e).__name__}: {e}")
@@ -292,17 +295,19 @@ class AutoRunner:
         if len(set(self._first_sigs)) > 1:
             self._online = True
             return
-        key = cache_key(self.base, feeds, list(self.policy.cands), "fixed")
+        cands = list(self.policy.cands)
+        key = cache_key(self.base, feeds, cands + variants_of(self.base, cands), "fixed")  # as choose_device's
         if len(self._first_sigs) == 1:
             hit = load_choice(self.base, key)
             if isinstance(hit, dict) and hit.get("device") in self.policy.cands:
                 self._adopt_fixed(AutoChoice(hit["device"], dict(hit.get("medians_ms", {})),
-                                             dict(hit.get("refused", {})), True), sig, feeds)
+                                             dict(hit.get("refused", {})), True,
+                                             variant=str(hit.get("variant") or "")), sig, feeds)
         elif len(self._first_sigs) >= FIXED_CALLS:
             per_call = self.policy.elapsed_ms / max(self.policy.calls, 1)
             usable = [c.name for c in self.policy.usable()]
             choice = auto.choose_device(self.base, feeds, self.build, candidates=usable, keep=True,
-                                        rounds=5 if per_call < 50 else 2, variants=False)  # the policy's names
+                                        rounds=5 if per_call < 50 else 2)
             self._adopt_fixed(choice, sig, feeds)
 
     def _adopt_fixed(self, choice: AutoChoice, sig: tuple, feeds: dict[str, Any]) -> None:
@@ -310,8 +315,8 @@ class AutoRunner:
         self.fixed, self._online = choice, True
         self.policy._fast = None  # the calls before it decided nothing
         size = max(_size(sig), 1.0)
-        for name, why in choice.refused.items():
-            if name in self.policy.cands and name != HOST:
+        for name, why in choice.refused.items():  # (a variant's refusal is not its device's)
+            if name in self.policy.cands and name not in (HOST, choice.device):
                 self.policy.refuse(name, why)
         for name, ms in choice.medians_ms.items():
             c = self.policy.cands.get(name)
@@ -320,12 +325,16 @@ class AutoRunner:
         if choice.device != HOST:
             self.verified[choice.device] = VERIFY_SIGNATURES  # checked against the host by the measurement
             c = self.policy.cands[choice.device]
+            if choice.variant:  # the device runs as that variant here (its measured or later-built predictor)
+                self.variants[choice.device] = choice.variant
+                if choice.key in choice.medians_ms:
+                    c.prior_unit = float(choice.medians_ms[choice.key]) / size
             if choice.predictor is not None:
                 self.preds[choice.device] = choice.predictor
                 c.built = True
                 c.first = (0.0, size)  # its build and first call were the measurement's
                 c.sigs.add(sig)
-                c.seen.append((float(choice.medians_ms[choice.device]), size))
+                c.seen.append((float(choice.medians_ms[choice.key]), size))
             else:
                 c.prior_first_ms = 0.0  # a cached fixed choice: taken at once, as before
         choice.predictor = None

@@ -277,3 +277,38 @@ def test_openvino_pinned_threads_are_a_variant_measured_chosen_cached_and_applie
     assert set(mine.medians_ms) == set(cands) and mine.key == "intel_openvino"
     with pytest.raises(ConfigError, match="no variant 'fast'"):
         auto.apply_device(_cfg(), "intel_openvino[fast]")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="needs pip install pdlite[openvino]")
+def test_the_api_auto_runs_the_variant_its_fixed_measurement_chose(cache, monkeypatch):
+    """A predictor with device "auto": the fixed-shape measurement of its first calls times OpenVINO's pinned variant
+    too; when that wins, the device runs pinned: the measured predictor kept, and in a later process (the cached
+    choice, no measurement) the device built pinned."""
+    from pdlite.lite import CxxConfig
+
+    def scripted(preds, blocks, rounds, est_ms):  # block times (ms, the scale of the calls' timer below)
+        for _ in range(rounds):
+            for dev in preds:
+                blocks[dev].append({"host": 1.0, "intel_openvino": 0.8, "intel_openvino[pinned]": 0.5}[dev])
+
+    monkeypatch.setattr(auto, "_interleave", scripted)
+    ins, outs = load_case("ppocr_cls_v2")
+    measured = []
+    pick = auto.choose_device
+    monkeypatch.setattr(auto, "choose_device", lambda *a, **kw: measured.append(1) or pick(*a, **kw))
+    for cached in (False, True):
+        cfg = CxxConfig()
+        cfg.set_model_dir(str(model_dir("ppocr_cls_v2")))
+        cfg.set_nnadapter_device_names(["auto"])
+        pred = create_paddle_predictor(cfg)
+        pred._auto.policy.cands = {n: c for n, c in pred._auto.policy.cands.items() if n in ("host", "intel_openvino")}
+        pred._auto.timer = lambda name, sig, fn: (fn(), 1.0 if name == "host" else 0.5)[1]
+        for _ in range(4):
+            got = pred.predict(ins)
+        assert len(measured) == 1, "measured once, then taken from the cache"
+        assert pred._auto.variants == {"intel_openvino": "pinned"} and pred._auto.policy.current == "intel_openvino"
+        assert pred.auto_choice.device == "intel_openvino"
+        (kernel,) = [i.kernel for i in pred._auto.preds["intel_openvino"].runtime_program.instructions
+                     if i.op.type == "subgraph"]
+        assert kernel.options.properties.get("INTEL_OPENVINO_CPU_PINNING") == "on", cached
+        np.testing.assert_allclose(got[0], next(iter(outs.values())), rtol=0, atol=1e-4)
