@@ -129,8 +129,8 @@ CASES = {
     # the channel-blocked form: 3x3 on 7x7 (a partial block of 16 channels), 5x5 stride 2 to 7x7
     "depthwise 3x3 7x7": lambda: _dw(20, 7, 7, 1, RELU6),
     "depthwise 5x5 stride 2": lambda: _dw(16, 13, 14, 2, HSWISH, k=5),
-    # 14x14 outputs: 5x5 (AVX-512 the row-vector 5x5 loop, AVX2 the channel-blocked form since it takes 14x14, the
-    # same order), 5x5 stride 2 (both the blocked form); 40 and 24 channels (a last block of 8)
+    # 14x14 outputs, the channel-blocked form on both ISAs (AVX2's up to 16x16; on AVX-512 it took 5x5 stride 1 from
+    # the row-vector 5x5 loop, which gave these bits too): 5x5, 5x5 stride 2; 40 and 24 channels (a last block of 8)
     "depthwise 5x5 14x14": lambda: _dw(40, 14, 14, 1, HSWISH, k=5),
     "depthwise 5x5 stride 2 to 14x14": lambda: _dw(24, 28, 27, 2, RELU6, k=5),
     # the short-map form (depthwise_short.c): 5x5 on 2 rows 70 wide, the kernel rows in the padding left out
