@@ -12,7 +12,8 @@ alternated call by call (CPU time of the calling thread, 1 thread, medians of `-
 The three give the same codes where both int8 forms run (tests/kernels/test_host_int8_depthwise.py checks that).
 
 `--in-model`: instead, the depthwise convs inside the models as they run: the fp32 program against the int8 program
-of Paddle's PTQ model (benchmarks/int8_bench.py's, made once in its --work folder) in both forms, the CPU time of
+of Paddle's PTQ model (benchmarks/int8_bench.py's, made once in its --work folder) in the form the kernel picks and
+in the float-sums form, the CPU time of
 each depthwise kernel call (kernel.run, the steady path off), 1 thread, the three programs alternated run by run,
 medians of `--rounds` x 10 runs (the stride-1 and stride-2 convs of one input and filter shape share a row).
 
@@ -152,7 +153,7 @@ def in_model(model: str, runs: int) -> None:
             p.predict({"x": x})
             native._ext._set_qdw_integer(before)
     print(f"\n{model}: depthwise convs in the programs, ms of CPU time per call, 1 thread, medians\n")
-    print("| input | filter | fp32 | int8 window | int8 fsum | fp32 / int8 window | fp32 / int8 fsum |")
+    print("| input | filter | fp32 | int8 | int8 fsum | fp32 / int8 | fp32 / int8 fsum |")
     print("|---|---|---|---|---|---|---|")
     shapes = sorted({k[1:] for k in times}, key=lambda k: -k[0][2])
     tot = np.zeros(3)
