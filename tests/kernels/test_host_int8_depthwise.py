@@ -247,3 +247,34 @@ def test_qdw_form_switch() -> None:
     finally:
         native._ext._set_qdw_integer(before)
     assert before == 1
+
+
+# (N, C, H, W, KH, KW, SH, SW, DH, DW, PT, PL): unequal kernel sides, strides, dilations and paddings; a 33x33 kernel
+# (over 1000 taps: the window form at vnni, plain loops elsewhere)
+ODD_GEOMETRY = [
+    (1, 3, 21, 33, 3, 5, 1, 2, 1, 1, 1, 2),
+    (1, 3, 21, 33, 5, 3, 2, 1, 2, 1, 4, 1),
+    (2, 2, 9, 64, 1, 9, 1, 1, 1, 1, 0, 4),
+    (1, 2, 12, 12, 4, 4, 3, 2, 1, 1, 1, 1),
+    (1, 2, 40, 40, 33, 33, 1, 1, 1, 1, 16, 16),
+]
+
+
+@pytest.mark.parametrize("i", range(len(ODD_GEOMETRY)))
+def test_every_form_sums_exactly_on_odd_geometry(i: int) -> None:
+    n, c, h, w, kh, kw, sh, sw, dh, dw, ph, pw = ODD_GEOMETRY[i]
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    rng = np.random.default_rng(i)
+    x = (rng.standard_normal((n, c, h, w)) * 2).astype(np.float32)
+    w8, comp = qn.dw_weights(rng.integers(-128, 128, (c, 1, kh, kw)).astype(np.int8))
+    qp = qn.QParam.of(3.0, i % 2)
+    geo = ((kh, kw), (sh, sw), (dh, dw), (ph, pw))
+    ref = qn.reference_dw_sums(x, w8, oh, ow, *geo, qp).reshape(n, c, oh, ow)
+    for form in (2, 0):
+        before = native._ext._set_qdw_integer(form)
+        try:
+            for xin in (x, qn.codes_of(x, qp)):
+                got = qn.qdwconv(xin, w8, comp, np.ones(c, np.float32), None, oh, ow, *geo, qp)
+                np.testing.assert_array_equal(got.astype(np.int64), ref, err_msg=f"form {form} {xin.dtype}")
+        finally:
+            native._ext._set_qdw_integer(before)
