@@ -21,8 +21,9 @@ Accuracy change, on `--samples` inputs different from the calibration ones:
 
 Host (the integer kernels, issue 40): `--devices host` times pdlite's host fp32 model against the int8 model on
 the host's integer path, once per instruction set of `--host-isas` (each pair of workers started with
-PDLITE_NATIVE_ISA forced: avx512 runs the VNNI int8 kernels where the CPU has them, avx2 the vpmaddwd ones,
-baseline plain C; the fp32 model runs at the same forced ISA); its accuracy column compares the int8 path with the
+PDLITE_NATIVE_ISA forced: avx512 runs the VNNI int8 kernels where the CPU has them, avxvnni the AVX-VNNI ones
+(256-bit vpdpbusd, fp32 at AVX2: a CPU with avx_vnni and no AVX-512), avx2 the vpmaddwd ones, baseline plain C; the
+fp32 model runs at the same forced ISA); its accuracy column compares the int8 path with the
 host's fp32 simulation of the same program (`host_int8` False). `--layers` adds, per model, the host's per-conv
 times (CPU time of each kernel call, 1 thread, in this process): fp32 conv against the int8 conv of the same
 input and filter shape.
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1, help="the timed runs' batch (the case input repeated); the "
                     "accuracy samples stay batch 1")
     ap.add_argument("--host-isas", nargs="*", default=["avx512", "avx2"],
-                    help="instruction sets the host cells force (PDLITE_NATIVE_ISA): avx512, avx2, baseline")
+                    help="instruction sets the host cells force (PDLITE_NATIVE_ISA): avx512, avxvnni, avx2, baseline")
     ap.add_argument("--layers", action="store_true", help="also print the host's per-conv fp32 / int8 times")
     ap.add_argument("--depthwise", action="store_true", help="also print, per depthwise conv shape of each model, the "
                     "fp32 depthwise kernel against the int8 one (qdwconv), CPU time, 1 thread, this process's ISA")
@@ -308,7 +309,8 @@ def conv_times(model_dir: Path, x: np.ndarray, int8: bool, runs: int = 10) -> di
 def layer_table(model: str, q: Path) -> None:
     x = np.load(SHARED / model / "case.npz")["in:x"]
     f32, i8 = conv_times(SHARED / model, x, False), conv_times(q, x, True)
-    print(f"\n{model}: per-conv host times (ms, CPU time, 1 thread; int8 ISA {host_isa_label('')})\n")
+    forced = os.environ.get("PDLITE_NATIVE_ISA", "")
+    print(f"\n{model}: per-conv host times (ms, CPU time, 1 thread; {host_isa_label(forced)})\n")
     print("| input | filter | strides | fp32 ms | int8 ms | saved ms | fp32 / int8 |")
     print("|---|---|---|---|---|---|---|")
     for key, t in sorted(f32.items(), key=lambda kv: -(kv[1] - i8.get(kv[0], kv[1]))):  # by time saved
