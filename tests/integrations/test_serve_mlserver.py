@@ -179,7 +179,7 @@ def test_grpc_raw_tensors(server):
 
 
 def test_cnn_batched_bit_exact(server):
-    """pdlite's batching (extra.max_batch_size): eight gRPC requests at once are stacked; each answer equals, bit
+    """pdlite's batching (extra.max_batch_size): gRPC requests sent at once are stacked; each answer equals, bit
     for bit, a row of a local run on as many copies of the input as its batch held (rows of one batch may differ
     in the last bits), and says its batch size."""
     grpc = pytest.importorskip("grpc", reason="needs grpcio: pip install pdlite[serve]")
@@ -192,9 +192,9 @@ def test_cnn_batched_bit_exact(server):
     req = pb.ModelInferRequest(model_name="mnv3b", raw_input_contents=[x.tobytes()], inputs=[
         pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 3, 224, 224])])
     sizes: list[int] = []
-    for _burst in range(3):  # on a loaded machine a burst's requests may each finish before the next arrives
-        with ThreadPoolExecutor(8) as ex:
-            answers = list(ex.map(lambda _: stub.ModelInfer(req, timeout=60), range(8)))
+    for _burst in range(6):  # on a loaded machine a burst's requests may each finish before the next arrives
+        with ThreadPoolExecutor(16) as ex:
+            answers = list(ex.map(lambda _: stub.ModelInfer(req, timeout=60), range(16)))
         for res in answers:
             k = res.parameters["batch_size"].int64_param
             sizes.append(k)
@@ -207,7 +207,7 @@ def test_cnn_batched_bit_exact(server):
             assert ok, (k, np.abs(rows - got).max())
         if max(sizes) > 1:
             break
-    assert max(sizes) > 1, sizes  # batching happened (in one of three bursts of 8 concurrent requests)
+    assert max(sizes) > 1, sizes  # batching happened (in one of six bursts of 16 concurrent requests)
     with pytest.raises(grpc.RpcError) as e:  # refused before batching, naming the input
         stub.ModelInfer(pb.ModelInferRequest(model_name="mnv3b", raw_input_contents=[x[:, :, :100].tobytes()],
                                              inputs=[pb.ModelInferRequest.InferInputTensor(
