@@ -198,6 +198,10 @@ TRANSPOSE_CASES = [
     ((1, 4, 5, 6), (4, 2, 3, 3), dict(strides=[3, 2], paddings=[1, 1], output_size=[15, 12]),
      (1, 1, 1, 1), (1, 1), (15, 12)),
     ((1, 2, 4, 4), (2, 3, 2, 2), dict(strides=[2, 2]), (0, 0, 0, 0), (1, 1), None),  # ppocr det upsampler
+    # kernel = stride (the taps tile the output: written once): cropped by padding, with groups; with an output
+    # padding past the taps (the zeros-and-adds path)
+    ((2, 4, 3, 5), (4, 1, 3, 2), dict(strides=[3, 2], paddings=[1, 0, 2, 1], groups=2), (1, 0, 2, 1), (1, 1), None),
+    ((1, 4, 3, 3), (4, 2, 2, 2), dict(strides=[2, 2], output_padding=[1, 1]), (0, 0, 0, 0), (1, 1), (7, 7)),
     # SAME for the transpose: pads from the *input* size: H: out ceil(5/2)=3, sum (2*2+3-5)=2
     # W: out ceil(4/2)=2, sum (1*2+3-4)=1 -> (0, 1)
     ((1, 2, 5, 4), (2, 2, 3, 3), dict(strides=[2, 2], padding_algorithm="SAME", dilations=[2, 2]),
