@@ -6,7 +6,7 @@
  *   pk_tile_v8    32 channels x 3 columns (16 x 6 on an odd group of 16), then 64 x 1: 12 accumulators (8 on the
  *                 last column); per reduction step 4 loads of weights and 3 broadcasts of columns for 12 FMAs
  *   rows4_v8      4 rows x 24 columns: 12 accumulators; per step 3 loads of columns, 4 broadcasts of the rows'
- *                 values, 12 FMAs (4 x 16, 8 accumulators, on partial tiles and reductions under 48)
+ *                 values, 12 FMAs (4 x 16, 8 accumulators, on partial tiles)
  * and the tiles' epilogues: in registers (pd_v8_out) or, on partial tiles and the other activations, on rows in memory
  * (pw_rows_out).
  * Each output is one fused multiply-add per reduction step, k ascending, as in the AVX-512 and NEON tiles: the same
@@ -81,9 +81,10 @@ PD_INLINE void pk_tile_v8(const int mv, isz kc, const float *a, const float *b, 
     }
 }
 
-/* bias_act_v16's activations (act_in_regs) on 8 lanes, its operations in its order: the same bits */
-PD_INLINE pd_v8 act_v8(pd_v8 x, const act_t *act) {
+/* *v = act(*v), bias_act_v16's activations (act_in_regs) on 8 lanes, its operations in its order: the same bits */
+PD_INLINE void act_v8(pd_v8 *v, const act_t *act) {
     const pd_v8 zero = {0};
+    pd_v8 x = *v;
     switch (act->kind) {
     case ACT_RELU:
     case ACT_RELU6:
@@ -112,7 +113,7 @@ PD_INLINE pd_v8 act_v8(pd_v8 x, const act_t *act) {
     default:
         break;
     }
-    return x;
+    *v = x;
 }
 
 /* Where rows4_v8 writes: rows of the output (o, ldo apart; those from `rows` on left out), bias per row, residual
@@ -125,16 +126,17 @@ typedef struct {
     const act_t *act;
 } pd_v8_out;
 
-/* row i, columns q .. q + 7 of rows4_v8's tile: to t (out NULL: [row][48]) or to out's row */
-PD_INLINE void v8_put(pd_v8 x, int i, int q, float *t, const pd_v8_out *out) {
+/* row i, columns q .. q + 7 of rows4_v8's tile (*v): to t (out NULL: [row][48]) or to out's row */
+PD_INLINE void v8_put(const pd_v8 *v, int i, int q, float *t, const pd_v8_out *out) {
     if (!out) {
-        memcpy(t + i * 48 + q, &x, sizeof x);
+        memcpy(t + i * 48 + q, v, sizeof *v);
         return;
     }
+    pd_v8 x = *v;
     if (i >= out->rows) return;
     if (out->bias) x += out->bias[i];
     if (out->res) x += pd_load8(out->res + i * out->ldo + q);
-    x = act_v8(x, out->act);
+    act_v8(&x, out->act);
     memcpy(out->o + i * out->ldo + q, &x, sizeof x);
 }
 
@@ -147,9 +149,8 @@ PD_INLINE void v8_put(pd_v8 x, int i, int q, float *t, const pd_v8_out *out) {
 #define PW8_PF 6
 PD_INLINE void rows4_v8(const int nv, isz kd, const float *a, const float *b, const isz ldb, float *t,
                         const float *nxt, const pd_v8_out *out) {
-    if (nv == 3 && kd >= 48) { /* 4 rows x 24 columns: 12 accumulators (0.89x-0.93x the time of the 4 x 16 sub-tiles
-                                * below on MobileNetV2's 1x1 convs on 14x14 to 56x56; on 16 -> 96 on 112x112 1.05x:
-                                * shorter reductions keep those) */
+    if (nv == 3) { /* 4 rows x 24 columns: 12 accumulators (0.89x-0.95x the time of the 4 x 16 sub-tiles below on
+                    * MobileNetV2's 1x1 convs on 14x14 to 112x112, the epilogue in registers; one Zen 5 core, noisy) */
         for (int s = 0; s < 2; s++)
             for (int r = 0; r < 8; r += 4) {
                 pd_v8 acc[4][3];
@@ -173,7 +174,7 @@ PD_INLINE void rows4_v8(const int nv, isz kd, const float *a, const float *b, co
                     }
                 }
                 for (int i = 0; i < 4; i++)
-                    for (int h = 0; h < 3; h++) v8_put(acc[i][h], r + i, s * 24 + h * 8, t, out);
+                    for (int h = 0; h < 3; h++) v8_put(&acc[i][h], r + i, s * 24 + h * 8, t, out);
             }
         return;
     }
@@ -195,7 +196,7 @@ PD_INLINE void rows4_v8(const int nv, isz kd, const float *a, const float *b, co
                 }
             }
             for (int i = 0; i < 4; i++)
-                for (int h = 0; h < 2; h++) v8_put(acc[i][h], r + i, s * 16 + h * 8, t, out);
+                for (int h = 0; h < 2; h++) v8_put(&acc[i][h], r + i, s * 16 + h * 8, t, out);
         }
 }
 
