@@ -89,7 +89,7 @@ def _normalize_nchw(img: np.ndarray, key: tuple, formula: Callable[[np.ndarray, 
         _LUTS[(key, chans)] = luts
     cv2 = require("cv2")
     out = np.empty((1, chans, img.shape[0], img.shape[1]), np.float32)
-    for c, plane in enumerate(cv2.split(np.ascontiguousarray(img))):
+    for c, plane in enumerate(cv2.split(np.asarray(img, order="C"))):
         out[0, c] = cv2.LUT(plane, luts[c])
     return out
 
