@@ -7,6 +7,12 @@ environment and picks the two contenders). Ratio: median over rounds of (pdlite 
 
     python benchmarks/isa_compare.py [--models mobilenet_v2,resnet18] [--isas avx2,avx512] [--threads 2] [--rounds 4]
 
+The BLAS pdlite calls (NumPy's OpenBLAS: Winograd's products on large maps, im2col GEMMs) is forced to the same ISA too
+(OPENBLAS_CORETYPE: Haswell at avx2, SkylakeX at avx512 where the CPU has AVX-512F): OpenBLAS picks its kernels by CPU
+model and runs its AVX2 (Haswell) ones on AMD Zen 4 / Zen 5, AVX-512 CPUs (measured on Zen 5, 1 thread, noisy: PP-OCRv4
+det 0.84x, ResNet18 0.80x the time with SkylakeX's). `--blas-own-pick` leaves OpenBLAS's choice (what a user gets
+unless OPENBLAS_CORETYPE is set before NumPy loads); the header says which.
+
 Per layer, the same models at each ISA: benchmarks/isa_layers.py.
 """
 from __future__ import annotations
@@ -20,6 +26,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (benchmarks/compare.py: the workers and the interleaving)
 
 ONEDNN_ISA = {"avx2": "AVX2", "avx512": "AVX512_CORE", "baseline": "SSE41"}
+OPENBLAS_CORE = {"avx2": "Haswell", "avx512": "SkylakeX"}  # OpenBLAS's kernels of that ISA (OPENBLAS_CORETYPE)
+
+
+def isa_env(isa: str, flags: list[str], blas: bool = True) -> dict[str, str]:
+    """The environment forcing `isa` on pdlite's native kernels, OpenVINO's oneDNN and (`blas`, where the CPU has
+    the ISA) NumPy's OpenBLAS; set before the worker processes import NumPy."""
+    env = {"PDLITE_NATIVE_ISA": isa, "ONEDNN_MAX_CPU_ISA": ONEDNN_ISA[isa]}
+    need = {"avx2": {"avx2", "fma"}, "avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq"}}.get(isa)
+    if blas and isa in OPENBLAS_CORE and need and need <= set(flags):
+        env["OPENBLAS_CORETYPE"] = OPENBLAS_CORE[isa]
+    return env
 
 
 def main() -> int:
@@ -32,12 +49,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--block", type=int, default=5)
     ap.add_argument("--pause", type=float, default=0.3)
+    ap.add_argument("--blas-own-pick", action="store_true", help="leave OpenBLAS's kernels to its own CPU detection")
     args = ap.parse_args()
     from pdlite.tools.doctor import cpu_info
 
     model, flags = cpu_info()
     print(f"CPU: {model}; flags: {' '.join(flags)}; batch {args.batch}, {args.threads} threads; median ms of "
-          f"{args.rounds} x {args.block} runs per contender, interleaved; ratio = pdlite / OpenVINO (paired by round)")
+          f"{args.rounds} x {args.block} runs per contender, interleaved; ratio = pdlite / OpenVINO (paired by round); "
+          f"NumPy's OpenBLAS: {'its own pick' if args.blas_own_pick else 'forced to the ISA (OPENBLAS_CORETYPE)'}")
     print("| model | ISA forced | pdlite host ms | OpenVINO fp32 ms | pdlite / OpenVINO |")
     print("|---|---|---|---|---|")
     for name in args.models.split(","):
@@ -46,7 +65,8 @@ def main() -> int:
             print(f"| {name} | (model not found) | | | |")
             continue
         for isa in args.isas.split(","):
-            os.environ["PDLITE_NATIVE_ISA"], os.environ["ONEDNN_MAX_CPU_ISA"] = isa, ONEDNN_ISA[isa]
+            os.environ.pop("OPENBLAS_CORETYPE", None)
+            os.environ.update(isa_env(isa, flags, not args.blas_own_pick))
             workers = {k: [compare.start_worker(k, d, args.batch, args.threads, args.warmup, None)]
                        for k in ("pdlite-host", "openvino")}
             per_round: dict[str, list[float | None]] = {}

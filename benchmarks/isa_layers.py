@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (benchmarks/compare.py: find_model, feeds_for)
-from isa_compare import ONEDNN_ISA  # noqa: E402
+from isa_compare import isa_env  # noqa: E402  (the ISA forced on pdlite, oneDNN and OpenBLAS)
 
 
 def worker(name: str, threads: int, runs: int) -> None:
@@ -125,6 +125,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--openvino", action="store_true", help="OpenVINO's fp32 time per node beside each op")
+    ap.add_argument("--blas-own-pick", action="store_true", help="leave OpenBLAS's kernels to its own CPU detection "
+                                                                  "(default: forced to the ISA, as isa_compare.py)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--ov-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -135,13 +137,16 @@ def main() -> int:
         ov_worker(args.ov_worker, args.threads, args.runs)
         return 0
     isas = args.isas.split(",")
+    from pdlite.tools.doctor import cpu_info
+
+    flags = cpu_info()[1]
     for name in args.models.split(","):
         if compare.find_model(name) is None:
             print(f"{name}: model not found")
             continue
         res, ovr = {}, {}
         for isa in isas:
-            env = dict(os.environ, PDLITE_NATIVE_ISA=isa, ONEDNN_MAX_CPU_ISA=ONEDNN_ISA[isa])
+            env = dict(os.environ, **isa_env(isa, flags, not args.blas_own_pick))
             for flag, into in [("--worker", res)] + [("--ov-worker", ovr)] * args.openvino:
                 out = subprocess.run([sys.executable, __file__, flag, name, "--threads", str(args.threads),
                                       "--runs", str(args.runs)], env=env, capture_output=True, text=True, check=True)
