@@ -299,6 +299,21 @@ PD_INLINE int q_codes_fast(const q_args *a) {
            (a->act.kind == ACT_NONE || a->act.kind == ACT_RELU || a->act.kind == ACT_RELU6);
 }
 
+/* one output row's parameters for the codes-from-the-sums loops: its sums, comp, multiplier, bias, residual, codes */
+typedef struct {
+    const int32_t *s;
+    int32_t cm;
+    float mul, b;
+    const float *r;
+    uint8_t *o;
+} q_row_of;
+
+PD_INLINE q_row_of q_row_at(const q_args *a, const int32_t *acc, isz ld, isz m, isz m0, isz col0) {
+    const isz mm = m0 + m, at = a->img * a->M * a->L + mm * a->L + col0;
+    return (q_row_of){acc + m * ld, a->comp ? a->comp[mm] : 0, a->mul[mm], a->bias ? a->bias[mm] : 0.0f,
+                      a->res ? a->res + at : NULL, a->codes + at};
+}
+
 PD_TARGET_AVX512 static inline __attribute__((always_inline)) __m512 q_fast_v16(__m512 f, const int kind, __m512 top,
                                                                              __m512 k) {
     const __m512 zero = _mm512_setzero_ps();
@@ -322,19 +337,16 @@ PD_TARGET_AVX512 static inline __attribute__((always_inline)) void q_rows_codes_
     const __m512 k = _mm512_set1_ps(a->cq.k), top = _mm512_set1_ps(a->act.a0);
     const __m512i off = _mm512_set1_epi32(128);
     for (isz m = 0; m < mrows; m++) {
-        const isz mm = m0 + m, at = a->img * a->M * a->L + mm * a->L + col0;
-        const int32_t *sr = acc + m * ld;
-        const __m512i cm = _mm512_set1_epi32(a->comp ? a->comp[mm] : 0);
-        const __m512 mul = _mm512_set1_ps(a->mul[mm]), b = _mm512_set1_ps(a->bias ? a->bias[mm] : 0.0f);
-        const float *r = a->res ? a->res + at : NULL;
-        uint8_t *o = a->codes + at;
+        const q_row_of row = q_row_at(a, acc, ld, m, m0, col0);
+        const __m512i cm = _mm512_set1_epi32(row.cm);
+        const __m512 mul = _mm512_set1_ps(row.mul), b = _mm512_set1_ps(row.b);
         for (isz j = 0; j < ncols; j += 16) {
             const __mmask16 mk = ncols - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ncols - j)) - 1u);
-            const __m512i iv = _mm512_maskz_loadu_epi32(mk, sr + j);
+            const __m512i iv = _mm512_maskz_loadu_epi32(mk, row.s + j);
             __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(iv, cm)), mul, b);
-            if (r) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mk, r + j));
+            if (row.r) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mk, row.r + j));
             f = q_fast_v16(f, kind, top, k);
-            _mm_mask_storeu_epi8(o + j, mk, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), off)));
+            _mm_mask_storeu_epi8(row.o + j, mk, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), off)));
         }
     }
 }
@@ -361,38 +373,35 @@ PD_TARGET_AVX2 static inline __attribute__((always_inline)) void q_rows_codes_av
     const __m256 k = _mm256_set1_ps(a->cq.k), top = _mm256_set1_ps(a->act.a0);
     const __m256i off = _mm256_set1_epi32(128);
     for (isz m = 0; m < mrows; m++) {
-        const isz mm = m0 + m, at = a->img * a->M * a->L + mm * a->L + col0;
-        const int32_t *sr = acc + m * ld;
-        const __m256i cm = _mm256_set1_epi32(a->comp ? a->comp[mm] : 0);
-        const __m256 mul = _mm256_set1_ps(a->mul[mm]), b = _mm256_set1_ps(a->bias ? a->bias[mm] : 0.0f);
-        const float *r = a->res ? a->res + at : NULL;
-        uint8_t *o = a->codes + at;
+        const q_row_of row = q_row_at(a, acc, ld, m, m0, col0);
+        const __m256i cm = _mm256_set1_epi32(row.cm);
+        const __m256 mul = _mm256_set1_ps(row.mul), b = _mm256_set1_ps(row.b);
         for (isz j = 0; j < ncols; j += 8) {
             const isz cnt = ncols - j < 8 ? ncols - j : 8;
             __m256i iv;
             __m256 rv = _mm256_setzero_ps();
             if (cnt == 8) {
-                iv = _mm256_loadu_si256((const __m256i *)(sr + j));
-                if (r) rv = _mm256_loadu_ps(r + j);
+                iv = _mm256_loadu_si256((const __m256i *)(row.s + j));
+                if (row.r) rv = _mm256_loadu_ps(row.r + j);
             } else {
                 int32_t ti[8] = {0};
                 float tr[8] = {0};
-                for (isz t = 0; t < cnt; t++) ti[t] = sr[j + t], tr[t] = r ? r[j + t] : 0.0f;
+                for (isz t = 0; t < cnt; t++) ti[t] = row.s[j + t], tr[t] = row.r ? row.r[j + t] : 0.0f;
                 iv = _mm256_loadu_si256((const __m256i *)ti);
                 rv = _mm256_loadu_ps(tr);
             }
             __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(iv, cm)), mul, b);
-            if (r) f = _mm256_add_ps(f, rv);
+            if (row.r) f = _mm256_add_ps(f, rv);
             f = q_fast_v8(f, kind, top, k);
             const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(f), off);
             const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
             const __m128i bytes = _mm_packus_epi16(w, w);
             if (cnt == 8) {
-                _mm_storel_epi64((__m128i *)(o + j), bytes);
+                _mm_storel_epi64((__m128i *)(row.o + j), bytes);
             } else {
                 uint8_t tb[16];
                 _mm_storeu_si128((__m128i *)tb, bytes);
-                for (isz t = 0; t < cnt; t++) o[j + t] = tb[t];
+                for (isz t = 0; t < cnt; t++) row.o[j + t] = tb[t];
             }
         }
     }
