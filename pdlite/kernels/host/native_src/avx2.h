@@ -83,36 +83,8 @@ PD_INLINE void pk_tile_v8(const int mv, isz kc, const float *a, const float *b, 
 
 /* *v = act(*v), bias_act_v16's activations (act_in_regs) on 8 lanes, its operations in its order: the same bits */
 PD_INLINE void act_v8(pd_v8 *v, const act_t *act) {
-    const pd_v8 zero = {0};
     pd_v8 x = *v;
-    switch (act->kind) {
-    case ACT_RELU:
-    case ACT_RELU6:
-        x = (pd_v8)((pd_v8i)x & ~(x < zero));
-        if (act->kind == ACT_RELU6) {
-            const pd_v8 top = zero + act->a0;
-            const pd_v8i over = x > top;
-            x = (pd_v8)(((pd_v8i)x & ~over) | ((pd_v8i)top & over));
-        }
-        break;
-    case ACT_LEAKY: {
-        const pd_v8i neg = x < zero;
-        const pd_v8 scaled = x * act->a0;
-        x = (pd_v8)(((pd_v8i)scaled & neg) | ((pd_v8i)x & ~neg));
-        break;
-    }
-    case ACT_HSWISH: {
-        pd_v8 t = x + act->a0;
-        t = (pd_v8)((pd_v8i)t & ~(t < zero));
-        const pd_v8 thr = zero + act->a1;
-        const pd_v8i over = t > thr;
-        t = (pd_v8)(((pd_v8i)t & ~over) | ((pd_v8i)thr & over));
-        x = t * x / act->a2;
-        break;
-    }
-    default:
-        break;
-    }
+    PD_ACT_IN_REGS(pd_v8, pd_v8i, x, act);
     *v = x;
 }
 

@@ -280,41 +280,47 @@ PD_INLINE int act_in_regs(const act_t *act) {
            act->kind == ACT_HSWISH;
 }
 
-/* *v = act(*v + b) (b added when add_bias) for the activations of act_in_regs, with bias_act_copy's operations in
- * its order (so the same bits): relu v < 0 ? 0 : v, relu6 then v > t ? t : v (NaN kept), leaky v < 0 ? v * alpha
- * : v, hard_swish min(max(v + offset, 0), threshold) * v / scale */
+/* x = act(x), x a vector of type V (VI: its integer lanes), for the activations of act_in_regs, with bias_act_copy's
+ * operations in its order (so the same bits): relu x < 0 ? 0 : x, relu6 then x > t ? t : x (NaN kept), leaky x < 0 ?
+ * x * alpha : x, hard_swish min(max(x + offset, 0), threshold) * x / scale. bias_act_v16 below; avx2.h's act_v8. */
+#define PD_ACT_IN_REGS(V, VI, x, act)                                                                                  \
+    do {                                                                                                               \
+        const V zero_ = {0};                                                                                           \
+        switch ((act)->kind) {                                                                                         \
+        case ACT_RELU:                                                                                                 \
+        case ACT_RELU6:                                                                                                \
+            x = (V)((VI)x & ~(x < zero_));                                                                             \
+            if ((act)->kind == ACT_RELU6) {                                                                            \
+                const V top_ = zero_ + (act)->a0;                                                                      \
+                const VI over_ = x > top_;                                                                             \
+                x = (V)(((VI)x & ~over_) | ((VI)top_ & over_));                                                        \
+            }                                                                                                          \
+            break;                                                                                                     \
+        case ACT_LEAKY: {                                                                                              \
+            const VI neg_ = x < zero_;                                                                                 \
+            const V scaled_ = x * (act)->a0;                                                                           \
+            x = (V)(((VI)scaled_ & neg_) | ((VI)x & ~neg_));                                                           \
+            break;                                                                                                     \
+        }                                                                                                              \
+        case ACT_HSWISH: {                                                                                             \
+            V t_ = x + (act)->a0;                                                                                      \
+            t_ = (V)((VI)t_ & ~(t_ < zero_));                                                                          \
+            const V thr_ = zero_ + (act)->a1;                                                                          \
+            const VI over_ = t_ > thr_;                                                                                \
+            t_ = (V)(((VI)t_ & ~over_) | ((VI)thr_ & over_));                                                          \
+            x = t_ * x / (act)->a2;                                                                                    \
+            break;                                                                                                     \
+        }                                                                                                              \
+        default:                                                                                                       \
+            break;                                                                                                     \
+        }                                                                                                              \
+    } while (0)
+
+/* *v = act(*v + b) (b added when add_bias) for the activations of act_in_regs (PD_ACT_IN_REGS) */
 PD_INLINE void bias_act_v16(pd_v16 *v, float b, int add_bias, const act_t *act) {
-    const pd_v16 zero = {0};
     pd_v16 x = *v;
     if (add_bias) x += b;
-    switch (act->kind) {
-    case ACT_RELU:
-    case ACT_RELU6:
-        x = (pd_v16)((pd_v16i)x & ~(x < zero));
-        if (act->kind == ACT_RELU6) {
-            const pd_v16 top = zero + act->a0;
-            const pd_v16i over = x > top;
-            x = (pd_v16)(((pd_v16i)x & ~over) | ((pd_v16i)top & over));
-        }
-        break;
-    case ACT_LEAKY: {
-        const pd_v16i neg = x < zero;
-        const pd_v16 scaled = x * act->a0;
-        x = (pd_v16)(((pd_v16i)scaled & neg) | ((pd_v16i)x & ~neg));
-        break;
-    }
-    case ACT_HSWISH: {
-        pd_v16 t = x + act->a0;
-        t = (pd_v16)((pd_v16i)t & ~(t < zero));
-        const pd_v16 thr = zero + act->a1;
-        const pd_v16i over = t > thr;
-        t = (pd_v16)(((pd_v16i)t & ~over) | ((pd_v16i)thr & over));
-        x = t * x / act->a2;
-        break;
-    }
-    default:
-        break;
-    }
+    PD_ACT_IN_REGS(pd_v16, pd_v16i, x, act);
     *v = x;
 }
 
