@@ -43,6 +43,23 @@ def _version(dist: str) -> str | None:
         return None
 
 
+# OpenBLAS's kernel sets (its `architecture`, OPENBLAS_CORETYPE's values) that use AVX-512
+OPENBLAS_AVX512_CORES = {"skylakex", "cooperlake", "sapphirerapids"}
+
+
+def openblas_hint(api: str | None, architecture: str | None, cpu_flags: list[str] | tuple[str, ...]) -> str:
+    """A note when NumPy's OpenBLAS runs narrower kernels than the CPU has: OpenBLAS picks its Haswell (AVX2) set
+    on AMD Zen 4/5, so NumPy's GEMMs (pdlite's Winograd products, im2col convs) run AVX2 on an AVX-512 CPU; the
+    variable, set before Python starts, picks its AVX-512 set (PP-OCR det 0.84x, ResNet18 0.80x the time at one
+    thread on a Zen 5 core: BENCHMARKS.md, helper 39A of session 49). '' when nothing is to be said."""
+    if api != "openblas" or not architecture or "avx512f" not in cpu_flags:
+        return ""
+    if architecture.lower() in OPENBLAS_AVX512_CORES:
+        return ""
+    return (f"; note: OpenBLAS runs its {architecture} kernels on this AVX-512 CPU: `export "
+            f"OPENBLAS_CORETYPE=SkylakeX` before starting Python lets NumPy's GEMMs use AVX-512")
+
+
 def _blas() -> str:
     import numpy  # noqa: F401  (loads its BLAS so that threadpoolctl sees it)
     from threadpoolctl import threadpool_info
@@ -50,8 +67,9 @@ def _blas() -> str:
     blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
     if blas:
         b = blas[0]
+        hint = openblas_hint(b.get("internal_api"), b.get("architecture"), cpu_features.cpu_info().features)
         return (f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')}, "
-                f"{b.get('num_threads')} threads) {b.get('filepath')}")
+                f"{b.get('num_threads')} threads) {b.get('filepath')}{hint}")
     from pdlite.kernels.host import blas as numpy_blas
 
     lib = numpy_blas.library()

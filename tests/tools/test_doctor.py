@@ -37,6 +37,17 @@ def test_doctor_reports_native_isa_blas_devices_and_gpu(capsys):
     assert listed == {f for f in FLAGS if f in have}, (listed, have & set(FLAGS))
 
 
+def test_openblas_hint_only_where_its_kernels_are_narrower_than_the_cpu():
+    from pdlite.tools.doctor import openblas_hint
+
+    hint = openblas_hint("openblas", "Haswell", ["avx2", "avx512f"])
+    assert "Haswell kernels" in hint and "OPENBLAS_CORETYPE=SkylakeX" in hint
+    assert openblas_hint("openblas", "SkylakeX", ["avx2", "avx512f"]) == ""
+    assert openblas_hint("openblas", "Haswell", ["avx2", "fma"]) == ""  # an AVX2 CPU: Haswell is its best
+    assert openblas_hint("mkl", "Haswell", ["avx512f"]) == ""
+    assert openblas_hint("openblas", None, ["avx512f"]) == ""
+
+
 def test_version_names_the_host_kernels(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
