@@ -44,6 +44,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -322,6 +323,24 @@ def layer_table(model: str, q: Path) -> None:
           f"{sum(f32.values()) / max(sum(i8.values()), 1e-9):.2f}x |")
 
 
+def dw_layer(rng: np.random.Generator, shape: tuple[int, int, int, int], k: int, s: int) -> SimpleNamespace:
+    """One depthwise layer's operands for the kernel tables (here and benchmarks/qdepthwise_bench.py): random input
+    `xi` and its codes `xc` (scale 2.5), int8 weights as floats `wf` and packed `wq`/`comp`, zero bias, multiplier
+    1e-3, output `oh` x `ow`, `geo` (kernel, stride, dilation, padding), `qp` / `cq` the input / output QParams."""
+    from pdlite.kernels.host import quant_native as qn
+
+    n, c, h, w = shape
+    p = k // 2
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    xi = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    w8 = rng.integers(-127, 128, (c, 1, k, k)).astype(np.int8)
+    wq, comp = qn.dw_weights(w8)
+    qp = qn.QParam.of(2.5, 0)
+    return SimpleNamespace(xi=xi, xc=qn.codes_of(xi, qp), wf=w8.reshape(c, -1).astype(np.float32), wq=wq, comp=comp,
+                           b=np.zeros(c, np.float32), mul=np.full(c, 1e-3, np.float32), oh=oh, ow=ow,
+                           geo=((k, k), (s, s), (1, 1), (p, p)), qp=qp, cq=qn.QParam.of(0.5, 0))
+
+
 def depthwise_table(model: str, rounds: int) -> None:
     """The fp32 depthwise kernel against the int8 one as the int8 programs run it (quant_native.qdwconv reading and
     writing int8 codes: exact sums, the epilogue with relu, the output quantized to the next conv's codes) on each
@@ -341,16 +360,11 @@ def depthwise_table(model: str, rounds: int) -> None:
     print("|---|---|---|---|---|")
     tot = [0.0, 0.0]
     for (n, c, h, w), (_, _, k, _), st in shapes:
-        s, p = int(st[0]), k // 2
-        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
-        xi = rng.standard_normal((n, c, h, w)).astype(np.float32)
-        w8 = rng.integers(-127, 128, (c, 1, k, k)).astype(np.int8)
-        wq, comp = qn.dw_weights(w8)
-        wf, b, mul = w8.reshape(c, -1).astype(np.float32), np.zeros(c, np.float32), np.full(c, 1e-3, np.float32)
-        geo, qp, cq = ((k, k), (s, s), (1, 1), (p, p)), qn.QParam.of(2.5, 0), qn.QParam.of(0.5, 0)
-        xc = qn.codes_of(xi, qp)
-        calls = (functools.partial(native.depthwise_conv2d, xi, wf, b, c, oh, ow, *geo, relu),
-                 functools.partial(qn.qdwconv, xc, wq, comp, mul, b, oh, ow, *geo, qp, relu, codes=cq))
+        s = int(st[0])
+        L = dw_layer(rng, (n, c, h, w), k, s)
+        calls = (functools.partial(native.depthwise_conv2d, L.xi, L.wf, L.b, c, L.oh, L.ow, *L.geo, relu),
+                 functools.partial(qn.qdwconv, L.xc, L.wq, L.comp, L.mul, L.b, L.oh, L.ow, *L.geo, L.qp, relu,
+                                   codes=L.cq))
         ts: tuple[list[float], list[float]] = ([], [])
         for _ in range(rounds * 10):
             for i, f in enumerate(calls):

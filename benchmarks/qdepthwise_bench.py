@@ -33,6 +33,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from int8_bench import dw_layer  # noqa: E402  (one home for a depthwise layer's operands)
+
 SHARED = REPO.parent / "shared" / "models"
 
 
@@ -70,14 +73,9 @@ def main() -> int:
     for model in args.models:
         tot = np.zeros(3)
         for (n, c, h, w), k, s in shapes(model):
-            p = k // 2
-            oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
-            xi = rng.standard_normal((n, c, h, w)).astype(np.float32)
-            w8 = rng.integers(-127, 128, (c, 1, k, k)).astype(np.int8)
-            wq, comp = qn.dw_weights(w8)
-            wf, b, mul = w8.reshape(c, -1).astype(np.float32), np.zeros(c, np.float32), np.full(c, 1e-3, np.float32)
-            geo, qp, cq = ((k, k), (s, s), (1, 1), (p, p)), qn.QParam.of(2.5, 0), qn.QParam.of(0.5, 0)
-            xc = qn.codes_of(xi, qp)
+            L = dw_layer(rng, (n, c, h, w), k, s)
+            xi, xc, wf, wq, comp, b, mul, oh, ow = L.xi, L.xc, L.wf, L.wq, L.comp, L.b, L.mul, L.oh, L.ow
+            geo, qp, cq = L.geo, L.qp, L.cq
             plan = qn.qdwconv_plan(xc.shape, wq, comp, mul, b, oh, ow, *geo, qp, relu, xcodes=True,
                                    codes=None if args.floats else cq)
 
