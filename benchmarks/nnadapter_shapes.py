@@ -18,9 +18,16 @@ session options), `raw-openvino` (compile_model with OpenVINO's defaults but the
 snippets on) and `raw-openvino-nosnippets` (the same with SNIPPETS_MODE=DISABLE, as pdlite compiles models with
 dynamic dims by default: INTEL_OPENVINO_SNIPPETS=static). Their "first call" is the compile and first run.
 
+`--fresh-shapes`: each predictor runs shapes no earlier predictor of the process ran (the stream's lengths / widths
+plus an offset per predictor: +k for ernie, +8k for rec; one predictor per round unless --inner says). Without it
+every predictor after the first finds what the runtime keeps per process for those shapes: OpenVINO's CPU plugin
+creates a oneDNN primitive (JIT code) per new shape for a MatMul of two computed inputs (attention) or a
+FullyConnected with a fused activation, and oneDNN caches them per process, so only the first predictor paid for
+them and the medians did not show it. A user's process meets a new shape once: --fresh-shapes is its cost.
+
     python benchmarks/nnadapter_shapes.py [--streams rec,ernie] [--devices host,intel_openvino,onnxruntime,raw-...]
                                           [--threads 2] [--rounds 3] [--inner N] [--cache] [--per-shape]
-                                          [--properties INTEL_OPENVINO_SNIPPETS=all]
+                                          [--properties INTEL_OPENVINO_SNIPPETS=all] [--fresh-shapes]
 """
 from __future__ import annotations
 
@@ -50,13 +57,22 @@ INNER = {"rec": 1, "ernie": 10}  # fresh predictors per round (their mean report
 RAW = ["raw-onnxruntime", "raw-openvino", "raw-openvino-nosnippets"]
 
 
-def stream(name: str) -> tuple[Path, list[dict[str, np.ndarray]]]:
-    """The model and its feeds: the first call's, then the stream's."""
+MAX_LENGTH = 128  # the ERNIE fixture's position embeddings
+
+
+def stream(name: str, offset: int = 0) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    """The model and its feeds: the first call's, then the stream's (`offset`: --fresh-shapes' k, the stream's
+    shapes moved by k (ernie) or 8k (rec))."""
     rng = np.random.default_rng(0)
     if name == "rec":
-        return REC, [{"x": rng.uniform(-1, 1, (6, 3, 48, w)).astype(np.float32)} for w in [FIRST[name], *WIDTHS]]
+        return REC, [{"x": rng.uniform(-1, 1, (6, 3, 48, w)).astype(np.float32)}
+                     for w in [FIRST[name], *(w + 8 * offset for w in WIDTHS)]]
+    lengths = [n + offset for n in LENGTHS]
+    if lengths[-1] > MAX_LENGTH:
+        raise SystemExit(f"--fresh-shapes: {offset} predictors need ERNIE lengths up to {lengths[-1]}, over its "
+                         f"{MAX_LENGTH} positions: fewer --rounds, --inner or --devices")
     return ERNIE, [{"input_ids": rng.integers(1, 400, (1, n)).astype(np.int64),
-                    "token_type_ids": np.zeros((1, n), np.int64)} for n in [FIRST[name], *LENGTHS]]
+                    "token_type_ids": np.zeros((1, n), np.int64)} for n in [FIRST[name], *lengths]]
 
 
 PROPERTIES = ""  # --properties: more context properties for pdlite's devices
@@ -125,12 +141,19 @@ def run_stream(pred, feeds: list[dict[str, np.ndarray]]) -> tuple[list[float], l
     return times, outs
 
 
+FRESH: list[int] = []  # --fresh-shapes: the predictors made so far (the next one's offset)
+
+
 def one_round(model: Path, device: str, feeds: list[dict[str, np.ndarray]], threads: int, inner: int,
-              onnx: tuple[bytes, list[str]] | None) -> tuple[list[list[float]], Any, list[list[np.ndarray]]]:
+              onnx: tuple[bytes, list[str]] | None, name: str = "",
+              ) -> tuple[list[list[float]], Any, list[list[np.ndarray]], list[dict[str, np.ndarray]]]:
     """Per fresh predictor (`inner` of them), its call times: the first call, the new shapes, the same again;
-    the last predictor and its outputs."""
+    the last predictor, its outputs and its feeds (with FRESH, each predictor's feeds from `stream(name, k)`)."""
     runs = []
     for _ in range(inner):
+        if FRESH:
+            feeds = stream(name, FRESH[0])[1]
+            FRESH[0] += 1
         t0 = time.perf_counter()
         pred = (Raw(device, onnx[0], threads, onnx[1]) if device in RAW and onnx  # type: ignore[assignment]
                 else predictor(model, device, threads))
@@ -140,7 +163,7 @@ def one_round(model: Path, device: str, feeds: list[dict[str, np.ndarray]], thre
         first, outs = run_stream(pred, feeds[1:])
         again = run_stream(pred, feeds[1:])[0]
         runs.append(build + first + again)
-    return runs, pred, outs0 + outs
+    return runs, pred, outs0 + outs, feeds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,12 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-shape", action="store_true", help="the devices declared static-only (Driver."
                     "dynamic_shapes = False): one conversion, compile and host check per new shape, as every "
                     "device did before issue 37")
+    ap.add_argument("--fresh-shapes", action="store_true", help="each predictor runs shapes no earlier one ran "
+                    "in this process (the stream moved by an offset; one predictor per round unless --inner): "
+                    "what a process pays at a shape it never met (runtimes' per-process caches cold)")
     ap.add_argument("--properties", default="", help="more context properties for pdlite's devices, "
                     "KEY=VALUE;... (e.g. INTEL_OPENVINO_SNIPPETS=all: OpenVINO's snippets in the models for all "
                     "shapes too, as before)")
     args = ap.parse_args(argv)
     global PROPERTIES
     PROPERTIES = args.properties
+    if args.fresh_shapes:
+        FRESH.append(1)  # offset 0 is the host reference's and the raw rows' ONNX model's
     if args.per_shape:
         from pdlite.nnadapter.registry import get_driver
 
@@ -184,11 +212,13 @@ def main(argv: list[str] | None = None) -> int:
             if d not in RAW:
                 predictor(model, d, args.threads).predict(feeds[0])
         onnx = subgraph_onnx(model, feeds[0], args.threads) if set(devices) & set(RAW) else None
-        inner = args.inner or INNER[name]
+        inner = args.inner or (1 if args.fresh_shapes else INNER[name])
         for _ in range(args.rounds):
             for d in devices:
-                runs, pred, outs = one_round(model, d, feeds, args.threads, inner, onnx)
+                runs, pred, outs, ran = one_round(model, d, feeds, args.threads, inner, onnx, name)
                 times[d] += runs
+                if ran is not feeds:  # --fresh-shapes: the host's outputs for these shapes
+                    host_outs = run_stream(predictor(model, "host", args.threads), ran)[1]
                 rel = max(float(np.max(np.abs(g - h))) / max(float(np.max(np.abs(h))), 1e-30)
                           for o, ho in zip(outs, host_outs) for g, h in zip(o, ho))
                 ks = [] if d in RAW else [i.kernel for i in pred.runtime_program.instructions
