@@ -129,9 +129,10 @@ def worker(name: str, threads: int, paths: list[str], stages: bool = False) -> N
             default_model_cache().__enter__()  # as `pdlite ocr` runs: compiled models cached
         engine = make_engine(name, threads)
         acc, wall = ocr_stages.new_acc(), 0.0
-        if stages:
-            engine.instrument(acc)
+        # the stage timers go on after the warm-up pass (its stage times are dropped): pdlite's auto moves its
+        # networks to other devices after the first image, and the timers must wrap the networks it runs then
         images = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths]
+        instrumented = False
         send("ready", None)
     except Exception as e:  # report, so the table says why a contender is missing
         send("error", f"{type(e).__name__}: {e}")
@@ -144,6 +145,9 @@ def worker(name: str, threads: int, paths: list[str], stages: bool = False) -> N
             send("where", getattr(engine, "where", lambda: "")())
             continue
         if cmd == "stages":
+            if stages and not instrumented:
+                engine.instrument(acc)
+                instrumented = True
             send("stages", ocr_stages.report(acc, wall))
             acc.update(ocr_stages.new_acc())
             wall = 0.0

@@ -49,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an NNAdapter context property for the devices (docs/nnadapter.md), repeatable; e.g. "
                         "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16 (OpenVINO in bfloat16 on CPUs with AMX or "
                         "AVX-512 BF16: faster, ~1e-2 from float32)")
+    p.add_argument("--precision", default="auto", choices=["auto", "f32", "bf16", "f16"],
+                   help="OpenVINO's inference precision for the networks it runs (auto: OpenVINO's own default on "
+                        "this CPU, bf16 where it computes bfloat16 natively, else f32; the host computes in f32)")
     p.add_argument("--no-cls", action="store_true", help="skip the text direction classifier")
     p.add_argument("--scores", action="store_true", help="print each line's recognition score")
     p.add_argument("--quiet", action="store_true", help="print no text (with --json or --draw)")
@@ -127,7 +130,13 @@ def main(args: argparse.Namespace) -> int:
     threads = args.threads if args.threads is not None else default_threads()
     workers = max(1, min(args.workers or DEFAULT_WORKERS, len(paths)))
     ocr = make(device=args.device, threads=max(1, threads // workers), use_angle_cls=not args.no_cls,
-               drop_score=args.drop_score, context=context, lang=args.lang, **models, **tuning)
+               drop_score=args.drop_score, context=context, lang=args.lang, precision=args.precision, **models,
+               **tuning)
+    if ocr.placement is not None and ocr.placement.plan is None:  # auto, nothing cached for these networks yet
+        if len(paths) == 1:
+            ocr.placement.skip(ocr.models(), "one image: the host, not measured (a folder measures the devices)")
+        else:
+            ocr.placement.notify = lambda text: print(f"note: {text}", file=sys.stderr)
     pipelines = [ocr] + [ocr.clone() for _ in range(workers - 1)]
     t_load = time.perf_counter() - t0
     if args.draw:

@@ -150,7 +150,7 @@ def test_no_cls_reads_upright_lines_only() -> None:
 def test_devices_read_the_same(device: str, package: str, results: dict[str, list[OCRLine]]) -> None:
     pytest.importorskip(package)
     pytest.importorskip("onnx")
-    got = OCR(device=device)(IMAGES / "rotated.png")
+    got = OCR(device=device, precision="f32")(IMAGES / "rotated.png")  # (bf16: test_ocr_placement.py)
     assert [ln.text for ln in got] == [ln.text for ln in results["rotated.png"]]
 
 

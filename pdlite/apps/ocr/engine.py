@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from pdlite.api.auto import apply_device
+from pdlite.api.auto import apply_device, copy_config
 from pdlite.errors import ConfigError
 from pdlite.lite import CxxConfig, create_paddle_predictor
-from pdlite.nnadapter.options import format_context_properties, with_thread_counts
+from pdlite.nnadapter.options import format_context_properties, parse_context_properties, with_thread_counts
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 DET_MODEL_DIR = MODELS_DIR / "ch_PP-OCRv4_det_infer"
@@ -24,6 +24,26 @@ CLS_MODEL_DIR = MODELS_DIR / "ch_ppocr_mobile_v2.0_cls_infer"
 REC_CHAR_DICT_PATH = MODELS_DIR / "ppocr_keys_v1.txt"
 
 DEVICES = ("host", "intel_openvino", "onnxruntime", "auto")
+PRECISIONS = ("auto", "f32", "bf16", "f16")  # OpenVINO's inference precision in the OCR app (OCR(precision=...))
+PRECISION_HINT = "INTEL_OPENVINO_INFERENCE_PRECISION_HINT"
+
+
+def precision_context(context: Mapping[str, str] | None, precision: str, device: str) -> dict[str, str]:
+    """`context` with OpenVINO's inference precision for the OCR app's networks: "auto" is OpenVINO's own default
+    on this CPU (bf16 where it computes bfloat16 natively, as RapidOCR on OpenVINO runs; else f32), for the devices
+    that may run OpenVINO (intel_openvino, auto). A precision given in `context` wins; the host computes in f32."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    out = dict(context or {})
+    if PRECISION_HINT in out or device not in ("intel_openvino", "auto"):
+        return out
+    if precision == "auto":
+        from pdlite.nnadapter.drivers.intel_openvino import native_bf16
+
+        precision = "bf16" if native_bf16() else "f32"
+    if precision != "f32":
+        out[PRECISION_HINT] = precision
+    return out
 
 
 class Model:
@@ -59,6 +79,26 @@ class Model:
         self.predictor = create_paddle_predictor(self.config)
         self._input = self.predictor.get_input(0)
         self._output = self.predictor.get_output(0)
+        self.kept: list[np.ndarray] | None = None  # a list: every input is kept there (OCR's auto placement)
+        self.note = ""  # how its device was chosen (the OCR app's auto placement)
+
+    def on(self, device: str) -> Model:
+        """The same network (its config copied: model buffers shared, nothing read again) on another device."""
+        new = copy.copy(self)
+        new.config = copy_config(self.config)
+        apply_device(new.config, device)
+        new._device, new.kept, new.note = device, None, ""
+        new.predictor = create_paddle_predictor(new.config)
+        new._input = new.predictor.get_input(0)
+        new._output = new.predictor.get_output(0)
+        return new
+
+    def precision(self) -> str:
+        """OpenVINO's inference precision on this network ("" elsewhere)."""
+        if self.device != "intel_openvino":
+            return ""
+        props = parse_context_properties(self.config.nnadapter_context_properties())
+        return props.get(PRECISION_HINT, "f32")
 
     @property
     def choice(self) -> Any:
@@ -74,7 +114,8 @@ class Model:
         "intel_openvino (auto: intel_openvino 40, host 12 calls)"."""
         c = self.choice
         if c is None:
-            return self._device
+            where = " ".join(filter(None, (self._device, self.precision())))
+            return f"{where} ({self.note})" if self.note else where
         calls = sorted(c.calls.items(), key=lambda kv: -kv[1])
         ran = ", ".join(f"{d} {n}" for d, n in calls)
         return f"{c.device} (auto: {ran} calls)" if ran else c.device
@@ -83,12 +124,15 @@ class Model:
         """The same network on a clone of the predictor (shared program, kernels and weights, its own inputs and
         outputs; with auto, what auto learnt is shared): clones run at the same time on other threads."""
         new = copy.copy(self)
+        new.kept = None
         new.predictor = self.predictor.clone()
         new._input = new.predictor.get_input(0)
         new._output = new.predictor.get_output(0)
         return new
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
+    def __call__(self, x: np.ndarray, keep: bool = True) -> np.ndarray:
+        if keep and self.kept is not None:
+            self.kept.append(np.array(x))
         self._input.from_numpy(x)
         self.predictor.run()
         return self._output.numpy()

@@ -32,6 +32,7 @@ from pdlite.apps.ocr.engine import (
     REC_CHAR_DICT_PATH,
     REC_MODEL_DIR,
     Model,
+    precision_context,
 )
 from pdlite.apps.ocr.orientation import DocOrientation, TextlineOrientation
 from pdlite.apps.ocr.paddlex_config import (
@@ -41,6 +42,7 @@ from pdlite.apps.ocr.paddlex_config import (
     read_model_folder,
     rec_settings,
 )
+from pdlite.apps.ocr.placement import Placement, ocr_candidates
 from pdlite.apps.ocr.rec import PaddleXTextRecognizer, TextRecognizer, load_dictionary
 from pdlite.errors import ConfigError, InputError
 
@@ -221,7 +223,8 @@ class OCR:
                  rec_batch_num: int = 6, cls_image_shape: str | Sequence[int] = "3, 48, 192",
                  cls_batch_num: int = 6, cls_thresh: float = 0.9, label_list: Sequence[str] = ("0", "180"),
                  drop_score: float | None = None, use_cls: bool | None = None, compat: str = "paddleocr",
-                 context: Mapping[str, str] | None = None, lang: str | None = None) -> None:
+                 context: Mapping[str, str] | None = None, lang: str | None = None,
+                 precision: str = "auto") -> None:
         if compat not in ("paddleocr", "rapidocr"):
             raise ConfigError(f"compat must be 'paddleocr' or 'rapidocr', got {compat!r}")
         self.compat = compat
@@ -238,6 +241,8 @@ class OCR:
         self.lang = lang
         self.threads = int(threads)
         self.device = device
+        context = precision_context(context, precision, device)
+        build = "host" if device == "auto" else device  # auto: the host until the placement is decided
         self.timings = {k: 0.0 for k in STAGES}  # seconds spent per stage, summed over calls
         det_f = read_model_folder(DET_MODEL_DIR if det_model_dir is None else det_model_dir, "det")
         rec_f = read_model_folder(REC_MODEL_DIR if rec_model_dir is None else rec_model_dir, "rec")
@@ -266,8 +271,8 @@ class OCR:
                                             unclip_ratio=det_db_unclip_ratio, paddlex=self.flavour == "paddleocr3",
                                             **db)
         self._model_dirs = {"det": det_f.path, "rec": rec_f.path}
-        self.det = Model(det_f.path, device, self.threads, "det_model_dir", context)
-        self.rec_model = Model(rec_f.path, device, self.threads, "rec_model_dir", context)
+        self.det = Model(det_f.path, build, self.threads, "det_model_dir", context)
+        self.rec_model = Model(rec_f.path, build, self.threads, "rec_model_dir", context)
         if rec_f.paddlex:
             if rec_char_dict_path is not None:
                 raise ConfigError(f"rec_char_dict_path: {rec_f.path} is a PaddleOCR 3 folder, its dictionary is the "
@@ -283,10 +288,19 @@ class OCR:
                                                          rec_f.paddlex and image_mode(rec_f) == "RGB")
         else:
             self.text_recognizer = TextRecognizer(self.rec_model, self._character, shape, int(rec_batch_num))
-        self._setup_orientation(device, context, use_angle_cls, cls_model_dir, textline_orientation_model_dir,
+        self._setup_orientation(build, context, use_angle_cls, cls_model_dir, textline_orientation_model_dir,
                                 doc_orientation_model_dir, use_doc_orientation_classify,
                                 (_shape(cls_image_shape, "cls_image_shape"), int(cls_batch_num), float(cls_thresh),
                                  list(label_list)))
+        self.placement: Placement | None = None  # device "auto": where each network runs (placement.py)
+        self._placed: dict[str, str] | None = None  # the plan this pipeline's networks run on
+        if device == "auto":
+            self.placement = Placement(ocr_candidates(), self.threads)
+            if self.placement.load(self.models()):
+                self._place()  # a cached decision: on it from the start
+            else:
+                for model in self.models().values():
+                    model.kept = []  # the first image's inputs, measured on each device
 
     def _setup_orientation(self, device: str, context: Mapping[str, str] | None, use_angle_cls: bool,
                            cls_dir: str | os.PathLike | None, textline_dir: str | os.PathLike | None,
@@ -346,6 +360,36 @@ class OCR:
         return filter_tag_det_res(boxes, img.shape)
 
     def _run(self, img: np.ndarray) -> list[OCRLine]:
+        if self.placement is None:
+            return self._read(img)
+        self._place()
+        out = self._read(img)
+        models = self.models()
+        kept = [m.kept for m in models.values()]
+        if self.placement.plan is None and None not in kept and (all(kept) or len(kept[0]) >= 3):
+            self.placement.measure(models)  # once every network has inputs (or after 3 pages)
+            self._place()
+        return out
+
+    _STAGE_ATTRS = {"doc": ("doc_model", "doc_orientation"), "det": ("det", None),
+                    "cls": ("cls_model", "text_classifier"), "rec": ("rec_model", "text_recognizer")}
+
+    def _place(self) -> None:
+        """Move the networks to the placement's plan, once it is decided (this pipeline's and each clone's)."""
+        plan = self.placement.plan if self.placement is not None else None
+        if plan is None or self._placed is plan:
+            return
+        for stage, device in plan.items():
+            model_attr, stage_attr = self._STAGE_ATTRS[stage]
+            old = getattr(self, model_attr)
+            new = old if old.device == device else self.placement.build(old, device)
+            new.kept, new.note = None, self.placement.describe(stage)
+            setattr(self, model_attr, new)
+            if stage_attr is not None:
+                setattr(self, stage_attr, _rebound(getattr(self, stage_attr), old, new))
+        self._placed = plan
+
+    def _read(self, img: np.ndarray) -> list[OCRLine]:
         raw_h, raw_w = img.shape[:2]
         record = None
         if self.compat == "rapidocr":

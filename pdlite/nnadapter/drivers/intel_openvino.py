@@ -112,6 +112,29 @@ def stable_top_k(model: Any) -> Any:
     return model
 
 
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX-BF16): where OpenVINO's own default
+    inference precision is bf16 (`INFERENCE_PRECISION_HINT`; pdlite's default stays f32, Paddle's numbers). Read
+    from /proc/cpuinfo's flags; elsewhere (no /proc) from OpenVINO's OPTIMIZATION_CAPABILITIES when it is installed."""
+    if _NATIVE_BF16:
+        return _NATIVE_BF16[0]
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+        found = "avx512_bf16" in flags or "amx_bf16" in flags
+    except OSError:
+        found = False
+        if OpenVINODriver.available():
+            import openvino
+
+            found = "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    _NATIVE_BF16.append(found)
+    return found
+
+
+_NATIVE_BF16: list[bool] = []  # native_bf16's answer, once asked
+
+
 @register_driver("intel_openvino")
 class OpenVINODriver(Driver):
     packages = ("openvino",)
