@@ -95,7 +95,7 @@ class Model:
 
     def precision(self) -> str:
         """OpenVINO's inference precision on this network ("" elsewhere)."""
-        if self.device != "intel_openvino":
+        if not self.device.startswith("intel_openvino"):
             return ""
         props = parse_context_properties(self.config.nnadapter_context_properties())
         return props.get(PRECISION_HINT, "f32")

@@ -73,12 +73,15 @@ def wider(x: np.ndarray, step: int = WIDER) -> np.ndarray:
     return np.pad(x, pad)
 
 
-def ocr_candidates() -> list[str]:
-    """The installed devices the OCR app measures (besides the host): its own DEVICES (plugins' are not)."""
-    from pdlite.api.auto import installed_devices
+def ocr_candidates(config: Any) -> list[str]:
+    """The installed devices the OCR app measures besides the host (its own DEVICES; plugins' are not), with the
+    variants their drivers declare where `config`'s context properties leave them unset (OpenVINO with its threads
+    pinned to cores, `intel_openvino[pinned]`: faster on cores left to this process, far slower on busy ones)."""
+    from pdlite.api.auto import installed_devices, variants_of
     from pdlite.apps.ocr.engine import DEVICES
 
-    return [d for d in installed_devices() if d in DEVICES]
+    devices = [d for d in installed_devices() if d in DEVICES and d != "auto"]
+    return devices + variants_of(config, devices)
 
 
 def _cpu_id() -> str:
