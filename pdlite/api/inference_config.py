@@ -92,8 +92,6 @@ UNSUPPORTED: dict[str, str] = {
 NO_EFFECT: dict[str, str] = {
     "set_mkldnn_cache_capacity": "pdlite caches per-shape plans itself",
     "set_onednn_cache_capacity": "pdlite caches per-shape plans itself",
-    "enable_mkldnn_bfloat16": "pdlite's host kernels compute in fp32",
-    "enable_onednn_bfloat16": "pdlite's host kernels compute in fp32",
     "enable_mkldnn_int8": "int8 needs a quantized model (pdlite runs its quantized ops as they are)",
     "enable_onednn_int8": "int8 needs a quantized model (pdlite runs its quantized ops as they are)",
     "set_mkldnn_op": "pdlite's host kernels run every op", "set_onednn_op": "pdlite's host kernels run every op",
@@ -222,6 +220,7 @@ class Config:
         self._profile = False
         self._devices: list[str] = []
         self._ov_precision = PrecisionType.Float32
+        self._bf16 = False  # enable_mkldnn_bfloat16: OpenVINO's subgraphs in bf16 unless a precision is given
         self._deleted: list[str] = []
         self._passes: list[str] | None = None
         self._options: dict[str, Any] = {}
@@ -323,6 +322,18 @@ class Config:
         """Run the supported subgraphs on OpenVINO (pdlite's NNAdapter device intel_openvino)."""
         self._ov_precision = PrecisionType(int(inference_precision))
         self._devices = ["intel_openvino"]
+
+    def enable_mkldnn_bfloat16(self) -> None:
+        """Paddle's oneDNN bfloat16. pdlite's host kernels compute in fp32 (no effect there); with
+        enable_openvino_engine() given no other precision, OpenVINO runs its subgraphs in bf16
+        (INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16)."""
+        self._bf16 = True
+
+    enable_onednn_bfloat16 = enable_mkldnn_bfloat16
+
+    def mkldnn_bfloat16_enabled(self) -> bool:
+        """True after enable_mkldnn_bfloat16 / enable_onednn_bfloat16."""
+        return self._bf16
 
     def openvino_engine_enabled(self) -> bool:
         """True when subgraphs run on OpenVINO (enable_openvino_engine)."""
@@ -536,8 +547,11 @@ class Config:
             c.enable_profiler(True)
         if self._devices:
             c.set_nnadapter_device_names(list(self._devices))
-            if "intel_openvino" in self._devices and self._ov_precision != PrecisionType.Float32:
-                hint = {PrecisionType.Half: "f16", PrecisionType.Bfloat16: "bf16"}.get(self._ov_precision, "f32")
+            precision = self._ov_precision
+            if precision == PrecisionType.Float32 and self._bf16:  # enable_mkldnn_bfloat16: bf16 where asked
+                precision = PrecisionType.Bfloat16
+            if "intel_openvino" in self._devices and precision != PrecisionType.Float32:
+                hint = {PrecisionType.Half: "f16", PrecisionType.Bfloat16: "bf16"}.get(precision, "f32")
                 c.set_nnadapter_context_properties(f"INTEL_OPENVINO_INFERENCE_PRECISION_HINT={hint}")
         for k, v in self._options.items():
             c.set_option(k, v)
