@@ -40,6 +40,7 @@ CASES = [
     (1, 6, 17, 19, 9, 3, 3, 3, 2, 2, 1, 1, 2, 0),  # strides 3 x 2 with dilation 2 in height
     (2, 130, 1, 1, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0),  # 1x1 map (one column: vnni's GEMV form), odd group count
     (1, 64, 1, 1, 9, 1, 1, 1, 1, 1, 1, 0, 0, 1),  # 1x1 map, 16 groups (its unrolled loop twice)
+    (1, 16, 40, 41, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0),  # 1x1 on 1640 columns: spans of tiles and a partial last one
 ]
 # all but the 1x1 stride-1 convs also run in qconv's direct form (weights packed with conv=(C, KH, KW))
 DIRECT = [i for i, c in enumerate(CASES) if c[5] * c[6] > 1]  # (also where direct_form would not pick it)
@@ -282,7 +283,7 @@ def test_pointwise_chain_is_the_ops_one_by_one_bit_for_bit() -> None:
         qn.qchain(np.asarray(x[:, :4], order="C"), prog)
 
 
-@pytest.mark.parametrize("i", [0, 1, 11])
+@pytest.mark.parametrize("i", [0, 1, 11, 13])
 def test_conv_chain_in_the_epilogue_equals_the_chain_after_it(i: int) -> None:
     case = CASES[i]
     x, w8, qp = _data(case, 5)

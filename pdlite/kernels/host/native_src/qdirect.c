@@ -158,7 +158,7 @@ PD_TARGET_AVX2 static void q_direct_avx2(const q_args *a, isz tile, isz mb) {
         }
     }
     int32_t out[4][16];
-    q_avx2_store4(out, acc);
+    q_avx2_store4(&out[0][0], 16, acc);
     const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
     q_direct_epilogue(a, &out[0][0], 16, mrows, m0, l0, nt, 0);
 }
@@ -180,7 +180,8 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_direct_vnni_n
             Q_ACC_STEP(4); Q_ACC_STEP(5); Q_ACC_STEP(6); Q_ACC_STEP(7);
         }
     }
-    int32_t out[8][48];
+    int32_t out[8][48], *const sums = &out[0][0];
+    const isz ld = 48;
     Q_ACC_OUT(0); Q_ACC_OUT(1); Q_ACC_OUT(2); Q_ACC_OUT(3);
     Q_ACC_OUT(4); Q_ACC_OUT(5); Q_ACC_OUT(6); Q_ACC_OUT(7);
     const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
@@ -200,7 +201,8 @@ PD_TARGET_AVXVNNI static void q_direct_avxvnni(const q_args *a, isz tile, isz mb
             Q_AVXVNNI_ALL(Q_AVXVNNI_STEP);
         }
     }
-    int32_t out[6][16];
+    int32_t out[6][16], *const sums = &out[0][0];
+    const isz ld = 16;
     Q_AVXVNNI_ALL(Q_AVXVNNI_OUT);
     const isz m0 = mb * 6, mrows = a->M - m0 < 6 ? a->M - m0 : 6;
     q_direct_epilogue(a, &out[0][0], 16, mrows, m0, l0, nt, 0);

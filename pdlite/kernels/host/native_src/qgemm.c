@@ -127,9 +127,15 @@ PD_TARGET_AVX2 static void q_pack_avx2_rows(const void *args, const void *const 
 /* register tiles                                                                                                 */
 /* --------------------------------------------------------------------------------------------------------------- */
 
-/* item = tile * mblocks + block: rows [8 block, +8) x the tile's columns, u8x4 format, plain C */
-static void q_tile_base(const q_args *a, isz tile, isz mb) {
-    const isz nrt = 16, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+/* Each item is a span of a->span tiles (Q_SPAN_COLS columns at most) x one block of rows: every tile's register tile
+ * writes its int32 sums into the span's buffer, then one epilogue runs over the span's columns (per row: the epilogue
+ * steps, QDQ and chain once per 256 columns instead of once per register tile's 16 or 48; the same operations on each
+ * value, so the same bits). Each target's span function inlines its tiles and the epilogue at that target. */
+#define Q_SPAN_COLS 256
+
+/* the sums of one tile x rows [8 mb, +8) into sums (row stride ld), u8x4 format, plain C */
+PD_INLINE void q_sums_base(const q_args *a, isz tile, isz mb, int32_t *sums, isz ld) {
+    const isz nrt = 16;
     const uint8_t *xp = (const uint8_t *)a->xp + tile * a->kgroups * nrt * 4;
     const int8_t *wb = (const int8_t *)a->wp + mb * a->kgroups * 8 * 4;
     int32_t acc[8][16];
@@ -143,14 +149,14 @@ static void q_tile_base(const q_args *a, isz tile, isz mb) {
                 acc[m][j] += xg[j * 4] * w0 + xg[j * 4 + 1] * w1 + xg[j * 4 + 2] * w2 + xg[j * 4 + 3] * w3;
         }
     }
-    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
-    q_epilogue_loops(a, &acc[0][0], 16, mrows, m0, q0, nt);
+    for (int m = 0; m < 8; m++) memcpy(sums + m * ld, acc[m], sizeof acc[m]);
 }
 
 #ifdef PD_X86_DISPATCH
 /* the same tile with AVX2's vpmaddwd (s16x2 format): 4 rows x 16 columns, 8 ymm accumulators */
-PD_TARGET_AVX2 static void q_tile_avx2(const q_args *a, isz tile, isz mb) {
-    const isz nrt = 16, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+PD_TARGET_AVX2 static inline __attribute__((always_inline)) void q_sums_avx2(const q_args *a, isz tile, isz mb,
+                                                                            int32_t *sums, isz ld) {
+    const isz nrt = 16;
     const int16_t *xp = (const int16_t *)a->xp + tile * a->kgroups * nrt * 2;
     const int32_t *wb = (const int32_t *)a->wp + mb * a->kgroups * 4;
     __m256i acc[4][2];
@@ -160,17 +166,15 @@ PD_TARGET_AVX2 static void q_tile_avx2(const q_args *a, isz tile, isz mb) {
         const __m256i x1 = _mm256_load_si256((const __m256i *)(xp + g * 32 + 16));
         q_avx2_madd4(acc, x0, x1, wb + g * 4);
     }
-    int32_t out[4][16];
-    q_avx2_store4(out, acc);
-    const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
-    q_epilogue_loops(a, &out[0][0], 16, mrows, m0, q0, nt);
+    q_avx2_store4(sums, ld, acc);
 }
 
 /* VNNI: 8 rows x (16 nv) columns, nv <= 3 vectors, 8 nv zmm accumulators (named variables: GCC kept an array of
  * them in memory) */
-PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_tile_vnni_nv(const int nv, const q_args *a,
-                                                                                 isz tile, isz mb) {
-    const isz nrt = 48, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_sums_vnni_nv(const int nv, const q_args *a,
+                                                                                 isz tile, isz mb, int32_t *sums,
+                                                                                 isz ld) {
+    const isz nrt = 48;
     const uint8_t *xp = (const uint8_t *)a->xp + tile * a->kgroups * nrt * 4;
     const int32_t *wb = (const int32_t *)a->wp + mb * a->kgroups * 8;
     Q_ACC_DECL(0); Q_ACC_DECL(1); Q_ACC_DECL(2); Q_ACC_DECL(3);
@@ -185,157 +189,14 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_tile_vnni_nv(
         Q_ACC_STEP(0); Q_ACC_STEP(1); Q_ACC_STEP(2); Q_ACC_STEP(3);
         Q_ACC_STEP(4); Q_ACC_STEP(5); Q_ACC_STEP(6); Q_ACC_STEP(7);
     }
-    int32_t out[8][48];
     Q_ACC_OUT(0); Q_ACC_OUT(1); Q_ACC_OUT(2); Q_ACC_OUT(3);
     Q_ACC_OUT(4); Q_ACC_OUT(5); Q_ACC_OUT(6); Q_ACC_OUT(7);
-    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
-    q_epilogue(a, &out[0][0], 48, mrows, m0, q0, nt);
-}
-
-/* the epilogue of one column's rows [m0, m0 + mrows) (sums in acc): the outputs are consecutive ((M, 1), or fc's
- * (1, M)): q_epilogue's operations per value, in its order, across the rows */
-PD_INLINE void q_gemv_epilogue(const q_args *a, const int32_t *out, isz m0, isz mrows) {
-    const isz off = a->img * a->M + m0;
-    float *o = a->codes ? NULL : a->out + off;
-    pd_v16 f = {0}, mul = {0}, b = {0}, r = {0};
-    pd_v16i iv = {0};
-    for (isz m = 0; m < mrows; m++) {
-        iv[m] = out[m] - (a->comp ? a->comp[m0 + m] : 0);
-        mul[m] = a->mul[m0 + m];
-        b[m] = a->bias ? a->bias[m0 + m] : 0.0f;
-        r[m] = a->res ? a->res[off + m] : 0.0f;
-    }
-    f = __builtin_convertvector(iv, pd_v16) * mul + b;
-    if (a->res) f += r;
-    const int regs = act_in_regs(&a->act);
-    if (regs) {
-        bias_act_v16(&f, 0.0f, 0, &a->act);
-        if (a->oq.on) f = q_qdq_v16(f, &a->oq);
-    }
-    float t[16];
-    memcpy(t, &f, sizeof t);
-    if (!regs) {
-        bias_act_copy(t, t, mrows, 0.0f, 0, &a->act);
-        if (a->oq.on) q_qdq_row(t, t, mrows, &a->oq);
-    }
-    if (a->chain)
-        for (isz m = 0; m < mrows; m++) q_chain_row(t + m, 1, m0 + m, a->chain);
-    if (a->codes)
-        q_codes_row(a->codes + off, t, mrows, &a->cq);
-    else
-        memcpy(o, t, (size_t)mrows * sizeof(float));
-}
-
-/* one column (L = 1: convs of 1x1 maps, fc of one row): the lanes run over the block's 8 rows and two reduction
- * groups instead of 48 columns (the register tile would compute 47 columns for nothing). A 64-byte load of the packed
- * weights holds groups g and g + 1 of the block ([g][8 rows][4]), read against [x word g] x 8, [x word g + 1] x 8;
- * the two halves are added at the end. The same int32 sums. */
-PD_TARGET_VNNI static void q_gemv_vnni(const q_args *a, isz mb) {
-    const isz ng = a->kgroups;
-    const uint32_t *xp = (const uint32_t *)a->xp; /* group g's word: xp[g] (q_gemv_pack) */
-    const int32_t *wb = (const int32_t *)a->wp + mb * ng * 8;
-    const __m512i lo = _mm512_setzero_si512();
-    __m512i c0 = lo, c1 = lo, c2 = lo, c3 = lo;
-    isz g = 0;
-#define QG_STEP(c, gg)                                                                                            \
-    c = _mm512_dpbusd_epi32(c,                                                                                     \
-                            _mm512_inserti64x4(_mm512_set1_epi32((int)xp[gg]),                                     \
-                                               _mm256_set1_epi32((int)xp[(gg) + 1]), 1),                            \
-                            _mm512_loadu_si512((const void *)(wb + (gg) * 8)))
-    for (; g + 8 <= ng; g += 8) {
-        QG_STEP(c0, g);
-        QG_STEP(c1, g + 2);
-        QG_STEP(c2, g + 4);
-        QG_STEP(c3, g + 6);
-    }
-    for (; g + 2 <= ng; g += 2) QG_STEP(c0, g);
-#undef QG_STEP
-    if (g < ng) /* the last group alone (lanes 8..15 read nothing) */
-        c1 = _mm512_dpbusd_epi32(c1, _mm512_set1_epi32((int)xp[g]),
-                                 _mm512_maskz_loadu_epi32(0x00ff, (const void *)(wb + g * 8)));
-    const __m512i c = _mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3));
-    int32_t out[8];
-    _mm256_storeu_si256((__m256i *)out,
-                        _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1)));
-    const isz m0 = mb * 8, mrows = a->M - m0 < 8 ? a->M - m0 : 8;
-    q_gemv_epilogue(a, out, m0, mrows);
-}
-
-/* x[k0, k0 + 16) of a column of K floats quantized (past K: zeros' codes), for the one-column packs below */
-PD_INLINE pd_v16i q_gemv_col16(const float *x, isz K, isz k0, const q_param *qp) {
-    const isz cnt = K - k0 < 16 ? (K > k0 ? K - k0 : 0) : 16;
-    pd_v16 xv = {0};
-    if (cnt == 16)
-        memcpy(&xv, x + k0, sizeof xv);
-    else
-        for (isz k = 0; k < cnt; k++) xv[k] = x[k0 + k];
-    return q_v16(xv, qp);
-}
-
-/* the one column of the current image (K floats) quantized into a->xp as bytes q + 128: the words of 4 consecutive
- * reduction steps are the bytes in place (past K: 128, read against zero weights) */
-PD_TARGET_VNNI static void q_gemv_pack(const q_args *a) {
-    uint8_t *o = (uint8_t *)a->xp;
-    if (a->xc) { /* codes: the bytes as they are */
-        memcpy(o, a->xc + a->img * a->K, (size_t)a->K);
-        memset(o + a->K, 128, (size_t)(a->kgroups * 4 - a->K));
-        return;
-    }
-    const float *x = a->x + a->img * a->K;
-    for (isz k0 = 0; k0 < a->kgroups * 4; k0 += 16) {
-        const pd_v16i q = q_gemv_col16(x, a->K, k0, &a->qp);
-        uint8_t b[16] __attribute__((aligned(16)));
-        _mm_store_si128((__m128i *)b, _mm512_cvtepi32_epi8(_mm512_add_epi32((__m512i)q, _mm512_set1_epi32(128))));
-        const isz n = a->kgroups * 4 - k0 < 16 ? a->kgroups * 4 - k0 : 16;
-        memcpy(o + k0, b, (size_t)n);
-    }
-}
-
-/* the AVX2 form of one column: the packed weights' groups g and g + 1 of a block of 4 rows ([g][4 rows][2 int16]) in
- * one ymm against [x pair g] x 4, [x pair g + 1] x 4 (vpmaddwd), the halves added at the end */
-PD_TARGET_AVX2 static void q_gemv_avx2(const q_args *a, isz mb) {
-    const isz ng = a->kgroups;
-    const int32_t *xp = (const int32_t *)a->xp; /* group g's int16 pair: xp[g] (q_gemv_pack_s16) */
-    const int32_t *wb = (const int32_t *)a->wp + mb * ng * 4;
-    __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0;
-    isz g = 0;
-#define QG2_STEP(c, gg)                                                                                           \
-    c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(xp[gg])), \
-                                                                       _mm_set1_epi32(xp[(gg) + 1]), 1),          \
-                                               _mm256_loadu_si256((const __m256i *)(wb + (gg) * 4))))
-    for (; g + 8 <= ng; g += 8) {
-        QG2_STEP(c0, g);
-        QG2_STEP(c1, g + 2);
-        QG2_STEP(c2, g + 4);
-        QG2_STEP(c3, g + 6);
-    }
-    for (; g + 2 <= ng; g += 2) QG2_STEP(c0, g);
-#undef QG2_STEP
-    const __m256i c = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-    if (g < ng) /* the last group alone */
-        s4 = _mm_add_epi32(s4, _mm_madd_epi16(_mm_set1_epi32(xp[g]), _mm_loadu_si128((const __m128i *)(wb + g * 4))));
-    int32_t out[4];
-    _mm_storeu_si128((__m128i *)out, s4);
-    const isz m0 = mb * 4, mrows = a->M - m0 < 4 ? a->M - m0 : 4;
-    q_gemv_epilogue(a, out, m0, mrows);
-}
-
-/* the AVX2 form's column: q as int16 (pairs of consecutive reduction steps are the words; past K: 0) */
-PD_TARGET_AVX2 static void q_gemv_pack_s16(const q_args *a) {
-    int16_t *o = (int16_t *)a->xp;
-    for (isz k0 = 0; k0 < a->kgroups * 2; k0 += 16) {
-        const isz left = a->K - k0 < 16 ? (a->K > k0 ? a->K - k0 : 0) : 16;
-        const pd_v16i q = a->xc ? q_codes_v16(a->xc + a->img * a->K, k0, left)
-                                : q_gemv_col16(a->x + a->img * a->K, a->K, k0, &a->qp);
-        const isz n = a->kgroups * 2 - k0 < 16 ? a->kgroups * 2 - k0 : 16;
-        for (isz k = 0; k < n; k++) o[k0 + k] = (int16_t)q[k];
-    }
 }
 
 /* AVX-VNNI: 6 rows x 16 columns (avxvnni format) */
-PD_TARGET_AVXVNNI static void q_tile_avxvnni(const q_args *a, isz tile, isz mb) {
-    const isz nrt = 16, q0 = tile * nrt, nt = a->L - q0 < nrt ? a->L - q0 : nrt;
+PD_TARGET_AVXVNNI static inline __attribute__((always_inline)) void q_sums_avxvnni(const q_args *a, isz tile, isz mb,
+                                                                                  int32_t *sums, isz ld) {
+    const isz nrt = 16;
     const uint8_t *xp = (const uint8_t *)a->xp + tile * a->kgroups * nrt * 4;
     const int32_t *wb = (const int32_t *)a->wp + mb * a->kgroups * 6;
     Q_AVXVNNI_ALL(Q_AVXVNNI_DECL);
@@ -345,31 +206,63 @@ PD_TARGET_AVXVNNI static void q_tile_avxvnni(const q_args *a, isz tile, isz mb) 
         const int32_t *wg = wb + g * 6;
         Q_AVXVNNI_ALL(Q_AVXVNNI_STEP);
     }
-    int32_t out[6][16];
     Q_AVXVNNI_ALL(Q_AVXVNNI_OUT);
-    const isz m0 = mb * 6, mrows = a->M - m0 < 6 ? a->M - m0 : 6;
-    q_epilogue_loops(a, &out[0][0], 16, mrows, m0, q0, nt);
+}
+#endif
+
+/* one item's span: tiles [t0, t1) x rows [mr mb, + mr) summed into sums (row stride ld), then the epilogue (v16: the
+ * 16-lane q_epilogue, else q_epilogue_loops); `tile_sums` the target's register tile, inlined */
+#define Q_SPAN_RUN(tile_sums, v16)                                                                                \
+    do {                                                                                                           \
+        const isz nrt = a->f.nrt, mr = a->f.mr, ld = (t1 - t0) * nrt;                                             \
+        for (isz t = t0; t < t1; t++) tile_sums;                                                                   \
+        const isz q0 = t0 * nrt, ncols = (a->L < t1 * nrt ? a->L : t1 * nrt) - q0;                               \
+        const isz m0 = mb * mr, mrows = a->M - m0 < mr ? a->M - m0 : mr;                                          \
+        if (v16)                                                                                                   \
+            q_epilogue(a, sums, ld, mrows, m0, q0, ncols);                                                        \
+        else                                                                                                       \
+            q_epilogue_loops(a, sums, ld, mrows, m0, q0, ncols);                                                  \
+    } while (0)
+
+static void q_span_base(const q_args *a, isz t0, isz t1, isz mb, int32_t *sums) {
+    Q_SPAN_RUN(q_sums_base(a, t, mb, sums + (t - t0) * nrt, ld), 0);
 }
 
-PD_TARGET_VNNI static void q_tile_vnni(const q_args *a, isz tile, isz mb) {
+#ifdef PD_X86_DISPATCH
+PD_TARGET_AVX2 static void q_span_avx2(const q_args *a, isz t0, isz t1, isz mb, int32_t *sums) {
+    Q_SPAN_RUN(q_sums_avx2(a, t, mb, sums + (t - t0) * nrt, ld), 0);
+}
+
+PD_TARGET_AVXVNNI static void q_span_avxvnni(const q_args *a, isz t0, isz t1, isz mb, int32_t *sums) {
+    Q_SPAN_RUN(q_sums_avxvnni(a, t, mb, sums + (t - t0) * nrt, ld), 0);
+}
+
+PD_TARGET_VNNI static inline __attribute__((always_inline)) void q_sums_vnni(const q_args *a, isz tile, isz mb,
+                                                                            int32_t *sums, isz ld) {
     const isz left = a->L - tile * 48;
     if (left > 32)
-        q_tile_vnni_nv(3, a, tile, mb);
+        q_sums_vnni_nv(3, a, tile, mb, sums, ld);
     else if (left > 16)
-        q_tile_vnni_nv(2, a, tile, mb);
+        q_sums_vnni_nv(2, a, tile, mb, sums, ld);
     else
-        q_tile_vnni_nv(1, a, tile, mb);
+        q_sums_vnni_nv(1, a, tile, mb, sums, ld);
+}
+
+PD_TARGET_VNNI static void q_span_vnni(const q_args *a, isz t0, isz t1, isz mb, int32_t *sums) {
+    Q_SPAN_RUN(q_sums_vnni(a, t, mb, sums + (t - t0) * nrt, ld), 1);
 }
 #endif
 
 static void q_gemm_task(void *ctx, isz begin, isz end) {
     const q_args *a = (const q_args *)ctx;
+    int32_t sums[8 * Q_SPAN_COLS] __attribute__((aligned(64))); /* (mr <= 8 rows of a span's sums) */
     for (isz it = begin; it < end; it++) {
         const isz tile = it / a->mblocks, mb = it % a->mblocks;
         if (a->direct) {
             q_direct_tile(a, tile, mb);
             continue;
         }
+        const isz t0 = tile * a->span, t1 = t0 + a->span < a->tiles ? t0 + a->span : a->tiles;
 #ifdef PD_X86_DISPATCH
         if (a->gemv) {
             if (g_qisa == Q_VNNI)
@@ -379,19 +272,19 @@ static void q_gemm_task(void *ctx, isz begin, isz end) {
             continue;
         }
         if (g_qisa == Q_VNNI) {
-            q_tile_vnni(a, tile, mb);
+            q_span_vnni(a, t0, t1, mb, sums);
             continue;
         }
         if (g_qisa == Q_AVX2) {
-            q_tile_avx2(a, tile, mb);
+            q_span_avx2(a, t0, t1, mb, sums);
             continue;
         }
         if (g_qisa == Q_AVXVNNI) {
-            q_tile_avxvnni(a, tile, mb);
+            q_span_avxvnni(a, t0, t1, mb, sums);
             continue;
         }
 #endif
-        q_tile_base(a, tile, mb);
+        q_span_base(a, t0, t1, mb, sums);
     }
 }
 
@@ -517,6 +410,9 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
     a.kgroups = (a.K + a.f.kg - 1) / a.f.kg;
     a.tiles = ((a.direct ? a.Lg : a.L) + a.f.nrt - 1) / a.f.nrt;
     a.mblocks = (a.M + a.f.mr - 1) / a.f.mr;
+    /* tiles per item (q_gemm_task): up to Q_SPAN_COLS columns, fewer where the items would be too few to share */
+    a.span = a.direct ? 1 : Q_SPAN_COLS / a.f.nrt;
+    while (a.span > 1 && (a.tiles + a.span - 1) / a.span * a.mblocks < 32) a.span = (a.span + 1) / 2;
     q_bufs bs = {0};
     const isz xn = a.N * g->C * g->H * g->W;
     if (xcodes)
@@ -578,7 +474,7 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
                 q_direct_pack_image(&a);
             else
                 parallel_for(q_pack, &a, a.kgroups, grain_for(a.kgroups, 4));
-            const isz items = a.tiles * a.mblocks;
+            const isz items = (a.tiles + a.span - 1) / a.span * a.mblocks;
             parallel_for(q_gemm_task, &a, items, grain_for(items, 4));
         }
     } else {

@@ -26,6 +26,7 @@ typedef struct {
     int pointwise, trans; /* columns = the image itself; out is (L, M) (fc) instead of (M, L) */
     int direct;           /* the direct form: columns read in place from the quantized padded image (qdirect.c) */
     int gemv;             /* one column (L = 1, pointwise) at vnni: q_gemv_vnni over the bytes of q_gemv_pack */
+    isz span;             /* columns form: tiles per item, their sums kept for one epilogue over the span's columns */
     const isz *toff;      /* direct form: each tap's word offset (q_tap_off) */
     isz Hq, Wq, Pq, P, CG, Lg; /* direct form: phase planes' height, width, words; words per channel group; channel
                                  * groups; the grid's columns OH * Wq */
@@ -156,10 +157,11 @@ PD_TARGET_AVX2 static inline void q_avx2_madd4(__m256i acc[4][2], __m256i x0, __
     }
 }
 
-PD_TARGET_AVX2 static inline void q_avx2_store4(int32_t out[4][16], __m256i acc[4][2]) {
+/* the tile's sums into out (row stride ld) */
+PD_TARGET_AVX2 static inline void q_avx2_store4(int32_t *out, isz ld, __m256i acc[4][2]) {
     for (int m = 0; m < 4; m++) {
-        _mm256_storeu_si256((__m256i *)&out[m][0], acc[m][0]);
-        _mm256_storeu_si256((__m256i *)&out[m][8], acc[m][1]);
+        _mm256_storeu_si256((__m256i *)(out + m * ld), acc[m][0]);
+        _mm256_storeu_si256((__m256i *)(out + m * ld + 8), acc[m][1]);
     }
 }
 
@@ -501,11 +503,12 @@ PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz
         if (nv > 1) c##m##1 = _mm512_dpbusd_epi32(c##m##1, x1, w_);                                               \
         if (nv > 2) c##m##2 = _mm512_dpbusd_epi32(c##m##2, x2, w_);                                               \
     } while (0)
+/* (the sums of row m into sums + m * ld) */
 #define Q_ACC_OUT(m)                                                                                              \
     do {                                                                                                           \
-        _mm512_storeu_si512((void *)&out[m][0], c##m##0);                                                         \
-        if (nv > 1) _mm512_storeu_si512((void *)&out[m][16], c##m##1);                                            \
-        if (nv > 2) _mm512_storeu_si512((void *)&out[m][32], c##m##2);                                            \
+        _mm512_storeu_si512((void *)(sums + (m) * ld), c##m##0);                                                  \
+        if (nv > 1) _mm512_storeu_si512((void *)(sums + (m) * ld + 16), c##m##1);                                 \
+        if (nv > 2) _mm512_storeu_si512((void *)(sums + (m) * ld + 32), c##m##2);                                 \
     } while (0)
 #endif
 
@@ -520,8 +523,8 @@ PD_INLINE void q_epilogue_loops(const q_args *a, const int32_t *acc, isz ld, isz
     } while (0)
 #define Q_AVXVNNI_OUT(m)                                                                                          \
     do {                                                                                                           \
-        _mm256_storeu_si256((__m256i *)&out[m][0], d##m##0);                                                      \
-        _mm256_storeu_si256((__m256i *)&out[m][8], d##m##1);                                                      \
+        _mm256_storeu_si256((__m256i *)(sums + (m) * ld), d##m##0);                                               \
+        _mm256_storeu_si256((__m256i *)(sums + (m) * ld + 8), d##m##1);                                           \
     } while (0)
 #define Q_AVXVNNI_ALL(M) M(0); M(1); M(2); M(3); M(4); M(5)
 #endif
@@ -531,5 +534,13 @@ PD_HIDDEN isz q_tap_off(const q_args *a, isz t);   /* tap t's word offset in the
 PD_HIDDEN void q_direct_pack_image(q_args *a);     /* the current image quantized into a->xp (parallel) */
 PD_HIDDEN void q_direct_tile(const q_args *a, isz tile, isz mb); /* one item of the direct form */
 PD_HIDDEN void q_direct_pick(int isa);
+
+#ifdef PD_X86_DISPATCH
+/* the one-column forms (qgemv.c) */
+PD_HIDDEN void q_gemv_pack(const q_args *a);     /* vnni: the column's u8x4 words into a->xp */
+PD_HIDDEN void q_gemv_pack_s16(const q_args *a); /* avx2: the column as int16 into a->xp */
+PD_HIDDEN void q_gemv_vnni(const q_args *a, isz mb);
+PD_HIDDEN void q_gemv_avx2(const q_args *a, isz mb);
+#endif
 
 #endif /* PD_NATIVE_QGEMM_H */
