@@ -21,8 +21,9 @@ each in a fresh cache folder of its own (XDG_CACHE_HOME). pdlite-auto (and pdlit
 device, auto when a device package is installed) first sees --warm-runs unmeasured `pdlite ocr IMAGES` processes
 in its folder (what a user's next run knows: auto's choices and the compiled models those runs built);
 pdlite-auto-cold starts from an empty folder. A pdlite contender's name may end in +bf16 (OpenVINO's inference
-precision), +recN (rec_batch_num N) and/or +wN (N workers: `pdlite ocr --workers N`, clones of the pipeline reading
-images on N threads, --threads/N threads each), e.g. pdlite-default+rec1, pdlite-host+w2.
+precision), +recN (rec_batch_num N), +wN (N workers: `pdlite ocr --workers N`, clones of the pipeline reading
+images on N threads, --threads/N threads each) and/or +overlap (`pdlite ocr --overlap`: the next image detected on
+a second thread while this one is recognised), e.g. pdlite-default+rec1, pdlite-host+w2, pdlite-default+overlap.
 
 Accuracy (from the warm-up pass) against ground_truth.json in the images folder: a predicted line belongs to the
 ground-truth line whose box contains its centre (several are joined left to right); "line acc" = exact text,
@@ -62,12 +63,14 @@ def make_engine(name: str, threads: int) -> Any:
         # +wN: N workers (`pdlite ocr --workers N`: N clones of the pipeline on threads, threads/N threads each)
         device, *extras = name[len("pdlite-"):].replace("-cold", "").split("+")
         kwargs: dict[str, Any] = {}
-        workers = 1
+        workers, overlap = 1, False
         for extra in extras:
             if extra.startswith("rec") and extra[3:].isdigit():
                 kwargs["rec_batch_num"] = int(extra[3:])
             elif extra.startswith("w") and extra[1:].isdigit():
                 workers = max(1, int(extra[1:]))
+            elif extra == "overlap":
+                overlap = True
             else:
                 kwargs["context"] = {"INTEL_OPENVINO_INFERENCE_PRECISION_HINT": extra}
         ocr = OCR(device=default_device() if device == "default" else device, threads=max(1, threads // workers),
@@ -75,6 +78,9 @@ def make_engine(name: str, threads: int) -> Any:
         run = lambda img: [(ln.box, ln.text, ln.score) for ln in ocr(img)]  # noqa: E731
         if workers > 1:
             run.run_all = _workers_pass([ocr] + [ocr.clone() for _ in range(workers - 1)])
+        elif overlap:  # `pdlite ocr --overlap`: the next image's detection beside this one's recognition
+            run.run_all = lambda images: [[(ln.box, ln.text, ln.score) for ln in lines]
+                                          for _, _, lines, _ in ocr.overlapped(images, lambda img: img)]
         run.where = lambda: "; ".join(f"{k} {m.placement()}" for k, m in ocr.models().items())
         run.instrument = lambda acc: ocr_stages.instrument_pdlite(ocr, acc)
         return run

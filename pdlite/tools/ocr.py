@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int_at_least(1), default=None,
                    help="read this many images at once, each on its own clone of the pipeline (shared weights) "
                         "with threads/workers threads; output in input order (default 1)")
+    p.add_argument("--overlap", action="store_true",
+                   help="with one worker: detect the next image on a second thread while this one's lines are "
+                        "recognised (the same text; whether it is faster depends on the cores left idle)")
     p.add_argument("--context", action="append", metavar="KEY=VALUE",
                    help="an NNAdapter context property for the devices (docs/nnadapter.md), repeatable; e.g. "
                         "INTEL_OPENVINO_INFERENCE_PRECISION_HINT=bf16 (OpenVINO in bfloat16 on CPUs with AMX or "
@@ -151,7 +154,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         t_start = time.perf_counter()
         with Progress(len(paths), "ocr", stream=sys.stderr if show_bar else io.StringIO()) as bar:
-            for path, img, lines, notes, msg, seconds in _read_all(pipelines, paths):
+            for path, img, lines, notes, msg, seconds in _read_all(pipelines, paths, args.overlap):
                 for note in notes:
                     print(f"note: {note}", file=sys.stderr)
                 if msg is not None:
@@ -193,30 +196,43 @@ def main(args: argparse.Namespace) -> int:
 _WARNINGS_LOCK = threading.Lock()  # warnings.catch_warnings changes process-wide state: one thread at a time
 
 
-def _read(ocr, path: str):
-    """(image, lines, notes, error message, seconds): one image read by one pipeline; notes (a fully transparent
-    image) and the error (one bad image does not stop the others) are printed by the caller, in input order."""
+def _load(path: str) -> tuple:
+    """(image, notes): the image and what loading it noted (a fully transparent image), caught here so that the
+    caller prints the notes in input order."""
     import warnings
 
     from pdlite.apps.ocr import load_image
     from pdlite.apps.ocr.pipeline import OCRWarning
 
+    with _WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", OCRWarning)
+        img = load_image(path)
+    return img, [str(w.message) for w in caught]
+
+
+def _message(e: Exception) -> str:
+    return str(e) if isinstance(e, PdliteError) else f"{type(e).__name__}: {e}"
+
+
+def _read(ocr, path: str):
+    """(image, lines, notes, error message, seconds): one image read by one pipeline; notes (a fully transparent
+    image) and the error (one bad image does not stop the others) are printed by the caller, in input order."""
     t = time.perf_counter()
     try:
-        with _WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", OCRWarning)
-            img = load_image(path)
-        notes = [str(w.message) for w in caught]
+        img, notes = _load(path)
         return img, ocr(img), notes, None, time.perf_counter() - t
     except Exception as e:  # noqa: BLE001 -- one bad image (corrupt, huge, odd) does not stop the others
-        msg = str(e) if isinstance(e, PdliteError) else f"{type(e).__name__}: {e}"
-        return None, [], [], msg, time.perf_counter() - t
+        return None, [], [], _message(e), time.perf_counter() - t
 
 
-def _read_all(pipelines: list, paths: list[str]) -> Iterator[tuple]:
+def _read_all(pipelines: list, paths: list[str], overlap: bool = False) -> Iterator[tuple]:
     """(path, *_read's answer) per path, in input order. With several pipelines (clones of one) the images are
     read on as many threads, each pipeline by one thread at a time, at most two images per pipeline ahead of the
-    one the caller takes next."""
+    one the caller takes next; with one and `overlap`, the next image is loaded and detected on a second thread
+    while this one's lines are recognised (OCR.overlapped; seconds: the wall time since the previous image)."""
+    if len(pipelines) == 1 and overlap and len(paths) > 1:
+        yield from _overlapped(pipelines[0], paths)
+        return
     if len(pipelines) == 1:
         for path in paths:
             yield (path, *_read(pipelines[0], path))
@@ -245,6 +261,20 @@ def _read_all(pipelines: list, paths: list[str]) -> Iterator[tuple]:
         finally:  # the caller stopped early (an interrupt, a failed write): no new images
             for f in pending:
                 f.cancel()
+
+
+def _overlapped(ocr, paths: list[str]) -> Iterator[tuple]:
+    notes: dict[str, list[str]] = {}
+
+    def load(path: str):
+        img, notes[path] = _load(path)
+        return img
+
+    t = time.perf_counter()
+    for path, img, lines, err in ocr.overlapped(paths, load):
+        now = time.perf_counter()
+        yield path, img, lines, notes.pop(path, []), None if err is None else _message(err), now - t
+        t = now
 
 
 class _Drawer:

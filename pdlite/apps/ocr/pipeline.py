@@ -8,8 +8,8 @@ import copy
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from pdlite.apps.ocr.rec import PaddleXTextRecognizer, TextRecognizer, load_dict
 from pdlite.errors import ConfigError, InputError
 
 STAGES = ("det", "cls", "rec")  # "cls" includes the perspective crops
+T = TypeVar("T")
 
 
 class OCRLine(NamedTuple):
@@ -390,6 +391,10 @@ class OCR:
         self._placed = plan
 
     def _read(self, img: np.ndarray) -> list[OCRLine]:
+        return self._recognise(self._detect(img))
+
+    def _detect(self, img: np.ndarray) -> tuple:
+        """A read's first half: (the image as detected, its boxes in reading order, RapidOCR's record, raw h, w)."""
         raw_h, raw_w = img.shape[:2]
         record = None
         if self.compat == "rapidocr":
@@ -398,11 +403,15 @@ class OCR:
         if self.doc_orientation is not None:
             img, self.last_doc_angle = self.doc_orientation(img)
         dt_boxes = self.detect(img)
-        t1 = time.perf_counter()
-        self.timings["det"] += t1 - t0
-        if len(dt_boxes) == 0:
+        self.timings["det"] += time.perf_counter() - t0
+        return img, sorted_boxes(dt_boxes) if len(dt_boxes) else [], record, raw_h, raw_w
+
+    def _recognise(self, found: tuple) -> list[OCRLine]:
+        """A read's second half: crops, direction, recognition of `_detect`'s boxes."""
+        img, boxes, record, raw_h, raw_w = found
+        if not boxes:
             return []
-        boxes = sorted_boxes(dt_boxes)
+        t1 = time.perf_counter()
         crop = crop_minarea if self.flavour == "paddleocr3" else get_rotate_crop_image
         crops = [crop(img, b.copy()) for b in boxes]
         if self.text_classifier is not None:
@@ -415,6 +424,49 @@ class OCR:
             boxes = list(rapidocr_compat.to_origin(np.array(boxes), record, raw_h, raw_w))
         return [OCRLine(np.round(b).astype(int).tolist(), text, score)
                 for b, (text, score) in zip(boxes, rec_res) if score >= self.drop_score]
+
+    def overlapped(self, items: Iterable[T], load: Callable[[T], np.ndarray]) -> Iterator[tuple]:
+        """(item, image, lines, error) per item, in order, with the stages overlapped: the next item's `load` and
+        detection run on a second thread while this one's crops, direction and recognition run (`pdlite ocr
+        --overlap`). The lines are those of reading the items one by one; an item whose load or read raised gives
+        (item, None, [], the exception) and the others go on. With `auto`, the items before the placement is decided
+        are read one by one (the first image decides it). `last_doc_angle` is not kept."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def first(item: T) -> tuple:
+            try:
+                img = load(item)
+                return img, self._detect(img), None
+            except Exception as e:  # noqa: BLE001 -- reported with its item, the others are read
+                return None, None, e
+
+        end = object()
+        todo = iter(items)
+        item = next(todo, end)
+        while item is not end and self.placement is not None and self.placement.plan is None:
+            try:  # one by one until the networks stay where they are
+                img = load(item)
+                yield item, img, self._run(img), None
+            except Exception as e:  # noqa: BLE001
+                yield item, None, [], e
+            item = next(todo, end)
+        if item is end:
+            return
+        self._place()
+        with ThreadPoolExecutor(1, thread_name_prefix="pdlite-ocr-det") as pool:
+            pending = (item, pool.submit(first, item))
+            for nxt in [*todo, end]:
+                item, fut = pending
+                img, found, err = fut.result()
+                if nxt is not end:
+                    pending = (nxt, pool.submit(first, nxt))
+                if err is None:
+                    try:
+                        yield item, img, self._recognise(found), None
+                        continue
+                    except Exception as e:  # noqa: BLE001
+                        err = e
+                yield item, None, [], err
 
     def __call__(self, image: str | os.PathLike | bytes | np.ndarray) -> list[OCRLine]:
         """Text lines of an image (path, encoded bytes, or HWC uint8 BGR array) in reading order. With a document
