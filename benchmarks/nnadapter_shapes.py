@@ -28,7 +28,7 @@ them and the medians did not show it. A user's process meets a new shape once: -
     python benchmarks/nnadapter_shapes.py [--streams rec,ernie] [--devices host,intel_openvino,onnxruntime,raw-...]
                                           [--threads 2] [--rounds 3] [--inner N] [--cache] [--per-shape]
                                           [--properties INTEL_OPENVINO_SNIPPETS=all] [--fresh-shapes]
-                                          [--without-rewrite separate_fc_gelu]
+                                          [--without-rewrite separate_fc_activations]
 """
 from __future__ import annotations
 
@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                     "in this process (the stream moved by an offset; one predictor per round unless --inner): "
                     "what a process pays at a shape it never met (runtimes' per-process caches cold)")
     ap.add_argument("--without-rewrite", default="", help="device rewrites of the converted model left out "
-                    "(convert.DEVICE_REWRITES, by function name, comma-separated; e.g. separate_fc_gelu: OpenVINO's "
-                    "GELUs fused into their FullyConnected, as before)")
+                    "(convert.DEVICE_REWRITES, by function name, comma-separated; e.g. separate_fc_activations: OpenVINO's "
+                    "GELUs and Relus fused into their FullyConnected, as before)")
     ap.add_argument("--properties", default="", help="more context properties for pdlite's devices, "
                     "KEY=VALUE;... (e.g. INTEL_OPENVINO_SNIPPETS=all: OpenVINO's snippets in the models for all "
                     "shapes too, as before)")

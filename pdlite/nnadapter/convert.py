@@ -21,7 +21,7 @@ import numpy as np
 from pdlite.core.dtypes import numpy_dtype
 from pdlite.core.program import OpDesc, VarDesc
 from pdlite.errors import PdliteError
-from pdlite.nnadapter.openvino_forms import separate_fc_gelu
+from pdlite.nnadapter.openvino_forms import separate_fc_activations
 from pdlite.nnadapter.qdq_fusion import fuse_for_onnxruntime
 from pdlite.nnadapter.qdq_openvino import float_thin_deconv_weights
 from pdlite.nnadapter.registry import CONVERTERS, ConversionError
@@ -41,11 +41,11 @@ FOLD_MAX_ELEMENTS = 4096
 # (qdq_fusion/); OpenVINO already runs Paddle's QDQ layout in int8 and was slower with that rewrite
 # (0.6x-0.95x the speed without them on mobilenet_v1/v2, resnet18): it gets the device-neutral model but for
 # ConvTransposes of few output channels, which it runs faster in fp32 (qdq_openvino.py), and, in its models with
-# dynamic dims, GELUs of fully connected layers in a form it does not fuse into them (openvino_forms.py: a new input
-# shape then prepares no oneDNN primitive for them). Each rewrite is called with the model and the device's context
+# dynamic dims, the GELUs and Relus of fully connected layers in forms it does not fuse into them (openvino_forms.py:
+# a new input shape then prepares no oneDNN primitive for them). Each rewrite is called with the model and the device's context
 # properties.
 DEVICE_REWRITES: dict[str, tuple[Callable[[Any, Mapping[str, str]], Any], ...]] = {
-    "onnxruntime": (fuse_for_onnxruntime,), "intel_openvino": (float_thin_deconv_weights, separate_fc_gelu)}
+    "onnxruntime": (fuse_for_onnxruntime,), "intel_openvino": (float_thin_deconv_weights, separate_fc_activations)}
 
 Shape = tuple[int, ...]
 

@@ -10,19 +10,21 @@ created, ~0.9 ms and ~1 ms each, against ~0.25 ms for a whole call at a length s
 primitives in a cache of the process, so a second compiled model of the same graph, as `nnadapter_shapes.py`'s
 fresh predictors are, finds them there.)
 
-``separate_fc_gelu``: in a model with dynamic dims, each exact GELU that reads a fully connected layer (pdlite's
-gelu: x/2 * (1 + erf(x/sqrt 2)), x = MatMul(a, constant W) [+ constant bias]) is written as x/2 + x/2 * erf(x/sqrt 2)
-(the same function; the two differ by float32 rounding, ~1e-7 of the values). OpenVINO's GeluFusion does not
-recognise that form, so nothing is fused into the FullyConnected and it stays on MLAS: a new length then costs no
-primitive for it (the erf and the sums run as eltwise kernels, which do not depend on the shape). ERNIE-like
-encoder: 12 new lengths then the same again, a fresh process, 1 thread, OpenVINO 2026.4 (noisy 2-vCPU machine):
-see BENCHMARKS.md (helper 37B). Models with static dims (the per-shape models of a hot signature) keep the fused
-form.
+``separate_fc_activations``: in a model with dynamic dims, the activation that reads a fully connected layer
+(x = MatMul(a, constant W) [+ constant bias]) is written in a form OpenVINO does not fuse into the FullyConnected,
+which then stays on MLAS: a new input shape costs no primitive for it (the activation runs as eltwise kernels, which
+do not depend on the shape). An exact GELU (pdlite's gelu: x/2 * (1 + erf(x/sqrt 2))) becomes x/2 + x/2 *
+erf(x/sqrt 2) (the same function; the two differ by float32 rounding, ~1e-7 of the values; OpenVINO's GeluFusion
+does not recognise it), a Relu becomes Max(x, 0) (the same values). ERNIE-like encoder, 12 new lengths then the same
+again: see BENCHMARKS.md (helper 37B); a FullyConnected + Relu on 12 new lengths, fresh process, 1 thread: 4.0 ms
+fused (the same again 0.89 ms) against 1.15 ms as MLAS + Max (again 0.65 ms). Models with static dims (the
+per-shape models of a hot signature) keep the fused forms.
 
 Not done, measured: OpenVINO's ScaledDotProductAttention (opset 13) is decomposed back into MatMul / Softmax /
 MatMul by the CPU plugin for a model without state (its SDPA node is kept for LLM-style stateful models only), so
-emitting it changes nothing; bounded dims ([1, 1..N]) changed nothing; rt_info PrimitivesPriority on the MatMuls did
-not move them off brgemm.
+emitting it changes nothing; bounded dims ([1, 1..N]) changed nothing; the attention MatMuls on oneDNN's gemm-based
+matmul (rt_info PrimitivesPriority "cpu:gemm", honoured after an IR round trip) made their primitives ~60x cheaper
+to create but the same lengths again 1.11x the time (BENCHMARKS.md, helper 37B).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 
 _HALF_SQRT2 = 1.0 / math.sqrt(2.0)
+_FLOAT = 1  # onnx.TensorProto.FLOAT
 
 
 def has_dynamic_dims(model: Any) -> bool:
@@ -81,15 +84,19 @@ class _Index:
                 return node.input[1 - k]
         return None
 
-    def is_fc(self, name: str) -> bool:
-        """Whether `name` is MatMul(a, constant) or that plus a constant (a fully connected layer, bias optional)."""
+    def fc_weights(self, name: str) -> Any | None:
+        """The weights initializer when `name` is MatMul(a, constant) or that plus a constant (a fully connected
+        layer, bias optional), else None."""
         node = self.producer.get(name)
         if node is not None and node.op_type == "Add":
             other = [i for i in node.input if i not in self.inits]
             if len(other) != 1 or len(node.input) != 2:
-                return False
+                return None
             node = self.producer.get(other[0])
-        return node is not None and node.op_type == "MatMul" and node.input[1] in self.inits
+        return self.inits.get(node.input[1]) if node is not None and node.op_type == "MatMul" else None
+
+    def is_fc(self, name: str) -> bool:
+        return self.fc_weights(name) is not None
 
 
 def _match_gelu(ix: _Index, erf: Any) -> tuple[str, Any, Any, Any] | None:
@@ -112,17 +119,29 @@ def _match_gelu(ix: _Index, erf: Any) -> tuple[str, Any, Any, Any] | None:
     return x, add, half, final
 
 
-def separate_fc_gelu(model: Any, properties: Mapping[str, str] | None = None) -> int:
+def separate_fc_activations(model: Any, properties: Mapping[str, str] | None = None) -> int:
     """In place on an ONNX model with dynamic dims: each exact GELU of a fully connected layer's output rewritten
-    as half + half * erf (half = x/2), which OpenVINO does not fuse into the FullyConnected (module docstring).
-    Returns how many were rewritten; a model with static dims is left as it is. (`properties`: the device's
-    context properties, as convert.DEVICE_REWRITES pass them; none changes this rewrite.)"""
+    as half + half * erf (half = x/2), each Relu of one as Max(x, 0), forms OpenVINO does not fuse into the
+    FullyConnected (module docstring). Returns how many were rewritten; a model with static dims is left as it is.
+    (`properties`: the device's context properties, as convert.DEVICE_REWRITES pass them; none changes this
+    rewrite.)"""
     if not has_dynamic_dims(model):
         return 0
-    from onnx import helper
+    from onnx import helper, numpy_helper
 
     ix = _Index(model.graph)
     done = 0
+    zero = ""
+    for relu in [n for n in model.graph.node if n.op_type == "Relu"]:
+        weights = ix.fc_weights(relu.input[0])
+        if weights is None or weights.data_type != _FLOAT:  # (the zero below is float32)
+            continue
+        if not zero:
+            zero = relu.output[0] + ".zero"
+            model.graph.initializer.append(numpy_helper.from_array(np.zeros((), np.float32), zero))
+        relu.op_type = "Max"
+        relu.input.append(zero)
+        done += 1
     for erf in [n for n in model.graph.node if n.op_type == "Erf"]:
         found = _match_gelu(ix, erf)
         if found is None:

@@ -1,10 +1,11 @@
 """OpenVINO's graph forms for models with dynamic dims (pdlite/nnadapter/openvino_forms.py).
 
-`separate_fc_gelu` rewrites pdlite's exact GELU of a fully connected layer (x/2 * (1 + erf(x/sqrt 2)), x = MatMul
-with constant weights [+ bias]) as x/2 + x/2 * erf(x/sqrt 2) in a model with dynamic dims, so OpenVINO does not fuse
-it into the FullyConnected (which then needs no new oneDNN primitive per input shape); anything else is left alone.
-Outputs are compared with NumPy's GELU (math.erf) at 1e-5 of max|ref| (fp32 arithmetic reordered), and the ERNIE-like
-fixture on intel_openvino with the host at every length of a stream at 1e-4 of max|host|.
+`separate_fc_activations` rewrites, in a model with dynamic dims, pdlite's exact GELU of a fully connected layer
+(x/2 * (1 + erf(x/sqrt 2)), x = MatMul with constant weights [+ bias]) as x/2 + x/2 * erf(x/sqrt 2) and its Relu as
+Max(x, 0), so OpenVINO does not fuse them into the FullyConnected (which then needs no new oneDNN primitive per
+input shape); anything else is left alone. Outputs are compared with NumPy (math.erf) at 1e-5 of max|ref| (fp32
+arithmetic reordered), and the ERNIE-like fixture on intel_openvino with the host at every length of a stream at
+1e-4 of max|host|.
 """
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ ERNIE = REPO / "tests/fixtures/dynamic/ernie_like"
 D, N = 8, 16
 
 
-def _gelu_model(length: int | str = "L", scale: float = 1.0 / math.sqrt(2.0), fc: bool = True,
-                erf_read_twice: bool = False):
-    """x [1, length, D] -> MatMul W1 (+ b1) -> pdlite's exact gelu (scale: the erf's input factor) -> MatMul W2.
-    fc=False: the gelu reads Relu(x) instead of a fully connected layer; erf_read_twice: the erf's output is also
-    a graph output."""
+def _fc_model(length: int | str = "L", scale: float = 1.0 / math.sqrt(2.0), fc: bool = True,
+              erf_read_twice: bool = False, act: str = "gelu"):
+    """x [1, length, D] -> MatMul W1 (+ b1) -> pdlite's exact gelu (scale: the erf's input factor; act="relu": a
+    Relu) -> MatMul W2. fc=False: the activation reads Sigmoid(x) instead of a fully connected layer;
+    erf_read_twice: the erf's output is also a graph output."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(37)
@@ -34,10 +35,12 @@ def _gelu_model(length: int | str = "L", scale: float = 1.0 / math.sqrt(2.0), fc
         ("w2", rng.standard_normal((N, D)).astype(np.float32)), ("c", np.float32(scale)),
         ("one", np.float32(1.0)), ("half", np.float32(0.5)))]
     pre = ([helper.make_node("MatMul", ["x", "w1"], ["mm"]), helper.make_node("Add", ["mm", "b1"], ["h"])] if fc
-           else [helper.make_node("Relu", ["x"], ["h"])])
-    nodes = [*pre, helper.make_node("Mul", ["h", "c"], ["s"]), helper.make_node("Erf", ["s"], ["e"]),
-             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["h", "half"], ["hh"]),
-             helper.make_node("Mul", ["hh", "a"], ["g"]), helper.make_node("MatMul", ["g", "w2"], ["y"])]
+           else [helper.make_node("Sigmoid", ["x"], ["h"])])
+    gelu = [helper.make_node("Mul", ["h", "c"], ["s"]), helper.make_node("Erf", ["s"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["h", "half"], ["hh"]),
+            helper.make_node("Mul", ["hh", "a"], ["g"])]
+    nodes = [*pre, *(gelu if act == "gelu" else [helper.make_node("Relu", ["h"], ["g"])]),
+             helper.make_node("MatMul", ["g", "w2"], ["y"])]
     outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
     if erf_read_twice:
         outs.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, None))
@@ -46,18 +49,18 @@ def _gelu_model(length: int | str = "L", scale: float = 1.0 / math.sqrt(2.0), fc
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _reference(model, x: np.ndarray) -> np.ndarray:
+def _reference(model, x: np.ndarray, act: str) -> np.ndarray:
     from onnx import numpy_helper
 
     w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
     h = x.astype(np.float64) @ w["w1"] + w["b1"]
-    gelu = 0.5 * h * (1.0 + np.vectorize(math.erf)(h / math.sqrt(2.0)))
-    return gelu @ w["w2"]
+    g = 0.5 * h * (1.0 + np.vectorize(math.erf)(h / math.sqrt(2.0))) if act == "gelu" else np.maximum(h, 0.0)
+    return g @ w["w2"]
 
 
 def _fused_into_fc(compiled) -> bool:
-    """Whether OpenVINO's runtime model has a node of the gelu (its erf, its products) inside a FullyConnected node
-    (fused as a post-op: OpenVINO names the fused gelu after its last node, g)."""
+    """Whether OpenVINO's runtime model has a node of the activation (the gelu's erf, its products; the relu, g)
+    inside a FullyConnected node (fused as a post-op: OpenVINO names the fused gelu after its last node, g)."""
     gelu = {"s", "e", "a", "hh", "g"}
     for op in compiled.compiled.get_runtime_model().get_ordered_ops():
         info = op.get_rt_info()
@@ -67,17 +70,19 @@ def _fused_into_fc(compiled) -> bool:
     return False
 
 
-def test_fc_gelu_separated_in_a_dynamic_model() -> None:
-    """The rewrite is emitted once, leaves no Add(erf, 1), and OpenVINO then keeps the erf out of the
-    FullyConnected (the control, the model as converted: fused) with the same outputs at changing lengths."""
+@pytest.mark.parametrize("act", ["gelu", "relu"])
+def test_fc_activation_separated_in_a_dynamic_model(act: str) -> None:
+    """The rewrite is emitted once (no Add(erf, 1) left; no Relu left), and OpenVINO then keeps the activation out of
+    the FullyConnected (the control, the model as converted: fused) with the same outputs at changing lengths."""
     need("intel_openvino")
     from pdlite.nnadapter.drivers.intel_openvino import OpenVINODriver
-    from pdlite.nnadapter.openvino_forms import separate_fc_gelu
+    from pdlite.nnadapter.openvino_forms import separate_fc_activations
 
-    model = _gelu_model()
+    model = _fc_model(act=act)
     original = model.SerializeToString()
-    assert separate_fc_gelu(model) == 1
+    assert separate_fc_activations(model) == 1
     assert not [n for n in model.graph.node if n.op_type == "Add" and "e" in n.input and "one" in n.input]
+    assert not [n for n in model.graph.node if n.op_type == "Relu"]
     drv = OpenVINODriver()
     props = {"INTEL_OPENVINO_INFERENCE_NUM_THREADS": "1"}
     control, separated = drv.build(original, props), drv.build(model.SerializeToString(), props)
@@ -86,7 +91,7 @@ def test_fc_gelu_separated_in_a_dynamic_model() -> None:
     rng = np.random.default_rng(0)
     for length in (3, 17, 40, 9):
         x = rng.standard_normal((1, length, D)).astype(np.float32)
-        want = _reference(model, x)
+        want = _reference(model, x, act)
         for compiled in (control, separated):
             got = drv.run(compiled, [x])[0]
             assert got.shape == want.shape
@@ -94,17 +99,19 @@ def test_fc_gelu_separated_in_a_dynamic_model() -> None:
 
 
 @pytest.mark.parametrize("case", ["static dims", "another erf factor", "not a fully connected layer",
-                                  "erf read elsewhere"])
-def test_fc_gelu_left_alone_when_the_pattern_differs(case: str) -> None:
+                                  "erf read elsewhere", "relu, static dims", "relu, not a fully connected layer"])
+def test_fc_activation_left_alone_when_the_pattern_differs(case: str) -> None:
     pytest.importorskip("onnx", reason="needs pip install pdlite[onnx]")
-    from pdlite.nnadapter.openvino_forms import separate_fc_gelu
+    from pdlite.nnadapter.openvino_forms import separate_fc_activations
 
-    model = {"static dims": lambda: _gelu_model(length=12),
-             "another erf factor": lambda: _gelu_model(scale=0.6),
-             "not a fully connected layer": lambda: _gelu_model(fc=False),
-             "erf read elsewhere": lambda: _gelu_model(erf_read_twice=True)}[case]()
+    model = {"static dims": lambda: _fc_model(length=12),
+             "another erf factor": lambda: _fc_model(scale=0.6),
+             "not a fully connected layer": lambda: _fc_model(fc=False),
+             "erf read elsewhere": lambda: _fc_model(erf_read_twice=True),
+             "relu, static dims": lambda: _fc_model(length=12, act="relu"),
+             "relu, not a fully connected layer": lambda: _fc_model(fc=False, act="relu")}[case]()
     before = model.SerializeToString()
-    assert separate_fc_gelu(model) == 0
+    assert separate_fc_activations(model) == 0
     assert model.SerializeToString() == before
 
 
