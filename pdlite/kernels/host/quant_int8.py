@@ -123,6 +123,7 @@ class QuantizedConv2d(_Int8Kernel):
         self._geo: dict[tuple[int, ...], ConvGeometry] = {}
         self._plans: dict[tuple[int, ...], Any] = {}  # input shape -> quant_native.qconv_plan (for self._packed)
         self._plans_of: Any = None
+        self._stem = False  # (pack: the weights packed for qstemconv)
 
     def matrix(self, w: np.ndarray) -> np.ndarray:
         return np.asarray(w.reshape(w.shape[0], -1), dtype=np.int8, order="C")
@@ -131,8 +132,15 @@ class QuantizedConv2d(_Int8Kernel):
         strides = tuple(int(v) for v in self.attrs["strides"])
         return tuple(w_shape[1:]) if qn.direct_form(tuple(w_shape[2:]), strides, w_shape[1]) else None
 
+    def stem_form(self, w_shape: tuple[int, ...]) -> bool:
+        """Whether the native kernel runs this conv in qstemconv's form (few input channels: quant_native.stem_form)."""
+        strides = tuple(int(v) for v in self.attrs["strides"])
+        dilations = tuple(int(v) for v in self.attrs.get("dilations") or (1, 1))
+        return not self.depthwise and qn.stem_form(w_shape[1], tuple(w_shape[2:]), strides, dilations)
+
     def pack(self, w8: np.ndarray, w_shape: tuple[int, ...]) -> Any:
-        return qn.dw_weights(w8) if self.depthwise else super().pack(w8, w_shape)
+        self._stem = self.stem_form(w_shape)
+        return qn.dw_weights(w8) if self.depthwise or self._stem else super().pack(w8, w_shape)
 
     def _plan(self, x: np.ndarray, w_shape: tuple[int, ...]) -> Any:
         """The bound native call for inputs of x's shape (None for an empty batch)."""
@@ -147,6 +155,8 @@ class QuantizedConv2d(_Int8Kernel):
                    self.chain, self.in_codes, self.codes)
             if self.depthwise:
                 plan = qn.qdwconv_plan(x.shape, *self._packed, self._mul, self._bias, g.oh, g.ow, *geo)
+            elif self._stem:
+                plan = qn.qstemconv_plan(x.shape, *self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, *geo)
             else:
                 plan = qn.qconv_plan(x.shape, self._packed, self._mul, self._bias, g.oc, g.oh, g.ow, *geo)
             self._plans[x.shape] = plan

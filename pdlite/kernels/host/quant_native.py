@@ -191,6 +191,31 @@ def qdwconv_plan(x_shape: tuple[int, ...], w8: np.ndarray, comp: np.ndarray, mul
     return _bind(native._ext.qdwconv, (n, c, oh, ow), (w8, comp, mul, bias), mid, (out_q, chain), bool(xcodes), codes)
 
 
+STEM_MAX_CHANNELS = 4  # stem_form: the few-channel convs (measured: the 3-channel 3x3 stride-2 stem)
+
+
+def stem_form(channels: int, kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int]) -> bool:
+    """Whether a conv of one group over `channels` input channels runs in qstemconv's form in this process (vnni, the
+    depthwise window form's strides and dilations, at most STEM_MAX_CHANNELS channels): weights from dw_weights of the
+    (M, C, KH, KW) filter. At VNNI, noisy, 1 thread: the 3-channel 3x3 stride-2 stem on 224x224 with hard_swish, codes
+    out, 0.14 -> 0.07 ms (the columns form's)."""
+    return (available() and 0 < channels <= STEM_MAX_CHANNELS and hasattr(native._ext, "qstem_applies")
+            and bool(native._ext.qstem_applies((channels, *kernel, *strides, *dilations))))
+
+
+def qstemconv_plan(x_shape: tuple[int, ...], w8: np.ndarray, comp: np.ndarray, mul: np.ndarray,
+                   bias: np.ndarray | None, m: int, oh: int, ow: int, kernel: tuple[int, int], strides: tuple[int, int],
+                   dilations: tuple[int, int], pads: tuple[int, int], qp: QParam, act: native.Act = native.NO_ACT,
+                   out_q: tuple | None = None, chain: np.ndarray | None = None, xcodes: bool = False,
+                   codes: QParam | None = None):
+    """qconv of a stem_form geometry in qstemconv's form (w8, comp from dw_weights of the (M, C, KH, KW) filter),
+    bound as qconv_plan: the same sums, the same outputs."""
+    mid = ((*x_shape, m, oh, ow, kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1], pads[0],
+            pads[1]), tuple(qp), act[0], act[1])
+    return _bind(native._ext.qstemconv, (x_shape[0], m, oh, ow), (w8, comp, mul, bias), mid, (out_q, chain),
+                 bool(xcodes), codes)
+
+
 def reference_dw_sums(x: np.ndarray, w8: np.ndarray, oh: int, ow: int, kernel: tuple[int, int],
                       strides: tuple[int, int], dilations: tuple[int, int], pads: tuple[int, int],
                       qp: QParam) -> np.ndarray:

@@ -202,6 +202,12 @@ static PyMethodDef methods[] = {
     {"qdwconv", py_qdwconv, METH_VARARGS,
      "qdwconv(x, w int8 (C,KH*KW), comp, mul, bias|None, out, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k,s,rt), act, "
      "(a0,a1,a2)[, res|None[, ((k,s,rt), qmax)|None[, chain|None]]]): int8 depthwise conv, exact int32 sums"},
+    {"qstemconv", py_qstemconv, METH_VARARGS,
+     "qstemconv(x, w int8 (M,C*KH*KW), comp, mul, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), (k,s,rt), "
+     "act, (a0,a1,a2)[, res|None[, ((k,s,rt), qmax)|None[, chain|None[, xcodes[, codes_out, (k,s,rt)]]]]]): int8 conv "
+     "of few input channels in the depthwise window form (vnni), exact int32 sums"},
+    {"qstem_applies", py_qstem_applies, METH_VARARGS,
+     "qstem_applies((C,KH,KW,SH,SW,DH,DW)): whether qstemconv runs that geometry in this process"},
     {"qdq", py_qdq, METH_VARARGS, "qdq(x, out, n, (k,s,rt), qmax): quantize_linear then dequantize_linear"},
     {"qchain", py_qchain, METH_VARARGS, "qchain(x, out, (N,C,S), program float32): a pointwise chain per channel"},
     {"set_sgemm", py_set_sgemm, METH_VARARGS, "set_sgemm(address of cblas_sgemm, ilp64)"},

@@ -233,92 +233,126 @@ PD_HIDDEN void q_dw_pick(int isa) {
     qdwf_task_pick(isa);
 }
 
+static const char *const qdw_what[2][9] = {
+    {"qdwconv input codes",
+     "qdwconv input",
+     "qdwconv int8 weights",
+     "qdwconv comp",
+     "qdwconv multipliers",
+     "qdwconv bias",
+     "qdwconv output codes",
+     "qdwconv output",
+     "qdwconv residual"},
+    {"qstemconv input codes",
+     "qstemconv input",
+     "qstemconv int8 weights",
+     "qstemconv comp",
+     "qstemconv multipliers",
+     "qstemconv bias",
+     "qstemconv output codes",
+     "qstemconv output",
+     "qstemconv residual"}};
+
+/* qdwconv's and qstemconv's arguments into d (stem: the geometry tuple names M after W, the weights (M, C KH KW);
+ * else M = C, the weights (C, KH KW)), their buffers into bs, a chain into chain and chv (d->a.chain set); 0, or -1
+ * with the error set and the buffers released */
+PD_HIDDEN int qdw_parse(PyObject *args, int stem, qdw_args *d, q_bufs *bs, q_chain *chain, Py_buffer *chv) {
+    const char *fn = stem ? "qstemconv" : "qdwconv", *const *wh = qdw_what[stem != 0];
+    PyObject *xo, *wo, *co, *mo, *bo, *oo, *ap, *ro = Py_None, *qo = Py_None, *cho = Py_None, *cdo = Py_None;
+    PyObject *cqo = Py_None;
+    q_args *a = &d->a;
+    conv_geo *g = &a->geo;
+    int act, xcodes = 0;
+    isz M = 0;
+    const int ok = stem ? PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnnn)(ffi)iO|OOOpOO", &xo, &wo, &co, &mo, &bo, &oo,
+                                           &a->N, &g->C, &g->H, &g->W, &M, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH,
+                                           &g->SW, &g->DH, &g->DW, &g->PT, &g->PL, &a->qp.k, &a->qp.s, &a->qp.rt, &act,
+                                           &ap, &ro, &qo, &cho, &xcodes, &cdo, &cqo)
+                        : PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnn)(ffi)iO|OOOpOO", &xo, &wo, &co, &mo, &bo, &oo,
+                                           &a->N, &g->C, &g->H, &g->W, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW,
+                                           &g->DH, &g->DW, &g->PT, &g->PL, &a->qp.k, &a->qp.s, &a->qp.rt, &act, &ap,
+                                           &ro, &qo, &cho, &xcodes, &cdo, &cqo);
+    if (!ok) return -1;
+    if (!stem) M = g->C;
+    if (cdo != Py_None && q_parse_codes_out(cqo, &a->cq) < 0) return -1;
+    if (cdo == Py_None && oo == Py_None) {
+        PyErr_Format(PyExc_ValueError, "%s: no output (out or codes_out)", fn);
+        return -1;
+    }
+    if (qo != Py_None) {
+        if (!PyArg_ParseTuple(qo, "(ffi)f", &a->oq.qp.k, &a->oq.qp.s, &a->oq.qp.rt, &a->oq.qmax)) return -1;
+        q_out_init(&a->oq);
+    }
+    const isz wk = (stem ? g->C : 1) * g->KH * g->KW; /* weights a filter */
+    if (a->N < 0 || g->C <= 0 || M <= 0 || g->H <= 0 || g->W <= 0 || g->OH <= 0 || g->OW <= 0 || g->KH <= 0 ||
+        g->KW <= 0 || g->SH <= 0 || g->SW <= 0 || g->DH <= 0 || g->DW <= 0 || g->PT < 0 || g->PL < 0 ||
+        g->KH * g->KW >= (isz)1 << 16 || wk >= (isz)1 << 16) {
+        PyErr_Format(PyExc_ValueError, "%s: bad geometry", fn);
+        return -1;
+    }
+    if (parse_act(act, ap, &a->act) < 0) return -1;
+    a->M = M;
+    a->L = g->OH * g->OW;
+    {
+        const isz hn = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1, wn = (g->OW - 1) * g->SW + (g->KW - 1) * g->DW + 1;
+        d->Hp = hn > g->H + g->PT ? hn : g->H + g->PT;
+        d->Wp = wn > g->W + g->PL ? wn : g->W + g->PL;
+        /* the vnni tiles read 64 bytes from each tile's first column: room for the last tile past the row */
+        d->Wp += 16 * g->SW + 4 * g->DW;
+    }
+    const isz xn = a->N * g->C * g->H * g->W;
+    if (xcodes)
+        a->xc = (const uint8_t *)qbufs_take(bs, xo, 0, xn, wh[0]);
+    else
+        a->x = (const float *)qbufs_take(bs, xo, 0, xn * 4, wh[1]);
+    d->w = (const int8_t *)qbufs_take(bs, wo, 0, M * wk, wh[2]);
+    a->comp = (const int32_t *)qbufs_take(bs, co, 0, M * 4, wh[3]);
+    a->mul = (const float *)qbufs_take(bs, mo, 0, M * 4, wh[4]);
+    a->bias = bo == Py_None ? NULL : (const float *)qbufs_take(bs, bo, 0, M * 4, wh[5]);
+    if (cdo != Py_None)
+        a->codes = (uint8_t *)qbufs_take(bs, cdo, 1, a->N * a->M * a->L, wh[6]);
+    else
+        a->out = (float *)qbufs_take(bs, oo, 1, a->N * a->M * a->L * 4, wh[7]);
+    a->res = ro == Py_None ? NULL : (const float *)qbufs_take(bs, ro, 0, a->N * a->M * a->L * 4, wh[8]);
+    if (bs->failed) return -1;
+    if (cho != Py_None) {
+        if (PyObject_GetBuffer(cho, chv, PyBUF_SIMPLE) != 0) {
+            qbufs_release(bs);
+            return -1;
+        }
+        if (chv->len % 4 != 0 || q_chain_parse((const float *)chv->buf, chv->len / 4, a->M, chain) < 0) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: the chain must be float32", fn);
+            PyBuffer_Release(chv);
+            qbufs_release(bs);
+            return -1;
+        }
+        a->chain = chain;
+    }
+    return 0;
+}
+
 /* qdwconv(x, w int8 (C, KH KW), comp int32 (C), mul, bias|None, out|None, (N,C,H,W,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL),
  *         (k, s, rt), act, (a0,a1,a2), res|None, ((k,s,rt), qmax)|None, chain|None, xcodes, codes_out|None,
  *         (k, s, rt)|None): codes in and out as qconv's */
 PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args) {
     (void)self;
     const unsigned fail0 = pd_failures();
-    PyObject *xo, *wo, *co, *mo, *bo, *oo, *ap, *ro = Py_None, *qo = Py_None, *cho = Py_None, *cdo = Py_None;
-    PyObject *cqo = Py_None;
     qdw_args d;
     memset(&d, 0, sizeof d);
     q_args *a = &d.a;
     conv_geo *g = &a->geo;
-    int act, xcodes = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nnnnnnnnnnnnnn)(ffi)iO|OOOpOO", &xo, &wo, &co, &mo, &bo, &oo, &a->N, &g->C,
-                          &g->H, &g->W, &g->OH, &g->OW, &g->KH, &g->KW, &g->SH, &g->SW, &g->DH, &g->DW, &g->PT,
-                          &g->PL, &a->qp.k, &a->qp.s, &a->qp.rt, &act, &ap, &ro, &qo, &cho, &xcodes, &cdo, &cqo))
-        return NULL;
-    if (cdo != Py_None && q_parse_codes_out(cqo, &a->cq) < 0) return NULL;
-    if (cdo == Py_None && oo == Py_None) {
-        PyErr_SetString(PyExc_ValueError, "qdwconv: no output (out or codes_out)");
-        return NULL;
-    }
-    if (qo != Py_None) {
-        if (!PyArg_ParseTuple(qo, "(ffi)f", &a->oq.qp.k, &a->oq.qp.s, &a->oq.qp.rt, &a->oq.qmax)) return NULL;
-        q_out_init(&a->oq);
-    }
-    if (a->N < 0 || g->C <= 0 || g->H <= 0 || g->W <= 0 || g->OH <= 0 || g->OW <= 0 || g->KH <= 0 || g->KW <= 0 ||
-        g->SH <= 0 || g->SW <= 0 || g->DH <= 0 || g->DW <= 0 || g->PT < 0 || g->PL < 0 ||
-        g->KH * g->KW >= (isz)1 << 16) {
-        PyErr_SetString(PyExc_ValueError, "qdwconv: bad geometry");
-        return NULL;
-    }
-    if (parse_act(act, ap, &a->act) < 0) return NULL;
-    a->M = g->C;
-    a->L = g->OH * g->OW;
-    {
-        const isz hn = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1, wn = (g->OW - 1) * g->SW + (g->KW - 1) * g->DW + 1;
-        d.Hp = hn > g->H + g->PT ? hn : g->H + g->PT;
-        d.Wp = wn > g->W + g->PL ? wn : g->W + g->PL;
-        /* the vnni tiles read 64 bytes from each tile's first column: room for the last tile past the row */
-        d.Wp += 16 * g->SW + 4 * g->DW;
-    }
+    q_bufs bs = {0};
+    q_chain chain;
+    Py_buffer chv = {0};
+    if (qdw_parse(args, 0, &d, &bs, &chain, &chv) < 0) return NULL;
     const isz G = (g->KW + 3) / 4;
     /* the window form where it applies, except where its dropped columns would be over a third of those computed
      * (a 5x5 on 7x7 maps: P = 11 for OW = 7) and the float-sums form can run: the fp32 kernel's channel-blocked form
      * is faster there (MobileNetV3-small's 576 x 7x7 5x5: 0.034 -> 0.029 ms, 1 thread, noisy) */
     const isz P = g->OW + 4 * (G - 1) * g->DW / g->SW;
-    const int win = g_qisa == Q_VNNI && g_qdw_int && g->SW + g->DW <= 5 && g->SW <= 4 &&
-                    (G == 1 || (4 * g->DW) % g->SW == 0) && (2 * P <= 3 * g->OW || g->KH * g->KW > QDW_FSUM_TAPS || g_qdw_int == 2);
-    if (win) {
-        d.P = P;
-        d.Kr = (d.Hp + g->SH - 1) / g->SH + 2;
-        const isz wr = (d.P + 15) / 16 * 16 * g->SW + 64; /* the window loads' bytes */
-        if (d.Wp < wr) d.Wp = wr;
-    }
-    q_bufs bs = {0};
-    const isz xn = a->N * g->C * g->H * g->W;
-    if (xcodes)
-        a->xc = (const uint8_t *)qbufs_take(&bs, xo, 0, xn, "qdwconv input codes");
-    else
-        a->x = (const float *)qbufs_take(&bs, xo, 0, xn * 4, "qdwconv input");
-    d.w = (const int8_t *)qbufs_take(&bs, wo, 0, g->C * g->KH * g->KW, "qdwconv int8 weights");
-    a->comp = (const int32_t *)qbufs_take(&bs, co, 0, g->C * 4, "qdwconv comp");
-    a->mul = (const float *)qbufs_take(&bs, mo, 0, g->C * 4, "qdwconv multipliers");
-    a->bias = bo == Py_None ? NULL : (const float *)qbufs_take(&bs, bo, 0, g->C * 4, "qdwconv bias");
-    if (cdo != Py_None)
-        a->codes = (uint8_t *)qbufs_take(&bs, cdo, 1, a->N * a->M * a->L, "qdwconv output codes");
-    else
-        a->out = (float *)qbufs_take(&bs, oo, 1, a->N * a->M * a->L * 4, "qdwconv output");
-    a->res = ro == Py_None ? NULL : (const float *)qbufs_take(&bs, ro, 0, a->N * a->M * a->L * 4, "qdwconv residual");
-    if (bs.failed) return NULL;
-    q_chain chain;
-    Py_buffer chv = {0};
-    if (cho != Py_None) {
-        if (PyObject_GetBuffer(cho, &chv, PyBUF_SIMPLE) != 0) {
-            qbufs_release(&bs);
-            return NULL;
-        }
-        if (chv.len % 4 != 0 || q_chain_parse((const float *)chv.buf, chv.len / 4, a->M, &chain) < 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "qdwconv: the chain must be float32");
-            PyBuffer_Release(&chv);
-            qbufs_release(&bs);
-            return NULL;
-        }
-        a->chain = &chain;
-    }
+    const int win = g_qisa == Q_VNNI && g_qdw_int && qdw_win_applies(g) &&
+                    (2 * P <= 3 * g->OW || g->KH * g->KW > QDW_FSUM_TAPS || g_qdw_int == 2);
+    if (win) qdw_win_geometry(&d);
     isz items = a->N * g->C;
     pd_task task = qdw_task;
 #ifdef PD_X86_DISPATCH

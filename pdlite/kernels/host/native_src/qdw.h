@@ -42,6 +42,25 @@ PD_INLINE void qdw_quantize_rt(const qdw_args *d, isz pl, uint8_t *p, const int 
     }
 }
 
+/* qdwconv's and qstemconv's arguments (qdepthwise.c) */
+PD_HIDDEN int qdw_parse(PyObject *args, int stem, qdw_args *d, q_bufs *bs, q_chain *chain, Py_buffer *chv);
+
+/* whether the window form runs the strides and dilations of g (its windows: 4 taps u SW + t DW in one 64-byte load) */
+PD_INLINE int qdw_win_applies(const conv_geo *g) {
+    const isz G = (g->KW + 3) / 4;
+    return g->SW + g->DW <= 5 && g->SW <= 4 && (G == 1 || (4 * g->DW) % g->SW == 0);
+}
+
+/* the window form's pitch P (OW + 4 (G - 1) DW / SW), rows per phase plane Kr and the padded rows' room for its loads */
+PD_INLINE void qdw_win_geometry(qdw_args *d) {
+    const conv_geo *g = &d->a.geo;
+    const isz G = (g->KW + 3) / 4;
+    d->P = g->OW + 4 * (G - 1) * g->DW / g->SW;
+    d->Kr = (d->Hp + g->SH - 1) / g->SH + 2;
+    const isz wr = (d->P + 15) / 16 * 16 * g->SW + 64; /* the window loads' bytes */
+    if (d->Wp < wr) d->Wp = wr;
+}
+
 #ifdef PD_X86_DISPATCH
 /* the windows of the padded rows y = ph, ph + SH, ... of one plane into the phase plane dst (pitch P): window u = the
  * bytes of columns u SW + t DW (t = 0..3) as one dword; 16 at a time: one 64-byte load, a dword permute and an in-lane

@@ -81,6 +81,8 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qdq(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_qdwconv(PyObject *self, PyObject *args); /* qdepthwise.c */
 PD_HIDDEN void q_dw_pick(int isa);
+PD_HIDDEN PyObject *py_qstemconv(PyObject *self, PyObject *args);     /* qstem.c */
+PD_HIDDEN PyObject *py_qstem_applies(PyObject *self, PyObject *args); /* qstem.c */
 PD_HIDDEN PyObject *py_set_qdw_integer(PyObject *self, PyObject *arg); /* qdepthwise.c, tests' hook */
 
 #endif /* PD_NATIVE_QINT8_H */
