@@ -65,7 +65,7 @@ class _Script:
 
 
 def _scripted_ocr(monkeypatch: pytest.MonkeyPatch, script: _Script) -> OCR:
-    monkeypatch.setattr(pipeline, "ocr_candidates", lambda config: ["fast", "slow", "wrong"])
+    monkeypatch.setattr(pipeline, "ocr_candidates", lambda: ["fast", "slow", "wrong"])
     monkeypatch.setattr(placement.Placement, "timer", staticmethod(script.timer))
     monkeypatch.setattr(placement.Placement, "build", staticmethod(script.build))
     return OCR(device="auto", threads=1)
@@ -103,7 +103,7 @@ def test_one_image_on_the_command_line_is_not_measured(monkeypatch: pytest.Monke
                                                        capsys: pytest.CaptureFixture) -> None:
     from pdlite.tools.cli import main
 
-    monkeypatch.setattr(pipeline, "ocr_candidates", lambda config: ["fast"])
+    monkeypatch.setattr(pipeline, "ocr_candidates", lambda: ["fast"])
     monkeypatch.setattr(placement.Placement, "measure", lambda self, models: pytest.fail("measured one image"))
     assert main(["ocr", str(IMAGES / NAMES[0]), "--device", "auto", "--threads", "1"]) == 0
     err = capsys.readouterr().err

@@ -296,7 +296,7 @@ class OCR:
         self.placement: Placement | None = None  # device "auto": where each network runs (placement.py)
         self._placed: dict[str, str] | None = None  # the plan this pipeline's networks run on
         if device == "auto":
-            self.placement = Placement(ocr_candidates(self.det.config), self.threads)
+            self.placement = Placement(ocr_candidates(), self.threads)
             if self.placement.load(self.models()):
                 self._place()  # a cached decision: on it from the start
             else:

@@ -73,19 +73,23 @@ def wider(x: np.ndarray, step: int = WIDER) -> np.ndarray:
     return np.pad(x, pad)
 
 
-def ocr_candidates(config: Any) -> list[str]:
-    """The installed devices the OCR app measures besides the host (its own DEVICES; plugins' are not), with the
-    variants their drivers declare where `config`'s context properties leave them unset (OpenVINO with its threads
-    pinned to cores, `intel_openvino[pinned]`: faster on cores left to this process, far slower on busy ones)."""
-    from pdlite.api.auto import installed_devices, variants_of
+def ocr_candidates() -> list[str]:
+    """The installed devices the OCR app measures besides the host: its own DEVICES (plugins' are not), as they
+    are. Not their drivers' variants (`intel_openvino[pinned]`, OpenVINO's threads pinned to cores): measured once
+    it won rec here (943 vs 1059 ms on the first image, load ~10) and then ran the timed passes at 1.8x the
+    unpinned time (400 vs 217 ms an image) as the load moved; a choice cached for every later run must hold up
+    when other work shares the cores."""
+    from pdlite.api.auto import installed_devices
     from pdlite.apps.ocr.engine import DEVICES
 
-    devices = [d for d in installed_devices() if d in DEVICES and d != "auto"]
-    return devices + variants_of(config, devices)
+    return [d for d in installed_devices() if d in DEVICES and d != "auto"]
 
 
-def _cpu_id() -> str:
-    """This CPU (model name and flags), so that a cache shared by machines keeps their choices apart."""
+def _machine_id() -> str:
+    """This CPU (model name and flags) and whether pdlite's native host kernels are loaded (else the NumPy ones,
+    10-20x slower on these networks), so that a cache shared by machines or builds keeps their choices apart."""
+    from pdlite.kernels.host import native
+
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             lines = [ln for ln in f if ln.startswith(("model name", "flags"))][:2]
@@ -93,6 +97,7 @@ def _cpu_id() -> str:
         import platform
 
         lines = [platform.processor(), platform.machine()]
+    lines.append(f"native={native.available()}")
     return hashlib.sha256("".join(lines).encode()).hexdigest()[:12]
 
 
@@ -128,7 +133,7 @@ class Placement:
         return model.on(device)
 
     def _key(self, model: Any) -> str:
-        return cache_key(model.config, {}, self.candidates, f"ocr-placement:cpu={_cpu_id()}")
+        return cache_key(model.config, {}, self.candidates, f"ocr-placement:machine={_machine_id()}")
 
     def load(self, models: dict[str, Any]) -> bool:
         """Take the cached decision for these networks when every one has one (then `plan` is set)."""
