@@ -19,6 +19,8 @@ The ops:
 - `fusion_elementwise_<op>_activation` (add, sub, mul, div, max, min): Out = act(X <op> Y)
   with Paddle's `axis` broadcasting.
 - `fusion_scale_activation`: Out = act(scale(X)) with scale's scale/bias/bias_after_scale.
+- `fused_attention`: multi-head self-attention of X (B, S, 3 H D) -> Out (B, S, H D) (attention_fuse_pass: the
+  split of q / k / v, their reshapes and transposes, q k^T, softmax, .v and the transpose back).
 """
 from __future__ import annotations
 
@@ -109,3 +111,15 @@ for _t in FUSED_ELEMENTWISE:
 def _fused_scale_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     """act(scale * X + bias) (or scale * (X + bias)): X's shape."""
     return {"Out": [ctx.shape("X")]}
+
+
+@register_op("fused_attention", inputs=["X"], outputs=["Out"], defaults={"head_number": 1, "alpha": 1.0})
+def _fused_attention_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Multi-head self-attention of X (B, S, 3 H D), q, k and v side by side (attention_fuse_pass): per head h,
+    softmax(alpha * q_h k_h^T) v_h, the heads side by side again: Out (B, S, H D)."""
+    x = ctx.shape("X")
+    h = int(ctx.attrs["head_number"])
+    ctx.require(len(x) == 3, f"X must be 3-D (batch, tokens, 3 * heads * head size), got {list(x)}")
+    ctx.require(h > 0 and x[2] > 0 and x[2] % (3 * h) == 0,
+                f"X's last dim {x[2]} must be 3 * head_number ({h}) * head size")
+    return {"Out": [(x[0], x[1], x[2] // 3)]}

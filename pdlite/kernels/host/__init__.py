@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     activation,
+    attention,
     bitwise,
     control_flow,
     conv,

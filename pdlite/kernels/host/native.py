@@ -569,3 +569,14 @@ def softmax(x: np.ndarray) -> np.ndarray:
     cols = x.shape[-1]
     _ext.softmax(_f32(x, "softmax"), y, (x.size // max(cols, 1), cols))
     return y
+
+
+def attention(x: np.ndarray, heads: int, alpha: float = 1.0) -> np.ndarray:
+    """Per head h, softmax(alpha * q_h k_h^T) v_h of C-contiguous float32 x (B, S, 3 * heads * D) (q, k, v side by
+    side, head h at columns h*D of each third) -> (B, S, heads * D) (native_src/norm_softmax.c at_task)."""
+    assert _ext is not None
+    b, s, c = x.shape
+    d = c // (3 * heads)
+    out = empty_aligned((b, s, heads * d))
+    _ext.attention(_f32(x, "attention"), out, (b, s, heads, d), float(alpha))
+    return out

@@ -267,3 +267,17 @@ def pool_plan(x_shape: tuple[int, ...], oh: int, ow: int, kernel: tuple[int, int
         return out
 
     return run
+
+
+def attention_plan(shape: tuple[int, int, int], heads: int, alpha: float) -> Plan:
+    """x -> native.attention(x, heads, alpha) for x of `shape` (B, S, 3 * heads * D)."""
+    b, s, c = shape
+    d = c // (3 * heads)
+    fn, alloc, dims, alpha = _ext().attention, native.allocator((b, s, heads * d)), (b, s, heads, d), float(alpha)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out = alloc()
+        fn(x, out, dims, alpha)
+        return out
+
+    return run

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pdlite.optimizer.passes import (  # noqa: F401
     activation_fuse,
+    attention_fuse,
     constant_folding,
     conv_fuse,
     eliminate,

@@ -595,6 +595,7 @@ PD_HIDDEN void pk_gemm_task_pick(int isa);
 PD_HIDDEN void pw_task_pick(int isa);
 PD_HIDDEN void ln_task_pick(int isa);
 PD_HIDDEN void sm_task_pick(int isa);
+PD_HIDDEN void at_task_pick(int isa);
 /* packed_gemm.c's register-tiled GEMM for winograd.c: the column tiles of L columns, and npos products out + p*M*L
  * (M, L) = W[p] @ B[p], W[p] packed as pack_weights packs an (M, K, 1, 1) filter, B[p] as [tile][K][7] (zeros
  * past L); over the pool (parallel) or on the calling thread */
@@ -617,6 +618,7 @@ PD_HIDDEN PyObject *py_packed_fc(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_packed_gemv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_attention(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_set_sgemm(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_has_sgemm(PyObject *self, PyObject *args);
 

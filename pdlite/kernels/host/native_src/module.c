@@ -52,6 +52,7 @@ static void pick_isa(void) {
     pw_task_pick(isa);
     ln_task_pick(isa);
     sm_task_pick(isa);
+    at_task_pick(isa);
     q_task_pick(isa, !(force && strcmp(force, "avx2") == 0));
     g_isa = avx512 ? "avx512" : (avx2 ? "avx2" : "baseline");
 #elif defined(__aarch64__)
@@ -192,6 +193,8 @@ static PyMethodDef methods[] = {
     {"layer_norm", py_layer_norm, METH_VARARGS,
      "layer_norm(x, scale|None, bias|None, y, mean|None, var|None, (rows, cols), eps): over each row"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(x, y, (rows, cols)): over each row"},
+    {"attention", py_attention, METH_VARARGS,
+     "attention(x, out, (B, S, H, D), alpha): per head softmax(alpha q k^T) v of x (B, S, 3HD) into out (B, S, HD)"},
     {"qgemm_info", py_qgemm_info, METH_VARARGS,
      "qgemm_info([M, K]): (int8 format vnni|avx2|baseline, columns stored + 128, rows per block, packed bytes of M x K)"},
     {"qpack_weights", py_qpack_weights, METH_VARARGS, "qpack_weights(w int8 (M,K), out bytes, (M,K))"},

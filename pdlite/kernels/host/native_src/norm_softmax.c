@@ -145,28 +145,115 @@ PD_INLINE void sm_row(const float *x, float *y, isz n) {
     PD_SIMD for (isz k = 0; k < n; k++) y[k] *= inv;
 }
 
-/* y = exp(x - max) * (1 / sum) per row (pdlite/kernels/host/math.py's order); NaN propagates through max */
-PD_INLINE void sm_task_impl(void *vctx, isz begin, isz end) {
-    const sm_args *a = (const sm_args *)vctx;
-    const isz n = a->cols;
+/* y = exp(x - max) * (1 / sum) over one row of n (pdlite/kernels/host/math.py's order); NaN propagates through
+ * max; y may be x */
+PD_INLINE void sm_any(const float *x, float *y, isz n) {
     if (n >= 16) {
-        for (isz r = begin; r < end; r++) sm_row(a->x + r * n, a->y + r * n, n);
+        sm_row(x, y, n);
         return;
     }
-    for (isz r = begin; r < end; r++) { /* under 16 columns: no whole chunk (sm_row's tail) */
-        const float *x = a->x + r * n;
-        float *y = a->y + r * n;
-        float m = -INFINITY;
-        for (isz i = 0; i < n; i++) m = PD_MAXNAN(m, x[i]);
-        PD_SIMD for (isz k = 0; k < n; k++) y[k] = pd_expf(x[k] - m);
-        const float inv = 1.0f / row_sum(y, n);
-        PD_SIMD for (isz k = 0; k < n; k++) y[k] *= inv;
+    float m = -INFINITY; /* under 16 columns: no whole chunk (sm_row's tail) */
+    for (isz i = 0; i < n; i++) m = PD_MAXNAN(m, x[i]);
+    PD_SIMD for (isz k = 0; k < n; k++) y[k] = pd_expf(x[k] - m);
+    const float inv = 1.0f / row_sum(y, n);
+    PD_SIMD for (isz k = 0; k < n; k++) y[k] *= inv;
+}
+
+PD_INLINE void sm_task_impl(void *vctx, isz begin, isz end) {
+    const sm_args *a = (const sm_args *)vctx;
+    for (isz r = begin; r < end; r++) sm_any(a->x + r * a->cols, a->y + r * a->cols, a->cols);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* attention: per head, softmax(alpha * q k^T) v (attention_fuse_pass's fused_attention)            */
+/* ------------------------------------------------------------------------------------------------ */
+
+/* x (B, S, 3 H D): each token's q, k and v (the siblings' fc output, [Wq | Wk | Wv]), head h at columns h D ..
+ * h D + D - 1 of each third; out (B, S, H D): head h's softmax(alpha * q_h k_h^T) v_h at columns h D ... Items are
+ * (b, h); per item k_h^T (D, Sj) and v_h (S, Dj) are copied into scratch with zero columns up to multiples of 16
+ * (Sj, Dj), the scores (S, Sj) computed there on at_tile, scaled, softmax'd in place (sm_any: the softmax kernel's
+ * operations), then multiplied by v_h into out. The products are one multiply-add per reduction step, k ascending
+ * (fused where the ISA has FMA): not a BLAS's order, so within fp32 rounding of the unfused ops
+ * (docs/determinism.md); the same bits at any thread count and on AVX2 and AVX-512. */
+typedef struct {
+    const float *x;
+    float *out;
+    isz S, H, D;
+    float alpha;
+} at_args;
+
+#define AT_MR 4 /* rows per tile */
+#define AT_NR 16 /* columns per tile: two vectors of 8 */
+#define AT_PAR_MACS (1 << 17) /* multiply-adds (B H S S D) from which the heads are split over the pool */
+#define AT_UP(n) (((n) + AT_NR - 1) / AT_NR * AT_NR)
+
+/* c[i ldc + j] = sum_k a[i][k] b[k ldb + j] for i < nr, j < nc (of a tile of AT_MR x AT_NR: rows past nr repeat a
+ * real one, b holds AT_NR columns) */
+PD_INLINE void at_tile(const float *const a[AT_MR], isz kd, const float *b, isz ldb, float *c, isz ldc, int nr,
+                       isz nc) {
+    sm_v8 acc[AT_MR][2], b0, b1;
+    for (int i = 0; i < AT_MR; i++) acc[i][0] = acc[i][1] = (sm_v8){0};
+    for (isz k = 0; k < kd; k++) {
+        memcpy(&b0, b + k * ldb, 32);
+        memcpy(&b1, b + k * ldb + 8, 32);
+        for (int i = 0; i < AT_MR; i++) {
+            const float av = a[i][k];
+            acc[i][0] += b0 * av;
+            acc[i][1] += b1 * av;
+        }
     }
+    float t[AT_MR][AT_NR];
+    memcpy(t, acc, sizeof t);
+    for (int i = 0; i < nr; i++) memcpy(c + i * ldc, t[i], (size_t)nc * sizeof(float));
+}
+
+/* out rows (ldc apart) = a (S rows from a0, lda apart; kd of each) @ b (kd, ncols padded to AT_UP) */
+PD_INLINE void at_product(const float *a0, isz lda, isz S, isz kd, const float *b, isz ncols, float *c, isz ldc) {
+    const isz ldb = AT_UP(ncols);
+    for (isz i0 = 0; i0 < S; i0 += AT_MR) {
+        const int nr = S - i0 < AT_MR ? (int)(S - i0) : AT_MR;
+        const float *a[AT_MR];
+        for (int i = 0; i < AT_MR; i++) a[i] = a0 + (i0 + (i < nr ? i : nr - 1)) * lda;
+        for (isz j0 = 0; j0 < ncols; j0 += AT_NR)
+            at_tile(a, kd, b + j0, ldb, c + i0 * ldc + j0, ldc, nr, ncols - j0 < AT_NR ? ncols - j0 : AT_NR);
+    }
+}
+
+PD_INLINE void at_task_impl(void *vctx, isz begin, isz end) {
+    const at_args *a = (const at_args *)vctx;
+    const isz S = a->S, D = a->D, H = a->H, Sj = AT_UP(S), Dj = AT_UP(D), ld = 3 * H * D;
+    float *kt = (float *)pd_scratch((size_t)(D * Sj + S * Dj + S * Sj) * sizeof(float));
+    if (!kt) return;
+    float *vp = kt + D * Sj, *p = vp + S * Dj;
+    for (isz it = begin; it < end; it++) {
+        const isz b = it / H, h = it % H;
+        const float *xb = a->x + b * S * ld, *q = xb + h * D, *k = q + H * D, *v = k + H * D;
+        for (isz d = 0; d < D; d++) {
+            for (isz j = 0; j < S; j++) kt[d * Sj + j] = k[j * ld + d];
+            for (isz j = S; j < Sj; j++) kt[d * Sj + j] = 0.0f;
+        }
+        for (isz j = 0; j < S; j++) {
+            memcpy(vp + j * Dj, v + j * ld, (size_t)D * sizeof(float));
+            for (isz d = D; d < Dj; d++) vp[j * Dj + d] = 0.0f;
+        }
+        at_product(q, ld, S, D, kt, S, p, Sj);
+        for (isz i = 0; i < S; i++) {
+            float *row = p + i * Sj;
+            if (a->alpha != 1.0f) {
+                const float al = a->alpha;
+                PD_SIMD for (isz j = 0; j < S; j++) row[j] *= al;
+            }
+            sm_any(row, row, S);
+        }
+        at_product(p, Sj, S, S, vp, D, a->out + b * S * H * D + h * D, H * D);
+    }
+    free(kt);
 }
 
 
 PD_VERSIONS(ln_task)
 PD_VERSIONS(sm_task)
+PD_VERSIONS(at_task)
 
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args) {
     PyObject *xo, *so, *bo, *yo, *mo, *vo;
@@ -218,4 +305,30 @@ PD_HIDDEN PyObject *py_softmax(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS;
     bufs_release(&bs);
     Py_RETURN_NONE;
+}
+
+PD_HIDDEN PyObject *py_attention(PyObject *self, PyObject *args) {
+    const unsigned pd_fail0 = pd_failures();
+    PyObject *xo, *oo;
+    isz B;
+    at_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO(nnnn)f", &xo, &oo, &B, &a.S, &a.H, &a.D, &a.alpha)) return NULL;
+    if (B < 0 || a.S <= 0 || a.H <= 0 || a.D <= 0) {
+        PyErr_SetString(PyExc_ValueError, "attention: bad shape");
+        return NULL;
+    }
+    pd_bufs bs = {0};
+    a.x = bufs_take(&bs, xo, 0, B * a.S * 3 * a.H * a.D, "attention x");
+    a.out = bufs_take(&bs, oo, 1, B * a.S * a.H * a.D, "attention out");
+    if (bs.failed) return NULL;
+    const isz items = B * a.H;
+    Py_BEGIN_ALLOW_THREADS;
+    if (items > 1 && items * a.S * a.S * a.D >= AT_PAR_MACS)
+        parallel_for(at_task, &a, items, 1);
+    else if (items > 0)
+        at_task(&a, 0, items);
+    Py_END_ALLOW_THREADS;
+    bufs_release(&bs);
+    return pd_done(pd_fail0);
 }
