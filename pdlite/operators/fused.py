@@ -19,6 +19,8 @@ The ops:
 - `fusion_elementwise_<op>_activation` (add, sub, mul, div, max, min): Out = act(X <op> Y)
   with Paddle's `axis` broadcasting.
 - `fusion_scale_activation`: Out = act(scale(X)) with scale's scale/bias/bias_after_scale.
+- `skip_layernorm` (Paddle Inference's): Out = layer_norm(X + Y) over the dims from begin_norm_axis, X and Y of one
+  shape (skip_layernorm_fuse_pass: a residual add and the layer_norm after it).
 - `fused_attention`: multi-head self-attention of X (B, S, 3 H D) -> Out (B, S, H D) (attention_fuse_pass: the
   split of q / k / v, their reshapes and transposes, q k^T, softmax, .v and the transpose back).
 """
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from pdlite.core.program import OpDesc
+from pdlite.operators.elementwise import BroadcastError, aligned_shapes
 from pdlite.operators.registry import OPS, Shape, ShapeContext, register_op
 
 FUSABLE_ACTIVATIONS: tuple[str, ...] = (
@@ -123,3 +126,18 @@ def _fused_attention_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
     ctx.require(h > 0 and x[2] > 0 and x[2] % (3 * h) == 0,
                 f"X's last dim {x[2]} must be 3 * head_number ({h}) * head size")
     return {"Out": [(x[0], x[1], x[2] // 3)]}
+
+
+@register_op("skip_layernorm", inputs=["X", "Y"], outputs=["Out"], optional_inputs=["Scale", "Bias"],
+             defaults={"epsilon": 1e-5, "begin_norm_axis": 1})
+def _skip_layernorm_shape(ctx: ShapeContext) -> dict[str, list[Shape]]:
+    """Out = layer_norm(X + Y): the broadcast shape of X and Y (the pass fuses adds of one shape)."""
+    x, y = ctx.shape("X"), ctx.shape("Y")
+    ctx.require(len(x) == len(y), f"X {list(x)} and Y {list(y)} must have one rank")
+    try:
+        x = tuple(aligned_shapes(tuple(x), tuple(y), -1)[2])
+    except BroadcastError as e:
+        ctx.fail(f"X {list(x)} and Y {list(y)}: {e}")
+    axis = int(ctx.attrs["begin_norm_axis"])
+    ctx.require(0 < axis < len(x) or (axis == 0 and len(x) >= 1), f"begin_norm_axis {axis} invalid for X {list(x)}")
+    return {"Out": [tuple(x)]}

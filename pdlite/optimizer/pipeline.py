@@ -34,6 +34,7 @@ DEFAULT_PASSES: list[str] = [
     "fc_scale_fuse_pass",  # s * fc(x), through reshapes / transposes (attention's q / sqrt(d)) -> fc of s * W
     "fc_siblings_fuse_pass",  # fc ops reading one input (q / k / v) -> one wider fc + split
     "attention_fuse_pass",  # host: that split .. q k^T, softmax, .v .. heads back side by side -> fused_attention
+    "skip_layernorm_fuse_pass",  # host: residual add + layer_norm of the sum -> skip_layernorm (same bits)
     "conv_scale_fuse_pass",
     "conv_residual_add_fuse_pass",  # before the activation fusions: conv + residual add (+ act) -> fused_conv2d
     "conv_activation_fuse_pass",

@@ -175,6 +175,7 @@ def test_fc_siblings_on_the_transformer_encoder():
     outs, types = [], []
     for fuse in (True, False):
         cfg = pi.Config(str(model / "inference.pdmodel"), str(model / "inference.pdiparams"))
+        cfg.delete_pass("attention_fuse_pass")  # (which takes the split: tests/optimizer/test_attention_fuse.py)
         if not fuse:
             cfg.delete_pass("fc_siblings_fuse_pass")
         pred = pi.create_predictor(cfg)

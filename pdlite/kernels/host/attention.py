@@ -30,7 +30,7 @@ def attention_numpy(x: np.ndarray, heads: int, alpha: float) -> np.ndarray:
     np.exp(e, out=e)
     t = e.sum(axis=-1, keepdims=True)
     e *= np.reciprocal(t, out=t)
-    return np.ascontiguousarray(np.matmul(e, v).transpose(0, 2, 1, 3)).reshape(b, s, heads * d)
+    return np.asarray(np.matmul(e, v).transpose(0, 2, 1, 3), order="C").reshape(b, s, heads * d)
 
 
 @register_kernel("fused_attention")

@@ -549,16 +549,18 @@ def pool_geo(x_shape: tuple[int, ...], oh: int, ow: int, kernel: tuple[int, int]
 
 
 def layer_norm(x: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None, eps: float,
-               stats: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Per row of the (rows, cols) matrix x: (x - mean) / sqrt(var + eps) * scale + bias; returns y and, when
-    `stats`, the rows' mean and variance."""
+               stats: bool, residual: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Per row of the (rows, cols) matrix x (of x + residual, skip_layernorm's sum: one rounded add as
+    elementwise_add's): (x - mean) / sqrt(var + eps) * scale + bias; returns y and, when `stats`, the rows' mean and
+    variance."""
     assert _ext is not None
     rows, cols = x.shape
     y = empty_aligned((rows, cols))
     mean = np.empty(rows, dtype=F32) if stats else None
     var = np.empty(rows, dtype=F32) if stats else None
     _ext.layer_norm(_f32(x, "layer_norm"), None if scale is None else _f32(scale, "layer_norm"),
-                    None if bias is None else _f32(bias, "layer_norm"), y, mean, var, (rows, cols), float(eps))
+                    None if bias is None else _f32(bias, "layer_norm"), y, mean, var, (rows, cols), float(eps),
+                    None if residual is None else _f32(residual, "layer_norm"))
     return y, mean, var
 
 

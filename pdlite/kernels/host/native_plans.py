@@ -126,6 +126,18 @@ def layer_norm_plan(rows: int, cols: int, scale: np.ndarray | None, bias: np.nda
     return run
 
 
+def skip_layer_norm_plan(rows: int, cols: int, scale: np.ndarray | None, bias: np.ndarray | None, eps: float) -> Plan2:
+    """(x2, r2) (rows, cols) -> native.layer_norm(x2, scale, bias, eps, False, r2)'s y."""
+    fn, alloc, dims, eps = _ext().layer_norm, native.allocator((rows, cols)), (rows, cols), float(eps)
+
+    def run(x2: np.ndarray, r2: np.ndarray) -> np.ndarray:
+        y = alloc()
+        fn(x2, scale, bias, y, None, None, dims, eps, r2)
+        return y
+
+    return run
+
+
 # --- conv and pool plans: the native call of one conv / pool for one input shape, arguments bound once -------
 def _bound(fn: Callable[..., Any], shape: tuple[int, ...], w: np.ndarray, bias: np.ndarray | None,
            *rest: Any, residual: bool = False) -> Plan:

@@ -175,3 +175,46 @@ class LayerNorm(Kernel):
 def _vec(v: list[Any] | None) -> np.ndarray | None:
     """An optional Scale / Bias input as a contiguous float32 vector."""
     return np.asarray(np.asarray(v[0], dtype=np.float32).reshape(-1), order="C") if v else None
+
+
+@register_kernel("skip_layernorm")
+class SkipLayerNorm(LayerNorm):
+    """skip_layernorm -> Out = layer_norm(X + Y) (skip_layernorm_fuse_pass). Native: the sum and the rows' norm in one
+    call, the sum one rounded float32 add per element as elementwise_add's, so the same bits as the two ops; NumPy:
+    X + Y, then layer_norm's computation."""
+
+    def _rows(self, x: Any, y: Any) -> tuple[int, int] | None:
+        """(rows, cols) of the native call, or None where it does not apply."""
+        if self._use_native is None:
+            self._use_native = native.use_native(self.context)
+        axis = int(self.attrs["begin_norm_axis"])
+        if not (self._use_native and isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.shape == y.shape
+                and x.dtype == y.dtype == np.float32 and x.flags.c_contiguous and y.flags.c_contiguous and x.ndim):
+            return None
+        rows = math.prod(x.shape[:axis])
+        return (rows, x.size // rows) if rows and x.size // rows else None
+
+    def run(self, ins: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        x, y = ins["X"][0], ins["Y"][0]
+        dims = self._rows(x, y)
+        if dims is None:
+            return {"Out": LayerNorm.run(self, {**ins, "X": [np.add(x, y)]})["Y"]}
+        v = self._vectors(ins)
+        out, _, _ = native.layer_norm(x.reshape(dims), v[1], v[3], float(self.attrs["epsilon"]), False,
+                                      y.reshape(dims))
+        return {"Out": [out.reshape(x.shape)]}
+
+    def bind(self, ins: dict[str, list[Any]], fixed: frozenset[str]) -> Bound | None:
+        x, y = ins["X"][0], ins["Y"][0]
+        if (ins.get("Scale") and "Scale" not in fixed) or (ins.get("Bias") and "Bias" not in fixed):
+            return None
+        dims = self._rows(x, y)
+        if dims is None:
+            return None
+        v, shape = self._vectors(ins), x.shape
+        plan = native_plans.skip_layer_norm_plan(*dims, v[1], v[3], float(self.attrs["epsilon"]))
+
+        def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return plan(x.reshape(dims), y.reshape(dims)).reshape(shape)
+
+        return bound(run, ("X", "Y"), ("Out",))

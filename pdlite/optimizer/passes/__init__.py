@@ -15,6 +15,7 @@ from pdlite.optimizer.passes import (  # noqa: F401
     feed_fetch,
     graph_visualize,
     kernel_pick,
+    layer_norm_fuse,
     memory_optimize,
     quant_chain,
     quant_codes,

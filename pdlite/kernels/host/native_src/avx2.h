@@ -13,7 +13,8 @@
  * bits (tests/kernels/test_host_native_isa.py). */
 #ifndef PD_NATIVE_AVX2_H
 #define PD_NATIVE_AVX2_H
-#ifdef PD_X86_DISPATCH
+/* The vector of 8 floats and its helpers are on every target (norm_softmax.c's rows, gemv.c's AVX2 tiles): one ymm
+ * register in the AVX2 and AVX-512 clones, two of 4 floats on SSE and NEON. The tiles below are x86's. */
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi" /* (pd_v8 values never cross a call: every function here is inlined) */
 #elif defined(__GNUC__)
@@ -23,10 +24,10 @@ typedef float pd_v8 __attribute__((vector_size(32)));
 
 typedef int32_t pd_v8i __attribute__((vector_size(32)));
 #define PD_EVEN8 0, 2, 4, 6, 8, 10, 12, 14 /* PD_SHUFFLE8(a, b, PD_EVEN8): a[0], a[2], .., b[6] */
-#if defined(__clang__)
-#define PD_SHUFFLE8(a, b, idx) __builtin_shufflevector(a, b, idx)
+#if defined(__clang__) /* (variadic: idx may arrive as its 8 values, a macro of them expanded by an outer macro) */
+#define PD_SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
-#define PD_SHUFFLE8(a, b, idx) __builtin_shuffle(a, b, (pd_v8i){idx})
+#define PD_SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (pd_v8i){__VA_ARGS__})
 #endif
 
 PD_INLINE pd_v8 pd_load8(const float *p) {
@@ -35,6 +36,7 @@ PD_INLINE pd_v8 pd_load8(const float *p) {
     return v;
 }
 
+#ifdef PD_X86_DISPATCH
 /* columns j0 .. j0 + nj - 1 of rows 16g0 .. 16(g0 + ng) - 1 of pk_tile's tile (a: [k][16mv], b: [k*ldb + j], c: [j][64]):
  * nj * 2ng <= 8 accumulators */
 PD_INLINE void pk_sub_v8(const int nj, const int ng, int g0, int j0, int lda, isz kc, const float *a, const float *b,

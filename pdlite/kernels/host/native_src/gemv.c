@@ -17,14 +17,15 @@
  * else run on the calling thread; each item runs every row of x over its tiles (the tiles from L1 / L2 after the
  * first row). */
 #include "common.h"
+#include "avx2.h" /* pd_v8 */
 
 #define GV_NR 48 /* columns per tile: packed_gemm.c PW_NR, native.py FC_TILE */
 #define GV_NT 2  /* tiles per pass */
 #define GV_PAR_FLOATS (1 << 16) /* weights from which the pool splits the tiles (256 KiB) */
 
-/* AVX2's vector of 8 floats, and 4 (SSE, NEON): GCC lowers a vector wider than the target's registers through the
- * stack (aarch64, 8-float vectors: accumulators spilled, x[k] splatted through memory each step) */
-typedef float gv_v8 __attribute__((vector_size(32)));
+/* AVX2's vector of 8 floats (avx2.h's pd_v8), and 4 (SSE, NEON): GCC lowers a vector wider than the target's
+ * registers through the stack (aarch64, 8-float vectors: accumulators spilled, x[k] splatted through memory each
+ * step) */
 typedef float gv_v4 __attribute__((vector_size(16)));
 
 typedef struct {
@@ -74,7 +75,7 @@ PD_INLINE void gv_out(const gv_args *a, const float *t, isz m, isz n0) {
         }                                                                                                          \
     }
 GV_TILES(gv_tiles_v16, pd_v16, 16) /* AVX-512 */
-GV_TILES(gv_tiles_v8, gv_v8, 8)    /* AVX2 */
+GV_TILES(gv_tiles_v8, pd_v8, 8)    /* AVX2 */
 GV_TILES(gv_tiles_v4, gv_v4, 4)    /* NEON (24 of its 32 registers accumulate), the x86 baseline */
 
 /* tiles [begin, end): GV_NT at a time, then the odd one */

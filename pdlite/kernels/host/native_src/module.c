@@ -191,7 +191,8 @@ static PyMethodDef methods[] = {
     {"packed_conv", py_packed_conv, METH_VARARGS,
      "packed_conv(x, packed w, bias|None, out, (N,C,H,W,M,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), act, (a0,a1,a2)[, wide])"},
     {"layer_norm", py_layer_norm, METH_VARARGS,
-     "layer_norm(x, scale|None, bias|None, y, mean|None, var|None, (rows, cols), eps): over each row"},
+     "layer_norm(x, scale|None, bias|None, y, mean|None, var|None, (rows, cols), eps[, residual]): over each row (of "
+     "x + residual)"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(x, y, (rows, cols)): over each row"},
     {"attention", py_attention, METH_VARARGS,
      "attention(x, out, (B, S, H, D), alpha): per head softmax(alpha q k^T) v of x (B, S, 3HD) into out (B, S, HD)"},

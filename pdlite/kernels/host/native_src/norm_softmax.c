@@ -6,6 +6,7 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 #include "common.h"
+#include "avx2.h" /* pd_v8: vectors of 8 floats */
 
 /* ------------------------------------------------------------------------------------------------ */
 /* row kernels: layer_norm and softmax over the rows of a (rows, cols) matrix                       */
@@ -32,19 +33,26 @@ PD_INLINE float row_sum(const float *x, isz n) {
 }
 
 typedef struct {
-    const float *x, *scale, *bias;
+    const float *x, *res, *scale, *bias;
     float *y, *mean, *var;
     isz cols;
     float eps;
 } ln_args;
 
-/* y = (x - mean) / sqrt(var + eps) * scale + bias per row (pdlite/kernels/host/norm.py's order) */
+/* y = (x - mean) / sqrt(var + eps) * scale + bias per row (pdlite/kernels/host/norm.py's order); with res (skip_layernorm:
+ * the residual add before it), of x + res, the sum written to y first (elementwise_add's one rounded add: the same
+ * bits as the two ops) */
 PD_INLINE void ln_task_impl(void *vctx, isz begin, isz end) {
     const ln_args *a = (const ln_args *)vctx;
     const isz n = a->cols;
     for (isz r = begin; r < end; r++) {
         const float *x = a->x + r * n;
         float *y = a->y + r * n;
+        if (a->res) {
+            const float *rr = a->res + r * n;
+            PD_SIMD for (isz k = 0; k < n; k++) y[k] = x[k] + rr[k];
+            x = y;
+        }
         const float mean = row_sum(x, n) / (float)n;
         float acc[PD_LANES] = {0}, ss = 0.0f;
         isz i = 0;
@@ -77,22 +85,11 @@ typedef struct {
     isz cols;
 } sm_args;
 
-/* Vectors of 8 floats (one AVX2 register, two SSE / NEON ones, the low half of an AVX-512 one): a row's 16 lane
- * partials (lanes_sum's) as two of them, lanes 0-7 and 8-15. As one 16-float vector, GCC kept the partials on the
- * stack in the AVX2 clones (an add waiting on a store's forwarding each step): softmax over the
+/* Vectors of 8 floats (avx2.h's pd_v8: one AVX2 register, two SSE / NEON ones, the low half of an AVX-512 one): a
+ * row's 16 lane partials (lanes_sum's) as two of them, lanes 0-7 and 8-15. As one 16-float vector, GCC kept the
+ * partials on the stack in the AVX2 clones (an add waiting on a store's forwarding each step): softmax over the
  * transformer's 4 x 32 x 32 10.0 us at AVX2 against 3.7 at AVX-512, one Zen 5 core. */
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Wpsabi" /* (sm_v8 values never cross a call: the helpers below are inlined) */
-#elif defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi" /* (as above) */
-#endif
-typedef float sm_v8 __attribute__((vector_size(32)));
-typedef int32_t sm_v8i __attribute__((vector_size(32)));
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
-#define SM_SHUFFLE8(a, idx) __builtin_shufflevector(a, a, idx)
-#else
-#define SM_SHUFFLE8(a, idx) __builtin_shuffle(a, (sm_v8i){idx})
-#endif
+#define SM_SHUFFLE8(a, idx) PD_SHUFFLE8(a, a, idx)
 #define SM_HALF4 4, 5, 6, 7, 4, 5, 6, 7
 #define SM_HALF2 2, 3, 2, 3, 2, 3, 2, 3
 #define SM_HALF1 1, 1, 1, 1, 1, 1, 1, 1
@@ -109,7 +106,7 @@ typedef int32_t sm_v8i __attribute__((vector_size(32)));
 /* max lane by lane (b where b > a). Ordered: a NaN may be dropped here, but it reaches the row's sum through its
  * own exp(NaN - m), and the whole row is NaN either way (a NaN test in the mask, b != b, made GCC 12 compute the
  * inlined vector compares one lane at a time) */
-#define SM_MAX(a, b) ((sm_v8)(((sm_v8i)(b) & ((b) > (a))) | ((sm_v8i)(a) & ~((b) > (a)))))
+#define SM_MAX(a, b) ((pd_v8)(((pd_v8i)(b) & ((b) > (a))) | ((pd_v8i)(a) & ~((b) > (a)))))
 
 /* a row of 16 or more columns: its whole 16-column chunks in vectors (the per-row work of the lane arrays, spilled
  * to the stack for the max and the sum, and a branch per element of the max, was most of a short row's time:
@@ -118,7 +115,7 @@ typedef int32_t sm_v8i __attribute__((vector_size(32)));
  * a NaN is all NaN. */
 PD_INLINE void sm_row(const float *x, float *y, isz n) {
     const isz nb = n - n % 16;
-    sm_v8 lo, hi, v;
+    pd_v8 lo, hi, v;
     memcpy(&lo, x, 32);
     memcpy(&hi, x + 8, 32);
     for (isz i = 16; i < nb; i += 16) {
@@ -131,7 +128,7 @@ PD_INLINE void sm_row(const float *x, float *y, isz n) {
     float m = lo[0];
     for (isz i = nb; i < n; i++) m = PD_MAXNAN(m, x[i]);
     PD_SIMD for (isz k = 0; k < n; k++) y[k] = pd_expf(x[k] - m);
-    lo = (sm_v8){0}, hi = (sm_v8){0};
+    lo = (pd_v8){0}, hi = (pd_v8){0};
     for (isz i = 0; i < nb; i += 16) {
         memcpy(&v, y + i, 32);
         lo += v;
@@ -191,8 +188,8 @@ typedef struct {
  * real one, b holds AT_NR columns) */
 PD_INLINE void at_tile(const float *const a[AT_MR], isz kd, const float *b, isz ldb, float *c, isz ldc, int nr,
                        isz nc) {
-    sm_v8 acc[AT_MR][2], b0, b1;
-    for (int i = 0; i < AT_MR; i++) acc[i][0] = acc[i][1] = (sm_v8){0};
+    pd_v8 acc[AT_MR][2], b0, b1;
+    for (int i = 0; i < AT_MR; i++) acc[i][0] = acc[i][1] = (pd_v8){0};
     for (isz k = 0; k < kd; k++) {
         memcpy(&b0, b + k * ldb, 32);
         memcpy(&b1, b + k * ldb + 8, 32);
@@ -256,11 +253,12 @@ PD_VERSIONS(sm_task)
 PD_VERSIONS(at_task)
 
 PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args) {
-    PyObject *xo, *so, *bo, *yo, *mo, *vo;
+    PyObject *xo, *so, *bo, *yo, *mo, *vo, *ro = Py_None;
     isz rows, cols;
     ln_args a;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOO(nn)f", &xo, &so, &bo, &yo, &mo, &vo, &rows, &cols, &a.eps)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO(nn)f|O", &xo, &so, &bo, &yo, &mo, &vo, &rows, &cols, &a.eps, &ro))
+        return NULL;
     if (rows < 0 || cols <= 0) {
         PyErr_SetString(PyExc_ValueError, "layer_norm: bad shape");
         return NULL;
@@ -276,6 +274,7 @@ PD_HIDDEN PyObject *py_layer_norm(PyObject *self, PyObject *args) {
     a.y = bufs_take(&bs, yo, 1, rows * cols, "layer_norm y");
     a.mean = mo == Py_None ? NULL : bufs_take(&bs, mo, 1, rows, "layer_norm mean");
     a.var = vo == Py_None ? NULL : bufs_take(&bs, vo, 1, rows, "layer_norm variance");
+    a.res = ro == Py_None ? NULL : bufs_take(&bs, ro, 0, rows * cols, "layer_norm residual");
     if (bs.failed) return NULL;
     a.cols = cols;
     Py_BEGIN_ALLOW_THREADS;
