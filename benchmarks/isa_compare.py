@@ -14,11 +14,18 @@ det 0.84x, ResNet18 0.80x the time with SkylakeX's). `--blas-own-pick` leaves Op
 unless OPENBLAS_CORETYPE is set before NumPy loads); the header says which.
 
 Per layer, the same models at each ISA: benchmarks/isa_layers.py.
+
+The last column lists OpenVINO's nodes that run above the forced ISA (its runtime model's primitiveType per node):
+ONEDNN_MAX_CPU_ISA caps oneDNN's primitives only; OpenVINO's MLAS GEMMs (`gemm_mlas_f32`: its FullyConnected on
+small shapes) and some of its own JIT nodes (MVN: `jit_avx512_f32`) pick their kernels from CPUID. On the transformer
+encoder at "AVX2" (OpenVINO 2025, Zen 5), 9 of its 13 FullyConnected (2/3 of the model's multiply-adds) and its 5
+layer norms ran AVX-512 code: that cell is not an AVX2 comparison.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,6 +46,27 @@ def isa_env(isa: str, flags: list[str], blas: bool = True) -> dict[str, str]:
     return env
 
 
+def ov_above_isa(d: Path, isa: str, batch: int) -> str:
+    """OpenVINO's nodes above `isa` for model dir d ("9 FullyConnected gemm_mlas_f32, ..."), compiled in a child
+    process under the environment already set (oneDNN reads its ISA cap once per process)."""
+    if isa == "avx512":
+        return "-"
+    code = ("import sys, collections; sys.path.insert(0, sys.argv[1]); import compare, openvino as ov; "
+            "d = compare.find_model(sys.argv[2]); feeds = compare.feeds_for(d, int(sys.argv[3])); core = ov.Core(); "
+            "m = core.read_model(str(compare.program_files(d)[0])); m.reshape({k: list(v.shape) for k, v in feeds.items()}); "
+            "cm = core.compile_model(m, 'CPU', {'INFERENCE_NUM_THREADS': 1, 'INFERENCE_PRECISION_HINT': 'f32'}); "
+            "c = collections.Counter((i['layerType'].astype(str), i['primitiveType'].astype(str)) for i in "
+            "(op.get_rt_info() for op in cm.get_runtime_model().get_ordered_ops()) if 'primitiveType' in i); "
+            "print(', '.join(f'{n} {t} {p}' for (t, p), n in sorted(c.items()) "
+            "if 'avx512' in p or 'amx' in p or 'mlas' in p) or 'none')")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), d.name, str(batch)],
+                             capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "?"
+    return out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else "?"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(compare.MODELS))  # every shared model (../shared/models/INDEX.md)
@@ -57,12 +85,12 @@ def main() -> int:
     print(f"CPU: {model}; flags: {' '.join(flags)}; batch {args.batch}, {args.threads} threads; median ms of "
           f"{args.rounds} x {args.block} runs per contender, interleaved; ratio = pdlite / OpenVINO (paired by round); "
           f"NumPy's OpenBLAS: {'its own pick' if args.blas_own_pick else 'forced to the ISA (OPENBLAS_CORETYPE)'}")
-    print("| model | ISA forced | pdlite host ms | OpenVINO fp32 ms | pdlite / OpenVINO |")
-    print("|---|---|---|---|---|")
+    print("| model | ISA forced | pdlite host ms | OpenVINO fp32 ms | pdlite / OpenVINO | OpenVINO nodes above the ISA |")
+    print("|---|---|---|---|---|---|")
     for name in args.models.split(","):
         d = compare.find_model(name)
         if d is None:
-            print(f"| {name} | (model not found) | | | |")
+            print(f"| {name} | (model not found) | | | | |")
             continue
         for isa in args.isas.split(","):
             os.environ.pop("OPENBLAS_CORETYPE", None)
@@ -78,7 +106,7 @@ def main() -> int:
                         w.kill()
             r = compare.paired_ratio(per_round, "pdlite-host", "openvino")
             print(f"| {name} | {isa} | {med['pdlite-host']:.2f} | {med['openvino']:.2f} | "
-                  f"{'-' if r is None else f'{r:.2f}x'} |", flush=True)
+                  f"{'-' if r is None else f'{r:.2f}x'} | {ov_above_isa(d, isa, args.batch)} |", flush=True)
     return 0
 
 
