@@ -27,6 +27,12 @@ from pdlite.optimizer.pass_registry import Pass, PassContext, register_pass
 from pdlite.optimizer.pattern import replace_ops, versions
 
 HOST_TARGETS = {TargetType.Host, TargetType.X86, TargetType.ARM, TargetType.Any}
+
+
+def host_program(ctx: PassContext) -> bool:
+    """Whether the program runs on the host alone (no NNAdapter devices, host places): the host-kernel fusions'
+    condition (the devices' converters know the unfused ops)."""
+    return not ctx.options.get("nnadapter_device_names") and ctx.targets <= HOST_TARGETS
 HEADS_FIRST = [0, 2, 1, 3]  # (B, S, H, D) <-> (B, H, S, D)
 
 
@@ -163,7 +169,7 @@ class AttentionFuse(Pass):
 
     def apply(self, graph: Graph, ctx: PassContext) -> bool:
         stats = ctx.meta.setdefault("pass_stats", {}).setdefault(self.name, {"rewrites": 0, "refused": Counter()})
-        if ctx.options.get("nnadapter_device_names") or not ctx.targets <= HOST_TARGETS:
+        if not host_program(ctx):
             return False
         fetch = set(ctx.meta.get("fetch_names", []))
         modified = False

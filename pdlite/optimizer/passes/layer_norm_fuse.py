@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from pdlite.core.graph import Graph
 from pdlite.core.program import OpDesc
-from pdlite.core.types import TargetType
 from pdlite.optimizer.pass_registry import PassContext, register_pass
+from pdlite.optimizer.passes.attention_fuse import host_program
 from pdlite.optimizer.pattern import Fuser, Match, Pattern, replace_ops
-
-HOST_TARGETS = {TargetType.Host, TargetType.X86, TargetType.ARM, TargetType.Any}
 
 
 @register_pass("skip_layernorm_fuse_pass")
@@ -32,7 +30,7 @@ class SkipLayerNormFuse(Fuser):
         return p
 
     def apply(self, graph: Graph, ctx: PassContext) -> bool:
-        if ctx.options.get("nnadapter_device_names") or not ctx.targets <= HOST_TARGETS:
+        if not host_program(ctx):
             return False
         self._fetch = set(ctx.meta.get("fetch_names", []))
         return super().apply(graph, ctx)
