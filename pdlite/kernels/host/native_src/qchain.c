@@ -20,7 +20,8 @@
 #include "qquant.h"
 
 PD_HIDDEN int q_chain_parse(const float *prog, isz len, isz channels, q_chain *c) {
-    c->n = 0;
+    c->n = c->nrun = 0;
+    c->lut_at = -1;
     c->regs = 1;
     for (isz i = 0; i < len;) {
         if (i + 2 > len || c->n == Q_MAX_STEPS) goto bad;
@@ -60,6 +61,7 @@ PD_HIDDEN int q_chain_parse(const float *prog, isz len, isz channels, q_chain *c
         }
         i += 2 + cnt;
     }
+    c->nrun = c->n;
     return 0;
 bad:
     PyErr_Format(PyExc_ValueError, "pointwise chain: malformed program (step %d; at most %d steps)", c->n,
@@ -69,7 +71,7 @@ bad:
 
 /* o[0 .. n) of channel ch through the chain, in place */
 PD_INLINE void q_chain_row_impl(float *o, isz n, isz ch, const q_chain *c) {
-    for (int i = 0; i < c->n; i++) {
+    for (int i = 0; i < c->nrun; i++) {
         const q_step *s = &c->s[i];
         switch (s->code) {
         case Q_STEP_ADD_C: {
@@ -106,7 +108,7 @@ static void q_chain_row_base(float *o, isz n, isz ch, const q_chain *c) { q_chai
  * does), so the same bits. Written twice (AVX-512: 16 lanes, masked tails; AVX2: 8 lanes, padded tails) with a
  * macro over the width's intrinsics. */
 #define Q_CHAIN_STEPS(U, V, PS, SET1, ADD, MUL, DIV, AND, ANDN, BLEND, LT, GT, ORD, MIN, MAX, ROUND_QDQ)             \
-    for (int i = 0; i < c->n; i++) {                                                                               \
+    for (int i = 0; i < c->nrun; i++) {                                                                               \
         const q_step *s = &c->s[i];                                                                                \
         switch (s->code) {                                                                                         \
         case Q_STEP_ADD_C: {                                                                                       \
@@ -327,4 +329,34 @@ PD_HIDDEN PyObject *py_qchain(PyObject *self, PyObject *args) {
     }
     while (nv > 0) PyBuffer_Release(&views[--nv]);
     return NULL;
+}
+
+/* A chain whose output is quantized to codes: from its first QDQ step (round type 0) after which no step reads a
+ * per-channel value, every later step and the output's quantization are a function of that step's code alone (the QDQ
+ * gives one value per code), so they are a table of the 256 codes, made here by running those very steps and the
+ * output's quantization (this ISA's forms) on one value per code. The rows then run the steps before it, are
+ * quantized as it quantizes (the same integers: Paddle's quantize_linear) and looked up (q_lut_codes). Exact: a value
+ * of that code is (q / k) where q / k * k rounds back to q (checked), the same code as the row's value; a NaN has
+ * code 0; a QDQ's zero may differ in sign, which no step's float32 operation (add, multiply, divide by a constant,
+ * compare, min / max) carries into a non-zero value, so into another code. */
+PD_HIDDEN void q_chain_lut(q_chain *c, const q_param *cq) {
+    int f = -1;
+    for (int i = c->n - 1; i >= 0 && c->s[i].code != Q_STEP_ADD_C; i--)
+        if (c->s[i].code == Q_STEP_QDQ && c->s[i].oq.qp.rt == 0) f = i;
+    if (f < 0) return;
+    const q_param *qp = &c->s[f].oq.qp;
+    if (!isfinite(qp->k) || qp->k <= 0.0f) return;
+    float v[256];
+    uint8_t back[256];
+    for (int i = 0; i < 256; i++) v[i] = (float)(i - 128) / qp->k;
+    q_codes_row(back, v, 256, qp);
+    for (int i = 0; i < 256; i++)
+        if (back[i] != i) return;
+    q_chain tail = *c;
+    tail.n = tail.nrun = c->n - f;
+    memmove(tail.s, c->s + f, (size_t)tail.n * sizeof tail.s[0]);
+    q_chain_row(v, 256, 0, &tail);
+    q_codes_row(c->lut, v, 256, cq);
+    c->lut_at = f;
+    c->nrun = f;
 }

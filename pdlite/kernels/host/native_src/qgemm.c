@@ -26,6 +26,7 @@
 #include "qgemm.h"
 
 PD_HIDDEN int g_qisa = Q_BASE;
+PD_HIDDEN int g_qvbmi = 0;
 
 static const q_format Q_FORMATS[4] = {
     {8, 16, 4, 1, "baseline"},
@@ -41,6 +42,7 @@ PD_HIDDEN void q_pick(int isa, int avxvnni) {
     if (isa == PD_ISA_AVX512 && __builtin_cpu_supports("avx512vnni")) g_qisa = Q_VNNI;
     else if (isa >= PD_ISA_AVX2 && avxvnni && __builtin_cpu_supports("avxvnni")) g_qisa = Q_AVXVNNI;
     else if (isa >= PD_ISA_AVX2) g_qisa = Q_AVX2;
+    g_qvbmi = g_qisa == Q_VNNI && __builtin_cpu_supports("avx512vbmi");
 #else
     (void)isa, (void)avxvnni;
 #endif
@@ -444,6 +446,7 @@ PD_HIDDEN PyObject *py_qconv(PyObject *self, PyObject *args) {
             return NULL;
         }
         a.chain = &chain;
+        if (a.codes) q_chain_lut(&chain, &a.cq);
     }
     int ok = 1;
     /* one column in place (a 1x1 conv of a 1x1 map, an fc of one row): the GEMV forms (q_gemv_vnni, q_gemv_avx2) */

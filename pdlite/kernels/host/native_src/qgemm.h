@@ -432,6 +432,34 @@ PD_TARGET_AVX2 static void q_rows_codes_avx2(const q_args *a, const int32_t *acc
 }
 #endif
 
+#ifdef PD_X86_DISPATCH
+/* bytes o[0 .. n) through a 256-byte table: two vpermi2b of 128 entries each, picked by the index's top bit */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline void q_lut_vbmi(uint8_t *o, isz n,
+                                                                                    const uint8_t *lut) {
+    const __m512i t0 = _mm512_loadu_si512((const void *)lut), t1 = _mm512_loadu_si512((const void *)(lut + 64));
+    const __m512i t2 = _mm512_loadu_si512((const void *)(lut + 128)), t3 = _mm512_loadu_si512((const void *)(lut + 192));
+    for (isz i = 0; i < n; i += 64) {
+        const __mmask64 mk = n - i >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (n - i)) - 1;
+        const __m512i idx = _mm512_maskz_loadu_epi8(mk, o + i);
+        const __m512i lo = _mm512_permutex2var_epi8(t0, idx, t1), hi = _mm512_permutex2var_epi8(t2, idx, t3);
+        _mm512_mask_storeu_epi8(o + i, mk, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
+    }
+}
+#endif
+
+/* a row's codes through its chain's table (q_chain_lut): the values (the chain run up to its lut_at step) quantized as
+ * that QDQ step quantizes them, then each code looked up */
+PD_INLINE void q_lut_codes(uint8_t *o, const float *x, isz n, const q_chain *c) {
+    q_codes_row(o, x, n, &c->s[c->lut_at].oq.qp);
+#ifdef PD_X86_DISPATCH
+    if (g_qvbmi) {
+        q_lut_vbmi(o, n, c->lut);
+        return;
+    }
+#endif
+    for (isz i = 0; i < n; i++) o[i] = c->lut[o[i]];
+}
+
 #define Q_CODES_CHUNK 512 /* a codes output's values are computed this many at a time on the stack, then quantized */
 
 /* rows [m0, m0 + mrows) x columns [col0, col0 + ncols) of the output from the int32 sums acc (row stride ld): floats,
@@ -480,7 +508,10 @@ PD_INLINE void q_epilogue_rows(const q_args *a, const int32_t *acc, isz ld, isz 
             const isz cnt = ncols - j < Q_CODES_CHUNK ? ncols - j : Q_CODES_CHUNK;
             float t[Q_CODES_CHUNK];
             q_row_values(a, s + j, mm, t, r ? r + j : NULL, cnt, v16, NULL);
-            q_codes_row(a->codes + off + j, t, cnt, &a->cq);
+            if (a->chain && a->chain->lut_at >= 0)
+                q_lut_codes(a->codes + off + j, t, cnt, a->chain);
+            else
+                q_codes_row(a->codes + off + j, t, cnt, &a->cq);
         }
     }
 }

@@ -33,7 +33,9 @@ PD_INLINE void q_gemv_epilogue(const q_args *a, const int32_t *out, isz m0, isz 
     }
     if (a->chain)
         for (isz m = 0; m < mrows; m++) q_chain_row(t + m, 1, m0 + m, a->chain);
-    if (a->codes)
+    if (a->codes && a->chain && a->chain->lut_at >= 0)
+        q_lut_codes(a->codes + off, t, mrows, a->chain);
+    else if (a->codes)
         q_codes_row(a->codes + off, t, mrows, &a->cq);
     else
         memcpy(o, t, (size_t)mrows * sizeof(float));

@@ -63,11 +63,16 @@ typedef struct {
 } q_step;
 typedef struct {
     int n;
+    int nrun; /* the steps q_chain_row runs: n, or lut_at where the table finishes the chain (q_chain_lut) */
     int regs; /* every step runs in vector registers (activations of act_in_regs, QDQs of round type 0) */
+    int lut_at; /* q_chain_lut: from this QDQ step on, the chain and the output's codes are lut[its code], or -1 */
+    uint8_t lut[256];
     q_step s[Q_MAX_STEPS];
 } q_chain;
 /* parse a chain's program (float32 values, qchain.c) for `channels` channels; -1 with a Python error when malformed */
 PD_HIDDEN int q_chain_parse(const float *prog, isz len, isz channels, q_chain *c);
+/* a chain whose output becomes codes quantized with cq: its table where the chain allows one (c->lut_at >= 0) */
+PD_HIDDEN void q_chain_lut(q_chain *c, const q_param *cq);
 extern PD_HIDDEN void (*q_chain_row)(float *o, isz n, isz ch, const q_chain *c);
 PD_HIDDEN void q_chain_pick(int isa);
 PD_HIDDEN PyObject *py_qchain(PyObject *self, PyObject *args);

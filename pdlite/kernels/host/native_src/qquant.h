@@ -9,6 +9,7 @@
 
 enum { Q_BASE = 0, Q_AVX2 = 1, Q_VNNI = 2, Q_AVXVNNI = 3 };
 extern PD_HIDDEN int g_qisa; /* the int8 format in use (qgemm.c's q_pick) */
+extern PD_HIDDEN int g_qvbmi; /* vnni on a CPU with AVX512-VBMI (byte permutes: q_lut_codes) */
 /* whether the int8 kernels run at AVX2's width (avx2, or avxvnni: AVX-VNNI's 256-bit vpdpbusd): the 8-lane helpers */
 #define Q_AVX2_CLASS (g_qisa == Q_AVX2 || g_qisa == Q_AVXVNNI)
 
