@@ -278,3 +278,28 @@ def test_every_form_sums_exactly_on_odd_geometry(i: int) -> None:
                 np.testing.assert_array_equal(got.astype(np.int64), ref, err_msg=f"form {form} {xin.dtype}")
         finally:
             native._ext._set_qdw_integer(before)
+
+
+@pytest.mark.skipif(qn.int8_isa() != "vnni", reason="the window form runs at vnni only")
+def test_window_form_quantizes_nan_inf_and_ties_as_the_float_sums_form() -> None:
+    """Float inputs quantized into the window planes 16 at a time (round type 0: qdw_quantize_vnni) against the
+    float-sums form's quantizer: NaN, +-inf, -0, ties, values just past the clamp; rows with tails."""
+    rng = np.random.default_rng(1)
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 1.5 * 3 / 127, 3 * 127.5 / 127, -3 * 128.5 / 127], np.float32)
+    for c, h, w, k, s in [(5, 13, 37, 3, 1), (4, 9, 16, 5, 1), (3, 20, 33, 3, 2)]:
+        x = (rng.standard_normal((1, c, h, w)) * 2).astype(np.float32)
+        picks = x.reshape(-1)[::3]  # (a view)
+        picks[:] = np.resize(special, picks.size)
+        w8 = rng.integers(-128, 128, (c, 1, k, k)).astype(np.int8)
+        wq, comp = qn.dw_weights(w8)
+        p = k // 2
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        outs = []
+        for mode in (2, 0):
+            before = native._ext._set_qdw_integer(mode)
+            try:
+                outs.append(qn.qdwconv(x, wq, comp, np.full(c, 1e-2, np.float32), None, oh, ow, (k, k), (s, s),
+                                       (1, 1), (p, p), qn.QParam.of(3.0, 0)))
+            finally:
+                native._ext._set_qdw_integer(before)
+        np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32), err_msg=f"{(c, h, w, k, s)}")

@@ -116,3 +116,23 @@ def test_stem_bad_geometry_is_refused() -> None:
     with pytest.raises(ValueError, match="stem form"):
         qn.qstemconv_plan(x.shape, w, comp, np.ones(16, np.float32), None, 16, oh, ow, (3, 3), (4, 4), (2, 2),
                           (1, 1), qp)(x)
+
+
+@pytest.mark.parametrize("rt", [0, 1])
+def test_stem_quantizes_nan_inf_and_ties_as_the_columns_form(rt: int) -> None:
+    """The float input quantized in the window planes (16 at a time at round type 0) as qconv's columns: NaN -> 0,
+    +-inf clamped, -0, exact ties of the grid, values just past +-127.5 steps; every row length's tail."""
+    for w in (16, 17, 31, 40):
+        x, w8, _, oh, ow, geo = _case((1, 3, 11, w, 6, 3, 1, 1, 1, rt), w)
+        qp = qn.QParam.of(3.0, rt)
+        special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.5 * 3.0 / 127, -1.5 * 3.0 / 127, 3.0 * 127.5 / 127,
+                            -3.0 * 128.5 / 127, 1e30, -1e-30], np.float32)
+        picks = x.reshape(-1)[::5][: special.size * 20]  # (a view)
+        picks[:] = np.resize(special, picks.size)
+        assert np.isnan(x).any() and np.isinf(x).any()
+        m = w8.shape[0]
+        mul = np.full(m, 1e-2, np.float32)
+        w, comp = qn.dw_weights(w8)
+        got = qn.qstemconv_plan(x.shape, w, comp, mul, None, m, oh, ow, *geo, qp)(x)
+        ref = qn.qconv_plan(x.shape, qn.pack_weights(w8.reshape(m, -1)), mul, None, m, oh, ow, *geo, qp)(x)
+        np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8), err_msg=f"width {w}")

@@ -102,7 +102,7 @@ PD_TARGET_VNNI static void qdw_task_win(void *ctx, isz begin, isz end) {
             qdw_weight_words(d->w + c * g->KH * g->KW, g->KH, g->KW, G, wv);
             if (p) {
                 if (a.qp.rt == 0)
-                    qdw_quantize_rt(d, pl, p, 0);
+                    qdw_quantize_vnni(d, pl, p);
                 else
                     qdw_quantize_rt(d, pl, p, 1);
             }

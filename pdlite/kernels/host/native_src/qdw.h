@@ -132,6 +132,31 @@ PD_TARGET_VNNI static inline __attribute__((always_inline)) __m128i qdw_codes16(
     return _mm_xor_si128(_mm512_cvtsepi32_epi8(q), _mm_set1_epi8((char)0x80));
 }
 
+/* plane pl of the float input quantized (round type 0) into p as qdw_quantize_rt(d, pl, p, 0) writes it (bytes
+ * q + 128, padding 128): 16 values at a time through qdw_codes16 (q_v16's codes), only the padding set besides */
+PD_TARGET_VNNI static inline void qdw_quantize_vnni(const qdw_args *d, isz pl, uint8_t *p) {
+    const conv_geo *g = &d->a.geo;
+    const isz W = g->W, Wp = d->Wp, right = Wp - g->PL - W;
+    const __m512 k = _mm512_set1_ps(d->a.qp.k);
+    memset(p, 128, (size_t)(g->PT * Wp));
+    if (d->Hp > g->PT + g->H) memset(p + (g->PT + g->H) * Wp, 128, (size_t)((d->Hp - g->PT - g->H) * Wp));
+    const float *x = d->a.x + pl * g->H * W;
+    for (isz y = 0; y < g->H; y++) {
+        const float *r = x + y * W;
+        uint8_t *o = p + (y + g->PT) * Wp;
+        memset(o, 128, (size_t)g->PL);
+        if (right > 0) memset(o + g->PL + W, 128, (size_t)right);
+        o += g->PL;
+        isz x0 = 0;
+        for (; x0 + 16 <= W; x0 += 16)
+            _mm_storeu_si128((__m128i *)(o + x0), qdw_codes16((pd_v16)_mm512_loadu_ps(r + x0), k));
+        if (x0 < W) {
+            const __mmask16 m = (__mmask16)((1u << (W - x0)) - 1);
+            _mm_mask_storeu_epi8((void *)(o + x0), m, qdw_codes16((pd_v16)_mm512_maskz_loadu_ps(m, r + x0), k));
+        }
+    }
+}
+
 /* 16 codes as qdw_codes16(qdw_values16(s, ...)) with relu (relu6: top > 0 its threshold, else +inf), k finite and
  * > 0: the values' max(f, 0) (and min(f, top)) in place of the activation's selects, and no NaN step: they differ
  * from q_row_values' values only where those are -0 or NaN (max gives +0), both code 0, so the same codes (f >= 0 or

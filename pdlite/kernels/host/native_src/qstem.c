@@ -45,7 +45,7 @@ PD_TARGET_VNNI static void qst_windows_task(void *ctx, isz begin, isz end) {
             memset(win + g->SH * s->PS, 0, 64 * sizeof(int32_t));
             if (p) {
                 if (d->a.qp.rt == 0)
-                    qdw_quantize_rt(d, pl, p, 0);
+                    qdw_quantize_vnni(d, pl, p);
                 else
                     qdw_quantize_rt(d, pl, p, 1);
             }
