@@ -112,28 +112,34 @@ sys.path.insert(0, sys.argv[2])
 from tests.kernels import test_host_int8_codes as t
 from pdlite.kernels.host import quant_native as qn
 out = {"isa": qn.int8_isa()}
-for name, (i, direct, chain) in t._table_cases().items():
+for name, (i, form, chain) in t._table_cases().items():
+    if form == "depthwise":
+        x, _, _ = t.tdw._data(t.tdw.CASES[i], i)
+        out[name + "_values"] = t._dw(i, x, chain=chain)
+        out[name + "_codes"] = t._dw(i, x, chain=chain, codes=t.CQ)
+        continue
     x, _, _ = t.t8._data(t.t8.CASES[i], i)
-    out[name + "_values"] = t._conv(i, direct, x, chain=chain)
-    out[name + "_codes"] = t._conv(i, direct, x, chain=chain, codes=t.CQ)
+    out[name + "_values"] = t._conv(i, form == "direct", x, chain=chain)
+    out[name + "_codes"] = t._conv(i, form == "direct", x, chain=chain, codes=t.CQ)
 np.savez(sys.argv[1], **out)
 """
 
 
-def _table_cases() -> dict[str, tuple[int, bool, np.ndarray]]:
-    """Convs (pointwise on 1640 columns, direct, one column) with chains whose tail after a QDQ becomes a table of
-    codes when the output is codes (qchain.c's q_chain_lut): PP-OCRv4 det's (per-channel add, scale, QDQ, scale + b,
-    hard_swish, scale, QDQ, scale + b) and every step kind (t8._chain_program)."""
+def _table_cases() -> dict[str, tuple[int, str, np.ndarray]]:
+    """Convs (pointwise on 1640 columns, direct, one column, depthwise) with chains whose tail after a QDQ becomes a
+    table of codes when the output is codes (qchain.c's q_chain_lut): PP-OCRv4 det's (per-channel add, scale, QDQ,
+    scale + b, hard_swish, scale, QDQ, scale + b) and every step kind (t8._chain_program)."""
     rng = np.random.default_rng(3)
     hs = native.activation("hard_swish", {"offset": 3.0, "threshold": 6.0, "scale": 6.0})
     out = {}
-    for name, i, direct in [("pointwise", 13, False), ("direct", DIRECT[1], True), ("column", 11, False)]:
-        m = t8.CASES[i][4]
+    for name, i, form in [("pointwise", 13, "pointwise"), ("direct", DIRECT[1], "direct"), ("column", 11, "column"),
+                          ("depthwise", 0, "depthwise"), ("depthwise_wide", 7, "depthwise")]:
+        m = tdw.CASES[i][1] if form == "depthwise" else t8.CASES[i][4]
         det = (qn.chain_add_c(rng.standard_normal(m)) + qn.chain_scale(1.9, 0, True) + qn.chain_qdq(2.5, 0)
                + qn.chain_scale(1.0, 0.8, True) + qn.chain_act(hs) + qn.chain_scale(0.63, 0, True)
                + qn.chain_qdq(1.4, 0) + qn.chain_scale(1.0, -0.5, True))
-        out[f"{name}_det"] = (i, direct, np.array(det, np.float32))
-        out[f"{name}_all"] = (i, direct, t8._chain_program(rng, m))
+        out[f"{name}_det"] = (i, form, np.array(det, np.float32))
+        out[f"{name}_all"] = (i, form, t8._chain_program(rng, m))
     return out
 
 

@@ -327,6 +327,7 @@ PD_HIDDEN int qdw_parse(PyObject *args, int stem, qdw_args *d, q_bufs *bs, q_cha
             return -1;
         }
         a->chain = chain;
+        if (a->codes) q_chain_lut(chain, &a->cq); /* (codes through the chain's table where it has one: qchain.c) */
     }
     return 0;
 }
