@@ -17,8 +17,12 @@ in the float-sums form, the CPU time of
 each depthwise kernel call (kernel.run, the steady path off), 1 thread, the three programs alternated run by run,
 medians of `--rounds` x 10 runs (the stride-1 and stride-2 convs of one input and filter shape share a row).
 
+`--stem`: instead, the 3-channel 3x3 stride-2 stem on 224x224 (16 outputs, hard_swish): the fp32 direct conv against
+the int8 conv in its stem form (native_src/qstem.c, at vnni) and in the columns form it ran in before (floats in,
+codes out, as MobileNetV3-small's int8 program runs it), alternated call by call, CPU time, 1 thread, medians.
+
 Usage: python benchmarks/qdepthwise_bench.py [--models mobilenet_v3_small mobilenet_v1] [--rounds 5]
-       [--act relu|hard_swish] [--floats] [--in-model]
+       [--act relu|hard_swish] [--floats] [--in-model] [--stem]
 Prints a Markdown table (BENCHMARKS.md).
 """
 from __future__ import annotations
@@ -55,7 +59,11 @@ def main() -> int:
     ap.add_argument("--act", default="relu", choices=["relu", "hard_swish"])
     ap.add_argument("--floats", action="store_true", help="int8 writes floats (else codes)")
     ap.add_argument("--in-model", action="store_true", help="time the depthwise convs inside the models' programs")
+    ap.add_argument("--stem", action="store_true", help="time the 3-channel stem conv's forms")
     args = ap.parse_args()
+    if args.stem:
+        stem(args.rounds * 10)
+        return 0
     if args.in_model:
         for model in args.models:
             in_model(model, args.rounds * 10)
@@ -102,6 +110,41 @@ def main() -> int:
         print(f"| {model} | all | | {tot[0]:.3f} | {tot[1]:.3f} | {tot[2]:.3f} | {tot[0] / tot[1]:.2f}x | "
               f"{tot[0] / tot[2]:.2f}x |")
     return 0
+
+
+def stem(calls: int) -> None:
+    """The 3-channel 3x3 stride-2 stem (224x224 -> 16 x 112x112, hard_swish): fp32 direct conv, int8 stem form, int8
+    columns form (floats in, codes out); ms of CPU time per call, 1 thread, medians."""
+    from pdlite.kernels.host import native, native_plans
+    from pdlite.kernels.host import quant_native as qn
+
+    native._ext.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    w8 = rng.integers(-127, 128, (16, 3, 3, 3)).astype(np.int8)
+    mul, b = np.full(16, 1e-3, np.float32), np.zeros(16, np.float32)
+    hs = native.activation("hard_swish", {"offset": 3.0, "threshold": 6.0, "scale": 6.0})
+    geo, qp, cq = ((3, 3), (2, 2), (1, 1), (1, 1)), qn.QParam.of(2.5, 0), qn.QParam.of(0.5, 0)
+    forms = {"fp32 direct": functools.partial(native_plans.direct_plan(
+        native.direct_conv_weights(w8.astype(np.float32)), b, x.shape, 16, 112, 112, *geo, hs), x)}
+    if qn.stem_form(3, (3, 3), (2, 2), (1, 1)):
+        forms["int8 stem form"] = functools.partial(
+            qn.qstemconv_plan(x.shape, *qn.dw_weights(w8), mul, b, 16, 112, 112, *geo, qp, hs, codes=cq), x)
+    forms["int8 columns form"] = functools.partial(
+        qn.qconv_plan(x.shape, qn.pack_weights(w8.reshape(16, -1)), mul, b, 16, 112, 112, *geo, qp, hs, codes=cq), x)
+    ts: dict[str, list[float]] = {k: [] for k in forms}
+    for _ in range(calls):
+        for k, f in forms.items():
+            t = time.thread_time()
+            f()
+            ts[k].append((time.thread_time() - t) * 1e3)
+    med = {k: float(np.median(v)) for k, v in ts.items()}
+    print(f"int8 {qn.int8_isa()}, fp32 {native._ext.isa()}; the 3-channel 3x3/2 stem, 224x224 -> 16 x 112x112, "
+          "hard_swish, int8 floats in and codes out; ms of CPU time per call, 1 thread, medians\n")
+    print("| form | ms | fp32 / form |")
+    print("|---|---|---|")
+    for k, v in med.items():
+        print(f"| {k} | {v:.3f} | {med['fp32 direct'] / v:.2f}x |")
 
 
 def in_model(model: str, runs: int) -> None:
