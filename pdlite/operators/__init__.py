@@ -19,6 +19,7 @@ from pdlite.operators import (  # noqa: F401 (imported to register)
     quant,
     rnn,
     roi,
+    squeeze_excitation,
     subgraph,
     tensor,
     type_cast,

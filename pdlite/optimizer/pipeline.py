@@ -47,6 +47,7 @@ DEFAULT_PASSES: list[str] = [
     "quant_dwconv_int8_pass",  # ... depthwise convs on an int8 grid -> quantized_conv2d (groups = channels)
     "quant_chain_fold_pass",  # ... a pointwise_chain after a quantized_conv2d -> its epilogue
     "quant_codes_pass",  # ... int8 codes (uint8) between integer convs instead of floats (same bits)
+    "squeeze_excitation_fuse_pass",  # host: pool + two 1x1 convs + gate multiply -> one op (after the int8 passes)
     "dead_code_elimination_pass",
     # -- kernel pick and program generation ----------------------------------------------
     "subgraph_detect_pass",  # NNAdapter: only acts when the config names devices

@@ -30,6 +30,7 @@ from pdlite.kernels.host import (  # noqa: F401 (imported to register)
     quant_int8,
     rnn,
     roi,
+    squeeze_excitation,
     tensor,
     type_cast,
     vision,

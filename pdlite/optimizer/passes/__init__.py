@@ -22,6 +22,7 @@ from pdlite.optimizer.passes import (  # noqa: F401
     quant_int8,
     quant_state,
     scale_fuse,
+    se_fuse,
     type_cast,
     weight_quant,
 )

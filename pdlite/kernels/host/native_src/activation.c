@@ -140,6 +140,11 @@ PD_INLINE void mr_task_impl(void *vctx, isz begin, isz end) {
 
 PD_VERSIONS(mr_task)
 
+PD_HIDDEN void mul_rows_run(const float *x, const float *s, float *out, isz rows, isz inner) {
+    mr_args a = {x, s, out, inner};
+    if (rows > 0 && inner > 0) parallel_for(mr_task, &a, rows, row_grain(rows, inner));
+}
+
 PD_HIDDEN PyObject *py_mul_rows(PyObject *self, PyObject *args) {
     PyObject *xo, *so, *oo;
     isz rows, inner;
@@ -156,12 +161,9 @@ PD_HIDDEN PyObject *py_mul_rows(PyObject *self, PyObject *args) {
     a.out = bufs_take(&bs, oo, 1, rows * inner, "mul_rows output");
     if (bs.failed) return NULL;
     a.inner = inner;
-    if (rows > 0 && inner > 0) {
-        const isz grain = row_grain(rows, inner);
-        Py_BEGIN_ALLOW_THREADS;
-        parallel_for(mr_task, &a, rows, grain);
-        Py_END_ALLOW_THREADS;
-    }
+    Py_BEGIN_ALLOW_THREADS;
+    mul_rows_run(a.x, a.s, a.out, rows, inner);
+    Py_END_ALLOW_THREADS;
     bufs_release(&bs);
     Py_RETURN_NONE;
 }

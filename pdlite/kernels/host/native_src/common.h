@@ -17,6 +17,7 @@
  *   direct_conv       convs of few input channels (stems) computed in place, 16 columns x 16 channels a tile
  *   bias_act          in place: out[n, c, :] = act(out[n, c, :] + bias[c])
  *   mul_rows          out[r, :] = x[r, :] * s[r] (squeeze-and-excitation's channel gates)
+ *   squeeze_excitation  global average pool, two small products with activations, the channel scaling: one call
  *   im2col            (N, C, H, W) -> columns (N, C*KH*KW, OH*OW), padding read as zeros
  *   pool2d            max / avg windows with Paddle's divisor rules (exclusive or not)
  *   layer_norm        per row of a (rows, cols) matrix, optional scale and bias, mean and variance out
@@ -39,7 +40,7 @@
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
  *   packed_gemm.c   packed_conv, packed_fc    direct_conv.c   direct_conv
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
- *   gemv.c          packed_gemv
+ *   gemv.c          packed_gemv               se.c            squeeze_excitation
  *   module.c        the Python module: method table, ISA pick, threads, SOURCE_HASH
  */
 #ifndef PD_NATIVE_COMMON_H
@@ -580,6 +581,12 @@ PD_HIDDEN void mr_task_pick(int isa);
 PD_HIDDEN void dc_task_pick(int isa);
 PD_HIDDEN void i2c_task_pick(int isa);
 PD_HIDDEN void pool_task_pick(int isa);
+PD_HIDDEN void se_task_pick(int isa);
+/* out[p] = mean of x[p * hw .. (p + 1) * hw) for p < planes, the pool2d op's global average (the same bits), on the
+ * calling thread (pool.c) */
+PD_HIDDEN void pool_avg_planes(const float *x, float *out, isz planes, isz hw);
+/* out[r, :] = x[r, :] * s[r] for r < rows, rows of `inner` floats, on the pool (activation.c; mul_rows) */
+PD_HIDDEN void mul_rows_run(const float *x, const float *s, float *out, isz rows, isz inner);
 extern PD_HIDDEN int g_dwr_on; /* depthwise.c's row-vector form (tests' hook: _set_depthwise_rows) */
 PD_HIDDEN void gemm_task_pick(int isa);
 PD_HIDDEN void pk_multi_task_pick(int isa);
@@ -606,6 +613,7 @@ PD_HIDDEN PyObject *py_depthwise_conv2d(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_bias_act(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_add_act(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_mul_rows(PyObject *self, PyObject *args);
+PD_HIDDEN PyObject *py_squeeze_excitation(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_direct_conv(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_direct_conv_pack(PyObject *self, PyObject *args);
 PD_HIDDEN PyObject *py_im2col(PyObject *self, PyObject *args);

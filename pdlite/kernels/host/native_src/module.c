@@ -38,6 +38,7 @@ static void pick_isa(void) {
     dc_task_pick(isa);
     i2c_task_pick(isa);
     pool_task_pick(isa);
+    se_task_pick(isa);
     gemm_task_pick(isa);
     wino_in_task_pick(isa);
     wino_gemm_task_pick(isa);
@@ -169,6 +170,9 @@ static PyMethodDef methods[] = {
     {"bias_act", py_bias_act, METH_VARARGS, "bias_act(out, bias|None, (N,C,inner), act, (a0,a1,a2)): in place"},
     {"add_act", py_add_act, METH_VARARGS, "add_act(x, y, out, n, act, (a0,a1,a2)): out = act(x + y), n floats each"},
     {"mul_rows", py_mul_rows, METH_VARARGS, "mul_rows(x, s, out, (rows, inner)): out[r, :] = x[r, :] * s[r]"},
+    {"squeeze_excitation", py_squeeze_excitation, METH_VARARGS,
+     "squeeze_excitation(x, w1t (C,C1), b1|None, w2t (C1,C), b2|None, out, (N,C,C1,HW), act1, (a0,a1,a2), act2, "
+     "(a0,a1,a2)): out[n,c,:] = x[n,c,:] * act2(W2 @ act1(W1 @ mean(x[n]) + b1) + b2)[c]"},
     {"direct_conv", py_direct_conv, METH_VARARGS,
      "direct_conv(x, packed w, bias|None, out, (N,C,H,W,OC,OH,OW,KH,KW,SH,SW,DH,DW,PT,PL), act, (a0,a1,a2))"},
     {"direct_conv_pack", py_direct_conv_pack, METH_VARARGS,

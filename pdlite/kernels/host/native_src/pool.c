@@ -323,6 +323,11 @@ PD_INLINE void pool_task_impl(void *vctx, isz begin, isz end) {
 #endif
 PD_VERSIONS(pool_task)
 
+PD_HIDDEN void pool_avg_planes(const float *x, float *out, isz planes, isz hw) {
+    pool_args a = {x, out, planes, 1, hw, 1, 1, 1, hw, 1, 1, 0, 0, 0, 1};
+    pool_task(&a, 0, planes); /* pool_global: pool_planes, on this thread */
+}
+
 PD_HIDDEN PyObject *py_pool2d(PyObject *self, PyObject *args) {
     const unsigned pd_fail0 = pd_failures();
     PyObject *xo, *oo;
