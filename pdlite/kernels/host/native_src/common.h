@@ -38,7 +38,8 @@
  *   depthwise.c     depthwise_conv2d          activation.c    bias_act, add_act, mul_rows
  *   depthwise_short.c  its form for maps of few rows (depthwise.h: the arguments its forms share)
  *   gemm_conv.c     im2col, conv_gemm, sgemm  winograd.c      winograd_conv3x3
- *   packed_gemm.c   packed_conv, packed_fc    direct_conv.c   direct_conv
+ *   packed_gemm.c   packed_conv               direct_conv.c   direct_conv
+ *   packed_fc.c     packed_fc (packed.h: the wide tile's shape, shared with packed_gemm.c)
  *   pool.c          pool2d                    norm_softmax.c  layer_norm, softmax
  *   gemv.c          packed_gemv               se.c            squeeze_excitation
  *   module.c        the Python module: method table, ISA pick, threads, SOURCE_HASH
