@@ -62,9 +62,9 @@ class SqueezeExcitation(Kernel):
         c1, c = w1.shape[:2]
         # (C1, C, 1, 1) -> (C, C1) and (C, C1, 1, 1) -> (C1, C): the products' layout (se.c)
         self.weights = (w1.reshape(c1, c), w2.reshape(c, c1),
-                        np.ascontiguousarray(w1.reshape(c1, c).T), np.ascontiguousarray(w2.reshape(c, c1).T),
-                        None if b1 is None else np.ascontiguousarray(b1.reshape(c1)),
-                        None if b2 is None else np.ascontiguousarray(b2.reshape(c)))
+                        np.asarray(w1.reshape(c1, c).T, order="C"), np.asarray(w2.reshape(c, c1).T, order="C"),
+                        None if b1 is None else np.asarray(b1.reshape(c1), order="C"),
+                        None if b2 is None else np.asarray(b2.reshape(c), order="C"))
 
     def _current(self, ins: dict[str, list[Any]]) -> None:
         vals = [ins[s][0] if ins.get(s) else None for s in SLOTS]

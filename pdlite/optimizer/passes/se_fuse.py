@@ -8,7 +8,8 @@
 
 The convs are conv2d or fused_conv2d (conv_type conv2d, no ResidualData, any fusable activation; act1 / act2 carry
 it as act1_type / act1_<attr>), B1 / B2 their optional Bias slots. p, h and s must have no other reader and not be
-fetched; x (read by the pool and the multiply) may have others. It runs after the conv and activation fusions and
+fetched; x (read by the pool and the multiply) may have others. It applies where every target of the valid places
+runs `squeeze_excitation` (the host: not with the CUDA target or NNAdapter devices, whose kernels take the ops). It runs after the conv and activation fusions and
 after the int8 passes (pdlite/optimizer/pipeline.py): in a quantized MobileNetV3 the SE convs stay float and fuse
 here when the four ops read and write float tensors as above (an int8 edge in between, a quantize op or codes,
 leaves the block alone).
@@ -20,11 +21,13 @@ from typing import Any
 from pdlite.core.graph import Graph
 from pdlite.core.program import OpDesc
 from pdlite.core.types import TargetType
+from pdlite.kernels.registry import targets_for
 from pdlite.operators.fused import ACT_PREFIX, FUSABLE_ACTIVATIONS
 from pdlite.optimizer.pass_registry import PassContext, register_pass
 from pdlite.optimizer.pattern import Fuser, Match, Pattern, input_node, param_value, replace_ops
 
 CONVS = ("conv2d", "fused_conv2d")
+CPU_TARGETS = {TargetType.Host, TargetType.X86, TargetType.ARM, TargetType.Any}
 
 
 def _pattern(gate_slot: str) -> Pattern:
@@ -76,6 +79,14 @@ def _act_attrs(conv: OpDesc, key: str) -> dict[str, Any]:
 @register_pass("squeeze_excitation_fuse_pass", targets=(TargetType.Host,))
 class SqueezeExcitationFuse(Fuser):
     """The block, its gate as the multiply's X (MobileNetV3's elementwise_mul(hardsigmoid, x)) or as its Y."""
+
+    def applies_to(self, ctx: PassContext) -> bool:
+        """Only where every target of the valid places runs the op (the host kernel serves the CPU targets): on the
+        CUDA target or with NNAdapter devices the block stays as ops those run."""
+        have = set(targets_for("squeeze_excitation"))
+        if TargetType.Host in have:
+            have |= CPU_TARGETS
+        return not ctx.options.get("nnadapter_device_names") and ctx.targets <= have
 
     def pattern(self) -> list[Pattern]:
         return [_pattern("X"), _pattern("Y")]
