@@ -30,7 +30,7 @@ LEGACY_ONLY = {
 INTERNAL = {"calib", "io_copy", "layout", "subgraph", "fused_conv2d", "fusion_scale_activation",
             *(f"fusion_elementwise_{k}_activation" for k in ("add", "sub", "mul", "div", "max", "min")),
             "quantize_dequantize_linear", "quantized_conv2d", "quantized_fc", "pointwise_chain",
-            "fused_attention", "skip_layernorm"}  # the host int8 passes' ops
+            "fused_attention", "skip_layernorm", "squeeze_excitation"}  # the host int8 passes' ops, the fusions' ops
 
 
 @pytest.fixture(scope="module", autouse=True)

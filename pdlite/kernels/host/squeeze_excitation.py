@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from pdlite.core.program import OpDesc
-from pdlite.errors import PdliteError
 from pdlite.kernels.host import native
 from pdlite.kernels.host.fused import host_kernel
 from pdlite.kernels.registry import Bound, Kernel, bound, register_kernel
@@ -45,14 +44,11 @@ class SqueezeExcitation(Kernel):
         self.sources: tuple[Any, ...] = ()
 
     def prepare(self, params: Mapping[str, Any]) -> None:
-        vals = []
-        for slot in SLOTS:
-            names = self.op.inputs.get(slot) or []
-            if names and params.get(names[0]) is None:
-                raise PdliteError(f"squeeze_excitation ({self.op.output('Out')!r}): {slot} {names[0]!r} must be a "
-                                  "parameter (a persistable variable)")
-            vals.append(params[names[0]] if names else None)
-        self._set_weights(vals)
+        """The products' operands from the parameters; weights computed by other ops (weight-only quantization's
+        dequantize_linear) are taken on the first run instead."""
+        names = [(self.op.inputs.get(s) or [None])[0] for s in SLOTS]
+        if all(n is None or params.get(n) is not None for n in names):
+            self._set_weights([None if n is None else params[n] for n in names])
 
     def _set_weights(self, vals: list[Any]) -> None:
         """The products' operands from W1, W2, B1, B2 (kept by identity: a replaced parameter is prepared again)."""

@@ -27,6 +27,14 @@ QUANT_TYPES = {"QUANT_INT8": (np.int8, 127), "QUANT_INT16": (np.int16, 32767)}
 WEIGHT_SLOTS = {"conv2d": ("Filter", 0), "depthwise_conv2d": ("Filter", 0), "fused_conv2d": ("Filter", 0),
                 "conv2d_transpose": ("Filter", 1), "depthwise_conv2d_transpose": ("Filter", 1),
                 "fc": ("W", 1), "mul": ("Y", 1), "matmul": ("Y", 1), "matmul_v2": ("Y", 1)}
+# ops with more than one weight: op type -> the (slot, axis) pairs after WEIGHT_SLOTS' one
+MORE_WEIGHT_SLOTS = {"squeeze_excitation": (("W1", 0), ("W2", 0))}
+
+
+def weight_slots(op_type: str) -> tuple[tuple[str, int], ...]:
+    """The (weight slot, output-channel axis) pairs of an op type (none: it has no weight to quantize)."""
+    one = WEIGHT_SLOTS.get(op_type)
+    return ((one,) if one else ()) + MORE_WEIGHT_SLOTS.get(op_type, ())
 
 
 def quantize_weight(w: np.ndarray, axis: int, qmax: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
@@ -47,34 +55,33 @@ class WeightQuantize(Pass):
         for node in list(graph.op_nodes()):
             op = node.op
             assert op is not None
-            spec = WEIGHT_SLOTS.get(op.type)
-            if spec is None or len(op.inputs.get(spec[0]) or []) != 1:
-                continue
-            slot, axis = spec
-            if op.type in ("matmul", "matmul_v2") and op.attrs.get("trans_y", op.attrs.get("transpose_Y", False)):
-                axis = 0
-            wname = op.inputs[slot][0]
-            w = ctx.params.get(wname)
-            wnode = next((v for v in node.inputs if v.name == wname), None)
-            if (w is None or wnode is None or not wnode.persistable or np.asarray(w).dtype != np.float32
-                    or np.asarray(w).ndim not in (2, 4) or wnode.inputs):
-                continue
-            w = np.asarray(w)
-            q, s = quantize_weight(w, axis, qmax, dtype)
-            qname, sname, dqname = f"{wname}@{kind.lower()}", f"{wname}@scale", f"{wname}@dequantized"
-            qnode = graph.add_var(VarDesc(qname, dtype=var_type_of(q.dtype), shape=list(q.shape), persistable=True))
-            snode = graph.add_var(VarDesc(sname, dtype=var_type_of(s.dtype), shape=list(s.shape), persistable=True))
-            dnode = graph.add_var(VarDesc(dqname, dtype=wnode.var.dtype if wnode.var else None, shape=list(w.shape)))
-            ctx.params[qname], ctx.params[sname] = q, s
-            dq = OpDesc("dequantize_linear", {"X": [qname], "Scale": [sname]}, {"Y": [dqname]},
-                        {"quant_axis": axis, "bit_length": 8 if qmax == 127 else 16, "qmax": qmax,
-                         "qmin": -qmax - 1, "round_type": 0})
-            graph.add_op(dq, [qnode, snode], [dnode])
-            for reader in list(wnode.outputs):
-                graph.replace_input(reader, wnode, dnode)
-            graph.remove_var(wnode)
-            ctx.params.pop(wname, None)
-            done += 1
+            for slot, axis in weight_slots(op.type):
+                if len(op.inputs.get(slot) or []) != 1:
+                    continue
+                if op.type in ("matmul", "matmul_v2") and op.attrs.get("trans_y", op.attrs.get("transpose_Y", False)):
+                    axis = 0
+                wname = op.inputs[slot][0]
+                w = ctx.params.get(wname)
+                wnode = next((v for v in node.inputs if v.name == wname), None)
+                if (w is None or wnode is None or not wnode.persistable or np.asarray(w).dtype != np.float32
+                        or np.asarray(w).ndim not in (2, 4) or wnode.inputs):
+                    continue
+                w = np.asarray(w)
+                q, s = quantize_weight(w, axis, qmax, dtype)
+                qname, sname, dqname = f"{wname}@{kind.lower()}", f"{wname}@scale", f"{wname}@dequantized"
+                qnode = graph.add_var(VarDesc(qname, dtype=var_type_of(q.dtype), shape=list(q.shape), persistable=True))
+                snode = graph.add_var(VarDesc(sname, dtype=var_type_of(s.dtype), shape=list(s.shape), persistable=True))
+                dnode = graph.add_var(VarDesc(dqname, dtype=wnode.var.dtype if wnode.var else None, shape=list(w.shape)))
+                ctx.params[qname], ctx.params[sname] = q, s
+                dq = OpDesc("dequantize_linear", {"X": [qname], "Scale": [sname]}, {"Y": [dqname]},
+                            {"quant_axis": axis, "bit_length": 8 if qmax == 127 else 16, "qmax": qmax,
+                             "qmin": -qmax - 1, "round_type": 0})
+                graph.add_op(dq, [qnode, snode], [dnode])
+                for reader in list(wnode.outputs):
+                    graph.replace_input(reader, wnode, dnode)
+                graph.remove_var(wnode)
+                ctx.params.pop(wname, None)
+                done += 1
         ctx.meta.setdefault("pass_stats", {})[self.name] = {"rewrites": done}
         return done > 0
 
