@@ -120,6 +120,8 @@ CASES = {
     "wide 3x3": lambda: _conv(1, 8, 18, 18, 24, 3, 1, 1, True, HSWISH),
     # packed fc: 3 column tiles (the last partial), 2 row blocks
     "packed fc": lambda: _fc(40, 72, 130, RELU6),
+    # packed fc, a last tile of 32 columns (AVX2: two 16-column sub-tiles instead of 24-column ones), partial panel
+    "packed fc 32-column tail": lambda: _fc(21, 72, 128, HSWISH),
     # matrix-vector products (gemv.c): 3 rows, a pair of tiles then an odd, partial one
     "packed gemv": lambda: _gemv(3, 200, 130, HSWISH),
     # the depthwise row-vector form: 3x3 stride 1 (a partial last vector on both ISAs), stride 2 (odd and even widths)
@@ -150,6 +152,7 @@ DIGESTS = {
     'wide 1x1': '517740681423193dc197bf6fee27ec844a94b5c2ad786536e380f654df545588',
     'wide 3x3': '3aadfb0dc0b0547e693ee7f04d41b43965185eebe4285c4732d2029ead99a12f',
     'packed fc': '68e2b2823abf0938bb085c40c3349be19e593ab865047b1f8e3762e35fa77ee5',
+    'packed fc 32-column tail': '0e41aee3fc4a290e27fec9d422cdc6c0c97715a113edb42f1e68de058060d3a1',
     'packed gemv': '81d4865fc4b7741c60602a8b280919691f32058457021c510055630e1528819a',
     'depthwise 3x3': '54eb4dd4d8e72e1e3fc001a72921918a58411a6cd37b46c564391930d9c8f642',
     'depthwise 3x3 stride 2': '00f268feb1d4e6c69dc8c0725230bee452ccb9973d5f00ec2f070599ba91b327',
