@@ -61,7 +61,7 @@ def ov_above_isa(d: Path, isa: str, batch: int) -> str:
             "if 'avx512' in p or 'amx' in p or 'mlas' in p) or 'none')")
     try:
         out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), d.name, str(batch)],
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, errors="replace", timeout=300)
     except subprocess.TimeoutExpired:
         return "?"
     return out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else "?"
