@@ -84,8 +84,10 @@ def test_squeeze_excitation_native_pool_is_pool2d_and_bind_is_run():
     mean = pool.run({"X": [x]})["Out"][0]
     np.testing.assert_array_equal(got, x * mean)
     b = k.bind({"X": [x], "W1": [eye], "W2": [eye]}, frozenset({"W1", "W2"}))
-    assert b is not None
-    np.testing.assert_array_equal(b.fn(x), got)
+    if native.use_native(None):  # the NumPy kernels (--host-numpy) have no bound form: run's path is the step
+        assert b is not None
+    if b is not None:
+        np.testing.assert_array_equal(b.fn(x), got)
     # a replaced weight (another object) is prepared again: the gate doubles
     got2 = k.run({"X": [x], "W1": [eye], "W2": [eye * np.float32(2)]})["Out"][0]
     np.testing.assert_array_equal(got2, x * (mean * np.float32(2)))
