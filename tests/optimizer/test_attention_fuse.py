@@ -81,23 +81,15 @@ def test_attention_is_left_to_devices():
 def test_attention_and_skip_layernorm_on_the_transformer_encoder():
     """The shared transformer_encoder (2 layers, 4 heads of 32, 32 tokens): 2 fused_attention and 4 skip_layernorm
     ops; outputs within 1e-5 of Paddle's reference and of the program run without the two passes."""
-    import pdlite.inference as pi
+    from tests.optimizer.util import run_model_case
 
     model = model_dir("transformer_encoder")  # the repo's fixture copy (or ../shared's); skips if neither
     case = np.load(model / "case.npz")
     outs, types = [], []
-    for fuse in (True, False):
-        cfg = pi.Config(str(model / "inference.pdmodel"), str(model / "inference.pdiparams"))
-        if not fuse:
-            cfg.delete_pass("attention_fuse_pass")
-            cfg.delete_pass("skip_layernorm_fuse_pass")
-        pred = pi.create_predictor(cfg)
-        types.append([i.op.type for i in pred._lite._runtime.instructions])
-        for k in case.files:
-            if k.startswith("in:"):
-                pred.get_input_handle(k[3:]).copy_from_cpu(case[k])
-        pred.run()
-        outs.append({k: pred.get_output_handle(k[4:]).copy_to_cpu() for k in case.files if k.startswith("out:")})
+    for deleted in ((), ("attention_fuse_pass", "skip_layernorm_fuse_pass")):
+        t, o = run_model_case(model, deleted)
+        types.append(t)
+        outs.append(o)
     assert types[0].count("fused_attention") == 2 and types[0].count("skip_layernorm") == 4
     assert "softmax" not in types[0] and "matmul_v2" not in types[0] and "transpose2" not in types[0]
     assert types[1].count("softmax") == 2 and "fused_attention" not in types[1]

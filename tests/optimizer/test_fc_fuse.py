@@ -168,23 +168,16 @@ def test_fc_siblings_on_the_transformer_encoder():
     """The shared transformer_encoder's q / k / v projections (3 fc of 128 -> 128 per layer, 2 layers): two fused
     fc's of 384 columns; the outputs within 1e-5 of Paddle's reference and within 1e-6 of the program run without
     the pass."""
-    import pdlite.inference as pi
+    from tests.optimizer.util import run_model_case
 
     model = model_dir("transformer_encoder")  # the repo's fixture copy (or ../shared's); skips if neither
     case = np.load(model / "case.npz")
     outs, types = [], []
-    for fuse in (True, False):
-        cfg = pi.Config(str(model / "inference.pdmodel"), str(model / "inference.pdiparams"))
-        cfg.delete_pass("attention_fuse_pass")  # (which takes the split: tests/optimizer/test_attention_fuse.py)
-        if not fuse:
-            cfg.delete_pass("fc_siblings_fuse_pass")
-        pred = pi.create_predictor(cfg)
-        types.append([i.op.type for i in pred._lite._runtime.instructions])
-        for k in case.files:
-            if k.startswith("in:"):
-                pred.get_input_handle(k[3:]).copy_from_cpu(case[k])
-        pred.run()
-        outs.append({k: pred.get_output_handle(k[4:]).copy_to_cpu() for k in case.files if k.startswith("out:")})
+    # attention_fuse_pass off in both runs (it takes the split: tests/optimizer/test_attention_fuse.py)
+    for deleted in (("attention_fuse_pass",), ("attention_fuse_pass", "fc_siblings_fuse_pass")):
+        t, o = run_model_case(model, deleted)
+        types.append(t)
+        outs.append(o)
     assert types[0].count("split") == 2 and types[0].count("fc") == 2 * 4 + 1
     assert types[1].count("split") == 0 and types[1].count("fc") == 2 * 6 + 1
     for k, got in outs[0].items():

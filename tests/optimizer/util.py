@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,24 @@ from pdlite.optimizer.analysis import AnalysisResult, analyse
 from pdlite.optimizer.pipeline import ESSENTIAL_PASSES
 
 BASE = ESSENTIAL_PASSES
+
+
+def run_model_case(model: Path, deleted_passes: tuple[str, ...] = ()) -> tuple[list[str], dict[str, np.ndarray]]:
+    """A model folder's case.npz inputs through pdlite.inference with `deleted_passes` off: the runtime program's op
+    types and the outputs by name."""
+    import pdlite.inference as pi
+
+    case = np.load(model / "case.npz")
+    cfg = pi.Config(str(model / "inference.pdmodel"), str(model / "inference.pdiparams"))
+    for name in deleted_passes:
+        cfg.delete_pass(name)
+    pred = pi.create_predictor(cfg)
+    types = [i.op.type for i in pred._lite._runtime.instructions]
+    for k in case.files:
+        if k.startswith("in:"):
+            pred.get_input_handle(k[3:]).copy_from_cpu(case[k])
+    pred.run()
+    return types, {k: pred.get_output_handle(k[4:]).copy_to_cpu() for k in case.files if k.startswith("out:")}
 
 
 def with_passes(*names: str) -> list[str]:
