@@ -19,6 +19,7 @@ on it at once.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import time
@@ -85,20 +86,17 @@ def ocr_candidates() -> list[str]:
     return [d for d in installed_devices() if d in DEVICES and d != "auto"]
 
 
+@functools.lru_cache(maxsize=1)
 def _machine_id() -> str:
-    """This CPU (model name and flags) and whether pdlite's native host kernels are loaded (else the NumPy ones,
-    10-20x slower on these networks), so that a cache shared by machines or builds keeps their choices apart."""
+    """This CPU (architecture, model and SIMD features, as `pdlite doctor` reads them) and whether pdlite's native
+    host kernels are loaded (else the NumPy ones, 10-20x slower on these networks), so that a cache shared by
+    machines or builds keeps their choices apart. Read once a process."""
     from pdlite.kernels.host import native
+    from pdlite.kernels.host.cpu_features import cpu_info
 
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            lines = [ln for ln in f if ln.startswith(("model name", "flags"))][:2]
-    except OSError:
-        import platform
-
-        lines = [platform.processor(), platform.machine()]
-    lines.append(f"native={native.available()}")
-    return hashlib.sha256("".join(lines).encode()).hexdigest()[:12]
+    cpu = cpu_info()
+    what = f"{cpu.arch}|{cpu.model}|{','.join(cpu.features)}|native={native.available()}"
+    return hashlib.sha256(what.encode()).hexdigest()[:12]
 
 
 class Placement:
